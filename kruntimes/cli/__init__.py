@@ -1,0 +1,1 @@
+"""The ``kruntimes`` command line."""

@@ -1,0 +1,1 @@
+"""The pure scheduling core: projections, snapshot, framework, plugins, assumed cache, queue, loop."""

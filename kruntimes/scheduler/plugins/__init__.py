@@ -1,0 +1,1 @@
+"""Filter and Score plugins, one module each."""
