@@ -1,0 +1,154 @@
+"""MemoryApi: the Run status subresource as an API server would serve it, in memory.
+
+It is what `kruntimes demo` and the tests bind against: every status write is
+guarded by the resourceVersion the writer read (a stale one gets `Conflict`, like
+HTTP 409), a successful write bumps the version, and the new object is delivered
+back to watchers like an informer would - inline, or after a delay on a delivery
+thread to model informer lag. Conflicts can be injected: a seeded fraction of
+writes find that "someone else" updated the Run first.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+import time
+from collections import deque
+from dataclasses import replace
+from datetime import datetime
+from typing import Any, Callable
+
+from kruntimes.scheduler import status as st
+from kruntimes.scheduler.projection import RunInfo
+
+Watcher = Callable[[RunInfo], None]
+
+
+class MemoryApi:
+    def __init__(self, *, conflict_rate: float = 0.0, delay: tuple[float, float] = (0.0, 0.0),
+                 seed: int = 0, error_rate: float = 0.0) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[tuple[str, str], RunInfo] = {}
+        self._status: dict[tuple[str, str], dict[str, Any]] = {}
+        self._rv = itertools.count(1)
+        self._rng = random.Random(seed)
+        self.conflict_rate = conflict_rate
+        self.error_rate = error_rate
+        self.delay = delay
+        self.watchers: list[Watcher] = []
+        self.writes = 0
+        self.injected_conflicts = 0
+        self._pending: deque[tuple[float, RunInfo]] = deque()
+        self._cv = threading.Condition()
+        self._closed = False
+        self._deliverer: threading.Thread | None = None
+        if delay[1] > 0:
+            self._deliverer = threading.Thread(target=self._deliver_loop, name="memory-api-watch", daemon=True)
+            self._deliverer.start()
+
+    # -- objects -------------------------------------------------------------------------
+    def create(self, run: RunInfo) -> RunInfo:
+        with self._lock:
+            stored = replace(run, resource_version=str(next(self._rv)))
+            self._runs[run.key] = stored
+        self._emit(stored)
+        return stored
+
+    def get(self, key: tuple[str, str]) -> RunInfo | None:
+        with self._lock:
+            return self._runs.get(key)
+
+    def status(self, key: tuple[str, str]) -> dict[str, Any] | None:
+        with self._lock:
+            return self._status.get(key)
+
+    def runs(self) -> list[RunInfo]:
+        with self._lock:
+            return [self._runs[k] for k in sorted(self._runs)]
+
+    def touch(self, key: tuple[str, str]) -> RunInfo:
+        """Someone else updates the Run (labels, annotations): only its version changes."""
+        with self._lock:
+            stored = self._runs[key] = replace(self._runs[key], resource_version=str(next(self._rv)))
+        self._emit(stored)
+        return stored
+
+    def finish(self, key: tuple[str, str], phase: str, now: datetime, reason: str = "Completed") -> RunInfo:
+        """What runtimed does when a task ends: the terminal helper, then a status write."""
+        with self._lock:
+            body = st.terminal_status(self._status.get(key), phase, reason, f"run {phase.lower()}", now)
+            stored = self._apply(self._runs[key], body)
+        self._emit(stored)
+        return stored
+
+    # -- the Binder ------------------------------------------------------------------------
+    def update_status(self, run: RunInfo, status: dict[str, Any]) -> None:
+        with self._lock:
+            current = self._runs.get(run.key)
+            if current is None or current.uid != run.uid:
+                raise st.Conflict(f"run {run.namespace}/{run.name} not found")
+            if self.error_rate and self._rng.random() < self.error_rate:
+                raise st.ApiError("injected server error")
+            injected = self.conflict_rate and self._rng.random() < self.conflict_rate
+            if injected:
+                # A concurrent writer got there first: the version moves on.
+                self.injected_conflicts += 1
+                current = self._runs[run.key] = replace(current, resource_version=str(next(self._rv)))
+            elif current.resource_version != run.resource_version:
+                raise st.Conflict(f"run {run.namespace}/{run.name} changed (resourceVersion)")
+            else:
+                self.writes += 1
+                current = self._apply(current, status)
+        self._emit(current)
+        if injected:
+            raise st.Conflict(f"run {run.namespace}/{run.name} changed (resourceVersion)")
+
+    def _apply(self, run: RunInfo, body: dict[str, Any]) -> RunInfo:
+        self._status[run.key] = body
+        assignment = body.get("assignment") or {}
+        pending = next((c.get("message") for c in body.get("conditions", [])
+                        if c.get("type") == st.SCHEDULED and c.get("status") == "False"), None)
+        stored = replace(run, resource_version=str(next(self._rv)), phase=body["phase"],
+                         pod_name=assignment.get("podName"), pod_uid=assignment.get("podUID"),
+                         released=bool(body.get("released")), pending_message=pending)
+        self._runs[run.key] = stored
+        return stored
+
+    # -- watch delivery ----------------------------------------------------------------------
+    def _emit(self, run: RunInfo) -> None:
+        if self._deliverer is None:
+            for watcher in self.watchers:
+                watcher(run)
+            return
+        with self._cv:
+            self._pending.append((time.monotonic() + self._rng.uniform(*self.delay), run))
+            self._cv.notify()
+
+    def _deliver_loop(self) -> None:
+        # One delivery thread, FIFO: like a watch, events arrive late but in order.
+        while True:
+            with self._cv:
+                while not self._pending and not self._closed:
+                    self._cv.wait()
+                if self._closed and not self._pending:
+                    return
+                due, run = self._pending[0]
+                wait = due - time.monotonic()
+                if wait > 0:
+                    self._cv.wait(wait)
+                    continue
+                self._pending.popleft()
+            for watcher in self.watchers:
+                watcher(run)
+
+    def idle(self) -> bool:
+        with self._cv:
+            return not self._pending
+
+    def close(self) -> None:
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+        if self._deliverer is not None:
+            self._deliverer.join(5)

@@ -1,0 +1,442 @@
+"""The cluster cache: pods, Runs and assumptions, with usage maintained incrementally.
+
+Everything a cycle reads lives here, guarded by one lock: the projections the
+informers deliver, the assumed cache, per-pod usage (active Runs plus assumptions),
+the affinity target index and the runtime index of Pending Runs. Usage is kept up
+to date on every mutation, so a cycle never walks the Run list; that is what keeps
+per-cycle cost flat in the number of active Runs.
+
+Every mutation is handed to the recorder while the lock is held, which assigns its
+log sequence number at the moment the change happens. "The state a cycle saw" is
+then exactly "every record up to the snapshot's LSN", and replay rebuilds it by
+feeding the same records through this same class.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from datetime import datetime, timedelta
+from typing import Any, Iterator, Protocol
+
+from kruntimes.scheduler import assumed as assumed_mod
+from kruntimes.scheduler.config import SchedulerConfig
+from kruntimes.scheduler.projection import Assumption, PodInfo, RunInfo
+from kruntimes.scheduler.snapshot import Snapshot
+from kruntimes.scheduler.targets import NamespaceTargets, Target, frozen_labels
+from kruntimes.scheduler.views import PodView, make_view
+
+RunKey = tuple[str, str]
+#: A wake-up: the Pending Run key to enqueue and the metric source that emitted it
+#: (None when a Run event enqueues that Run itself, which is not a counted wake-up).
+Wakeup = tuple[RunKey, str | None]
+SOURCE_RUNTIME_POD = "runtime_pod"
+SOURCE_CAPACITY_RELEASED = "capacity_released"
+
+
+class Recorder(Protocol):
+    """Receives every state change under the cache lock and returns its LSN.
+
+    The journal implements this; `data` holds projections and plain values, and the
+    recorder decides how (and whether) to encode them.
+    """
+
+    def record(self, kind: str, data: dict[str, Any]) -> int: ...
+
+
+class CountingRecorder:
+    """The recorder when no journal is configured: it only numbers changes."""
+
+    def __init__(self, start: int = 0) -> None:
+        self.lsn = start
+
+    def record(self, kind: str, data: dict[str, Any]) -> int:
+        self.lsn += 1
+        return self.lsn
+
+
+def _add(into: dict[str, int], amounts: tuple[tuple[str, int], ...], sign: int) -> None:
+    for r, q in amounts:
+        v = into.get(r, 0) + sign * q
+        if v:
+            into[r] = v
+        else:
+            into.pop(r, None)
+
+
+class _Slot:
+    """Usage on one (namespace, pod name); exists while a pod or usage refers to it."""
+
+    __slots__ = ("info", "actual", "assumed", "view")
+
+    def __init__(self) -> None:
+        self.info: PodInfo | None = None
+        self.actual: dict[str | None, dict[str, int]] = {}  # by assignment.podUID (None: name only)
+        self.assumed: dict[str, int] = {}
+        self.view: PodView | None = None
+
+    def actual_for(self, uid: str) -> dict[str, int]:
+        """Usage that counts on the pod with `uid`: runs assigned to that UID or by name only."""
+        by_uid, by_name = self.actual.get(uid), self.actual.get(None)
+        if by_name is None:
+            return by_uid or {}
+        merged = dict(by_uid or {})
+        _add(merged, tuple(by_name.items()), 1)
+        return merged
+
+    def empty(self) -> bool:
+        return self.info is None and not self.actual and not self.assumed
+
+
+class _Group:
+    """The pods of one (namespace, runtime) and its Pending Runs (the runtime index).
+
+    `views` is kept as a list patched in place for the pods touched since the last
+    snapshot, so a cycle after one assumption costs one view rebuild, not one per pod.
+    """
+
+    __slots__ = ("names", "pending", "views", "dirty", "frozen")
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.pending: set[str] = set()
+        self.views: list[PodView] | None = None  # None: membership changed, rebuild all
+        self.dirty: set[str] = set()
+        self.frozen: tuple[PodView, ...] | None = None
+
+    def invalidate(self) -> None:
+        self.views, self.frozen = None, None
+        self.dirty.clear()
+
+    def touch(self, name: str) -> None:
+        if self.views is not None:
+            self.dirty.add(name)
+        self.frozen = None
+
+
+class ClusterCache:
+    def __init__(self, config: SchedulerConfig | None = None, recorder: Recorder | None = None) -> None:
+        self.config = config or SchedulerConfig()
+        self.recorder: Recorder = recorder or CountingRecorder()
+        self.lock = threading.RLock()
+        self.lsn = 0
+        self.assumed = assumed_mod.AssumedCache()
+        self._runs: dict[RunKey, RunInfo] = {}
+        self._run_by_uid: dict[tuple[str, str], RunKey] = {}
+        self._slots: dict[tuple[str, str], _Slot] = {}
+        self._groups: dict[tuple[str, str], _Group] = {}
+        self._targets: dict[str, NamespaceTargets] = {}
+
+    # -- recording ---------------------------------------------------------------
+    def _record(self, kind: str, data: dict[str, Any]) -> int:
+        self.lsn = self.recorder.record(kind, data)
+        return self.lsn
+
+    def record(self, kind: str, data: dict[str, Any]) -> int:
+        """Record a non-mutating event (cycle, bind result, leader change) in log order."""
+        with self.lock:
+            return self._record(kind, data)
+
+    # -- reads ---------------------------------------------------------------------
+    def run(self, key: RunKey) -> RunInfo | None:
+        return self._runs.get(key)
+
+    def pod(self, key: tuple[str, str]) -> PodInfo | None:
+        slot = self._slots.get(key)
+        return slot.info if slot else None
+
+    def runs(self) -> Iterator[RunInfo]:
+        return iter([self._runs[k] for k in sorted(self._runs)])
+
+    def pods(self) -> Iterator[PodInfo]:
+        return iter([s.info for k, s in sorted(self._slots.items()) if s.info is not None])
+
+    def pending_keys(self) -> list[RunKey]:
+        """Every eligible Pending Run, sorted: what a new leader enqueues."""
+        with self.lock:
+            return sorted(k for k, r in self._runs.items() if r.eligible)
+
+    def pod_view(self, namespace: str, name: str, config: SchedulerConfig | None = None) -> PodView | None:
+        slot = self._slots.get((namespace, name))
+        if slot is None or slot.info is None:
+            return None
+        return self._view(slot, config or self.config)
+
+    def _view(self, slot: _Slot, config: SchedulerConfig) -> PodView:
+        assert slot.info is not None
+        if config.default_runs_capacity != self.config.default_runs_capacity:
+            # A what-if with another default: build, don't cache.
+            return make_view(slot.info, slot.actual_for(slot.info.uid), slot.assumed,
+                             config.default_runs_capacity)
+        if slot.view is None:
+            slot.view = make_view(slot.info, slot.actual_for(slot.info.uid), slot.assumed,
+                                  config.default_runs_capacity)
+        return slot.view
+
+    def snapshot(self, run: RunInfo, now: datetime, config: SchedulerConfig | None = None) -> Snapshot:
+        """The consistent view one cycle plans on. Call and plan while holding `lock`."""
+        config = config or self.config
+        group = self._groups.get((run.namespace, run.runtime))
+        if group is None:
+            pods: tuple[PodView, ...] = ()
+        elif config.default_runs_capacity != self.config.default_runs_capacity:
+            pods = tuple(self._view(self._slots[(run.namespace, n)], config) for n in group.names)
+        else:
+            pods = self._group_views(run.namespace, group)
+        targets = self._targets.get(run.namespace) or NamespaceTargets()
+        return Snapshot(run=run, pods=pods, targets=targets, now=now, lsn=self.lsn, config=config)
+
+    def _group_views(self, ns: str, group: _Group) -> tuple[PodView, ...]:
+        if group.frozen is not None:
+            return group.frozen
+        slots, config = self._slots, self.config
+        if group.views is None:
+            group.views = [self._view(slots[(ns, n)], config) for n in group.names]
+        elif group.dirty:
+            index = {n: i for i, n in enumerate(group.names)} if len(group.dirty) > 8 else None
+            for name in group.dirty:
+                i = index[name] if index is not None else _position(group.names, name)
+                group.views[i] = self._view(slots[(ns, name)], config)
+        group.dirty.clear()
+        group.frozen = tuple(group.views)
+        return group.frozen
+
+    # -- slot bookkeeping --------------------------------------------------------------
+    def _slot(self, ns: str, pod_name: str) -> _Slot:
+        slot = self._slots.get((ns, pod_name))
+        if slot is None:
+            slot = self._slots[(ns, pod_name)] = _Slot()
+        return slot
+
+    def _touch(self, ns: str, slot: _Slot) -> None:
+        slot.view = None
+        if slot.info is not None:
+            group = self._groups.get((ns, slot.info.runtime))
+            if group is not None:
+                group.touch(slot.info.name)
+
+    def _group(self, ns: str, runtime: str) -> _Group:
+        group = self._groups.get((ns, runtime))
+        if group is None:
+            group = self._groups[(ns, runtime)] = _Group()
+        return group
+
+    def _wake(self, ns: str, runtime: str | None, source: str) -> list[Wakeup]:
+        group = self._groups.get((ns, runtime)) if runtime is not None else None
+        if group is None:
+            return []
+        return [((ns, name), source) for name in sorted(group.pending)]
+
+    def _runtime_of_pod(self, ns: str, pod_name: str | None) -> str | None:
+        slot = self._slots.get((ns, pod_name)) if pod_name else None
+        return slot.info.runtime if slot and slot.info else None
+
+    # -- pods ---------------------------------------------------------------------------
+    def upsert_pod(self, info: PodInfo, now: datetime | None = None, event: str = "MODIFIED") -> list[Wakeup]:
+        """Apply a pod add/update; returns the Pending Runs to wake (SPEC §3.1)."""
+        with self.lock:
+            ns = info.namespace
+            slot = self._slot(ns, info.name)
+            old = slot.info
+            if old is not None and old.runtime != info.runtime:
+                self._leave_group(ns, old)
+                old = None
+            if old is None:
+                group = self._group(ns, info.runtime)
+                bisect.insort(group.names, info.name)
+                group.invalidate()
+            slot.info = info
+            self._touch(ns, slot)
+            self._record("mutation", {"kind": "Pod", "event": event, "object": info})
+            if old is None or _availability_changed(old, info, now, self.config):
+                return self._wake(ns, info.runtime, SOURCE_RUNTIME_POD)
+            return []
+
+    def delete_pod(self, namespace: str, name: str) -> list[Wakeup]:
+        with self.lock:
+            slot = self._slots.get((namespace, name))
+            if slot is None or slot.info is None:
+                return []
+            info = slot.info
+            self._leave_group(namespace, info)
+            slot.info = None
+            slot.view = None
+            if slot.empty():
+                del self._slots[(namespace, name)]
+            self._record("mutation", {"kind": "Pod", "event": "DELETED", "object": info})
+            return self._wake(namespace, info.runtime, SOURCE_RUNTIME_POD)
+
+    def _leave_group(self, ns: str, info: PodInfo) -> None:
+        group = self._groups.get((ns, info.runtime))
+        if group is not None and info.name in group.names:
+            group.names.remove(info.name)
+            group.invalidate()
+
+    # -- runs ---------------------------------------------------------------------------
+    def upsert_run(self, info: RunInfo, event: str = "MODIFIED") -> list[Wakeup]:
+        """Apply a Run add/update: usage, targets, runtime index, assumption hand-off."""
+        with self.lock:
+            key = info.key
+            old = self._runs.get(key)
+            if old is not None and old.uid != info.uid:
+                wakeups = self._remove_run(old)
+                old = None
+            else:
+                wakeups = []
+            self._runs[key] = info
+            self._run_by_uid[(info.namespace, info.uid)] = key
+            self._record("mutation", {"kind": "Run", "event": event, "object": info})
+            wakeups += self._account(old, info)
+            return wakeups
+
+    def delete_run(self, namespace: str, name: str) -> list[Wakeup]:
+        with self.lock:
+            old = self._runs.get((namespace, name))
+            if old is None:
+                return []
+            self._record("mutation", {"kind": "Run", "event": "DELETED", "object": old})
+            return self._remove_run(old)
+
+    def _remove_run(self, old: RunInfo) -> list[Wakeup]:
+        del self._runs[old.key]
+        self._run_by_uid.pop((old.namespace, old.uid), None)
+        return self._account(old, None)
+
+    def _account(self, old: RunInfo | None, new: RunInfo | None) -> list[Wakeup]:
+        """Move usage, runtime-index membership and targets from `old` to `new`."""
+        run = new or old
+        assert run is not None
+        ns = run.namespace
+        if old is not None and old.eligible:
+            group = self._groups.get((ns, old.runtime))
+            if group is not None:
+                group.pending.discard(old.name)
+        if new is not None and new.eligible:
+            self._group(ns, new.runtime).pending.add(new.name)
+        wakeups: list[Wakeup] = []
+        if old is not None and old.active:
+            self._charge(old, -1)
+        if new is not None and new.active:
+            self._charge(new, 1)
+        if old is not None and old.active and not (new is not None and new.active):
+            runtime = self._runtime_of_pod(ns, old.pod_name) or old.runtime
+            wakeups = self._wake(ns, runtime, SOURCE_CAPACITY_RELEASED)
+        assumption = self.assumed.get((ns, run.uid))
+        if assumption is not None:
+            why = assumed_mod.handoff(assumption, new)
+            if why is not None:
+                self._drop(assumption, why)
+        self._refresh_target(ns, run.uid)
+        if new is not None and new.eligible:
+            wakeups.append(((ns, new.name), None))  # the Run itself: enqueued, not a counted wake-up
+        return wakeups
+
+    def _charge(self, run: RunInfo, sign: int) -> None:
+        assert run.pod_name is not None
+        slot = self._slot(run.namespace, run.pod_name)
+        usage = slot.actual.setdefault(run.pod_uid, {})
+        _add(usage, run.requests, sign)
+        if not usage:
+            del slot.actual[run.pod_uid]
+        self._touch(run.namespace, slot)
+        if slot.empty():
+            del self._slots[(run.namespace, run.pod_name)]
+
+    def _refresh_target(self, ns: str, uid: str) -> None:
+        targets = self._targets.get(ns)
+        if targets is None:
+            targets = self._targets[ns] = NamespaceTargets()
+        key = self._run_by_uid.get((ns, uid))
+        run = self._runs.get(key) if key else None
+        if run is not None and run.active:
+            assert run.pod_name is not None
+            targets.put(Target(uid=uid, name=run.name, labels=frozen_labels(run.labels),
+                               pod_name=run.pod_name, required_anti=run.affinity.required_anti,
+                               workspace=run.workspace, assumed=False))
+            return
+        a = self.assumed.get((ns, uid))
+        if a is not None:
+            targets.put(Target(uid=uid, name=a.run_name, labels=frozen_labels(a.labels),
+                               pod_name=a.pod_name, required_anti=a.affinity.required_anti,
+                               workspace=a.workspace, assumed=True))
+        else:
+            targets.remove(uid)
+
+    # -- assumptions ----------------------------------------------------------------------
+    def reserve(self, run: RunInfo, pod_name: str) -> bool:
+        """Atomically re-check that `run` still fits `pod_name` given every assumption, then assume it."""
+        with self.lock:
+            slot = self._slots.get((run.namespace, pod_name))
+            current = self._runs.get(run.key)
+            if (slot is None or slot.info is None or current is None or current.uid != run.uid
+                    or not current.eligible or (run.namespace, run.uid) in self.assumed):
+                return False
+            free = self._view(slot, self.config).free
+            if any(free.get(r, -1) < q for r, q in run.requests):
+                return False
+            a = Assumption(namespace=run.namespace, run_uid=run.uid, run_name=run.name,
+                           pod_name=pod_name, pod_uid=slot.info.uid, requests=run.requests,
+                           labels=run.labels, affinity=run.affinity, workspace=run.workspace)
+            self.assumed.add(a)
+            _add(slot.assumed, a.requests, 1)
+            self._touch(run.namespace, slot)
+            self._refresh_target(run.namespace, run.uid)
+            self._record("reserve", {"assumption": a})
+            return True
+
+    def release(self, namespace: str, run_uid: str, why: str) -> list[Wakeup]:
+        """Undo an assumption (bind failed, cycle aborted). Idempotent."""
+        with self.lock:
+            a = self.assumed.get((namespace, run_uid))
+            if a is None:
+                return []
+            self._unassume(a)
+            self._record("release", {"namespace": namespace, "run_uid": run_uid, "why": why})
+            return [w for w in self._wake(namespace, self._runtime_of_pod(namespace, a.pod_name),
+                                          SOURCE_CAPACITY_RELEASED) if w[0][1] != a.run_name]
+
+    def _drop(self, a: Assumption, why: str) -> None:
+        self._unassume(a)
+        self._record("drop", {"namespace": a.namespace, "run_uid": a.run_uid, "why": why})
+
+    def _unassume(self, a: Assumption) -> None:
+        self.assumed.pop(a.key)
+        slot = self._slot(a.namespace, a.pod_name)
+        _add(slot.assumed, a.requests, -1)
+        self._touch(a.namespace, slot)
+        if slot.empty():
+            del self._slots[(a.namespace, a.pod_name)]
+        self._refresh_target(a.namespace, a.run_uid)
+
+    # -- whole-state views -------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """Every projection and assumption, sorted: what a checkpoint records and tests compare."""
+        with self.lock:
+            return {"pods": list(self.pods()), "runs": list(self.runs()), "assumed": list(self.assumed)}
+
+    def usage(self, namespace: str, pod_name: str) -> dict[str, int]:
+        """Effective usage of a pod (active + assumed), for tests and summaries."""
+        with self.lock:
+            slot = self._slots.get((namespace, pod_name))
+            if slot is None or slot.info is None:
+                return {}
+            return dict(self._view(slot, self.config).used)
+
+
+def _position(names: list[str], name: str) -> int:
+    i = bisect.bisect_left(names, name)
+    assert names[i] == name
+    return i
+
+
+def _availability_changed(old: PodInfo, new: PodInfo, now: datetime | None, config: SchedulerConfig) -> bool:
+    """Whether a pod update can change what fits: readiness, deletion, capacity, heartbeat staleness."""
+    if (old.ready, old.terminating, old.capacity, old.capacity_problem) != (
+            new.ready, new.terminating, new.capacity, new.capacity_problem):
+        return True
+    if old.heartbeat == new.heartbeat or now is None:
+        return False
+    limit = now - timedelta(seconds=config.heartbeat_staleness_seconds)
+    was_fresh = old.heartbeat is not None and old.heartbeat >= limit
+    is_fresh = new.heartbeat is not None and new.heartbeat >= limit
+    return was_fresh != is_fresh

@@ -1,0 +1,200 @@
+"""The planner framework: extension points, per-cycle state and the pure cycle.
+
+One Protocol per extension point, as in kube-scheduler's framework. Plugins work
+on a batch of pods rather than one pod per call: the semantics are kube's (each
+Filter plugin sees only the pods every earlier plugin accepted, so evaluation of a
+pod stops at its first rejection), but one call per plugin per cycle instead of one
+per pod is what lets a Python planner evaluate a thousand pods in about a
+millisecond.
+
+`Planner.plan` is a pure function of the snapshot (and the configuration it
+carries): no clock, no randomness, no I/O, no global state. Plugins receive only
+immutable values and cannot write anything; their results come back as values
+and the framework assembles them into a `CycleOutcome`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+
+from kruntimes.scheduler import outcome as out
+from kruntimes.scheduler import validation
+from kruntimes.scheduler.config import ConfigError, SchedulerConfig
+from kruntimes.scheduler.projection import Amounts, RunInfo
+from kruntimes.scheduler.snapshot import Snapshot
+from kruntimes.scheduler.views import PodView
+
+
+@dataclass(frozen=True, slots=True)
+class CycleState:
+    """Per-cycle state: written once by PreFilter, then only read by Filter and Score."""
+
+    snapshot: Snapshot
+    run: RunInfo
+    requests: Amounts
+    data: Mapping[str, Any]
+
+    def of(self, plugin: str) -> Any:
+        return self.data.get(plugin)
+
+
+@runtime_checkable
+class PreFilterPlugin(Protocol):
+    """Prepares a plugin's per-cycle data once, from the snapshot and the Run."""
+
+    name: str
+
+    def pre_filter(self, snapshot: Snapshot, run: RunInfo) -> Any: ...
+
+
+@runtime_checkable
+class FilterPlugin(Protocol):
+    """Returns, for each pod handed in, None (feasible) or one reason from `reasons`.
+
+    Unschedulable is a verdict, not an error: the Run stays Pending and the reason
+    is counted in its message and in filter_rejections_total. An exception is an
+    error: the cycle is aborted and the key retried with backoff.
+    """
+
+    name: str
+    reasons: tuple[str, ...]
+
+    def filter(self, state: CycleState, pods: Sequence[PodView]) -> list[str | None]: ...
+
+
+@runtime_checkable
+class ScorePlugin(Protocol):
+    """Returns one raw score per feasible pod (an int, or a tuple of ints)."""
+
+    name: str
+
+    def score(self, state: CycleState, pods: Sequence[PodView]) -> list[out.Raw]: ...
+
+
+@runtime_checkable
+class ScoreExtensions(Protocol):
+    """Optional: maps the raw scores of all feasible pods to 0..100 (framework-owned step)."""
+
+    def normalize(self, state: CycleState, raws: Sequence[out.Raw]) -> list[int]: ...
+
+
+class PluginError(RuntimeError):
+    """A plugin broke its contract or raised; the cycle is aborted and retried."""
+
+
+class Planner:
+    """The plugins named by a configuration, in order, and the cycle that runs them."""
+
+    def __init__(self, config: SchedulerConfig, registry: Mapping[str, Any] | None = None) -> None:
+        if registry is None:
+            from kruntimes.scheduler.registry import REGISTRY as registry
+        self.config = config
+        self.config_digest = config.digest()
+
+        def make(name: str) -> Any:
+            if name not in registry:
+                raise ConfigError(f"unknown plugin {name!r}; known plugins: {', '.join(sorted(registry))}")
+            return registry[name]()
+
+        self.filters: tuple[FilterPlugin, ...] = tuple(make(n) for n in config.filters)
+        self.scores: tuple[tuple[ScorePlugin, int], ...] = tuple((make(n), w) for n, w in config.scores)
+        for f in self.filters:
+            if not isinstance(f, FilterPlugin):
+                raise ConfigError(f"plugin {f.name} is not a Filter plugin")
+        for s, _ in self.scores:
+            if not isinstance(s, ScorePlugin):
+                raise ConfigError(f"plugin {s.name} is not a Score plugin")
+        seen: list[Any] = []
+        for p in [*self.filters, *(s for s, _ in self.scores)]:
+            if isinstance(p, PreFilterPlugin) and p not in seen:
+                seen.append(p)
+        self.pre_filters: tuple[PreFilterPlugin, ...] = tuple(seen)
+        # Protocol isinstance checks are slow; decide once which plugins normalise.
+        self._score_steps = tuple((s, w, s.normalize if isinstance(s, ScoreExtensions) else None)
+                                  for s, w in self.scores)
+
+    def plan(self, snapshot: Snapshot) -> out.CycleOutcome:
+        run = snapshot.run
+        base = dict(namespace=run.namespace, run_name=run.name, run_uid=run.uid,
+                    snapshot_lsn=snapshot.lsn, now=snapshot.now, config_digest=self.config_digest)
+        # 1. PreFilter: validate once, then let plugins compile selectors and request state.
+        problem = validation.validate_run(run)
+        if problem is not None:
+            return out.CycleOutcome(status=out.INVALID, message=problem, **base)
+        try:
+            data = {p.name: p.pre_filter(snapshot, run) for p in self.pre_filters}
+        except Exception as exc:  # noqa: BLE001 - a plugin failure aborts the cycle, never the worker
+            return out.CycleOutcome(status=out.ERROR, message=_error("PreFilter", exc), **base)
+        state = CycleState(snapshot=snapshot, run=run, requests=run.requests, data=MappingProxyType(data))
+        pods = snapshot.pods
+        names = tuple([p.info.name for p in pods])
+
+        # 2. Filter: each plugin sees only the pods every earlier plugin accepted.
+        rejections: list[tuple[str, str] | None] = [None] * len(pods)
+        alive = list(range(len(pods)))
+        candidates: Sequence[PodView] = pods
+        for plugin in self.filters:
+            if not alive:
+                break
+            try:
+                verdicts = plugin.filter(state, candidates)
+                _check_verdicts(plugin, verdicts, len(alive))
+            except Exception as exc:  # noqa: BLE001
+                return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
+            if verdicts.count(None) == len(verdicts):
+                continue  # the common case: nothing rejected, nothing to narrow
+            survivors = []
+            for i, verdict in zip(alive, verdicts):
+                if verdict is None:
+                    survivors.append(i)
+                else:
+                    rejections[i] = (plugin.name, verdict)
+            alive = survivors
+            candidates = [pods[i] for i in alive]
+        feasible = list(candidates)
+        common = dict(pods=names, rejections=tuple(rejections), feasible=tuple(names[i] for i in alive))
+        if not feasible:
+            return out.CycleOutcome(status=out.UNSCHEDULABLE, **common,
+                                    message=out.pending_message(len(pods), tuple(rejections)), **base)
+
+        # 3. Score: raw, framework-owned normalisation to 0..100, weight, sum.
+        results = []
+        totals = [0] * len(feasible)
+        for plugin, weight, normalize in self._score_steps:
+            try:
+                raw = plugin.score(state, feasible)
+                norm = normalize(state, raw) if normalize is not None else raw
+                _check_scores(plugin, raw, norm, len(feasible))
+            except Exception as exc:  # noqa: BLE001
+                return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
+            results.append(out.PluginScores(plugin=plugin.name, weight=weight, raw=tuple(raw),
+                                            normalized=tuple(norm)))  # type: ignore[arg-type]
+            totals = [t + weight * s for t, s in zip(totals, norm)]  # type: ignore[operator]
+
+        # 4. Choose: highest total; `max` keeps the first of equal totals and the
+        #    feasible pods are in name order, so ties go to the smallest name.
+        best = max(range(len(feasible)), key=totals.__getitem__)
+        return out.CycleOutcome(status=out.SCHEDULED, **common, scores=tuple(results), totals=tuple(totals),
+                                chosen=feasible[best].info.name, chosen_uid=feasible[best].info.uid, **base)
+
+
+def _check_verdicts(plugin: FilterPlugin, verdicts: list[str | None], n: int) -> None:
+    if len(verdicts) != n:
+        raise PluginError(f"returned {len(verdicts)} verdicts for {n} pods")
+    stray = set(verdicts) - {None, *plugin.reasons}
+    if stray:
+        raise PluginError(f"returned a reason outside its bounded set: {sorted(map(repr, stray))}")
+
+
+def _check_scores(plugin: ScorePlugin, raw: Sequence[Any], norm: Sequence[Any], n: int) -> None:
+    if len(raw) != n or len(norm) != n:
+        raise PluginError(f"returned {len(raw)} raw / {len(norm)} normalised scores for {n} pods")
+    if n and (set(map(type, norm)) != {int} or min(norm) < 0 or max(norm) > 100):
+        raise PluginError("normalised scores must be integers in 0..100")
+
+
+def _error(stage: str, exc: Exception) -> str:
+    # Bounded: the plugin/stage name and the exception type, never user data.
+    return f"plugin {stage} failed: {type(exc).__name__}"

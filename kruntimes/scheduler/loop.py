@@ -1,0 +1,198 @@
+"""The scheduler loop: event intake, the work queue, workers, and one cycle per key.
+
+Event handlers only apply projections to the cluster cache and enqueue the keys
+it returns; only a worker that dequeued a key plans, reserves or writes. The
+cycle, step by step (SPEC §3.2):
+
+1. snapshot and plan, under the cache lock, so the view is exactly "everything up
+   to the snapshot LSN";
+2. an invalid Run becomes terminal Failed; a plugin error aborts the cycle (no
+   assumption, no status write) and the key is retried with backoff;
+3. no feasible pod: write the bounded Pending message, only when it changed;
+4. reserve: re-check the chosen pod against every assumption and assume;
+5. bind through the `Binder`: conflict -> release + requeue; other error ->
+   release + backoff; success -> KEEP the assumption until the informer shows the
+   Run bound (the cache drops it then).
+
+Nothing here reads the journal; the recorder only ever receives.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Protocol
+
+from kruntimes.scheduler import assumed as assumed_mod
+from kruntimes.scheduler import outcome as out
+from kruntimes.scheduler import status as st
+from kruntimes.scheduler.cache import ClusterCache, RunKey, Wakeup
+from kruntimes.scheduler.framework import Planner
+from kruntimes.scheduler.metrics import SchedulerMetrics
+from kruntimes.scheduler.projection import PodInfo, RunInfo
+from kruntimes.scheduler.queue import QueueShutDown, WorkQueue
+
+log = logging.getLogger(__name__)
+
+
+class Binder(Protocol):
+    """Writes a Run's whole status, guarded by the resourceVersion the Run was read at.
+
+    Raises `status.Conflict` when the Run changed meanwhile (HTTP 409) and
+    `status.ApiError` (or any exception) for other failures.
+    """
+
+    def update_status(self, run: RunInfo, status: dict[str, Any]) -> None: ...
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Scheduler:
+    def __init__(self, cache: ClusterCache, binder: Binder, *, clock: Callable[[], datetime] = utc_now,
+                 metrics: SchedulerMetrics | None = None, queue: WorkQueue | None = None,
+                 planner: Planner | None = None, top_candidates: int = 5) -> None:
+        self.cache = cache
+        self.binder = binder
+        self.clock = clock
+        self.metrics = metrics or SchedulerMetrics()
+        self.queue: WorkQueue = queue or WorkQueue(on_dequeue=self._dequeued)
+        self.planner = planner or Planner(cache.config)
+        self.top_candidates = top_candidates
+        self._threads: list[threading.Thread] = []
+        self.results: Counter[str] = Counter()
+
+    # -- event intake (informer threads): apply, then only enqueue ----------------------
+    def on_pod(self, info: PodInfo, event: str = "MODIFIED") -> None:
+        self._enqueue(self.cache.upsert_pod(info, now=self.clock(), event=event))
+
+    def on_pod_deleted(self, namespace: str, name: str) -> None:
+        self._enqueue(self.cache.delete_pod(namespace, name))
+
+    def on_run(self, info: RunInfo, event: str = "MODIFIED") -> None:
+        self._enqueue(self.cache.upsert_run(info, event=event))
+
+    def on_run_deleted(self, namespace: str, name: str) -> None:
+        self._enqueue(self.cache.delete_run(namespace, name))
+
+    def enqueue_pending(self) -> None:
+        """What a new leader does first: every Pending Run into the queue."""
+        for key in self.cache.pending_keys():
+            self.queue.add(key)
+
+    def _enqueue(self, wakeups: Iterable[Wakeup]) -> None:
+        for key, source in wakeups:
+            if source is not None:
+                self.metrics.wakeup(source)
+            self.queue.add(key)
+
+    def _dequeued(self, key: RunKey, waited: float) -> None:
+        self.metrics.queue_duration.observe(waited)
+
+    # -- workers ---------------------------------------------------------------------------
+    def start(self, workers: int | None = None) -> None:
+        for i in range(workers or self.cache.config.workers):
+            t = threading.Thread(target=self._work, name=f"kruntimes-worker-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop taking keys; cycles in flight finish; workers are joined."""
+        self.queue.shut_down(drain=True, timeout=timeout)
+        for t in self._threads:
+            t.join(timeout)
+        self._threads.clear()
+
+    def _work(self) -> None:
+        while True:
+            try:
+                key = self.queue.get()
+            except QueueShutDown:
+                return
+            if key is None:
+                continue
+            try:
+                self.process(key)
+            except Exception:  # noqa: BLE001 - a worker never dies on one Run
+                log.exception("scheduling cycle failed unexpectedly; retrying with backoff")
+                self.queue.add_rate_limited(key)
+            finally:
+                self.queue.done(key)
+
+    # -- one cycle ---------------------------------------------------------------------------
+    def process(self, key: RunKey) -> str:
+        """Run one scheduling cycle for `key`; returns the result (or "skipped")."""
+        started = time.perf_counter()
+        cache = self.cache
+        with cache.lock:
+            run = cache.run(key)
+            if run is None or not run.eligible or (run.namespace, run.uid) in cache.assumed:
+                # Gone, no longer Pending, or bound and awaiting the informer.
+                self.queue.forget(key)
+                return "skipped"
+            snapshot = cache.snapshot(run, self.clock())
+            outcome = self.planner.plan(snapshot)
+        for plugin, reason, n in outcome.rejection_counts():
+            self.metrics.filter_rejections.labels(plugin=plugin, reason=reason).inc(n)
+        result = self._act(key, run, outcome)
+        duration = time.perf_counter() - started
+        self.metrics.cycle_duration.observe(duration)
+        self.metrics.result(result)
+        self.results[result] += 1
+        cache.record("cycle", {"outcome": outcome, "result": result, "duration": duration,
+                               "top": self.top_candidates})
+        return result
+
+    def _act(self, key: RunKey, run: RunInfo, outcome: out.CycleOutcome) -> str:
+        now = outcome.now
+        if outcome.status == out.ERROR:
+            self.queue.add_rate_limited(key)
+            return "error"
+        if outcome.status == out.INVALID:
+            body = st.terminal_status(None, "Failed", st.REASON_INVALID, outcome.message or "", now)
+            return self._write(key, run, body, "invalid")
+        if outcome.status == out.UNSCHEDULABLE:
+            if outcome.message == run.pending_message:
+                self.queue.forget(key)
+                return "unschedulable"
+            return self._write(key, run, st.pending_status(None, outcome.message or "", now), "unschedulable")
+        assert outcome.chosen is not None and outcome.chosen_uid is not None
+        if not self.cache.reserve(run, outcome.chosen):
+            self.metrics.conflict("reserve")
+            self.queue.add_rate_limited(key)
+            return "conflict"
+        body = st.scheduled_status(None, outcome.chosen, outcome.chosen_uid, now)
+        try:
+            self.binder.update_status(run, body)
+        except st.Conflict:
+            self._enqueue(self.cache.release(run.namespace, run.uid, assumed_mod.RELEASE_BIND_CONFLICT))
+            self.cache.record("bind", {"namespace": run.namespace, "run_uid": run.uid, "result": "conflict"})
+            self.metrics.conflict("bind")
+            self.queue.add_rate_limited(key)
+            return "conflict"
+        except Exception as exc:  # noqa: BLE001 - any API failure: release and retry
+            self._enqueue(self.cache.release(run.namespace, run.uid, assumed_mod.RELEASE_BIND_ERROR))
+            self.cache.record("bind", {"namespace": run.namespace, "run_uid": run.uid, "result": "error",
+                                       "error": type(exc).__name__})
+            self.queue.add_rate_limited(key)
+            return "error"
+        self.cache.record("bind", {"namespace": run.namespace, "run_uid": run.uid, "result": "ok"})
+        self.queue.forget(key)
+        return "scheduled"
+
+    def _write(self, key: RunKey, run: RunInfo, body: dict[str, Any], result: str) -> str:
+        try:
+            self.binder.update_status(run, body)
+        except st.Conflict:
+            self.queue.add_rate_limited(key)  # a newer version is on its way; plan again on it
+            return "conflict"
+        except Exception:  # noqa: BLE001
+            log.warning("status write for a Run failed; retrying with backoff", exc_info=True)
+            self.queue.add_rate_limited(key)
+            return "error"
+        self.queue.forget(key)
+        return result

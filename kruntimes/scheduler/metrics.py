@@ -1,0 +1,55 @@
+"""Scheduler metrics (SPEC §3.8), with every label value from a bounded, declared set.
+
+No label ever carries a runtime, Run, pod, namespace, selector or resource name:
+the values below, and the Filter plugins' declared reasons, are the only ones any
+code path can produce, and a test enumerates them.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+RESULTS = ("scheduled", "unschedulable", "invalid", "conflict", "error")
+STAGES = ("reserve", "bind")
+SOURCES = ("runtime_pod", "capacity_released")
+
+
+class SchedulerMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.cycle_duration = Histogram(
+            "kruntimes_scheduler_scheduling_cycle_duration_seconds",
+            "Time from dequeue to the end of one scheduling cycle (plan, reserve, bind).",
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+            registry=self.registry)
+        self.queue_duration = Histogram(
+            "kruntimes_scheduler_queue_duration_seconds",
+            "Time a Run key waited in the work queue before a worker took it.",
+            registry=self.registry)
+        self.results = Counter(
+            "kruntimes_scheduler_schedule_results", "Scheduling cycles by result.",
+            ["result"], registry=self.registry)
+        self.filter_rejections = Counter(
+            "kruntimes_scheduler_filter_rejections",
+            "Runtime Pod evaluations rejected by a Filter plugin.",
+            ["plugin", "reason"], registry=self.registry)
+        self.reservation_conflicts = Counter(
+            "kruntimes_scheduler_reservation_conflicts",
+            "Reserve re-checks that found the pod full, and binds that hit a version conflict.",
+            ["stage"], registry=self.registry)
+        self.wakeups = Counter(
+            "kruntimes_scheduler_pending_run_wakeups",
+            "Pending Run keys emitted by runtime pod and capacity release events.",
+            ["source"], registry=self.registry)
+
+    def result(self, result: str) -> None:
+        assert result in RESULTS, result
+        self.results.labels(result=result).inc()
+
+    def conflict(self, stage: str) -> None:
+        assert stage in STAGES, stage
+        self.reservation_conflicts.labels(stage=stage).inc()
+
+    def wakeup(self, source: str) -> None:
+        assert source in SOURCES, source
+        self.wakeups.labels(source=source).inc()

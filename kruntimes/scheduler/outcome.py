@@ -1,0 +1,114 @@
+"""CycleOutcome: the complete result of one scheduling cycle, as a value.
+
+Every pod's verdict (the Filter plugin and reason that rejected it, or feasible),
+every Score plugin's raw and normalised score per feasible pod, the weighted
+totals and the choice. The journal records a bounded summary plus a digest of
+the canonical encoding of all of it; replay recomputes the outcome and compares
+both, so "identical" means every pod's verdict and every score, not just the pod.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+SCHEDULED = "scheduled"
+UNSCHEDULABLE = "unschedulable"
+INVALID = "invalid"
+ERROR = "error"
+
+#: A raw score: an int, or a tuple of ints for plugins whose raw value is a vector
+#: (LeastLoaded's exact utilisation fractions). Never a float.
+Raw = int | tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PluginScores:
+    plugin: str
+    weight: int
+    raw: tuple[Raw, ...]        # aligned with CycleOutcome.feasible
+    normalized: tuple[int, ...]  # aligned with CycleOutcome.feasible, each in 0..100
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    pod: str
+    total: int
+    scores: tuple[tuple[str, Raw, int], ...]  # (plugin, raw, normalised)
+
+
+@dataclass(frozen=True)
+class CycleOutcome:
+    namespace: str
+    run_name: str
+    run_uid: str
+    snapshot_lsn: int
+    now: datetime
+    config_digest: str
+    status: str
+    pods: tuple[str, ...] = ()
+    rejections: tuple[tuple[str, str] | None, ...] = ()  # aligned with pods
+    feasible: tuple[str, ...] = ()
+    scores: tuple[PluginScores, ...] = ()
+    totals: tuple[int, ...] = ()  # aligned with feasible
+    chosen: str | None = None
+    chosen_uid: str | None = None
+    message: str | None = None
+
+    def rejection_counts(self) -> tuple[tuple[str, str, int], ...]:
+        """(plugin, reason, count), sorted by plugin then reason."""
+        counts = Counter(r for r in self.rejections if r is not None)
+        return tuple((p, r, n) for (p, r), n in sorted(counts.items()))
+
+    def top(self, k: int) -> tuple[Candidate, ...]:
+        """The k best feasible pods by total, ties by name: the recorded candidates."""
+        order = sorted(range(len(self.feasible)), key=lambda i: (-self.totals[i], self.feasible[i]))[:k]
+        return tuple(self._candidate(i) for i in order)
+
+    def _candidate(self, i: int) -> Candidate:
+        return Candidate(pod=self.feasible[i], total=self.totals[i],
+                         scores=tuple((s.plugin, s.raw[i], s.normalized[i]) for s in self.scores))
+
+    @property
+    def chosen_total(self) -> int | None:
+        if self.chosen is None:
+            return None
+        return self.totals[self.feasible.index(self.chosen)]
+
+    def encode(self) -> dict[str, Any]:
+        """The canonical, JSON-compatible form of the FULL outcome (O(pods))."""
+        return {
+            "namespace": self.namespace, "run_name": self.run_name, "run_uid": self.run_uid,
+            "snapshot_lsn": self.snapshot_lsn, "now": self.now.isoformat(),
+            "config_digest": self.config_digest, "status": self.status,
+            "pods": list(self.pods),
+            "rejections": [list(r) if r else None for r in self.rejections],
+            "feasible": list(self.feasible),
+            "scores": [{"plugin": s.plugin, "weight": s.weight,
+                        "raw": [list(v) if isinstance(v, tuple) else v for v in s.raw],
+                        "normalized": list(s.normalized)} for s in self.scores],
+            "totals": list(self.totals), "chosen": self.chosen, "chosen_uid": self.chosen_uid,
+            "message": self.message,
+        }
+
+    def digest(self) -> str:
+        """SHA-256 of the canonical encoding of the full outcome."""
+        text = json.dumps(self.encode(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def pending_message(evaluated: int, rejections: tuple[tuple[str, str] | None, ...]) -> str:
+    """`0/5 runtime pods available: 3 insufficient capacity, 2 runtimed stale`.
+
+    Built only from counts and the plugins' bounded reasons: it never names a pod,
+    a selector or a Run, so it cannot leak user data and its length is bounded.
+    """
+    counts = Counter(r[1] for r in rejections if r is not None)
+    if evaluated == 0:
+        return "0/0 runtime pods available: no runtime pods for this runtime"
+    parts = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"0/{evaluated} runtime pods available: {parts}"

@@ -1,0 +1,72 @@
+"""RunAffinity: required Run-to-Run affinity and anti-affinity (SPEC §3.3.2).
+
+Targets are active and assumed Runs of the namespace, so a cohort sees its
+earlier members before their binds are observed. PreFilter turns each term into
+the set of pods holding a matching target (from the label index, not by walking
+Runs), so Filter is a set lookup per pod.
+
+The bootstrap rule is kube-scheduler's: when no required term has a matching
+target anywhere in the namespace and the Run's own labels match every term, the
+Run seeds its cohort and affinity passes everywhere. Nothing else bootstraps: two
+Runs that each require only the other's labels wait, with an affinity reason,
+until a matching target appears.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from kruntimes.scheduler.framework import CycleState
+from kruntimes.scheduler.projection import RunInfo
+from kruntimes.scheduler.snapshot import Snapshot
+from kruntimes.scheduler.views import PodView
+
+AFFINITY_UNSATISFIED = "run affinity not satisfied"
+ANTI_AFFINITY = "run anti-affinity conflict"
+EXISTING_ANTI_AFFINITY = "existing run anti-affinity"
+
+
+@dataclass(frozen=True, slots=True)
+class _State:
+    allowed: frozenset[str] | None  # None: required affinity passes on every pod
+    anti: frozenset[str]
+    symmetric: frozenset[str]
+
+
+class RunAffinity:
+    name = "RunAffinity"
+    reasons = (AFFINITY_UNSATISFIED, ANTI_AFFINITY, EXISTING_ANTI_AFFINITY)
+
+    def pre_filter(self, snapshot: Snapshot, run: RunInfo) -> _State | None:
+        targets, uid, aff = snapshot.targets, run.uid, run.affinity
+        labels = run.label_map()
+        allowed: frozenset[str] | None = None
+        if aff.required:
+            per_term = [targets.pods_matching(t.selector, uid) for t in aff.required]
+            seeds_cohort = not any(per_term) and all(
+                t.selector is not None and t.selector.matches(labels) for t in aff.required)
+            if not seeds_cohort:
+                allowed = frozenset.intersection(*per_term)
+        anti = frozenset().union(*(targets.pods_matching(t.selector, uid) for t in aff.required_anti))
+        symmetric = targets.pods_rejecting(labels, uid)
+        if allowed is None and not anti and not symmetric:
+            return None  # nothing constrains this Run: Filter is a no-op
+        return _State(allowed=allowed, anti=anti, symmetric=symmetric)
+
+    def filter(self, state: CycleState, pods: Sequence[PodView]) -> list[str | None]:
+        st: _State | None = state.of(self.name)
+        if st is None:
+            return [None] * len(pods)
+        verdicts: list[str | None] = []
+        for view in pods:
+            name = view.info.name
+            if st.allowed is not None and name not in st.allowed:
+                verdicts.append(AFFINITY_UNSATISFIED)
+            elif name in st.anti:
+                verdicts.append(ANTI_AFFINITY)
+            elif name in st.symmetric:
+                verdicts.append(EXISTING_ANTI_AFFINITY)
+            else:
+                verdicts.append(None)
+        return verdicts

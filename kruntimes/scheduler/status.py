@@ -1,0 +1,71 @@
+"""Run status bodies: the only shapes the scheduler (and runtimed) ever write.
+
+Status is written as whole `status` objects in Kubernetes form. Every terminal
+transition (Succeeded, Failed) goes through `terminal_status`, so phase,
+conditions and completionTime are always set together and consistently (SPEC §3.7).
+Conditions keep their lastTransitionTime unless their status really changes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+SCHEDULED = "Scheduled"
+COMPLETED = "Completed"
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_INVALID = "InvalidConfiguration"
+TERMINAL = ("Succeeded", "Failed")
+
+
+class Conflict(Exception):
+    """The object changed since it was read (HTTP 409): re-read and retry, not an error."""
+
+
+class ApiError(Exception):
+    """Any other failure to write; retried with backoff."""
+
+
+def rfc3339(t: datetime) -> str:
+    return t.isoformat().replace("+00:00", "Z")
+
+
+def set_condition(conditions: list[dict[str, Any]], type_: str, status: str, reason: str,
+                  message: str, now: datetime) -> list[dict[str, Any]]:
+    """Return conditions with `type_` set; keeps lastTransitionTime when status is unchanged."""
+    out = [dict(c) for c in conditions if c.get("type") != type_]
+    previous = next((c for c in conditions if c.get("type") == type_), None)
+    since = previous.get("lastTransitionTime") if previous and previous.get("status") == status else None
+    out.append({"type": type_, "status": status, "reason": reason, "message": message,
+                "lastTransitionTime": since or rfc3339(now)})
+    return sorted(out, key=lambda c: c["type"])
+
+
+def scheduled_status(previous: dict[str, Any] | None, pod_name: str, pod_uid: str, now: datetime) -> dict[str, Any]:
+    conditions = set_condition((previous or {}).get("conditions", []), SCHEDULED, "True", SCHEDULED,
+                               f"assigned to runtime pod {pod_name}", now)
+    return {"phase": "Scheduled", "assignment": {"podName": pod_name, "podUID": pod_uid},
+            "conditions": conditions}
+
+
+def pending_status(previous: dict[str, Any] | None, message: str, now: datetime) -> dict[str, Any]:
+    conditions = set_condition((previous or {}).get("conditions", []), SCHEDULED, "False",
+                               REASON_UNSCHEDULABLE, message, now)
+    return {"phase": "Pending", "conditions": conditions}
+
+
+def terminal_status(previous: dict[str, Any] | None, phase: str, reason: str, message: str,
+                    now: datetime) -> dict[str, Any]:
+    """The one helper for every terminal transition (scheduler and runtimed alike)."""
+    if phase not in TERMINAL:
+        raise ValueError(f"terminal phase must be one of {TERMINAL}, not {phase!r}")
+    prev = dict(previous or {})
+    conditions = set_condition(prev.get("conditions", []), COMPLETED, "True", reason, message, now)
+    if phase == "Failed" and reason == REASON_INVALID:
+        conditions = set_condition(conditions, SCHEDULED, "False", REASON_INVALID, message, now)
+    status = {"phase": phase, "conditions": conditions, "completionTime": rfc3339(now)}
+    if prev.get("assignment"):
+        status["assignment"] = prev["assignment"]
+    if prev.get("released"):
+        status["released"] = True
+    return status
