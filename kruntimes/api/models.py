@@ -1,0 +1,453 @@
+"""The kruntimes.io/v1alpha1 API as pydantic models: the single source for Run and Runtime.
+
+Everything else derives from these classes: the CRDs in ``deploy/`` are generated from
+their JSON schema (hence a ``description`` on every field), the scheduler's PreFilter and
+runtimed validate with them, and replay reads the same shapes back from the journal.
+
+Field names are snake_case in Python and camelCase on the wire (``alias_generator``);
+dump with ``model_dump(by_alias=True, exclude_none=True)`` when writing to the API.
+Spec models reject unknown fields so a typo (``runtme``) fails loudly instead of being
+ignored; metadata and status models ignore them, because the API server adds fields
+over time and kruntimes never owns all of them.
+"""
+
+from datetime import datetime
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from kruntimes.api import names, quantity
+
+GROUP = "kruntimes.io"
+VERSION = "v1alpha1"
+# Final, so that type checkers see the literal the `apiVersion` Literal fields expect.
+API_VERSION: Final = "kruntimes.io/v1alpha1"
+RUNTIME_LABEL = "kruntimes.io/runtime"
+CAPACITY_ANNOTATION_PREFIX = "kruntimes.io/capacity."
+HEARTBEAT_ANNOTATION = "kruntimes.io/runtimed-heartbeat"
+RUNTIME_POD_TOPOLOGY = "kruntimes.io/runtime-pod"
+# The built-in resource every Run requests (SPEC §2.2) and every pod declares (§2.3).
+RUNS_RESOURCE = "runs"
+
+# Schema of a free-form mapping the CRD must keep as written (pod template, function).
+_PRESERVE_UNKNOWN: dict[str, Any] = {"x-kubernetes-preserve-unknown-fields": True}
+
+
+def _invalid(error_type: str, message: str) -> PydanticCustomError:
+    """A validation error whose message is ``message`` verbatim.
+
+    The message travels in the context, not the template, so braces in user input
+    (a label value ``{x}``) are never taken for template placeholders.
+    """
+    return PydanticCustomError(error_type, "{detail}", {"detail": message})
+
+
+def _check_count(value: object) -> int:
+    try:
+        return quantity.parse_count(value)
+    except quantity.InvalidQuantity as exc:
+        raise _invalid("invalid_quantity", str(exc)) from exc
+
+
+def _check_resource_name(name: str) -> str:
+    problem = names.qualified_name_error(name)
+    if problem is not None:
+        raise _invalid("invalid_resource_name", problem)
+    return name
+
+
+def _check_label_key(key: str) -> str:
+    problem = names.qualified_name_error(
+        key, what="label key", example='"app" or "example.com/team"'
+    )
+    if problem is not None:
+        raise _invalid("invalid_label_key", problem)
+    return key
+
+
+def _check_label_value(value: str) -> str:
+    problem = names.label_value_error(value)
+    if problem is not None:
+        raise _invalid("invalid_label_value", problem)
+    return value
+
+
+def _check_weight(weight: int) -> int:
+    if not 1 <= weight <= 100:
+        raise _invalid("invalid_weight", f"must be between 1 and 100 (got {weight})")
+    return weight
+
+
+def _check_topology_key(key: str) -> str:
+    if key != RUNTIME_POD_TOPOLOGY:
+        shown = quantity.describe_input(key)
+        raise _invalid(
+            "unsupported_topology_key",
+            f"topologyKey {shown} is not supported: the only topologyKey is "
+            f'"{RUNTIME_POD_TOPOLOGY}" (same Runtime Pod)',
+        )
+    return key
+
+
+# A quantity on the wire (int or string, like a Kubernetes ResourceList entry), an int
+# in Python. The schema is what controller-gen emits for resource.Quantity.
+Count = Annotated[
+    int,
+    PlainValidator(_check_count),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": quantity.QUANTITY_PATTERN,
+            "x-kubernetes-int-or-string": True,
+        }
+    ),
+]
+ResourceName = Annotated[str, AfterValidator(_check_resource_name)]
+LabelKey = Annotated[str, AfterValidator(_check_label_key)]
+LabelValue = Annotated[str, AfterValidator(_check_label_value)]
+
+
+def _none_as_empty(value: object) -> object:
+    """Treat an explicit ``null`` map as an omitted one, as Kubernetes clients do."""
+    return {} if value is None else value
+
+
+# A map where ``null`` means the same as omitted.
+NullAsEmpty = BeforeValidator(_none_as_empty)
+Weight = Annotated[
+    int,
+    AfterValidator(_check_weight),
+    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": 100}),
+]
+
+
+class _Object(BaseModel):
+    """camelCase on the wire; unknown fields ignored (metadata, status, top level)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class _Spec(_Object):
+    """A user-written part of the API: unknown fields are errors, so typos surface."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ObjectMeta(_Object):
+    """The subset of Kubernetes object metadata kruntimes reads."""
+
+    name: str = Field(description="Object name, unique within its namespace.")
+    namespace: str = Field(default="default", description="Namespace of the object.")
+    uid: str | None = Field(default=None, description="Server-assigned unique id.")
+    resource_version: str | None = Field(
+        default=None, description="Opaque version for optimistic concurrency."
+    )
+    generation: int | None = Field(default=None, description="Spec generation.")
+    labels: Annotated[dict[str, str], NullAsEmpty] = Field(
+        default_factory=dict, description="Object labels."
+    )
+    annotations: Annotated[dict[str, str], NullAsEmpty] = Field(
+        default_factory=dict, description="Object annotations."
+    )
+    creation_timestamp: datetime | None = Field(default=None, description="Creation time.")
+    deletion_timestamp: datetime | None = Field(
+        default=None, description="Set once deletion was requested."
+    )
+
+
+class LabelSelectorRequirement(_Spec):
+    """One ``matchExpressions`` entry, with Kubernetes semantics."""
+
+    key: LabelKey = Field(description="Label key the requirement applies to.")
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(
+        description="In, NotIn, Exists or DoesNotExist."
+    )
+    values: list[LabelValue] = Field(
+        default_factory=list,
+        description="Values for In and NotIn (at least one); empty for Exists and DoesNotExist.",
+    )
+
+    @model_validator(mode="after")
+    def _values_fit_operator(self) -> "LabelSelectorRequirement":
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise _invalid(
+                "selector_values_required",
+                f'operator "{self.operator}" needs at least one entry in values',
+            )
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise _invalid(
+                "selector_values_forbidden",
+                f'operator "{self.operator}" takes no values; remove values or use "In"',
+            )
+        return self
+
+
+class LabelSelector(_Spec):
+    """Selects Runs by label; ``{}`` selects every Run (Kubernetes semantics)."""
+
+    match_labels: dict[LabelKey, LabelValue] | None = Field(
+        default=None, description="Labels a Run must carry with exactly these values."
+    )
+    match_expressions: list[LabelSelectorRequirement] | None = Field(
+        default=None, description="Requirements a Run's labels must all satisfy."
+    )
+
+
+class RunAffinityTerm(_Spec):
+    """Runs matched by ``labelSelector`` on the same Runtime Pod."""
+
+    label_selector: LabelSelector | None = Field(
+        default=None,
+        description="Runs this term matches; missing matches nothing, {} matches every Run.",
+    )
+    topology_key: Annotated[str, AfterValidator(_check_topology_key)] = Field(
+        description=f'Co-location domain; only "{RUNTIME_POD_TOPOLOGY}" is supported.'
+    )
+
+
+class WeightedRunAffinityTerm(_Spec):
+    """A preferred term and how much it counts in scoring."""
+
+    weight: Weight = Field(description="Score weight, 1 to 100.")
+    term: RunAffinityTerm = Field(description="The preferred term.")
+
+
+class RunAffinityRules(_Spec):
+    """Hard (``required``) and soft (``preferred``) terms of one direction."""
+
+    required: list[RunAffinityTerm] = Field(
+        default_factory=list, description="Terms every candidate pod must satisfy."
+    )
+    preferred: list[WeightedRunAffinityTerm] = Field(
+        default_factory=list, description="Terms that raise or lower a pod's score."
+    )
+
+
+class RunAffinitySpec(_Spec):
+    """Run-to-Run affinity and anti-affinity (SPEC §2.2, §3.3, §3.4)."""
+
+    run_affinity: RunAffinityRules | None = Field(
+        default=None, description="Place near Runs matched by these terms."
+    )
+    run_anti_affinity: RunAffinityRules | None = Field(
+        default=None, description="Keep away from Runs matched by these terms."
+    )
+
+
+class ResourceRequirements(_Spec):
+    """Logical Runtime resources a Run needs on its pod; ``runs`` defaults to 1."""
+
+    requests: Annotated[dict[ResourceName, Count], NullAsEmpty] = Field(
+        default_factory=lambda: {RUNS_RESOURCE: 1},
+        description="Resource name to non-negative whole quantity; runs defaults to 1.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_limits(cls, data: Any) -> Any:
+        # Checked before field validation so the message says why, not just "extra field".
+        if isinstance(data, dict) and "limits" in data:
+            raise _invalid(
+                "limits_unsupported",
+                "limits are not supported: Runs only have requests; remove spec.resources.limits",
+            )
+        return data
+
+    @field_validator("requests")
+    @classmethod
+    def _default_runs_then_drop_zeros(cls, requests: dict[str, int]) -> dict[str, int]:
+        # Default first, drop zeros after: an explicit `runs: "0"` therefore means "no
+        # runs request" (the Run takes no run slot), while an omitted `runs` means 1.
+        # Sorted so every consumer iterates resources in the same order (SPEC §3.4).
+        with_default = {RUNS_RESOURCE: 1, **requests}
+        return {name: count for name, count in sorted(with_default.items()) if count > 0}
+
+
+class TaskMode(_Spec):
+    """Run to completion: execute ``args`` as a process."""
+
+    args: list[str] = Field(min_length=1, description="Command and arguments to execute.")
+
+
+class FunctionMode(_Object):
+    """Long-lived: active until released. Its settings belong to the Runtime Server."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra=_PRESERVE_UNKNOWN)
+
+
+class RunMode(_Spec):
+    """How the Run executes: exactly one of ``task`` or ``function``."""
+
+    task: TaskMode | None = Field(default=None, description="Run to completion.")
+    function: FunctionMode | None = Field(
+        default=None, description="Long-lived; active until released."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_modes_only(cls, data: Any) -> Any:
+        # Phrased as the one rule a user must follow rather than "extra field".
+        if isinstance(data, dict):
+            unknown = sorted(str(key) for key in data if key not in ("task", "function"))
+            if unknown:
+                shown = quantity.describe_input(unknown[0])
+                raise _invalid(
+                    "unknown_mode",
+                    f'spec.mode must set exactly one of "task" or "function" (got {shown})',
+                )
+        return data
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "RunMode":
+        if (self.task is None) == (self.function is None):
+            raise _invalid(
+                "mode_not_exactly_one", 'spec.mode must set exactly one of "task" or "function"'
+            )
+        return self
+
+
+class RunSpec(_Spec):
+    """What a Run asks for (SPEC §2.2)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.resources) == has(oldSelf.resources)",
+                    "message": "spec.resources is immutable",
+                }
+            ]
+        }
+    )
+
+    runtime: str = Field(min_length=1, description="Name of a Runtime in the Run's namespace.")
+    resources: Annotated[ResourceRequirements, NullAsEmpty] = Field(
+        default_factory=ResourceRequirements,
+        description="Logical resource requests; immutable after creation.",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "self == oldSelf", "message": "spec.resources is immutable"}
+            ]
+        },
+    )
+    mode: RunMode | None = Field(default=None, description="task or function.")
+    affinity: RunAffinitySpec | None = Field(
+        default=None, description="Run-to-Run affinity and anti-affinity."
+    )
+    workspace: str | None = Field(
+        default=None, description="Workspace name; its Runs share one Runtime Pod."
+    )
+
+
+class Condition(_Object):
+    """A Kubernetes-style status condition."""
+
+    type: str = Field(description="Condition type, e.g. Scheduled.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str = Field(default="", description="Machine-readable CamelCase reason.")
+    message: str = Field(default="", description="Human-readable, bounded explanation.")
+    last_transition_time: datetime | None = Field(
+        default=None, description="When status last changed."
+    )
+    observed_generation: int | None = Field(
+        default=None, description="Spec generation the condition was computed from."
+    )
+
+
+class Assignment(_Object):
+    """The Runtime Pod a Run was bound to."""
+
+    pod_name: str = Field(description="Name of the Runtime Pod.")
+    # Explicit alias: to_camel would say podUid, Kubernetes spells it podUID.
+    pod_uid: str | None = Field(
+        default=None, alias="podUID", description="UID of that pod; a recreated pod differs."
+    )
+
+
+RunPhase = Literal["Pending", "Scheduled", "Running", "Succeeded", "Failed"]
+
+
+class RunStatus(_Object):
+    """Observed state of a Run, written by the scheduler and runtimed."""
+
+    phase: RunPhase | None = Field(default=None, description="Lifecycle phase.")
+    assignment: Assignment | None = Field(default=None, description="Chosen Runtime Pod.")
+    conditions: list[Condition] = Field(default_factory=list, description="Conditions.")
+    completion_time: datetime | None = Field(
+        default=None, description="When the Run became terminal."
+    )
+    released: bool = Field(
+        default=False, description="A function Run was released and is no longer active."
+    )
+
+
+class Run(_Object):
+    """One unit of work on a Runtime."""
+
+    api_version: Literal["kruntimes.io/v1alpha1"] = Field(
+        default=API_VERSION, description="Always kruntimes.io/v1alpha1."
+    )
+    kind: Literal["Run"] = Field(default="Run", description="Always Run.")
+    metadata: ObjectMeta = Field(description="Standard object metadata.")
+    spec: RunSpec = Field(description="What the Run asks for.")
+    status: RunStatus | None = Field(default=None, description="Observed state.")
+
+
+class RuntimeCapacity(_Spec):
+    """Logical capacity of EACH Runtime Pod; projected onto pod annotations."""
+
+    resources: Annotated[dict[ResourceName, Count], NullAsEmpty] = Field(
+        default_factory=dict,
+        description="Resource name to whole quantity; 0 is kept (it admits nothing).",
+    )
+
+    @field_validator("resources")
+    @classmethod
+    def _sorted(cls, resources: dict[str, int]) -> dict[str, int]:
+        # No runs default here: a pod without it gets the scheduler's default (§2.3).
+        return dict(sorted(resources.items()))
+
+
+class RuntimeSpec(_Spec):
+    """A pool of Runtime Pods."""
+
+    replicas: int = Field(default=1, ge=0, description="Number of Runtime Pods.")
+    template: dict[str, Any] = Field(
+        description="Pod template (metadata and spec) for the Runtime Pods.",
+        json_schema_extra=_PRESERVE_UNKNOWN,
+    )
+    capacity: RuntimeCapacity = Field(
+        default_factory=RuntimeCapacity, description="Logical capacity of each pod."
+    )
+
+
+class RuntimeStatus(_Object):
+    """Observed state of a Runtime's pods."""
+
+    replicas: int = Field(default=0, description="Runtime Pods that exist.")
+    ready_replicas: int = Field(default=0, description="Runtime Pods that are Ready.")
+    conditions: list[Condition] = Field(default_factory=list, description="Conditions.")
+
+
+class Runtime(_Object):
+    """A pool declaration: pod template, replica count and per-pod capacity."""
+
+    api_version: Literal["kruntimes.io/v1alpha1"] = Field(
+        default=API_VERSION, description="Always kruntimes.io/v1alpha1."
+    )
+    kind: Literal["Runtime"] = Field(default="Runtime", description="Always Runtime.")
+    metadata: ObjectMeta = Field(description="Standard object metadata.")
+    spec: RuntimeSpec = Field(description="The pool.")
+    status: RuntimeStatus | None = Field(default=None, description="Observed state.")

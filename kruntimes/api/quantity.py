@@ -1,0 +1,127 @@
+"""Whole-number Kubernetes quantities: the only values a Run request or a capacity may hold.
+
+SPEC §2.2 judges a request "by its value in Kubernetes quantity syntax": ``"1k"`` and
+``"1000m"`` are whole numbers, ``"500m"`` is not. Planner arithmetic is exact integer
+arithmetic, so every quantity is turned into an ``int`` once, here, or rejected with a
+message a user can act on.
+
+Why not ``kubernetes.utils.quantity.parse_quantity``: ``kruntimes.api`` is imported by the
+planner and by replay, which must never import the Kubernetes client (SPEC §6,
+ARCHITECTURE "Boundaries"); importing ``kubernetes.utils`` loads the whole client. The
+client's parser is also laxer than the API server (it accepts ``"1K"``, ``" 1"``,
+``"1_000"``, ``"NaN"``) and turns ``"1e999999999"`` into a Decimal whose ``int()`` never
+finishes. So this module follows apimachinery's grammar (``resource/quantity.go``) with
+exact integer arithmetic; the tests check it against the client's parser, which must give
+the same value for every quantity accepted here.
+"""
+
+import json
+import math
+import re
+from decimal import Decimal
+from fractions import Fraction
+
+# Largest value accepted: Kubernetes stores quantities as int64 when they fit, and a
+# bound keeps exponent syntax ("1e999999999") from building enormous integers.
+MAX_COUNT = 2**63 - 1
+
+# apimachinery's grammar: <sign>?<digits>[.<digits>] then a binary SI suffix, a decimal
+# SI suffix or a decimal exponent. ASCII digits only ([0-9], never \d). "E" alone means
+# exa; "E" followed by digits is an exponent, as in Go's suffix interpretation.
+_QUANTITY = re.compile(
+    r"(?P<sign>[+-])?(?P<int>[0-9]*)(?:\.(?P<frac>[0-9]*))?"
+    r"(?:(?P<binary>[KMGTPE]i)|[eE](?P<exp>[+-]?[0-9]+)|(?P<decimal>[numkMGTPE]))?",
+    re.ASCII,
+)
+_DECIMAL_SUFFIX = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_BINARY_SUFFIX = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+
+# The same grammar as a JSON-schema pattern, for CRD generation (string form only).
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?[0-9]+))?$"
+)
+
+_HINT = '(use e.g. "1" or "2")'
+
+
+class InvalidQuantity(ValueError):
+    """A quantity that is not a non-negative whole number of at most ``MAX_COUNT``."""
+
+    def __init__(self, value: object, problem: str) -> None:
+        self.value = value
+        self.problem = problem
+        super().__init__(f"quantity {describe_input(value)} {problem}")
+
+
+def describe_input(value: object, limit: int = 40) -> str:
+    """Render a user-supplied value for a message: JSON-like, and never unbounded."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        text = object.__repr__(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def parse_count(value: object) -> int:
+    """Return the whole-number value of a quantity (str or int), else raise InvalidQuantity.
+
+    ``"2"``, ``"1k"`` (1000), ``"1000m"`` (1), ``"1Ki"`` (1024), ``"1e3"`` and ``3`` are
+    counts; ``"500m"``, ``"1.5"``, ``"-1"``, ``"abc"``, booleans and None are not.
+    """
+    # bool is an int subclass, but `true` as a request is a mistake, not a count of 1.
+    if isinstance(value, bool):
+        raise InvalidQuantity(value, f"is a boolean, not a whole number {_HINT}")
+    if isinstance(value, int):
+        exact = Fraction(value)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidQuantity(value, f"is not a non-negative whole number {_HINT}")
+        exact = Fraction(value)
+    elif isinstance(value, (str, Decimal)):
+        exact = _parse_text(value, str(value))
+    else:
+        raise InvalidQuantity(value, f"must be a string or an integer {_HINT}")
+    if exact < 0 or exact.denominator != 1:
+        raise InvalidQuantity(value, f"is not a non-negative whole number {_HINT}")
+    if exact > MAX_COUNT:
+        raise InvalidQuantity(value, f"is too large (at most {MAX_COUNT})")
+    return int(exact)
+
+
+def _parse_text(value: object, text: str) -> Fraction:
+    """Exact value of a quantity string; bounded work however long or extreme it is."""
+    match = _QUANTITY.fullmatch(text)
+    if match is None or not (match["int"] or match["frac"]):
+        raise InvalidQuantity(value, f"is not a Kubernetes quantity {_HINT}")
+    # Normalise to digits * 10**exponent * 2**binary with no leading or trailing zeros in
+    # digits, so magnitude checks below work on lengths, never on huge integers.
+    frac = match["frac"] or ""
+    digits = (match["int"] + frac).lstrip("0")
+    exponent = _exponent(match["exp"]) - len(frac) + _DECIMAL_SUFFIX.get(match["decimal"], 0)
+    binary = _BINARY_SUFFIX.get(match["binary"], 0)
+    stripped = digits.rstrip("0")
+    exponent += len(digits) - len(stripped)
+    digits = stripped
+    if not digits:
+        return Fraction(0)
+    negative = match["sign"] == "-"
+    # digits >= 10**(len-1), so the value is at least 10**(len-1+exponent): past 10**19
+    # it exceeds MAX_COUNT whatever the binary factor.
+    if len(digits) + exponent > 20:
+        return Fraction(-MAX_COUNT - 1 if negative else MAX_COUNT + 1)
+    # Below 10**-19 even 2**60 cannot lift a non-zero value to 1; and more than 80
+    # significant digits with a negative exponent cannot cancel into a whole number
+    # (at most 2**60 is available against 10**61 or more). Either way: a fraction.
+    if len(digits) + exponent < -19 or len(digits) > 80:
+        return Fraction(-1 if negative else 1, 2)
+    numerator = int(digits) * 2**binary * 10 ** max(exponent, 0)
+    return Fraction(-numerator if negative else numerator, 10 ** max(-exponent, 0))
+
+
+def _exponent(text: str | None) -> int:
+    """The decimal exponent, clamped: beyond 10**12 only its sign matters for the checks."""
+    if text is None:
+        return 0
+    sign = -1 if text.startswith("-") else 1
+    magnitude = text.lstrip("+-").lstrip("0")
+    return sign * (10**12 if len(magnitude) > 12 else int(magnitude or "0"))
