@@ -5,21 +5,25 @@ SPEC §2.2 judges a request "by its value in Kubernetes quantity syntax": ``"1k"
 arithmetic, so every quantity is turned into an ``int`` once, here, or rejected with a
 message a user can act on.
 
-Why not ``kubernetes.utils.quantity.parse_quantity``: ``kruntimes.api`` is imported by the
-planner and by replay, which must never import the Kubernetes client (SPEC §6,
-ARCHITECTURE "Boundaries"); importing ``kubernetes.utils`` loads the whole client. The
-client's parser is also laxer than the API server (it accepts ``"1K"``, ``" 1"``,
-``"1_000"``, ``"NaN"``) and turns ``"1e999999999"`` into a Decimal whose ``int()`` never
-finishes. So this module follows apimachinery's grammar (``resource/quantity.go``) with
-exact integer arithmetic; the tests check it against the client's parser, which must give
-the same value for every quantity accepted here.
+The value itself comes from the Kubernetes client's parser
+(``kubernetes.utils.quantity.parse_quantity``). That parser is laxer than the API
+server (it accepts ``"1K"``, ``" 1"``, ``"1_000"``, ``"NaN"``) and turns
+``"1e999999999"`` into a Decimal whose ``int()`` never finishes, so a string first
+passes apimachinery's grammar (``resource/quantity.go``) and cheap magnitude guards
+here, and only then is handed to the client, under a Decimal context wide enough
+that its arithmetic is exact for every input the guards let through.
+
+Only the API layer imports this module: the planner core and replay work on the
+integers it produces and never load the Kubernetes client.
 """
 
 import json
 import math
 import re
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from fractions import Fraction
+
+from kubernetes.utils.quantity import parse_quantity
 
 # Largest value accepted: Kubernetes stores quantities as int64 when they fit, and a
 # bound keeps exponent syntax ("1e999999999") from building enormous integers.
@@ -114,8 +118,12 @@ def _parse_text(value: object, text: str) -> Fraction:
     # (at most 2**60 is available against 10**61 or more). Either way: a fraction.
     if len(digits) + exponent < -19 or len(digits) > 80:
         return Fraction(-1 if negative else 1, 2)
-    numerator = int(digits) * 2**binary * 10 ** max(exponent, 0)
-    return Fraction(-numerator if negative else numerator, 10 ** max(-exponent, 0))
+    # The guards bound the input to <= 80 significant digits and |value| < 10**20, times
+    # at most 2**60: 120 digits of precision make the client's multiplication exact.
+    with localcontext() as ctx:
+        ctx.prec = 120
+        parsed = parse_quantity(text)
+    return Fraction(parsed)
 
 
 def _exponent(text: str | None) -> int:
