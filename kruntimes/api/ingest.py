@@ -98,9 +98,11 @@ def run_info(obj: Mapping[str, Any]) -> RunInfo:
     problems: list[str] = []
     spec: models.RunSpec | None = None
     try:
-        spec = models.RunSpec.model_validate(raw_spec if raw_spec is not None else {})
+        # Validated inside a Run so that messages carry the user's full path
+        # (spec.resources...); metadata is checked leniently on its own below.
+        spec = models.Run.model_validate({"metadata": {"name": "-"}, "spec": raw_spec}).spec
     except pydantic.ValidationError as exc:
-        problems.append(describe_validation_error(exc, kind="Run spec"))
+        problems.append(describe_validation_error(exc, kind="Run").removeprefix("invalid Run: "))
     labels = _str_items(meta.get("labels"))
     if spec is not None:
         runtime = spec.runtime

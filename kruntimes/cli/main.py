@@ -1,0 +1,30 @@
+"""The `kruntimes` command: one entry point, one sub-command module each."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kruntimes import __version__
+from kruntimes.cli import demo_cmd, simulate_cmd
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kruntimes", description="Schedule Runs on pools of Runtime Pods.")
+    parser.add_argument("--version", action="version", version=f"kruntimes {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo_cmd.register(sub)
+    simulate_cmd.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

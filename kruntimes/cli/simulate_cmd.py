@@ -1,0 +1,60 @@
+"""`kruntimes simulate -f FILE.yaml [-f ...] [--now TIME] [--json]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+
+from rich.console import Console
+from rich.table import Table
+
+from kruntimes.api.ingest import parse_time
+from kruntimes.simulate import InputError, load_documents, simulate
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("simulate", help="where would these Runs go? (no cluster needed)",
+                       description="Schedule the Pending Runs of YAML files once, in creation order, "
+                                   "against the Runtime Pods in the same files.")
+    p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
+                   help="YAML file with v1 Pods and kruntimes.io/v1alpha1 Runs ('-' for stdin); repeatable")
+    p.add_argument("--now", help="judge runtimed heartbeats at this RFC 3339 time (default: now)")
+    p.add_argument("--json", action="store_true", help="print a JSON list in input order")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    now = datetime.now(timezone.utc)
+    if args.now:
+        parsed = parse_time(args.now)
+        if parsed is None:
+            print(f"kruntimes simulate: --now {args.now!r} is not an RFC 3339 time with a zone "
+                  "(e.g. 2026-11-29T12:00:00Z)", file=sys.stderr)
+            return 2
+        now = parsed
+    try:
+        sources = [(name, sys.stdin.read() if name == "-" else _read(name)) for name in args.filename]
+        placements = simulate(load_documents(sources), now)
+    except InputError as exc:
+        print(f"kruntimes simulate: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps([p.as_json() for p in placements], indent=2))
+        return 0
+    table = Table(title=f"placements at {now.isoformat()}")
+    for column in ("NAMESPACE", "RUN", "PHASE", "POD", "REASON"):
+        table.add_column(column)
+    for p in placements:
+        table.add_row(p.namespace, p.name, p.phase, p.pod or "-", p.reason or "")
+    Console().print(table)
+    return 0
+
+
+def _read(name: str) -> str:
+    try:
+        with open(name, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise InputError(f"{name}: cannot read ({exc.strerror})") from exc
