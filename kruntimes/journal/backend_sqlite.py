@@ -1,0 +1,93 @@
+"""SQLite backend: the embedded default (``sqlite:///kruntimes-journal.db``).
+
+WAL mode lets people query the journal while the writer appends; ``synchronous=NORMAL``
+makes a commit a WAL append without fsync (durable across a process crash, may lose
+the last commits on power loss -- the trade every WAL-mode SQLite user makes).
+
+Bulk insert is a multi-row ``INSERT ... VALUES (...),(...)`` on the raw sqlite3
+connection, not ``executemany``: the sqlite3 module releases the GIL around every
+``sqlite3_step``, so executemany gives the GIL back once per row, and with a busy
+scheduler thread each re-acquisition can wait a full switch interval (5 ms). Measured
+on 1 KB rows: executemany 116k rows/s alone but 1.6k rows/s beside a CPU-bound
+thread; multi-row VALUES 153k rows/s alone and 44k rows/s beside it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event, pool
+
+from kruntimes.journal import records, schema
+
+NAME = "sqlite"
+BUSY_TIMEOUT_MS = 10_000
+_COLUMNS = "lsn, incarnation, recorded_at, kind, schema_version, payload, payload_sha256"
+_ROW_PLACEHOLDERS = "(?,?,?,?,?,?,?)"
+
+
+def create_engine(url: sa.URL) -> sa.Engine:
+    """An engine whose every connection runs in WAL mode with a busy timeout."""
+    memory = url.database in (None, "", ":memory:")
+    kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000}}
+    if memory:
+        # One shared connection, or every thread would see its own empty database.
+        kwargs["poolclass"] = pool.StaticPool
+    engine = sa.create_engine(url, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _configure(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            if not memory:
+                cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        finally:
+            cursor.close()
+
+    return engine
+
+
+def insert_records(dbapi_connection: sqlite3.Connection, rows: Sequence[records.EncodedRecord]) -> None:
+    """Insert ``rows`` inside the caller's transaction; raises sqlite3 errors unchanged."""
+    chunk = _rows_per_statement(dbapi_connection)
+    cursor = dbapi_connection.cursor()
+    try:
+        timestamp = schema.sqlite_timestamp
+        for start in range(0, len(rows), chunk):
+            part = rows[start : start + chunk]
+            params: list[Any] = []
+            extend = params.extend
+            for r in part:
+                extend((r[0], r[1], timestamp(r[2]), r[3], r[4], r[5], r[6]))
+            cursor.execute(_insert_statement(len(part)), params)
+    finally:
+        cursor.close()
+
+
+def is_duplicate(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc).upper()
+
+
+_statements: dict[int, str] = {}
+
+
+def _insert_statement(n: int) -> str:
+    statement = _statements.get(n)
+    if statement is None:
+        values = ",".join([_ROW_PLACEHOLDERS] * n)
+        statement = _statements[n] = f"INSERT INTO journal_records ({_COLUMNS}) VALUES {values}"
+    return statement
+
+
+def _rows_per_statement(dbapi_connection: sqlite3.Connection) -> int:
+    # 500 rows measured best; old SQLite builds allow only 999 host parameters.
+    try:
+        limit = dbapi_connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    except AttributeError:  # Python < 3.11
+        limit = 999
+    return max(1, min(500, limit // 7))

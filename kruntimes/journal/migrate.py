@@ -1,0 +1,80 @@
+"""Run the journal's Alembic migrations from code (``kruntimes db upgrade``, ``Journal.open``).
+
+The migration scripts ship inside the package (``kruntimes/journal/migrations``), so
+this works from an installed wheel and from any directory; the top-level
+``alembic.ini`` points the ``alembic`` command at the same scripts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from kruntimes.journal import backends, errors
+
+SCRIPT_LOCATION = Path(__file__).resolve().parent / "migrations"
+
+
+def alembic_config() -> Config:
+    """An Alembic config for the packaged scripts, with no ini file and no logging setup."""
+    config = Config()
+    config.set_main_option("script_location", str(SCRIPT_LOCATION))
+    return config
+
+
+def upgrade(url: str | sa.URL | sa.Engine, revision: str = "head") -> None:
+    """Migrate the journal at ``url`` up to ``revision`` (creating it if needed)."""
+    with _connection(url) as conn:
+        config = alembic_config()
+        config.attributes["connection"] = conn
+        command.upgrade(config, revision)
+
+
+def downgrade(url: str | sa.URL | sa.Engine, revision: str) -> None:
+    """Migrate the journal at ``url`` down to ``revision`` (``base`` drops every table)."""
+    with _connection(url) as conn:
+        config = alembic_config()
+        config.attributes["connection"] = conn
+        command.downgrade(config, revision)
+
+
+def current_revision(url: str | sa.URL | sa.Engine) -> str | None:
+    """The revision the journal at ``url`` is at, or None for an empty database."""
+    with _connection(url) as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, "the packaged migrations have no head revision"
+    return head
+
+
+def require_head(url: str | sa.URL | sa.Engine) -> None:
+    """Raise ``JournalError`` unless the journal's schema is at the newest revision."""
+    current, head = current_revision(url), head_revision()
+    if current != head:
+        raise errors.JournalError(
+            f"journal schema is at revision {current!r}, this kruntimes needs {head!r}:"
+            " run `kruntimes db upgrade --url URL`"
+        )
+
+
+@contextmanager
+def _connection(url: str | sa.URL | sa.Engine) -> Iterator[sa.Connection]:
+    # Migrate through the journal's own engine so SQLite gets WAL and PostgreSQL the
+    # psycopg driver, exactly as the writer will see them.
+    engine = url if isinstance(url, sa.Engine) else backends.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            yield conn
+    finally:
+        if engine is not url:
+            engine.dispose()
