@@ -69,23 +69,23 @@ def simulate(documents: list[tuple[str, dict[str, Any]]], now: datetime,
     for where, doc in documents:
         kind, api_version = doc.get("kind"), doc.get("apiVersion")
         meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        if (api_version, kind) not in (("v1", "Pod"), (models.API_VERSION, "Run")):
+            raise InputError(f"{where}: unsupported object {api_version}/{kind}; "
+                             f"expected v1/Pod or {models.API_VERSION}/Run")
         if not meta.get("name"):
             raise InputError(f"{where}: metadata.name is required")
         uid = meta.get("uid") or f"{meta.get('namespace') or 'default'}/{meta['name']}"
         doc = {**doc, "metadata": {**meta, "uid": uid}}
-        if kind == "Pod" and api_version == "v1":
+        if kind == "Pod":
             pod = ingest.pod_info(doc)
             if pod is None:
                 raise InputError(f"{where}: pod {meta['name']} has no {models.RUNTIME_LABEL} label, "
                                  "so it is not a Runtime Pod")
             cache.upsert_pod(pod, now=now)
-        elif kind == "Run" and api_version == models.API_VERSION:
+        else:
             run = ingest.run_info(doc)
             cache.upsert_run(run)
             runs.append(run)
-        else:
-            raise InputError(f"{where}: unsupported object {api_version}/{kind}; "
-                             f"expected v1/Pod or {models.API_VERSION}/Run")
     results: dict[tuple[str, str], Placement] = {}
     for run in sorted((r for r in runs if r.eligible), key=lambda r: (r.created, r.namespace, r.name)):
         with cache.lock:

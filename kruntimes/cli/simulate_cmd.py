@@ -35,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
         now = parsed
     try:
-        sources = [(name, sys.stdin.read() if name == "-" else _read(name)) for name in args.filename]
+        sources = [("<stdin>", sys.stdin.read()) if name == "-" else (name, _read(name))
+                   for name in args.filename]
         placements = simulate(load_documents(sources), now)
     except InputError as exc:
         print(f"kruntimes simulate: {exc}", file=sys.stderr)

@@ -1,0 +1,85 @@
+"""`kruntimes simulate`: the docs' examples, input order, errors that name the document."""
+
+import json
+import pathlib
+import subprocess
+import sys
+from datetime import datetime, timezone
+
+import pytest
+
+from kruntimes.simulate import InputError, load_documents, simulate
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "docs" / "examples"
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+
+
+def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kruntimes.cli.main", *args], input=stdin,
+                          capture_output=True, text=True, check=False)
+
+
+def test_the_documented_example_places_runs_as_the_docs_show() -> None:
+    result = _cli("simulate", "-f", str(EXAMPLES / "cohort.yaml"), "--now", "2026-11-29T12:00:00Z", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == json.loads((EXAMPLES / "cohort.expected.json").read_text())
+
+
+def test_the_cohort_bootstraps_onto_the_only_pod_with_a_gpu_and_its_member_follows() -> None:
+    docs = load_documents([("cohort.yaml", (EXAMPLES / "cohort.yaml").read_text())])
+    by_name = {p.name: p for p in simulate(docs, NOW)}
+    assert by_name["train-1"].pod == by_name["train-2"].pod == "python-a"
+    assert by_name["web-1"].pod != by_name["web-2"].pod
+    assert by_name["typo"].phase == "Failed" and 'requests["runs"]' in (by_name["typo"].reason or "")
+
+
+def test_output_is_in_input_order_and_each_run_sees_the_assumptions_before_it() -> None:
+    pod = """apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: n, labels: {kruntimes.io/runtime: r},
+           annotations: {kruntimes.io/capacity.runs: "1", kruntimes.io/runtimed-heartbeat: "2026-11-29T12:00:00Z"}}
+status: {conditions: [{type: Ready, status: "True"}]}
+"""
+    runs = "".join(f"""---
+apiVersion: kruntimes.io/v1alpha1
+kind: Run
+metadata: {{name: {name}, namespace: n, creationTimestamp: "2026-11-29T10:00:0{t}Z"}}
+spec: {{runtime: r}}
+""" for name, t in (("late", 9), ("early", 1)))
+    placements = simulate(load_documents([("x.yaml", pod + runs)]), NOW)
+    assert [p.name for p in placements] == ["late", "early"]
+    assert placements[1].phase == "Scheduled" and placements[0].phase == "Pending"
+    assert placements[0].reason == "0/1 runtime pods available: 1 insufficient capacity"
+
+
+def test_heartbeats_are_judged_against_now() -> None:
+    pod = (EXAMPLES / "cohort.yaml").read_text()
+    later = datetime(2026, 11, 29, 13, 0, tzinfo=timezone.utc)
+    placements = simulate(load_documents([("cohort.yaml", pod)]), later)
+    assert all(p.phase != "Scheduled" for p in placements)
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("a: [", "x.yaml line 1: not valid YAML"),
+    ("- 1\n- 2\n", "x.yaml document 1: expected a Kubernetes object"),
+    ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n", "x.yaml document 1: unsupported object"),
+    ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n", "has no kruntimes.io/runtime label"),
+    ("---\n---\napiVersion: v1\nkind: Pod\nmetadata: {}\n", "x.yaml document 2: metadata.name is required"),
+], ids=["malformed YAML names the file and line", "a non-object document is named",
+        "an unknown kind is named", "a pod without the runtime label is explained",
+        "empty documents are skipped but counted"])
+def test_bad_input_gets_an_error_naming_the_document(text: str, needle: str) -> None:
+    with pytest.raises(InputError, match=None) as caught:
+        simulate(load_documents([("x.yaml", text)]), NOW)
+    assert needle in str(caught.value)
+
+
+def test_the_cli_reports_bad_input_on_stderr_with_exit_code_2() -> None:
+    result = _cli("simulate", "-f", "-", stdin="kind: Foo\n")
+    assert result.returncode == 2
+    assert "<stdin> document 1: unsupported object" in result.stderr
+
+
+def test_the_cli_rejects_a_now_without_a_zone() -> None:
+    result = _cli("simulate", "-f", str(EXAMPLES / "cohort.yaml"), "--now", "yesterday")
+    assert result.returncode == 2 and "RFC 3339" in result.stderr
