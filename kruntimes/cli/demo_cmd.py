@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -46,18 +47,8 @@ def _print(console: Console, r: demo.Report) -> None:
     console.print(f"\n[bold]{r.runs} Runs on {r.pods} Runtime Pods[/bold]: "
                   f"{placed} placed, {r.phases.get('Pending', 0)} pending, "
                   f"{r.phases.get('Failed', 0)} failed (invalid), {r.phases.get('Succeeded', 0)} finished")
-    pending = Table(title="Pending Runs by reason")
-    pending.add_column("Runs", justify="right")
-    pending.add_column("Reason")
-    for reason, n in r.pending_reasons.most_common():
-        pending.add_row(str(n), reason)
-    console.print(pending)
-    failed = Table(title="Failed Runs (invalid configuration)")
-    failed.add_column("Runs", justify="right")
-    failed.add_column("Reason")
-    for reason, n in r.failed_reasons.most_common():
-        failed.add_row(str(n), reason)
-    console.print(failed)
+    console.print(_reasons("Pending Runs by reason", r.pending_reasons))
+    console.print(_reasons("Failed Runs (invalid configuration)", r.failed_reasons))
     util = Table(title="Utilisation of ready Runtime Pods")
     for column in ("Runtime", "Resource", "Used", "Capacity", "Utilisation"):
         util.add_column(column, justify="left" if column in ("Runtime", "Resource") else "right")
@@ -69,3 +60,12 @@ def _print(console: Console, r: demo.Report) -> None:
     console.print(f"{r.cycles} scheduling cycles in {r.seconds:.2f}s = [bold]{r.cycles / r.seconds:.0f} "
                   f"cycles/s[/bold] ({results}); {r.injected_conflicts} injected 409 conflicts; "
                   f"wake-ups: {', '.join(f'{k} {v}' for k, v in sorted(r.wakeups.items())) or 'none'}")
+
+
+def _reasons(title: str, counts: Counter[str]) -> Table:
+    table = Table(title=title)
+    table.add_column("Runs", justify="right")
+    table.add_column("Reason")
+    for reason, n in counts.most_common():
+        table.add_row(str(n), reason)
+    return table
