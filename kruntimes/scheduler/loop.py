@@ -4,12 +4,17 @@ Event handlers only apply projections to the cluster cache and enqueue the keys
 it returns; only a worker that dequeued a key plans, reserves or writes. The
 cycle, step by step (SPEC §3.2):
 
-1. snapshot and plan, under the cache lock, so the view is exactly "everything up
-   to the snapshot LSN";
+1. snapshot, plan and reserve in ONE hold of the cache lock, so the view is exactly
+   "everything up to the snapshot LSN" and no other worker can assume onto the
+   chosen pod in between: like kube-scheduler, scheduling cycles are serial and
+   only binds (the slow, remote part) run in parallel. With affinity in play a
+   capacity-only re-check at reserve would not be enough - two workers could
+   each place an anti-affine Run on the same pod;
 2. an invalid Run becomes terminal Failed; a plugin error aborts the cycle (no
    assumption, no status write) and the key is retried with backoff;
 3. no feasible pod: write the bounded Pending message, only when it changed;
-4. reserve: re-check the chosen pod against every assumption and assume;
+4. reserve: re-check the chosen pod against every assumption and assume (a
+   defensive invariant check; a failure is counted as a reserve conflict);
 5. bind through the `Binder`: conflict -> release + requeue; other error ->
    release + backoff; success -> KEEP the assumption until the informer shows the
    Run bound (the cache drops it then).
@@ -136,9 +141,10 @@ class Scheduler:
                 return "skipped"
             snapshot = cache.snapshot(run, self.clock())
             outcome = self.planner.plan(snapshot)
+            reserved = outcome.status == out.SCHEDULED and cache.reserve(run, outcome.chosen or "")
         for plugin, reason, n in outcome.rejection_counts():
             self.metrics.filter_rejections.labels(plugin=plugin, reason=reason).inc(n)
-        result = self._act(key, run, outcome)
+        result = self._act(key, run, outcome, reserved)
         duration = time.perf_counter() - started
         self.metrics.cycle_duration.observe(duration)
         self.metrics.result(result)
@@ -147,7 +153,7 @@ class Scheduler:
                                "top": self.top_candidates})
         return result
 
-    def _act(self, key: RunKey, run: RunInfo, outcome: out.CycleOutcome) -> str:
+    def _act(self, key: RunKey, run: RunInfo, outcome: out.CycleOutcome, reserved: bool) -> str:
         now = outcome.now
         if outcome.status == out.ERROR:
             self.queue.add_rate_limited(key)
@@ -161,7 +167,7 @@ class Scheduler:
                 return "unschedulable"
             return self._write(key, run, st.pending_status(None, outcome.message or "", now), "unschedulable")
         assert outcome.chosen is not None and outcome.chosen_uid is not None
-        if not self.cache.reserve(run, outcome.chosen):
+        if not reserved:
             self.metrics.conflict("reserve")
             self.queue.add_rate_limited(key)
             return "conflict"
