@@ -30,14 +30,14 @@ def _settle(s: Scheduler, api: MemoryApi, deadline: float = 20.0) -> None:
 
 def test_eight_workers_never_place_two_anti_affine_runs_on_one_pod() -> None:
     cache = ClusterCache()
-    api = MemoryApi(delay=(0.0, 0.003), conflict_rate=0.1, seed=3)
+    api = MemoryApi(delay=(0.0, 0.0005), conflict_rate=0.02, seed=3)
     s = Scheduler(cache, api, clock=lambda: NOW)
     api.watchers.append(s.on_run)
     try:
-        for i in range(12):
+        for i in range(80):
             s.on_pod(PodInfo("ns", f"p{i:02d}", f"u{i}", "rt", ready=True, heartbeat=NOW, capacity=(("runs", 9),)))
         s.start(8)
-        for j in range(20):
+        for j in range(120):
             api.create(RunInfo("ns", f"web-{j:02d}", f"w{j}", "rt", labels=(("app", "web"),),
                                affinity=Affinity(required_anti=(WEB,))))
         _settle(s, api)
@@ -46,4 +46,4 @@ def test_eight_workers_never_place_two_anti_affine_runs_on_one_pod() -> None:
         api.close()
     placed = Counter(r.pod_name for r in api.runs() if r.phase == "Scheduled")
     assert max(placed.values()) == 1
-    assert sum(placed.values()) == 12
+    assert sum(placed.values()) == 80
