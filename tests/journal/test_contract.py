@@ -1,0 +1,123 @@
+"""The journal contract: the very same tests against SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from kruntimes.journal import backends, errors, migrate, records, schema
+from tests.journal.factories import INCARNATION, T0, record
+
+
+def test_an_empty_journal_has_no_last_lsn(journal: backends.Journal) -> None:
+    assert journal.last_lsn() is None
+    assert list(journal.read()) == []
+
+
+def test_records_round_trip_byte_exact(journal: backends.Journal) -> None:
+    payload = {"zeta": "ünïcødé ✓ 日本", "alpha": {"z": [1, -2, 3**40], "a": None}, "mid": True, "esc": "tab\t\"q\" \\ \x00"}
+    written = records.encode(record(1, payload=payload))
+    assert journal.append_batch([record(1, payload=payload)]) == 1
+
+    (stored,) = journal.read_encoded()
+    assert stored == written
+    assert stored.payload == records.canonical_json(payload)
+    assert stored.payload.startswith('{"alpha":{"a":null,"z":[1,-2,')
+    assert stored.recorded_at == T0 + timedelta(milliseconds=1) and stored.recorded_at.tzinfo is not None
+    assert list(journal.read()) == [record(1, payload=payload)]
+
+
+def test_records_come_back_in_lsn_order_whatever_the_insert_order(journal: backends.Journal) -> None:
+    journal.append_batch([record(5), record(3)])
+    journal.append_batch([record(4), record(1), record(2)])
+    assert [r.lsn for r in journal.read()] == [1, 2, 3, 4, 5]
+    assert journal.last_lsn() == 5
+
+
+def test_a_duplicate_lsn_is_an_error_and_stores_nothing_of_its_batch(journal: backends.Journal) -> None:
+    journal.append_batch([record(1), record(2)])
+    with pytest.raises(errors.DuplicateRecord):
+        journal.append_batch([record(3), record(2)])
+    assert [r.lsn for r in journal.read()] == [1, 2]
+
+
+def test_skip_existing_makes_re_appending_idempotent(journal: backends.Journal) -> None:
+    journal.append_batch([record(1), record(2)])
+    assert journal.append_batch([record(1), record(2), record(3)], skip_existing=True) == 1
+    assert journal.append_batch([record(1), record(2), record(3)], skip_existing=True) == 0
+    assert [r.lsn for r in journal.read()] == [1, 2, 3]
+
+
+def test_skip_existing_still_refuses_an_lsn_stored_with_other_content(journal: backends.Journal) -> None:
+    journal.append_batch([record(1), record(2)])
+    with pytest.raises(errors.DuplicateRecord) as info:
+        journal.append_batch([record(2, payload={"other": 1}), record(3)], skip_existing=True)
+    assert info.value.lsns == (2,)
+    assert journal.last_lsn() == 2
+
+
+def test_read_ranges_are_after_since_and_up_to_until(journal: backends.Journal) -> None:
+    journal.append_batch([record(lsn) for lsn in range(1, 11)])
+    assert [r.lsn for r in journal.read(since_lsn=3, until_lsn=6)] == [4, 5, 6]
+    assert [r.lsn for r in journal.read(since_lsn=8)] == [9, 10]
+    assert [r.lsn for r in journal.read(until_lsn=2)] == [1, 2]
+
+
+def test_read_filters_by_kind(journal: backends.Journal) -> None:
+    kinds = ["mutation", "cycle", "reserve", "bind", "cycle", "release"]
+    journal.append_batch([record(lsn, kind) for lsn, kind in enumerate(kinds, start=1)])
+    assert [r.lsn for r in journal.read(kinds={"cycle"})] == [2, 5]
+    assert [r.lsn for r in journal.read(since_lsn=2, kinds=["cycle", "bind"])] == [4, 5]
+
+
+def test_read_streams_many_records_in_order(journal: backends.Journal) -> None:
+    journal.append_batch([record(lsn) for lsn in range(1, 2501)])
+    lsns = [r.lsn for r in journal.read_encoded(chunk_size=100)]
+    assert lsns == list(range(1, 2501))
+
+
+def test_incarnation_records_are_projected_into_journal_incarnations(journal: backends.Journal) -> None:
+    start = {"version": "0.1.0", "config_hash": "c0ffee" * 4, "config": {"plugins": ["Capacity"]}}
+    journal.append_batch([record(1, "incarnation", start), record(2)])
+    journal.append_batch([record(3, "incarnation", {**start, "version": "0.2.0"}, incarnation="b" * 32)])
+    got = journal.incarnations()
+    assert [(i.incarnation, i.first_lsn, i.version, i.config_hash) for i in got] == [
+        (INCARNATION, 1, "0.1.0", "c0ffee" * 4),
+        ("b" * 32, 3, "0.2.0", "c0ffee" * 4),
+    ]
+    assert got[0].started_at == T0 + timedelta(milliseconds=1)
+
+
+def test_models_and_migrated_schema_agree(journal: backends.Journal) -> None:
+    with journal.engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True, "compare_server_default": True})
+        diff = compare_metadata(context, schema.metadata)
+    assert diff == []
+
+
+def test_upgrade_downgrade_upgrade(journal_url: str) -> None:
+    migrate.upgrade(journal_url)
+    assert migrate.current_revision(journal_url) == migrate.head_revision()
+    migrate.downgrade(journal_url, "base")
+    assert migrate.current_revision(journal_url) is None
+    engine = backends.create_engine(journal_url)
+    try:
+        assert "journal_records" not in sa.inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
+    migrate.upgrade(journal_url)
+    j = backends.Journal.open(journal_url, create=False)
+    try:
+        j.append_batch([record(1)])
+        assert j.last_lsn() == 1
+    finally:
+        j.close()
+
+
+def test_opening_an_unmigrated_journal_without_create_says_what_to_run(journal_url: str) -> None:
+    with pytest.raises(errors.JournalError, match="kruntimes db upgrade"):
+        backends.Journal.open(journal_url, create=False)
