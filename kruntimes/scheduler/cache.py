@@ -326,6 +326,12 @@ class ClusterCache:
             why = assumed_mod.handoff(assumption, new)
             if why is not None:
                 self._drop(assumption, why)
+                if why != assumed_mod.DROP_OBSERVED:
+                    # The Run ended, vanished or moved before its bind was seen: the
+                    # capacity it held on the assumed pod is free now.
+                    runtime = self._runtime_of_pod(ns, assumption.pod_name)
+                    wakeups += [w for w in self._wake(ns, runtime, SOURCE_CAPACITY_RELEASED)
+                                if w[0][1] != run.name and w not in wakeups]
         self._refresh_target(ns, run.uid)
         if new is not None and new.eligible:
             wakeups.append(((ns, new.name), None))  # the Run itself: enqueued, not a counted wake-up

@@ -64,9 +64,10 @@ class Scheduler:
         self.cache = cache
         self.binder = binder
         self.clock = clock
-        self.metrics = metrics or SchedulerMetrics()
-        self.queue: WorkQueue = queue or WorkQueue(on_dequeue=self._dequeued)
-        self.planner = planner or Planner(cache.config)
+        self.metrics = metrics if metrics is not None else SchedulerMetrics()
+        # `is not None`, not `or`: an empty WorkQueue is falsy (it has __len__).
+        self.queue: WorkQueue = queue if queue is not None else WorkQueue(on_dequeue=self._dequeued)
+        self.planner = planner if planner is not None else Planner(cache.config)
         self.top_candidates = top_candidates
         self._threads: list[threading.Thread] = []
         self.results: Counter[str] = Counter()
