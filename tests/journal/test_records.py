@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kruntimes.journal import errors, records
@@ -20,6 +20,7 @@ json_exact = st.recursive(
 )
 
 
+@settings(max_examples=300)
 @given(st.dictionaries(st.text(), json_exact, max_size=6))
 def test_the_fast_encoder_writes_exactly_canonical_json(payload: dict[str, Any]) -> None:
     try:
@@ -112,3 +113,12 @@ def test_decode_refuses_a_payload_that_does_not_match_its_hash() -> None:
     encoded = records.encode(record(1))
     with pytest.raises(errors.CorruptRecord, match="lsn=1"):
         records.decode(encoded._replace(payload=json.dumps({"lsn": 2})))
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["with orjson if installed", "stdlib only"])
+def test_the_stored_text_does_not_depend_on_orjson(fast: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not fast:
+        monkeypatch.setattr(records, "_orjson", None)
+    payload = {"ü": ["\x00\x1f\x7f\u2028", 2**70, -(2**63), True, None], "a": {"z": "", "b": [[[]]]}}
+    encoded = records.encode(record(1, payload=payload))
+    assert encoded.payload == records.canonical_json(payload)
