@@ -95,7 +95,7 @@ class _Group:
     snapshot, so a cycle after one assumption costs one view rebuild, not one per pod.
     """
 
-    __slots__ = ("names", "pending", "views", "dirty", "frozen")
+    __slots__ = ("names", "pending", "views", "dirty", "frozen", "frozen_names")
 
     def __init__(self) -> None:
         self.names: list[str] = []
@@ -103,9 +103,10 @@ class _Group:
         self.views: list[PodView] | None = None  # None: membership changed, rebuild all
         self.dirty: set[str] = set()
         self.frozen: tuple[PodView, ...] | None = None
+        self.frozen_names: tuple[str, ...] | None = None
 
     def invalidate(self) -> None:
-        self.views, self.frozen = None, None
+        self.views, self.frozen, self.frozen_names = None, None, None
         self.dirty.clear()
 
     def touch(self, name: str) -> None:
@@ -177,14 +178,18 @@ class ClusterCache:
         """The consistent view one cycle plans on. Call and plan while holding `lock`."""
         config = config or self.config
         group = self._groups.get((run.namespace, run.runtime))
+        names = None
         if group is None:
             pods: tuple[PodView, ...] = ()
         elif config.default_runs_capacity != self.config.default_runs_capacity:
             pods = tuple(self._view(self._slots[(run.namespace, n)], config) for n in group.names)
         else:
             pods = self._group_views(run.namespace, group)
+            if group.frozen_names is None:
+                group.frozen_names = tuple(group.names)
+            names = group.frozen_names
         targets = self._targets.get(run.namespace) or NamespaceTargets()
-        return Snapshot(run=run, pods=pods, targets=targets, now=now, lsn=self.lsn, config=config)
+        return Snapshot(run=run, pods=pods, targets=targets, now=now, lsn=self.lsn, config=config, names=names)
 
     def _group_views(self, ns: str, group: _Group) -> tuple[PodView, ...]:
         if group.frozen is not None:

@@ -15,6 +15,7 @@ and the framework assembles them into a `CycleOutcome`.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
@@ -129,7 +130,7 @@ class Planner:
             return out.CycleOutcome(status=out.ERROR, message=_error("PreFilter", exc), **base)
         state = CycleState(snapshot=snapshot, run=run, requests=run.requests, data=MappingProxyType(data))
         pods = snapshot.pods
-        names = tuple([p.info.name for p in pods])
+        names = snapshot.names if snapshot.names is not None else tuple([p.info.name for p in pods])
 
         # 2. Filter: each plugin sees only the pods every earlier plugin accepted.
         rejections: list[tuple[str, str] | None] = [None] * len(pods)
@@ -154,7 +155,8 @@ class Planner:
             alive = survivors
             candidates = [pods[i] for i in alive]
         feasible = list(candidates)
-        common = dict(pods=names, rejections=tuple(rejections), feasible=tuple(names[i] for i in alive))
+        feasible_names = names if len(alive) == len(pods) else tuple([names[i] for i in alive])
+        common = dict(pods=names, rejections=tuple(rejections), feasible=feasible_names)
         if not feasible:
             return out.CycleOutcome(status=out.UNSCHEDULABLE, **common,
                                     message=out.pending_message(len(pods), tuple(rejections)), **base)
@@ -171,11 +173,13 @@ class Planner:
                 return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
             results.append(out.PluginScores(plugin=plugin.name, weight=weight, raw=tuple(raw),
                                             normalized=tuple(norm)))  # type: ignore[arg-type]
-            totals = [t + weight * s for t, s in zip(totals, norm)]  # type: ignore[operator]
+            if weight != 1:
+                norm = [weight * s for s in norm]  # type: ignore[operator]
+            totals = list(map(operator.add, totals, norm))
 
         # 4. Choose: highest total; `max` keeps the first of equal totals and the
         #    feasible pods are in name order, so ties go to the smallest name.
-        best = max(range(len(feasible)), key=totals.__getitem__)
+        best = totals.index(max(totals))
         return out.CycleOutcome(status=out.SCHEDULED, **common, scores=tuple(results), totals=tuple(totals),
                                 chosen=feasible[best].info.name, chosen_uid=feasible[best].info.uid, **base)
 

@@ -27,3 +27,4 @@ class Snapshot:
     now: datetime
     lsn: int
     config: SchedulerConfig
+    names: tuple[str, ...] | None = None  # the pods' names, when the cache already has them

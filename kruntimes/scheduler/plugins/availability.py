@@ -46,27 +46,33 @@ class RuntimePodAvailability:
     def filter(self, state: CycleState, pods: Sequence[PodView]) -> list[str | None]:
         st: _State = state.of(self.name)
         since, bound, requests = st.fresh_since, st.workspace_pods, state.requests
+        # Everything but staleness and the workspace is a pure function of the view and
+        # the request shape: memoised on the (immutable) view, like LeastLoaded's key.
+        memo_key = repr((self.name, requests))  # a str: its hash is computed once, not per pod
         verdicts: list[str | None] = []
         append = verdicts.append
-        single = requests[0] if len(requests) == 1 else None
         for view in pods:
-            info = view.info
-            if not info.ready:
-                append(NOT_READY)
-            elif info.terminating:
-                append(TERMINATING)
-            elif info.heartbeat is None or info.heartbeat < since:
+            static = view.memo.get(memo_key)
+            if static is None:
+                static = view.memo[memo_key] = _static(view, requests)
+            before, heartbeat, after = static
+            if before is not None:
+                append(before)
+            elif heartbeat is None or heartbeat < since:
                 append(STALE)
-            elif info.capacity_problem is not None:
-                append(INVALID_CAPACITY)
-            elif bound and info.name not in bound:
+            elif bound and view.info.name not in bound:
                 append(WORKSPACE_ELSEWHERE)
-            elif single is not None:  # the common shape, inlined: one requested resource
-                left = view.free.get(single[0])
-                append(NOT_OFFERED if left is None else INSUFFICIENT if left < single[1] else None)
             else:
-                append(_fit(view.free, requests))
+                append(after)
         return verdicts
+
+
+def _static(view: PodView, requests) -> tuple:  # type: ignore[no-untyped-def]
+    """(verdict before the staleness check, heartbeat, verdict after the workspace check)."""
+    info = view.info
+    before = NOT_READY if not info.ready else TERMINATING if info.terminating else None
+    after = INVALID_CAPACITY if info.capacity_problem is not None else _fit(view.free, requests)
+    return (before, info.heartbeat, after)
 
 
 def _fit(free, requests) -> str | None:  # type: ignore[no-untyped-def]

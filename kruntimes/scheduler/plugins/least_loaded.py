@@ -35,7 +35,7 @@ class LeastLoaded:
     name = "LeastLoaded"
 
     def score(self, state: CycleState, pods: Sequence[PodView]) -> list[Key]:
-        memo_key = ("LeastLoaded", state.requests)
+        memo_key = repr(("LeastLoaded", state.requests))  # a str: hashed once, not per pod
         request = dict(state.requests)
         keys = []
         for view in pods:
@@ -50,8 +50,8 @@ class LeastLoaded:
         k = len(distinct)
         if k == 1:
             return [100] * len(raws)
-        rank = {key: i for i, key in enumerate(distinct)}
-        return [100 * (k - 1 - rank[key]) // (k - 1) for key in raws]
+        score = {key: 100 * (k - 1 - i) // (k - 1) for i, key in enumerate(distinct)}
+        return list(map(score.__getitem__, raws))
 
 
 def _ascending(keys: set[Key]) -> list[Key]:

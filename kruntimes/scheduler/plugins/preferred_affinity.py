@@ -36,6 +36,8 @@ class PreferredRunAffinity:
         return [raw.get(view.info.name, 0) for view in pods]
 
     def normalize(self, state: CycleState, raws: Sequence[int]) -> list[int]:  # type: ignore[override]
+        if not state.of(self.name):
+            return [0] * len(raws)  # no preferred terms matched anywhere: every raw is 0
         low, high = min(raws), max(raws)
         if low == high:
             return [0] * len(raws)
