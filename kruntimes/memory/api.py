@@ -28,7 +28,7 @@ Watcher = Callable[[RunInfo], None]
 class MemoryApi:
     def __init__(self, *, conflict_rate: float = 0.0, delay: tuple[float, float] = (0.0, 0.0),
                  seed: int = 0, error_rate: float = 0.0) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # watchers may read the API back while it emits
         self._runs: dict[tuple[str, str], RunInfo] = {}
         self._status: dict[tuple[str, str], dict[str, Any]] = {}
         self._rv = itertools.count(1)
@@ -52,7 +52,7 @@ class MemoryApi:
         with self._lock:
             stored = replace(run, resource_version=str(next(self._rv)))
             self._runs[run.key] = stored
-        self._emit(stored)
+            self._emit(stored)
         return stored
 
     def get(self, key: tuple[str, str]) -> RunInfo | None:
@@ -71,7 +71,7 @@ class MemoryApi:
         """Someone else updates the Run (labels, annotations): only its version changes."""
         with self._lock:
             stored = self._runs[key] = replace(self._runs[key], resource_version=str(next(self._rv)))
-        self._emit(stored)
+            self._emit(stored)
         return stored
 
     def finish(self, key: tuple[str, str], phase: str, now: datetime, reason: str = "Completed") -> RunInfo:
@@ -79,7 +79,7 @@ class MemoryApi:
         with self._lock:
             body = st.terminal_status(self._status.get(key), phase, reason, f"run {phase.lower()}", now)
             stored = self._apply(self._runs[key], body)
-        self._emit(stored)
+            self._emit(stored)
         return stored
 
     # -- the Binder ------------------------------------------------------------------------
@@ -100,7 +100,9 @@ class MemoryApi:
             else:
                 self.writes += 1
                 current = self._apply(current, status)
-        self._emit(current)
+            # Emitted under the lock: two writers of one Run can never deliver their
+            # versions out of order (a watch never does).
+            self._emit(current)
         if injected:
             raise st.Conflict(f"run {run.namespace}/{run.name} changed (resourceVersion)")
 

@@ -70,6 +70,10 @@ class Scheduler:
         self.planner = planner if planner is not None else Planner(cache.config)
         self.top_candidates = top_candidates
         self._threads: list[threading.Thread] = []
+        # The resourceVersion each key's last successful status write was based on: until
+        # the informer shows a newer version, planning that Run again would only earn a
+        # 409 (and, woken by each other's releases, two such Runs would ping-pong).
+        self._written: dict[RunKey, str] = {}
         self.results: Counter[str] = Counter()
 
     # -- event intake (informer threads): apply, then only enqueue ----------------------
@@ -136,6 +140,11 @@ class Scheduler:
         cache = self.cache
         with cache.lock:
             run = cache.run(key)
+            written = self._written.get(key)
+            if written is not None:
+                if run is not None and run.resource_version == written:
+                    return "skipped"  # our write is not observed yet; its watch event re-enqueues
+                del self._written[key]  # a newer version arrived: our write has been seen
             if run is None or not run.eligible or (run.namespace, run.uid) in cache.assumed:
                 # Gone, no longer Pending, or bound and awaiting the informer.
                 self.queue.forget(key)
@@ -188,6 +197,7 @@ class Scheduler:
             self.queue.add_rate_limited(key)
             return "error"
         self.cache.record("bind", {"namespace": run.namespace, "run_uid": run.uid, "result": "ok"})
+        self._written[key] = run.resource_version
         self.queue.forget(key)
         return "scheduled"
 
@@ -201,5 +211,6 @@ class Scheduler:
             log.warning("status write for a Run failed; retrying with backoff", exc_info=True)
             self.queue.add_rate_limited(key)
             return "error"
+        self._written[key] = run.resource_version
         self.queue.forget(key)
         return result

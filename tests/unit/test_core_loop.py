@@ -361,10 +361,6 @@ def test_the_scheduler_uses_the_queue_it_is_given() -> None:
     assert Scheduler(cache_of(), MemoryApi(), queue=queue).queue is queue
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: cache.release wakes every other Pending Run of the runtime with a "
-                                        "plain queue.add after a bind conflict (loop._act -> _enqueue), bypassing "
-                                        "their backoff: while the informer lags, two stale Pending Runs wake each "
-                                        "other into 409 bind attempts forever, with no time passing")
 def test_bind_conflicts_of_stale_runs_back_off_instead_of_waking_each_other_forever() -> None:
     h = Harness(deliver=False)
     h.add_pods(pod("p", capacity={"runs": 1}))

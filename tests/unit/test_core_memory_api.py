@@ -67,10 +67,6 @@ def test_delayed_delivery_keeps_the_order_of_writes_and_close_joins_the_thread()
     assert not [t for t in threading.enumerate() if t.name == "memory-api-watch"]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: memory/api.py emits watch events after releasing its lock "
-                                        "(update_status/finish/create call _emit outside `with self._lock`), so "
-                                        "two concurrent writers of one Run can deliver versions out of order and "
-                                        "leave the cache on an older version for good")
 def test_watchers_see_the_versions_of_one_run_in_write_order_even_with_concurrent_writers() -> None:
     api = MemoryApi()
     seen: list[tuple[str, str]] = []
