@@ -24,6 +24,10 @@ from kruntimes.scheduler.config import SchedulerConfig
 from kruntimes.scheduler.projection import Assumption, PodInfo, RunInfo
 from kruntimes.scheduler.snapshot import Snapshot
 from kruntimes.scheduler.targets import NamespaceTargets, Target, frozen_labels
+from kruntimes.scheduler.slots import Group as _Group
+from kruntimes.scheduler.slots import Slot as _Slot
+from kruntimes.scheduler.slots import add as _add
+from kruntimes.scheduler.slots import position as _position
 from kruntimes.scheduler.views import PodView, make_view
 
 RunKey = tuple[str, str]
@@ -53,66 +57,6 @@ class CountingRecorder:
     def record(self, kind: str, data: dict[str, Any]) -> int:
         self.lsn += 1
         return self.lsn
-
-
-def _add(into: dict[str, int], amounts: tuple[tuple[str, int], ...], sign: int) -> None:
-    for r, q in amounts:
-        v = into.get(r, 0) + sign * q
-        if v:
-            into[r] = v
-        else:
-            into.pop(r, None)
-
-
-class _Slot:
-    """Usage on one (namespace, pod name); exists while a pod or usage refers to it."""
-
-    __slots__ = ("info", "actual", "assumed", "view")
-
-    def __init__(self) -> None:
-        self.info: PodInfo | None = None
-        self.actual: dict[str | None, dict[str, int]] = {}  # by assignment.podUID (None: name only)
-        self.assumed: dict[str, int] = {}
-        self.view: PodView | None = None
-
-    def actual_for(self, uid: str) -> dict[str, int]:
-        """Usage that counts on the pod with `uid`: runs assigned to that UID or by name only."""
-        by_uid, by_name = self.actual.get(uid), self.actual.get(None)
-        if by_name is None:
-            return by_uid or {}
-        merged = dict(by_uid or {})
-        _add(merged, tuple(by_name.items()), 1)
-        return merged
-
-    def empty(self) -> bool:
-        return self.info is None and not self.actual and not self.assumed
-
-
-class _Group:
-    """The pods of one (namespace, runtime) and its Pending Runs (the runtime index).
-
-    `views` is kept as a list patched in place for the pods touched since the last
-    snapshot, so a cycle after one assumption costs one view rebuild, not one per pod.
-    """
-
-    __slots__ = ("names", "pending", "views", "dirty", "frozen", "frozen_names")
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-        self.pending: set[str] = set()
-        self.views: list[PodView] | None = None  # None: membership changed, rebuild all
-        self.dirty: set[str] = set()
-        self.frozen: tuple[PodView, ...] | None = None
-        self.frozen_names: tuple[str, ...] | None = None
-
-    def invalidate(self) -> None:
-        self.views, self.frozen, self.frozen_names = None, None, None
-        self.dirty.clear()
-
-    def touch(self, name: str) -> None:
-        if self.views is not None:
-            self.dirty.add(name)
-        self.frozen = None
 
 
 class ClusterCache:
@@ -432,12 +376,6 @@ class ClusterCache:
             if slot is None or slot.info is None:
                 return {}
             return dict(self._view(slot, self.config).used)
-
-
-def _position(names: list[str], name: str) -> int:
-    i = bisect.bisect_left(names, name)
-    assert names[i] == name
-    return i
 
 
 def _availability_changed(old: PodInfo, new: PodInfo, now: datetime | None, config: SchedulerConfig) -> bool:

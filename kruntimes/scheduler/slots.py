@@ -1,0 +1,81 @@
+"""Usage slots and runtime groups: the cluster cache's bookkeeping, one concept each.
+
+A `Slot` holds what counts on one (namespace, pod name): the pod's projection,
+active usage by assignment UID and assumed usage, and its cached view. A `Group`
+holds the pods of one (namespace, runtime), their views patched in place between
+snapshots, and the runtime index of Pending Runs. Both are mutated only under the
+cluster cache lock.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from kruntimes.scheduler.projection import PodInfo
+from kruntimes.scheduler.views import PodView
+
+
+def add(into: dict[str, int], amounts: tuple[tuple[str, int], ...], sign: int) -> None:
+    for r, q in amounts:
+        v = into.get(r, 0) + sign * q
+        if v:
+            into[r] = v
+        else:
+            into.pop(r, None)
+
+
+class Slot:
+    """Usage on one (namespace, pod name); exists while a pod or usage refers to it."""
+
+    __slots__ = ("info", "actual", "assumed", "view")
+
+    def __init__(self) -> None:
+        self.info: PodInfo | None = None
+        self.actual: dict[str | None, dict[str, int]] = {}  # by assignment.podUID (None: name only)
+        self.assumed: dict[str, int] = {}
+        self.view: PodView | None = None
+
+    def actual_for(self, uid: str) -> dict[str, int]:
+        """Usage that counts on the pod with `uid`: runs assigned to that UID or by name only."""
+        by_uid, by_name = self.actual.get(uid), self.actual.get(None)
+        if by_name is None:
+            return by_uid or {}
+        merged = dict(by_uid or {})
+        add(merged, tuple(by_name.items()), 1)
+        return merged
+
+    def empty(self) -> bool:
+        return self.info is None and not self.actual and not self.assumed
+
+
+class Group:
+    """The pods of one (namespace, runtime) and its Pending Runs (the runtime index).
+
+    `views` is kept as a list patched in place for the pods touched since the last
+    snapshot, so a cycle after one assumption costs one view rebuild, not one per pod.
+    """
+
+    __slots__ = ("names", "pending", "views", "dirty", "frozen", "frozen_names")
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.pending: set[str] = set()
+        self.views: list[PodView] | None = None  # None: membership changed, rebuild all
+        self.dirty: set[str] = set()
+        self.frozen: tuple[PodView, ...] | None = None
+        self.frozen_names: tuple[str, ...] | None = None
+
+    def invalidate(self) -> None:
+        self.views, self.frozen, self.frozen_names = None, None, None
+        self.dirty.clear()
+
+    def touch(self, name: str) -> None:
+        if self.views is not None:
+            self.dirty.add(name)
+        self.frozen = None
+
+
+def position(names: list[str], name: str) -> int:
+    i = bisect.bisect_left(names, name)
+    assert names[i] == name
+    return i
