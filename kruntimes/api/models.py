@@ -12,137 +12,32 @@ over time and kruntimes never owns all of them.
 """
 
 from datetime import datetime
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    PlainValidator,
-    WithJsonSchema,
-    field_validator,
-    model_validator,
+from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
+
+from kruntimes.api import quantity
+from kruntimes.api.fields import (  # noqa: F401 - constants and types re-exported for callers
+    API_VERSION,
+    CAPACITY_ANNOTATION_PREFIX,
+    Count,
+    GROUP,
+    HEARTBEAT_ANNOTATION,
+    LabelKey,
+    LabelValue,
+    NullAsEmpty,
+    PRESERVE_UNKNOWN,
+    RUNS_RESOURCE,
+    RUNTIME_LABEL,
+    RUNTIME_POD_TOPOLOGY,
+    ResourceName,
+    VERSION,
+    Weight,
+    check_topology_key,
+    invalid,
 )
-from pydantic.alias_generators import to_camel
-from pydantic_core import PydanticCustomError
-
-from kruntimes.api import names, quantity
-
-GROUP = "kruntimes.io"
-VERSION = "v1alpha1"
-# Final, so that type checkers see the literal the `apiVersion` Literal fields expect.
-API_VERSION: Final = "kruntimes.io/v1alpha1"
-RUNTIME_LABEL = "kruntimes.io/runtime"
-CAPACITY_ANNOTATION_PREFIX = "kruntimes.io/capacity."
-HEARTBEAT_ANNOTATION = "kruntimes.io/runtimed-heartbeat"
-RUNTIME_POD_TOPOLOGY = "kruntimes.io/runtime-pod"
-# The built-in resource every Run requests (SPEC §2.2) and every pod declares (§2.3).
-RUNS_RESOURCE = "runs"
-
-# Schema of a free-form mapping the CRD must keep as written (pod template, function).
-_PRESERVE_UNKNOWN: dict[str, Any] = {"x-kubernetes-preserve-unknown-fields": True}
-
-
-def _invalid(error_type: str, message: str) -> PydanticCustomError:
-    """A validation error whose message is ``message`` verbatim.
-
-    The message travels in the context, not the template, so braces in user input
-    (a label value ``{x}``) are never taken for template placeholders.
-    """
-    return PydanticCustomError(error_type, "{detail}", {"detail": message})
-
-
-def _check_count(value: object) -> int:
-    try:
-        return quantity.parse_count(value)
-    except quantity.InvalidQuantity as exc:
-        raise _invalid("invalid_quantity", str(exc)) from exc
-
-
-def _check_resource_name(name: str) -> str:
-    problem = names.qualified_name_error(name)
-    if problem is not None:
-        raise _invalid("invalid_resource_name", problem)
-    return name
-
-
-def _check_label_key(key: str) -> str:
-    problem = names.qualified_name_error(
-        key, what="label key", example='"app" or "example.com/team"'
-    )
-    if problem is not None:
-        raise _invalid("invalid_label_key", problem)
-    return key
-
-
-def _check_label_value(value: str) -> str:
-    problem = names.label_value_error(value)
-    if problem is not None:
-        raise _invalid("invalid_label_value", problem)
-    return value
-
-
-def _check_weight(weight: int) -> int:
-    if not 1 <= weight <= 100:
-        raise _invalid("invalid_weight", f"must be between 1 and 100 (got {weight})")
-    return weight
-
-
-def _check_topology_key(key: str) -> str:
-    if key != RUNTIME_POD_TOPOLOGY:
-        shown = quantity.describe_input(key)
-        raise _invalid(
-            "unsupported_topology_key",
-            f"topologyKey {shown} is not supported: the only topologyKey is "
-            f'"{RUNTIME_POD_TOPOLOGY}" (same Runtime Pod)',
-        )
-    return key
-
-
-# A quantity on the wire (int or string, like a Kubernetes ResourceList entry), an int
-# in Python. The schema is what controller-gen emits for resource.Quantity.
-Count = Annotated[
-    int,
-    PlainValidator(_check_count),
-    WithJsonSchema(
-        {
-            "anyOf": [{"type": "integer"}, {"type": "string"}],
-            "pattern": quantity.QUANTITY_PATTERN,
-            "x-kubernetes-int-or-string": True,
-        }
-    ),
-]
-ResourceName = Annotated[str, AfterValidator(_check_resource_name)]
-LabelKey = Annotated[str, AfterValidator(_check_label_key)]
-LabelValue = Annotated[str, AfterValidator(_check_label_value)]
-
-
-def _none_as_empty(value: object) -> object:
-    """Treat an explicit ``null`` map as an omitted one, as Kubernetes clients do."""
-    return {} if value is None else value
-
-
-# A map where ``null`` means the same as omitted.
-NullAsEmpty = BeforeValidator(_none_as_empty)
-Weight = Annotated[
-    int,
-    AfterValidator(_check_weight),
-    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": 100}),
-]
-
-
-class _Object(BaseModel):
-    """camelCase on the wire; unknown fields ignored (metadata, status, top level)."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-
-class _Spec(_Object):
-    """A user-written part of the API: unknown fields are errors, so typos surface."""
-
-    model_config = ConfigDict(extra="forbid")
+from kruntimes.api.fields import Object as _Object
+from kruntimes.api.fields import Spec as _Spec
 
 
 class ObjectMeta(_Object):
@@ -182,12 +77,12 @@ class LabelSelectorRequirement(_Spec):
     @model_validator(mode="after")
     def _values_fit_operator(self) -> "LabelSelectorRequirement":
         if self.operator in ("In", "NotIn") and not self.values:
-            raise _invalid(
+            raise invalid(
                 "selector_values_required",
                 f'operator "{self.operator}" needs at least one entry in values',
             )
         if self.operator in ("Exists", "DoesNotExist") and self.values:
-            raise _invalid(
+            raise invalid(
                 "selector_values_forbidden",
                 f'operator "{self.operator}" takes no values; remove values or use "In"',
             )
@@ -212,7 +107,7 @@ class RunAffinityTerm(_Spec):
         default=None,
         description="Runs this term matches; missing matches nothing, {} matches every Run.",
     )
-    topology_key: Annotated[str, AfterValidator(_check_topology_key)] = Field(
+    topology_key: Annotated[str, AfterValidator(check_topology_key)] = Field(
         description=f'Co-location domain; only "{RUNTIME_POD_TOPOLOGY}" is supported.'
     )
 
@@ -259,7 +154,7 @@ class ResourceRequirements(_Spec):
     def _reject_limits(cls, data: Any) -> Any:
         # Checked before field validation so the message says why, not just "extra field".
         if isinstance(data, dict) and "limits" in data:
-            raise _invalid(
+            raise invalid(
                 "limits_unsupported",
                 "limits are not supported: Runs only have requests; remove spec.resources.limits",
             )
@@ -284,7 +179,7 @@ class TaskMode(_Spec):
 class FunctionMode(_Object):
     """Long-lived: active until released. Its settings belong to the Runtime Server."""
 
-    model_config = ConfigDict(extra="allow", json_schema_extra=_PRESERVE_UNKNOWN)
+    model_config = ConfigDict(extra="allow", json_schema_extra=PRESERVE_UNKNOWN)
 
 
 class RunMode(_Spec):
@@ -303,7 +198,7 @@ class RunMode(_Spec):
             unknown = sorted(str(key) for key in data if key not in ("task", "function"))
             if unknown:
                 shown = quantity.describe_input(unknown[0])
-                raise _invalid(
+                raise invalid(
                     "unknown_mode",
                     f'spec.mode must set exactly one of "task" or "function" (got {shown})',
                 )
@@ -312,7 +207,7 @@ class RunMode(_Spec):
     @model_validator(mode="after")
     def _exactly_one(self) -> "RunMode":
         if (self.task is None) == (self.function is None):
-            raise _invalid(
+            raise invalid(
                 "mode_not_exactly_one", 'spec.mode must set exactly one of "task" or "function"'
             )
         return self
@@ -426,7 +321,7 @@ class RuntimeSpec(_Spec):
     replicas: int = Field(default=1, ge=0, description="Number of Runtime Pods.")
     template: dict[str, Any] = Field(
         description="Pod template (metadata and spec) for the Runtime Pods.",
-        json_schema_extra=_PRESERVE_UNKNOWN,
+        json_schema_extra=PRESERVE_UNKNOWN,
     )
     capacity: RuntimeCapacity = Field(
         default_factory=RuntimeCapacity, description="Logical capacity of each pod."

@@ -38,7 +38,6 @@ _QUANTITY = re.compile(
     re.ASCII,
 )
 _DECIMAL_SUFFIX = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_BINARY_SUFFIX = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 
 # The same grammar as a JSON-schema pattern, for CRD generation (string form only).
 QUANTITY_PATTERN = (
@@ -97,12 +96,11 @@ def _parse_text(value: object, text: str) -> Fraction:
     match = _QUANTITY.fullmatch(text)
     if match is None or not (match["int"] or match["frac"]):
         raise InvalidQuantity(value, f"is not a Kubernetes quantity {_HINT}")
-    # Normalise to digits * 10**exponent * 2**binary with no leading or trailing zeros in
+    # Normalise to digits * 10**exponent (times a binary suffix) with no leading or trailing zeros in
     # digits, so magnitude checks below work on lengths, never on huge integers.
     frac = match["frac"] or ""
     digits = (match["int"] + frac).lstrip("0")
     exponent = _exponent(match["exp"]) - len(frac) + _DECIMAL_SUFFIX.get(match["decimal"], 0)
-    binary = _BINARY_SUFFIX.get(match["binary"], 0)
     stripped = digits.rstrip("0")
     exponent += len(digits) - len(stripped)
     digits = stripped
