@@ -176,9 +176,9 @@ def _settle(scheduler: Scheduler, api: MemoryApi, total: int,
     while time.monotonic() < deadline:
         if progress is not None:
             progress(_decided(api), total)
-        if len(q) == 0 and q.processing_count() == 0 and q.delayed_count() == 0 and api.idle():
+        if q.idle() and api.idle():
             time.sleep(0.05)  # let a last event land, then confirm
-            if len(q) == 0 and q.processing_count() == 0 and q.delayed_count() == 0:
+            if q.idle():
                 break
         time.sleep(0.1)
     if progress is not None:

@@ -269,6 +269,12 @@ class WorkQueue(Generic[K]):
         with self._cond:
             return len(self._processing)
 
+    def idle(self) -> bool:
+        """Nothing waiting, parked or in flight, read in one go under the lock."""
+        with self._cond:
+            self._promote_due(self._clock())
+            return not (self._waiting or self._delayed or self._processing)
+
     def poke(self) -> None:
         """Wake blocked getters so they re-read the clock (after advancing a fake clock)."""
         with self._cond:

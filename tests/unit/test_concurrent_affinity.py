@@ -21,8 +21,7 @@ WEB = Term(Selector(match_labels=(("app", "web"),)))
 def _settle(s: Scheduler, api: MemoryApi, deadline: float = 20.0) -> None:
     end = time.monotonic() + deadline
     while time.monotonic() < end:
-        q = s.queue
-        if len(q) == 0 and q.processing_count() == 0 and q.delayed_count() == 0 and api.idle():
+        if s.queue.idle() and api.idle():
             return
         time.sleep(0.02)
     raise AssertionError("scheduler did not settle")

@@ -540,3 +540,16 @@ class CoalescingModel(RuleBasedStateMachine):
 
 TestCoalescingModel = CoalescingModel.TestCase
 TestCoalescingModel.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+
+
+def test_idle_means_nothing_waiting_parked_or_in_flight() -> None:
+    now = [0.0]
+    q: workqueue.WorkQueue[str] = workqueue.WorkQueue(clock=lambda: now[0])
+    assert q.idle()
+    q.add_after("a", 1.0)
+    assert not q.idle()
+    now[0] = 2.0
+    assert q.get(timeout=0) == "a"
+    assert not q.idle()
+    q.done("a")
+    assert q.idle()
