@@ -185,21 +185,29 @@ class Scheduler:
         try:
             self.binder.update_status(run, body)
         except st.Conflict:
-            self._enqueue(self.cache.release(run.namespace, run.uid, assumed_mod.RELEASE_BIND_CONFLICT))
-            self.cache.record("bind", {"namespace": run.namespace, "run_uid": run.uid, "result": "conflict"})
+            self._bind_failed(run, "conflict", assumed_mod.RELEASE_BIND_CONFLICT)
             self.metrics.conflict("bind")
             self.queue.add_rate_limited(key)
             return "conflict"
         except Exception as exc:  # noqa: BLE001 - any API failure: release and retry
-            self._enqueue(self.cache.release(run.namespace, run.uid, assumed_mod.RELEASE_BIND_ERROR))
-            self.cache.record("bind", {"namespace": run.namespace, "run_uid": run.uid, "result": "error",
-                                       "error": type(exc).__name__})
+            self._bind_failed(run, "error", assumed_mod.RELEASE_BIND_ERROR, type(exc).__name__)
             self.queue.add_rate_limited(key)
             return "error"
-        self.cache.record("bind", {"namespace": run.namespace, "run_uid": run.uid, "result": "ok"})
+        self._record_bind(run, "ok")
         self._written[key] = run.resource_version
         self.queue.forget(key)
         return "scheduled"
+
+    def _bind_failed(self, run: RunInfo, result: str, why: str, error: str | None = None) -> None:
+        """Release the assumption (waking the Runs it kept out) and record the bind result."""
+        self._enqueue(self.cache.release(run.namespace, run.uid, why))
+        self._record_bind(run, result, error)
+
+    def _record_bind(self, run: RunInfo, result: str, error: str | None = None) -> None:
+        data: dict[str, Any] = {"namespace": run.namespace, "run_uid": run.uid, "result": result}
+        if error is not None:
+            data["error"] = error
+        self.cache.record("bind", data)
 
     def _write(self, key: RunKey, run: RunInfo, body: dict[str, Any], result: str) -> str:
         try:
