@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Final, NamedTuple
 
+from kruntimes import canonical
 from kruntimes.journal import errors
 
 KINDS: Final[frozenset[str]] = frozenset(
@@ -83,46 +84,7 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-# Why not json.dumps in the hot path: building a JSONEncoder per call costs ~30% of
-# encoding a cycle-sized payload on CPython 3.11. This prebuilt C encoder produces
-# the same text as canonical_json for payloads that passed _check_payload (a test
-# holds the two equal). markers=None skips the circular-reference bookkeeping, which
-# _check_payload already rules out (a self-containing payload ends in RecursionError).
-try:
-    from json.encoder import c_make_encoder as _c_make_encoder
-    from json.encoder import encode_basestring as _encode_basestring
-except ImportError:  # pragma: no cover - only on interpreters without the C accelerator
-    _c_make_encoder = None
-
-if _c_make_encoder is not None:
-    _c_encoder = _c_make_encoder(None, None, _encode_basestring, None, ":", ",", True, False, False)
-
-    def _canonical_payload(payload: dict[str, Any]) -> str:
-        return "".join(_c_encoder(payload, 0))
-
-else:  # pragma: no cover
-    _canonical_payload = canonical_json
-
-# orjson, when installed, writes the same canonical text ~8x faster (1 us instead of
-# 7.5 us for a cycle payload); encoding is the writer's largest cost. Whatever orjson
-# refuses (ints beyond 64 bits, nesting deeper than 255) goes to the stdlib, so the
-# accepted set and the text do not depend on whether it is installed.
-try:
-    import orjson as _orjson
-except ImportError:
-    _orjson = None  # type: ignore[assignment]
-
-
-def _encode_payload(payload: dict[str, Any]) -> tuple[str, bytes]:
-    if _orjson is not None:
-        try:
-            data = _orjson.dumps(payload, option=_orjson.OPT_SORT_KEYS)
-        except _orjson.JSONEncodeError:
-            pass
-        else:
-            return data.decode(), data
-    text = _canonical_payload(payload)
-    return text, text.encode("utf-8")
+_encode_payload = canonical.encode
 
 
 def encode(record: JournalRecord, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> EncodedRecord:

@@ -7,10 +7,10 @@ exactly the configuration a past cycle ran with - or, for "what if", another one
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from kruntimes import canonical
 
 #: Bumped whenever a change to planner code may change a decision; recorded on
 #: every cycle so that replay can say "this history was made by another planner".
@@ -70,8 +70,7 @@ class SchedulerConfig:
 
     def digest(self) -> str:
         """SHA-256 of the canonical encoding: equal configurations, equal digests."""
-        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return canonical.digest(self.to_dict())
 
     def with_weights(self, weights: dict[str, int]) -> SchedulerConfig:
         unknown = sorted(set(weights) - {n for n, _ in self.scores})

@@ -9,12 +9,12 @@ both, so "identical" means every pod's verdict and every score, not just the pod
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from kruntimes import canonical
 
 SCHEDULED = "scheduled"
 UNSCHEDULABLE = "unschedulable"
@@ -97,8 +97,7 @@ class CycleOutcome:
 
     def digest(self) -> str:
         """SHA-256 of the canonical encoding of the full outcome."""
-        text = json.dumps(self.encode(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(text.encode()).hexdigest()
+        return canonical.digest(self.encode())
 
 
 def pending_message(evaluated: int, rejections: tuple[tuple[str, str] | None, ...]) -> str:

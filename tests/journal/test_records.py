@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kruntimes import canonical
 from kruntimes.journal import errors, records
 from tests.journal.factories import record
 
@@ -118,7 +119,7 @@ def test_decode_refuses_a_payload_that_does_not_match_its_hash() -> None:
 @pytest.mark.parametrize("fast", [True, False], ids=["with orjson if installed", "stdlib only"])
 def test_the_stored_text_does_not_depend_on_orjson(fast: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     if not fast:
-        monkeypatch.setattr(records, "_orjson", None)
+        monkeypatch.setattr(canonical, "_orjson", None)
     payload = {"ü": ["\x00\x1f\x7f\u2028", 2**70, -(2**63), True, None], "a": {"z": "", "b": [[[]]]}}
     encoded = records.encode(record(1, payload=payload))
     assert encoded.payload == records.canonical_json(payload)
