@@ -64,7 +64,7 @@ class ClusterCache:
         self.config = config or SchedulerConfig()
         self.recorder: Recorder = recorder or CountingRecorder()
         self.lock = threading.RLock()
-        self.lsn = 0
+        self.lsn: int = getattr(self.recorder, "lsn", 0)  # continue a journal's numbering
         self.assumed = assumed_mod.AssumedCache()
         self._runs: dict[RunKey, RunInfo] = {}
         self._run_by_uid: dict[tuple[str, str], RunKey] = {}
