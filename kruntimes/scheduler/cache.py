@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Iterator, Protocol
 
@@ -174,7 +175,10 @@ class ClusterCache:
         group = self._groups.get((ns, runtime)) if runtime is not None else None
         if group is None:
             return []
-        return [((ns, name), source) for name in sorted(group.pending)]
+        group.wakes += 1
+        names = sorted(group.parked)
+        group.parked.clear()
+        return [((ns, name), source) for name in names]
 
     def _runtime_of_pod(self, ns: str, pod_name: str | None) -> str | None:
         slot = self._slots.get((ns, pod_name)) if pod_name else None
@@ -256,12 +260,15 @@ class ClusterCache:
         run = new or old
         assert run is not None
         ns = run.namespace
-        if old is not None and old.eligible:
-            group = self._groups.get((ns, old.runtime))
-            if group is not None:
-                group.pending.discard(old.name)
-        if new is not None and new.eligible:
-            self._group(ns, new.runtime).pending.add(new.name)
+        was = (ns, old.runtime) if old is not None and old.eligible else None
+        now = (ns, new.runtime) if new is not None and new.eligible else None
+        if was != now:
+            left = self._groups.get(was) if was else None
+            if left is not None and old is not None:
+                left.pending.discard(old.name)
+                left.parked.discard(old.name)
+            if now is not None and new is not None:
+                self._group(*now).pending.add(new.name)
         wakeups: list[Wakeup] = []
         if old is not None and old.active:
             self._charge(old, -1)
@@ -282,9 +289,35 @@ class ClusterCache:
                     wakeups += [w for w in self._wake(ns, runtime, SOURCE_CAPACITY_RELEASED)
                                 if w[0][1] != run.name and w not in wakeups]
         self._refresh_target(ns, run.uid)
-        if new is not None and new.eligible:
-            wakeups.append(((ns, new.name), None))  # the Run itself: enqueued, not a counted wake-up
+        if new is not None and new.eligible and (was != now or not _status_only(old, new)
+                                                 or new.name not in self._group(ns, new.runtime).parked):
+            # The Run itself: enqueued, not a counted wake-up. A parked Run whose update
+            # is only the scheduler's own status write stays parked: nothing it is
+            # planned on changed. An unparked one may have been skipped waiting for
+            # exactly this event, so it is enqueued (the queue coalesces duplicates).
+            wakeups.append(((ns, new.name), None))
         return wakeups
+
+    # -- parking (the runtime index's unschedulable Runs) ------------------------------------
+    def wakes(self, run: RunInfo) -> int:
+        """How many wake-ups the Run's runtime has seen; read at the start of a cycle."""
+        group = self._groups.get((run.namespace, run.runtime))
+        return group.wakes if group is not None else 0
+
+    def park(self, run: RunInfo, wakes_seen: int) -> bool:
+        """Park an unschedulable Run until a pod or capacity event wakes its runtime.
+
+        False when a wake-up happened since the cycle started: the caller must
+        requeue the Run, because the event it waited for may already have passed.
+        """
+        with self.lock:
+            group = self._groups.get((run.namespace, run.runtime))
+            if group is None or run.name not in group.pending:
+                return True
+            if group.wakes != wakes_seen:
+                return False
+            group.parked.add(run.name)
+            return True
 
     def _charge(self, run: RunInfo, sign: int) -> None:
         assert run.pod_name is not None
@@ -376,6 +409,12 @@ class ClusterCache:
             if slot is None or slot.info is None:
                 return {}
             return dict(self._view(slot, self.config).used)
+
+
+def _status_only(old: RunInfo | None, new: RunInfo) -> bool:
+    """Whether an update changed only what the scheduler itself writes on a Pending Run."""
+    return old is not None and replace(old, resource_version=new.resource_version,
+                                       pending_message=new.pending_message) == new
 
 
 def _availability_changed(old: PodInfo, new: PodInfo, now: datetime | None, config: SchedulerConfig) -> bool:

@@ -149,12 +149,15 @@ class Scheduler:
                 # Gone, no longer Pending, or bound and awaiting the informer.
                 self.queue.forget(key)
                 return "skipped"
+            wakes_seen = cache.wakes(run)
             snapshot = cache.snapshot(run, self.clock())
             outcome = self.planner.plan(snapshot)
             reserved = outcome.status == out.SCHEDULED and cache.reserve(run, outcome.chosen or "")
         for plugin, reason, n in outcome.rejection_counts():
             self.metrics.filter_rejections.labels(plugin=plugin, reason=reason).inc(n)
         result = self._act(key, run, outcome, reserved)
+        if result == "unschedulable" and not cache.park(run, wakes_seen):
+            self.queue.add(key)  # its runtime was woken mid-cycle: try again now
         duration = time.perf_counter() - started
         self.metrics.cycle_duration.observe(duration)
         self.metrics.result(result)

@@ -51,15 +51,23 @@ class Slot:
 class Group:
     """The pods of one (namespace, runtime) and its Pending Runs (the runtime index).
 
+    `parked` are the Pending Runs whose last cycle found no feasible pod: the ones a
+    pod or capacity event wakes (kube-scheduler's unschedulable pods). Runs not
+    parked are already queued, in backoff or in flight, so waking them would only
+    churn the queue. `wakes` counts wake-ups, so that a cycle that started before a
+    wake-up does not park its Run after missing it.
+
     `views` is kept as a list patched in place for the pods touched since the last
     snapshot, so a cycle after one assumption costs one view rebuild, not one per pod.
     """
 
-    __slots__ = ("names", "pending", "views", "dirty", "frozen", "frozen_names")
+    __slots__ = ("names", "pending", "parked", "wakes", "views", "dirty", "frozen", "frozen_names")
 
     def __init__(self) -> None:
         self.names: list[str] = []
         self.pending: set[str] = set()
+        self.parked: set[str] = set()
+        self.wakes = 0
         self.views: list[PodView] | None = None  # None: membership changed, rebuild all
         self.dirty: set[str] = set()
         self.frozen: tuple[PodView, ...] | None = None

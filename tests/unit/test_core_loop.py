@@ -46,8 +46,11 @@ def test_the_pending_status_is_written_only_when_the_message_changes() -> None:
     h.create(run("r"))
     h.drain()
     assert h.api.writes == 1
-    # New versions of the Run (its own write, someone else's touch) re-plan but do not re-write.
+    # Its own write and someone else's touch change nothing the planner reads: no new cycle.
     h.api.touch(("ns", "r"))
+    assert h.drain() == []
+    # A change the planner does read (a label) re-plans, but the same message is not re-written.
+    h.api.create(replace(h.api.get(("ns", "r")), labels=(("team", "a"),)))
     assert [res for _, res in h.drain()] == ["unschedulable"]
     assert h.api.writes == 1
     # A new pod changes the message: written once more.

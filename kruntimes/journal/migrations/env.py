@@ -13,7 +13,7 @@ from logging.config import fileConfig
 import sqlalchemy as sa
 from alembic import context
 
-from kruntimes.journal import backends, schema
+from kruntimes.journal import backends, views
 
 config = context.config
 
@@ -22,7 +22,9 @@ config = context.config
 if config.config_file_name is not None and "connection" not in config.attributes:
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
-target_metadata = schema.metadata
+# The tables plus the declared history views; `include_object` keeps autogenerate
+# from mistaking the views for missing tables (the views revision owns them).
+target_metadata = views.metadata
 
 # Serialises concurrent `upgrade`s of one PostgreSQL journal (e.g. two scheduler
 # replicas starting at once); any constant works, this one spells "krjournal".
@@ -46,6 +48,7 @@ def run_migrations_offline() -> None:
         target_metadata=target_metadata,
         literal_binds=True,
         dialect_opts={"paramstyle": "named"},
+        include_object=views.include_object,
         render_as_batch=url.get_backend_name() == "sqlite",
     )
     with context.begin_transaction():
@@ -71,6 +74,7 @@ def _run_with(connection: sa.Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
+        include_object=views.include_object,
         # SQLite cannot ALTER most things; batch mode rebuilds the table instead.
         render_as_batch=connection.dialect.name == "sqlite",
     )

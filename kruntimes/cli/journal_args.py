@@ -1,0 +1,150 @@
+"""What the journal commands (`history`, `journal`, `db`) share: the journal URL, NS/NAME and
+time arguments, JSON output, and one error contract.
+
+The contract: a user's mistake or an unreachable database is ONE line on stderr naming
+what is wrong and what to do, and exit code 2 — never a traceback. Arguments are
+parsed inside the command (not by argparse ``type=``) so that their errors follow it too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import re
+import sys
+from collections.abc import Callable
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic.util import CommandError
+from sqlalchemy import exc as sa_exc
+
+from kruntimes.journal import backends, errors
+
+URL_ENV = "KRUNTIMES_JOURNAL_URL"
+_DURATION = re.compile(r"(\d+)\s*(s|m|h|d|w)", re.ASCII)
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+class UsageError(Exception):
+    """A bad argument or a missing journal: printed as one line, exit code 2."""
+
+
+def add_url_option(parser: argparse.ArgumentParser, *flags: str) -> None:
+    parser.add_argument(*(flags or ("--journal",)), dest="url", metavar="URL",
+                        help=f"journal database (default: ${URL_ENV} or {backends.DEFAULT_URL}); "
+                             "sqlite:///PATH or postgresql+psycopg://USER@HOST/DB")
+
+
+def journal_url(args: argparse.Namespace) -> str:
+    return str(args.url or os.environ.get(URL_ENV) or backends.DEFAULT_URL)
+
+
+def shown(url: str | sa.URL) -> str:
+    """A URL safe to print: the password masked."""
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except sa_exc.ArgumentError:
+        return str(url)
+
+
+def checked_url(url: str, *, must_exist: bool) -> sa.URL:
+    """The parsed journal URL; with ``must_exist`` an SQLite file that is not there is an error.
+
+    Why check: opening a missing SQLite path would quietly create an empty database.
+    """
+    try:
+        parsed = backends.parse_url(url)
+    except (ValueError, sa_exc.ArgumentError) as exc:
+        raise UsageError(f"bad journal URL {url!r}: {_first_line(exc)}") from exc
+    if must_exist and parsed.get_backend_name() == "sqlite":
+        path = parsed.database or ""
+        if path in ("", ":memory:") or not Path(path).is_file():
+            raise UsageError(f"no journal at {path or '(in-memory)'}: pass --journal URL, or write one first"
+                             " (the scheduler or `kruntimes demo` with its journal URL)")
+    return parsed
+
+
+def open_journal(url: str) -> backends.Journal:
+    """Open an existing journal for reading; its schema must be current."""
+    return backends.Journal.open(checked_url(url, must_exist=True), create=False)
+
+
+def parse_key(text: str, what: str = "NAMESPACE/NAME") -> tuple[str, str]:
+    parts = text.split("/")
+    if len(parts) != 2 or not all(p and p == p.strip() and p.isprintable() for p in parts):
+        raise UsageError(f"expected {what} (e.g. default/my-run), got {text!r}")
+    return parts[0], parts[1]
+
+
+def parse_time(text: str, *, now: datetime | None = None, what: str = "time") -> datetime:
+    """An instant from RFC 3339 / ISO 8601 (no zone means UTC), ``now``, or an age like ``90m``, ``2h``, ``1d``."""
+    value = text.strip()
+    now = now or datetime.now(timezone.utc)
+    if value == "now":
+        return now
+    age = _DURATION.fullmatch(value)
+    if age:
+        return now - timedelta(**{_UNITS[age.group(2)]: int(age.group(1))})
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        try:
+            parsed = datetime.combine(date.fromisoformat(value), datetime.min.time())
+        except ValueError:
+            raise UsageError(f"{what} {text!r} is not a time: use RFC 3339 (2026-11-29T10:00:00Z;"
+                             " no zone means UTC) or an age such as 30m, 2h, 1d") from None
+    return parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed.astimezone(timezone.utc)
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=_json_default))
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def when(value: datetime | None) -> str:
+    """A recorded instant for a table: UTC to the millisecond."""
+    return "-" if value is None else value.isoformat(sep=" ", timespec="milliseconds").replace("+00:00", "Z")
+
+
+def guarded(prog: str) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+    """Turn the failures a user can cause or meet into one stderr line and exit code 2."""
+
+    def wrap(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        @functools.wraps(command)
+        def run(args: argparse.Namespace) -> int:
+            try:
+                return command(args)
+            except UsageError as exc:
+                message = str(exc)
+            except errors.JournalError as exc:
+                message = str(exc)
+            except sa_exc.DBAPIError as exc:
+                where = f" at {shown(journal_url(args))}"
+                message = f"cannot use the journal{where}: {_first_line(exc.orig)} (is the database up and the URL right?)"
+            except sa_exc.SQLAlchemyError as exc:
+                message = f"journal error: {_first_line(exc)}"
+            except CommandError as exc:  # alembic: unknown revision and the like
+                message = f"migration failed: {_first_line(exc)}"
+            except (ValueError, OSError) as exc:
+                message = _first_line(exc)
+            print(f"{prog}: {message}", file=sys.stderr)
+            return 2
+
+        return run
+
+    return wrap
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0].strip()
