@@ -67,3 +67,8 @@ def text(payload: Any) -> str:
 def digest(payload: Any) -> str:
     """SHA-256 hex of the canonical encoding."""
     return hashlib.sha256(encode(payload)[1]).hexdigest()
+
+
+def plain(payload: Any) -> Any:
+    """`payload` as plain JSON values (tuples become lists), exactly as it encodes."""
+    return json.loads(encode(payload)[1])

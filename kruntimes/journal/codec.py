@@ -16,7 +16,7 @@ from kruntimes.scheduler.projection import (Affinity, Assumption, PodInfo, Requi
 
 
 def _pairs(items: tuple[tuple[str, Any], ...]) -> list[list[Any]]:
-    return [[k, v] for k, v in items]
+    return list(map(list, items))
 
 
 def _tuples(items: list[list[Any]]) -> tuple[tuple[Any, Any], ...]:
@@ -45,7 +45,13 @@ def selector_from(d: dict[str, Any] | None) -> Selector | None:
                     match_expressions=tuple(Requirement(k, op, tuple(v)) for k, op, v in d["match_expressions"]))
 
 
+_NO_AFFINITY: dict[str, Any] = {"required": [], "required_anti": [], "preferred": [], "preferred_anti": []}
+
+
 def affinity_to(a: Affinity) -> dict[str, Any]:
+    if a.empty:
+        # Most Runs have no affinity: one shared value, only ever read by the encoder.
+        return _NO_AFFINITY
     return {
         "required": [selector_to(t.selector) for t in a.required],
         "required_anti": [selector_to(t.selector) for t in a.required_anti],

@@ -20,7 +20,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Callable, Protocol
 
-from kruntimes import __version__
+from kruntimes import __version__, canonical
 from kruntimes.journal import codec
 from kruntimes.journal.records import JournalRecord
 from kruntimes.scheduler.config import PLANNER_VERSION, SchedulerConfig
@@ -59,7 +59,7 @@ def cycle_payload(data: dict[str, Any], detail: str) -> dict[str, Any]:
         "duration_us": int(data["duration"] * 1_000_000),
     }
     if detail == "full":
-        payload["outcome"] = o.encode()
+        payload["outcome"] = canonical.plain(o.encode())
     return payload
 
 

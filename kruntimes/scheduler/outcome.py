@@ -9,6 +9,7 @@ both, so "identical" means every pod's verdict and every score, not just the pod
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
@@ -66,8 +67,9 @@ class CycleOutcome:
 
     def top(self, k: int) -> tuple[Candidate, ...]:
         """The k best feasible pods by total, ties by name: the recorded candidates."""
-        order = sorted(range(len(self.feasible)), key=lambda i: (-self.totals[i], self.feasible[i]))[:k]
-        return tuple(self._candidate(i) for i in order)
+        # Tuples compared in C (no per-pod key function): highest total, then smallest name.
+        best = heapq.nsmallest(k, zip([-t for t in self.totals], self.feasible, range(len(self.feasible))))
+        return tuple(self._candidate(i) for _, _, i in best)
 
     def _candidate(self, i: int) -> Candidate:
         return Candidate(pod=self.feasible[i], total=self.totals[i],
@@ -80,18 +82,21 @@ class CycleOutcome:
         return self.totals[self.feasible.index(self.chosen)]
 
     def encode(self) -> dict[str, Any]:
-        """The canonical, JSON-compatible form of the FULL outcome (O(pods))."""
+        """The FULL outcome for canonical encoding (O(pods) when encoded).
+
+        Sequences stay tuples: the canonical encoder writes them as JSON arrays, so
+        the digest needs no per-pod conversion on the hot path; `canonical.plain`
+        turns this into lists where a JSON-exact value is needed."""
         return {
             "namespace": self.namespace, "run_name": self.run_name, "run_uid": self.run_uid,
             "snapshot_lsn": self.snapshot_lsn, "now": self.now.isoformat(),
             "config_digest": self.config_digest, "status": self.status,
-            "pods": list(self.pods),
-            "rejections": [list(r) if r else None for r in self.rejections],
-            "feasible": list(self.feasible),
-            "scores": [{"plugin": s.plugin, "weight": s.weight,
-                        "raw": [list(v) if isinstance(v, tuple) else v for v in s.raw],
-                        "normalized": list(s.normalized)} for s in self.scores],
-            "totals": list(self.totals), "chosen": self.chosen, "chosen_uid": self.chosen_uid,
+            "pods": self.pods,
+            "rejections": self.rejections,
+            "feasible": self.feasible,
+            "scores": [{"plugin": s.plugin, "weight": s.weight, "raw": s.raw, "normalized": s.normalized}
+                       for s in self.scores],
+            "totals": self.totals, "chosen": self.chosen, "chosen_uid": self.chosen_uid,
             "message": self.message,
         }
 
