@@ -22,6 +22,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 from kruntimes.api import ingest, models
+from kruntimes.journal.session import JournalSession
 from kruntimes.memory.api import MemoryApi
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
@@ -132,13 +133,19 @@ class Report:
     seconds: float
     injected_conflicts: int
     wakeups: dict[str, int]
+    journal: str | None = None
+    records: int = 0
 
 
-def run(*, workers: int = 4, conflict_rate: float = 0.02, seed: int = 7,
+def run(*, workers: int = 4, conflict_rate: float = 0.02, seed: int = 7, journal: str | None = None,
         progress: Callable[[int, int], None] | None = None) -> Report:
+    """Schedule the generated workload; with `journal` (a URL) every event and decision is journaled."""
     workload = generate(seed)
     config = SchedulerConfig(workers=workers)
-    cache = ClusterCache(config)
+    session = JournalSession(journal, config) if journal else None
+    cache = ClusterCache(config, session.recorder if session else None)
+    if session is not None:
+        session.attach(cache)
     api = MemoryApi(conflict_rate=conflict_rate, seed=seed)
     scheduler = Scheduler(cache, api, clock=lambda: NOW)
     api.watchers.append(scheduler.on_run)
@@ -161,8 +168,14 @@ def run(*, workers: int = 4, conflict_rate: float = 0.02, seed: int = 7,
     finally:
         scheduler.stop()
         api.close()
+        if session is not None:
+            session.close()
     seconds = time.perf_counter() - started
-    return _report(workload, cache, api, scheduler, seconds)
+    report = _report(workload, cache, api, scheduler, seconds)
+    if session is not None:
+        report.journal = journal
+        report.records = session.recorder.lsn - session.first_lsn + 1
+    return report
 
 
 def _decided(api: MemoryApi) -> int:

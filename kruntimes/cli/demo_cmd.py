@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
 
@@ -11,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kruntimes import demo
+from kruntimes.journal.backends import DEFAULT_URL
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -21,6 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--conflict-rate", type=float, default=0.02,
                    help="fraction of status writes answered with a 409 conflict (default 0.02)")
     p.add_argument("--seed", type=int, default=7, help="workload seed (default 7)")
+    p.add_argument("--journal", default=os.environ.get("KRUNTIMES_JOURNAL_URL", DEFAULT_URL), metavar="URL",
+                   help=f"journal every event and decision here (default {DEFAULT_URL}, "
+                        "env KRUNTIMES_JOURNAL_URL; postgresql+psycopg://... for PostgreSQL)")
+    p.add_argument("--no-journal", action="store_true", help="do not journal")
     p.set_defaults(run=run)
 
 
@@ -37,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
             bar.update(task, completed=done, total=total)
 
         report = demo.run(workers=args.workers, conflict_rate=args.conflict_rate, seed=args.seed,
-                          progress=progress)
+                          journal=None if args.no_journal else args.journal, progress=progress)
     _print(console, report)
     return 0
 
@@ -60,6 +66,8 @@ def _print(console: Console, r: demo.Report) -> None:
     console.print(f"{r.cycles} scheduling cycles in {r.seconds:.2f}s = [bold]{r.cycles / r.seconds:.0f} "
                   f"cycles/s[/bold] ({results}); {r.injected_conflicts} injected 409 conflicts; "
                   f"wake-ups: {', '.join(f'{k} {v}' for k, v in sorted(r.wakeups.items())) or 'none'}")
+    if r.journal:
+        console.print(f"journal: {r.records} records appended to {r.journal}")
 
 
 def _reasons(title: str, counts: Counter[str]) -> Table:

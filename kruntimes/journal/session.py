@@ -1,0 +1,56 @@
+"""JournalSession: open a journal and hand the scheduler a recorder for it.
+
+One place wires what every producer needs - the store (migrated), the buffered
+writer with its spool, and a recorder that continues the journal's LSNs with a
+new incarnation record - so the demo, benchmarks, tests and the live scheduler
+all journal the same way.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from kruntimes.journal.backends import Journal
+from kruntimes.journal.recorder import JournalRecorder
+from kruntimes.journal.writer import JournalWriter
+from kruntimes.scheduler.config import SchedulerConfig
+
+
+def default_spool(url: str) -> str:
+    """Next to a SQLite file; in the working directory for a server database."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and url[len(prefix):] not in ("", ":memory:"):
+        return url[len(prefix):] + ".spool"
+    return os.path.abspath("kruntimes-journal.spool")
+
+
+class JournalSession:
+    def __init__(self, url: str, config: SchedulerConfig, *, spool_path: str | None = None,
+                 top_candidates: int = 5, detail: str = "summary", checkpoint_every: int = 10_000,
+                 registry: CollectorRegistry | None = None, **writer_options: Any) -> None:
+        self.url = url
+        self.journal = Journal.open(url)
+        self.writer = JournalWriter(self.journal, spool_path=spool_path or default_spool(url),
+                                    registry=registry if registry is not None else CollectorRegistry(),
+                                    **writer_options).start()
+        self.recorder = JournalRecorder(self.writer, start_lsn=self.writer.last_lsn() or 0, detail=detail,
+                                        checkpoint_every=checkpoint_every)
+        self.first_lsn = self.recorder.start(config, top_candidates=top_candidates)
+
+    def attach(self, cache: Any) -> None:
+        """Let the recorder read the cache's full state for checkpoints."""
+        self.recorder.state_source = cache
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Flush every record (database or spool) and stop the writer."""
+        self.writer.close(timeout)
+        self.journal.close()
+
+    def __enter__(self) -> JournalSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
