@@ -54,10 +54,16 @@ def _limit(value: int | None) -> int | None:
     return value
 
 
+def _console() -> Console:
+    # Piped output has no terminal width; 80 columns would squeeze every table to ellipses.
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
 def _table(title: str, columns: tuple[str, ...], right: tuple[str, ...] = ()) -> Table:
     table = Table(title=title, title_justify="left")
     for column in columns:
-        table.add_column(column, justify="right" if column in right else "left")
+        # Numbers stay whole; text columns wrap in a narrow terminal.
+        table.add_column(column, justify="right" if column in right else "left", no_wrap=column in right)
     return table
 
 
@@ -80,7 +86,7 @@ def run_run(args: argparse.Namespace) -> int:
         print(f"no cycles recorded for Run {namespace}/{name} in this journal", file=sys.stderr)
         return 1
     if not args.json:
-        _print_run(Console(), found)
+        _print_run(_console(), found)
     return 0
 
 
@@ -137,7 +143,7 @@ def run_pod(args: argparse.Namespace) -> int:
         print(f"no observations of Runtime Pod {namespace}/{name}{when} in this journal", file=sys.stderr)
         return 1
     if not args.json:
-        _print_pod(Console(), found)
+        _print_pod(_console(), found)
     return 0
 
 
@@ -183,5 +189,5 @@ def run_cycles(args: argparse.Namespace) -> int:
         table.add_row(str(c["lsn"]), ja.when(c["decided_at"]), f"{c['namespace']}/{c['run']}", c["result"],
                       c["chosen"] or "-", _num(c["total"]), f"{c['pods_feasible']}/{c['pods_evaluated']}",
                       _num(c["duration_us"]), c["message"] or "")
-    Console().print(table)
+    _console().print(table)
     return 0

@@ -129,8 +129,8 @@ def guarded(prog: str) -> Callable[[Callable[[argparse.Namespace], int]], Callab
             except errors.JournalError as exc:
                 message = str(exc)
             except sa_exc.DBAPIError as exc:
-                where = f" at {shown(journal_url(args))}"
-                message = f"cannot use the journal{where}: {_first_line(exc.orig)} (is the database up and the URL right?)"
+                message = (f"cannot use the journal at {shown(journal_url(args))}: {_first_line(exc.orig)}"
+                           " (is the database up and the URL right?)")
             except sa_exc.SQLAlchemyError as exc:
                 message = f"journal error: {_first_line(exc)}"
             except CommandError as exc:  # alembic: unknown revision and the like

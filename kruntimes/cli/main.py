@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from kruntimes import __version__
-from kruntimes.cli import demo_cmd, simulate_cmd
+from kruntimes.cli import db_cmd, demo_cmd, history_cmd, journal_cmd, simulate_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,6 +15,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo_cmd.register(sub)
     simulate_cmd.register(sub)
+    history_cmd.register(sub)
+    journal_cmd.register(sub)
+    db_cmd.register(sub)
     return parser
 
 

@@ -34,7 +34,8 @@ def _rows(journal: backends.Journal, stmt: sa.Executable) -> list[dict[str, Any]
 # -- Runs --------------------------------------------------------------------------------
 
 
-def run_cycles(journal: backends.Journal, namespace: str, name: str, *, limit: int | None = None) -> list[dict[str, Any]]:
+def run_cycles(journal: backends.Journal, namespace: str, name: str, *,
+               limit: int | None = None) -> list[dict[str, Any]]:
     """Every cycle of the Run(s) named ``namespace/name``, oldest first (the newest ``limit``)."""
     c = views.cycles
     stmt = (sa.select(c.c.lsn, c.c.decided_at, c.c.run_uid, c.c.result, c.c.chosen, c.c.total, c.c.message,
@@ -112,12 +113,14 @@ def pod_observations(journal: backends.Journal, namespace: str, name: str, *, at
     return list(reversed(_rows(journal, stmt)))
 
 
-def pod_placements(journal: backends.Journal, namespace: str, name: str, *,
+def pod_placements(journal: backends.Journal, namespace: str, name: str, *, at: datetime | None = None,
                    limit: int | None = None) -> list[dict[str, Any]]:
-    """Cycles that chose this pod (scheduled, or lost to a conflict or error), oldest first."""
+    """Cycles that chose this pod (scheduled, or lost to a conflict or error), oldest first; up to ``at``."""
     p = views.placements
     stmt = (sa.select(p.c.lsn, p.c.decided_at, p.c.run, p.c.runtime, p.c.total, p.c.outcome)
             .where(p.c.namespace == namespace, p.c.pod == name).order_by(p.c.lsn.desc()))
+    if at is not None:
+        stmt = stmt.where(p.c.decided_at <= at)
     if limit is not None:
         stmt = stmt.limit(limit)
     return list(reversed(_rows(journal, stmt)))
@@ -125,11 +128,11 @@ def pod_placements(journal: backends.Journal, namespace: str, name: str, *,
 
 def pod_history(journal: backends.Journal, namespace: str, name: str, *, at: datetime | None = None,
                 limit: int | None = None) -> dict[str, Any]:
-    """A pod's observations (as of ``at`` when given) and the cycles that chose it."""
+    """A pod's observations and the cycles that chose it; with ``at``, as of that instant."""
     return {
         "namespace": namespace, "pod": name, "at": at,
         "observations": pod_observations(journal, namespace, name, at=at, limit=1 if at else limit),
-        "placements": pod_placements(journal, namespace, name, limit=limit),
+        "placements": pod_placements(journal, namespace, name, at=at, limit=limit),
     }
 
 

@@ -2,13 +2,14 @@
 
 Replaying a cycle needs the state it read: the newest checkpoint at or before its
 snapshot LSN plus every record after that checkpoint up to the snapshot. So pruning
-"before TIME" finds the first cycle decided at or after TIME, the newest checkpoint at
-or before that cycle's snapshot LSN, and deletes only records older than TIME *and*
-below that checkpoint's LSN. Every later cycle reads a snapshot at or after the first
-one's, so one kept checkpoint serves them all; the records from it onward stay
-gap-free. With no cycle after TIME the newest checkpoint is kept, for the cycles still
-to come. Incarnation records are never deleted: they say which code and configuration
-wrote everything else. Without a suitable checkpoint nothing is deleted.
+"before TIME" finds, among the cycles decided at or after TIME, the one that read the
+oldest snapshot (with several workers a cycle is recorded after it acts, so the first
+cycle by LSN need not have read the oldest snapshot), keeps the newest checkpoint at
+or before that snapshot and deletes only records older than TIME *and* below that
+checkpoint's LSN. The records from the kept checkpoint onward stay gap-free. With no
+cycle after TIME the newest checkpoint is kept, for the cycles still to come.
+Incarnation records are never deleted: they say which code and configuration wrote
+everything else. Without a suitable checkpoint nothing is deleted.
 
 Runs in one transaction; the writer may keep appending meanwhile (it only adds LSNs
 above every one this deletes).
@@ -16,14 +17,13 @@ above every one this deletes).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, errors, schema
+from kruntimes.journal import backends, errors, schema, views
 
 
 @dataclass(frozen=True)
@@ -31,8 +31,8 @@ class PruneReport:
     """What a prune deleted (or, dry, would delete) and which checkpoint it kept."""
 
     before: datetime
-    first_cycle_lsn: int | None  # first cycle decided at or after `before`
-    needed_lsn: int | None  # the snapshot LSN it read (or the last LSN with no cycle after `before`)
+    first_cycle_lsn: int | None  # the cycle after `before` that read the oldest snapshot
+    needed_lsn: int | None  # that snapshot's LSN (or the last LSN, with no cycle after `before`)
     checkpoint_lsn: int | None  # the checkpoint kept for it; nothing older than it survives but incarnations
     deleted: dict[str, int] = field(default_factory=dict)  # kind -> records
     deleted_lsns: tuple[int, int] | None = None  # (lowest, highest) LSN deleted
@@ -50,12 +50,13 @@ def prune(journal: backends.Journal, before: datetime, *, dry_run: bool = False)
     r = schema.journal_records
     try:
         with journal.engine.begin() as conn:
+            c = views.cycles
             first = conn.execute(
-                sa.select(r.c.lsn, r.c.payload).where(r.c.kind == "cycle", r.c.recorded_at >= before)
-                .order_by(r.c.lsn).limit(1)
+                sa.select(c.c.lsn, c.c.snapshot_lsn).where(c.c.decided_at >= before)
+                .order_by(c.c.snapshot_lsn, c.c.lsn).limit(1)
             ).first()
             if first is not None:
-                needed: int | None = int(json.loads(first.payload)["snapshot_lsn"])
+                needed: int | None = int(first.snapshot_lsn)
             else:
                 needed = conn.execute(sa.select(sa.func.max(r.c.lsn))).scalar()
             checkpoint = None

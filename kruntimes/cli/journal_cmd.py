@@ -1,0 +1,60 @@
+"""`kruntimes journal prune --before TIME`: retention that keeps every later cycle replayable.
+
+The rule (which checkpoint is kept, what may go) lives in ``kruntimes.journal.prune``;
+this prints what was deleted, or with ``--dry-run`` what would be.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from kruntimes.cli import journal_args as ja
+from kruntimes.journal import prune
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("journal", help="maintain the journal (prune old records)")
+    actions = p.add_subparsers(dest="journal_command", required=True, metavar="ACTION")
+    q = actions.add_parser(
+        "prune", help="delete records older than TIME, keeping every later cycle replayable",
+        description="Deletes records older than TIME except incarnation records and everything from the "
+                    "newest checkpoint the cycles after TIME need to be replayed. TIME is RFC 3339 (no zone means "
+                    "UTC) or an age such as 30m, 2h, 7d.")
+    q.add_argument("--before", required=True, metavar="TIME", help="delete records recorded before TIME")
+    q.add_argument("--dry-run", action="store_true", help="only print what would be deleted")
+    ja.add_url_option(q)
+    q.set_defaults(run=run_prune)
+
+
+@ja.guarded("kruntimes journal prune")
+def run_prune(args: argparse.Namespace) -> int:
+    before = ja.parse_time(args.before, what="--before")
+    journal = ja.open_journal(ja.journal_url(args))
+    try:
+        report = prune.prune(journal, before, dry_run=args.dry_run)
+    finally:
+        journal.close()
+    print(describe(report))
+    return 0
+
+
+def describe(r: prune.PruneReport) -> str:
+    """What a prune did, in two lines: the deletion, then the checkpoint kept and why."""
+    cutoff = ja.when(r.before)
+    if r.checkpoint_lsn is None:
+        why = (f"no checkpoint at or before LSN {r.needed_lsn}" if r.needed_lsn is not None
+               else "the journal is empty")
+        return f"nothing to prune before {cutoff}: {why}, so every record is still needed for replay"
+    if r.first_cycle_lsn is not None:
+        need = (f"cycle {r.first_cycle_lsn} read the oldest snapshot of any cycle after {cutoff}, "
+                f"at LSN {r.needed_lsn}")
+    else:
+        need = f"no cycle after {cutoff}; cycles to come start from the newest checkpoint"
+    kept = f"kept checkpoint LSN {r.checkpoint_lsn} and every record after it ({need}); incarnation records kept"
+    if not r.deleted:
+        return f"nothing to prune before {cutoff}\n{kept}"
+    verb = "would delete" if r.dry_run else "deleted"
+    assert r.deleted_lsns is not None
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(r.deleted.items()))
+    low, high = r.deleted_lsns
+    return f"{verb} {r.total} records older than {cutoff} (LSN {low}..{high}): {kinds}\n{kept}"

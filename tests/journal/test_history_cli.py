@@ -1,0 +1,159 @@
+"""`kruntimes history`, `kruntimes db` and `kruntimes.journal.history` on a scheduler-written journal.
+
+Both backends; answers are checked against what the MemoryApi ended with. Errors a
+user can cause must be one stderr line and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from kruntimes.cli import main as cli
+from kruntimes.journal import backends, history, migrate
+from tests.journal.history_journal import END, NS, PHASE1, PHASE2, Generated
+
+pytest_plugins = ("tests.journal.history_fixtures",)  # the generated journal's fixtures
+
+
+def kruntimes(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def iso(t: Any) -> str:
+    return t.isoformat().replace("+00:00", "Z")
+
+
+def test_history_run_json_explains_where_and_why(history_url: str, generated: Generated,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    for run, pod in sorted(generated.truth.placed.items()):
+        code, out, err = kruntimes(capsys, "history", "run", f"{NS}/{run}", "--journal", history_url, "--json")
+        assert (code, err) == (0, "")
+        found = json.loads(out)
+        assert found["placement"]["pod"] == pod and found["placement"]["runtime"] == pod.split("-")[0]
+        assert found["candidates"][0] == {**found["candidates"][0], "pod": pod, "chosen": True, "rank": 1}
+        assert found["cycles"][-1]["result"] in ("scheduled", "conflict")
+        assert "ok" in [b["result"] for b in found["binds"]]
+
+
+def test_history_run_prints_the_placement_its_candidates_and_binds(history_url: str, generated: Generated,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    run, pod = sorted(generated.truth.placed.items())[0]
+    code, out, _ = kruntimes(capsys, "history", "run", f"{NS}/{run}", "--journal", history_url)
+    assert code == 0
+    assert f"placed on {pod}" in out and f"Why {pod}" in out and "LeastLoaded" in out and "Binds" in out
+
+
+def test_history_run_of_a_pending_run_shows_its_reason(history_url: str, generated: Generated,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    run = sorted(generated.truth.late_runs)[0]
+    code, out, _ = kruntimes(capsys, "history", "run", f"{NS}/{run}", "--journal", history_url, "--json")
+    found = json.loads(out)
+    assert code == 0 and found["placement"] is None and found["candidates"] == []
+    assert found["cycles"][-1]["message"] == generated.truth.pending[run]
+
+
+def test_history_pod_at_a_time_shows_what_the_scheduler_saw_then(history_url: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    def seen(at: Any) -> dict[str, Any]:
+        code, out, _ = kruntimes(capsys, "history", "pod", f"{NS}/gpu-001", "--at", iso(at),
+                                 "--journal", history_url, "--json")
+        assert code == 0
+        [observation] = json.loads(out)["observations"]
+        return dict(observation)
+
+    assert seen(PHASE2 - timedelta(minutes=1))["ready"] is True
+    assert seen(END)["ready"] is False
+    code, out, _ = kruntimes(capsys, "history", "pod", f"{NS}/gpu-001", "--journal", history_url)
+    assert code == 0 and "MODIFIED" in out and "Cycles that chose it" in out
+
+
+def test_history_cycles_filters_by_window_and_outcome(history_url: str, generated: Generated,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    def cycles(*argv: str) -> list[dict[str, Any]]:
+        code, out, _ = kruntimes(capsys, "history", "cycles", "--journal", history_url, "--json", *argv)
+        assert code == 0
+        return list(json.loads(out))
+
+    late = cycles("--since", "2026-11-29T11:00:00Z", "--outcome", "unschedulable")
+    assert {c["run"] for c in late} == generated.truth.late_runs
+    early = cycles("--until", "2026-11-29 11:00", "--outcome", "scheduled", "--limit", "1000")
+    assert early and all(c["decided_at"] < "2026-11-29T11:00" and c["result"] == "scheduled" for c in early)
+    newest = cycles("--limit", "2")
+    everything = cycles("--limit", "1000")
+    assert newest == everything[-2:] and [c["lsn"] for c in everything] == sorted(c["lsn"] for c in everything)
+    code, out, _ = kruntimes(capsys, "history", "cycles", "--journal", history_url, "--outcome", "invalid")
+    assert code == 0 and "typo-0" in out
+
+
+def test_nothing_found_is_a_note_and_exit_code_1(history_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = kruntimes(capsys, "history", "run", f"{NS}/no-such-run", "--journal", history_url)
+    assert code == 1 and "no cycles recorded" in err
+    code, _, err = kruntimes(capsys, "history", "pod", f"{NS}/gpu-001", "--at", iso(PHASE1 - timedelta(hours=1)),
+                             "--journal", history_url)
+    assert code == 1 and "no observations" in err
+
+
+BAD = {
+    "a key without a namespace": (["history", "run", "just-a-name"], "expected NAMESPACE/NAME"),
+    "a key with two slashes": (["history", "pod", "a/b/c"], "expected NAMESPACE/NAME"),
+    "a time that is not one": (["history", "cycles", "--since", "yesterday"], "is not a time"),
+    "a limit below one": (["history", "cycles", "--limit", "0"], "--limit must be at least 1"),
+    "a journal file that is not there": (["history", "cycles", "--journal", "sqlite:////nonexistent/j.db"],
+                                         "no journal at /nonexistent/j.db"),
+    "a database that does not answer": (["history", "run", "a/b", "--journal", "postgresql://u:secret@127.0.0.1:1/j"],
+                                        "cannot use the journal at postgresql://u:***@127.0.0.1:1/j"),
+    "an unsupported URL": (["history", "run", "a/b", "--journal", "mysql://h/db"], "bad journal URL"),
+    "a URL that is not one": (["journal", "prune", "--before", "1h", "--journal", "::"], "bad journal URL"),
+    "a bad prune time": (["journal", "prune", "--before", "last tuesday"], "is not a time"),
+    "an unknown revision": (["db", "downgrade", "no-such-revision"], "migration failed"),
+}
+
+
+@pytest.mark.parametrize("argv,expected", BAD.values(), ids=list(BAD))
+def test_user_errors_are_one_line_on_stderr_and_exit_code_2(argv: list[str], expected: str, history_url: str,
+                                                            capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KRUNTIMES_JOURNAL_URL", history_url)  # the default when --journal/--url is not given
+    code, out, err = kruntimes(capsys, *argv)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert expected in err and "secret" not in err
+
+
+def test_examples_answer_two_history_questions(history_url: str, generated: Generated) -> None:
+    journal = backends.Journal.open(history_url, create=False)
+    try:
+        (why, candidates), (pending, reasons) = history.examples(journal)
+        placed = history.latest_placement(journal)
+    finally:
+        journal.close()
+    assert placed is not None and generated.truth.placed[placed["run"]] == placed["pod"]
+    assert f"{NS}/{placed['run']}" in why and placed["pod"] in why
+    assert candidates[0]["pod"] == placed["pod"] and "LeastLoaded" in candidates[0]
+    assert "Pending" in pending
+    assert {r["reason"]: r["runs"] for r in reasons} == Counter(generated.truth.pending.values())
+
+
+def test_db_upgrade_and_downgrade_move_the_views_with_the_revision(journal_url: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = kruntimes(capsys, "db", "upgrade", "--url", journal_url)
+    assert code == 0 and out.strip().endswith("empty -> 0002_history_views")
+    engine = backends.create_engine(journal_url)
+    try:
+        assert "placements" in sa.inspect(engine).get_view_names()
+        code, out, _ = kruntimes(capsys, "db", "downgrade", "0001_journal_records", "--url", journal_url)
+        assert code == 0 and "0002_history_views -> 0001_journal_records" in out
+        inspector = sa.inspect(engine)
+        assert inspector.get_view_names() == [] and "journal_records" in inspector.get_table_names()
+        code, _, _ = kruntimes(capsys, "db", "upgrade", "--url", journal_url)
+        assert code == 0 and migrate.current_revision(journal_url) == migrate.head_revision()
+    finally:
+        engine.dispose()

@@ -1,0 +1,119 @@
+"""`kruntimes journal prune`: old records go, every cycle after the cut-off stays replayable.
+
+Replayable means: the newest checkpoint at or before each later cycle's snapshot LSN is
+still there, and so is every record from it on, gap-free. Both backends.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from kruntimes.cli import main as cli
+from kruntimes.journal import backends, prune, records
+from tests.journal.factories import T0, record
+from tests.journal.history_journal import END, PHASE1, PHASE2, Generated, load
+
+pytest_plugins = ("tests.journal.history_fixtures",)  # the generated journal's fixtures
+
+CUTOFFS = {
+    "inside phase 1": PHASE1 + timedelta(milliseconds=60),
+    "late in phase 1": PHASE1 + timedelta(milliseconds=100),
+    "between the phases": PHASE2 - timedelta(minutes=30),
+    "inside phase 2": PHASE2 + timedelta(milliseconds=12),
+    "after everything": END,
+}
+
+
+def _all(journal: backends.Journal) -> list[records.JournalRecord]:
+    return list(journal.read())
+
+
+@pytest.mark.parametrize("before", CUTOFFS.values(), ids=list(CUTOFFS))
+def test_prune_keeps_what_every_later_cycle_needs_and_a_gap_free_tail(journal_url: str, generated: Generated,
+                                                                      before: datetime) -> None:
+    load(journal_url, generated)
+    journal = backends.Journal.open(journal_url, create=False)
+    try:
+        report = prune.prune(journal, before)
+        kept = _all(journal)
+    finally:
+        journal.close()
+    original = generated.records
+    later = [r for r in original if r.kind == "cycle" and r.recorded_at >= before]
+    checkpoints = [r.lsn for r in original if r.kind == "checkpoint"]
+    needed = min((r.payload["snapshot_lsn"] for r in later), default=original[-1].lsn)
+    assert report.checkpoint_lsn == max(c for c in checkpoints if c <= needed)
+    lsns = [r.lsn for r in kept]
+    tail = [lsn for lsn in lsns if lsn >= report.checkpoint_lsn]
+    assert tail == list(range(report.checkpoint_lsn, original[-1].lsn + 1))  # present and gap-free
+    assert all(r.kind == "incarnation" or r.recorded_at >= before for r in kept if r.lsn < report.checkpoint_lsn)
+    assert all(r.payload["snapshot_lsn"] >= report.checkpoint_lsn for r in later)
+    assert original[0].kind == "incarnation" and lsns[0] == original[0].lsn
+    gone = {r.lsn for r in original} - set(lsns)
+    assert report.total == len(gone) > 0
+    assert report.deleted_lsns == (min(gone), max(gone))
+    assert report.deleted == Counter(r.kind for r in original if r.lsn in gone)
+
+
+def test_prune_before_the_first_checkpoint_is_needed_deletes_nothing(journal_url: str, generated: Generated) -> None:
+    load(journal_url, generated)
+    journal = backends.Journal.open(journal_url, create=False)
+    try:
+        report = prune.prune(journal, PHASE1)
+        assert report.checkpoint_lsn is None and report.total == 0
+        assert len(_all(journal)) == len(generated.records)
+    finally:
+        journal.close()
+
+
+def test_a_dry_run_reports_the_same_and_deletes_nothing(journal_url: str, generated: Generated) -> None:
+    load(journal_url, generated)
+    journal = backends.Journal.open(journal_url, create=False)
+    try:
+        dry = prune.prune(journal, PHASE2, dry_run=True)
+        assert len(_all(journal)) == len(generated.records)
+        real = prune.prune(journal, PHASE2)
+    finally:
+        journal.close()
+    assert dry.total == real.total > 0 and dry.deleted == real.deleted and dry.checkpoint_lsn == real.checkpoint_lsn
+
+
+def _cycle(lsn: int, snapshot: int, at: datetime) -> records.JournalRecord:
+    return record(lsn, "cycle", {"namespace": "ns", "run": f"r{lsn}", "run_uid": f"u{lsn}",
+                                 "snapshot_lsn": snapshot}, recorded_at=at)
+
+
+def test_the_cycle_with_the_oldest_snapshot_decides_not_the_first_cycle_recorded(journal_url: str) -> None:
+    # Two workers: the cycle recorded first (LSN 12) read LSN 10; the one recorded
+    # after it (LSN 13) had read LSN 4, before the checkpoint at 6. Both are after
+    # the cut-off, so the checkpoint at 3 must stay.
+    cut = T0 + timedelta(seconds=10)
+    early = [record(1, "incarnation", {"version": "0.1.0", "config_hash": "c" * 64}, recorded_at=T0)]
+    early += [record(n, "checkpoint" if n in (3, 6) else "mutation", {"n": n}, recorded_at=T0) for n in range(2, 12)]
+    late = [_cycle(12, 10, cut), _cycle(13, 4, cut + timedelta(seconds=1))]
+    journal = backends.Journal.open(journal_url)
+    try:
+        journal.append_batch(early + late)
+        report = prune.prune(journal, cut)
+        assert (report.first_cycle_lsn, report.needed_lsn, report.checkpoint_lsn) == (13, 4, 3)
+        assert [r.lsn for r in _all(journal)] == [1, *range(3, 14)]
+    finally:
+        journal.close()
+
+
+def test_prune_from_the_command_line_prints_what_it_deleted_and_kept(journal_url: str, generated: Generated,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    load(journal_url, generated)
+    before = (PHASE2 - timedelta(minutes=30)).isoformat()
+    assert cli.main(["journal", "prune", "--before", before, "--journal", journal_url, "--dry-run"]) == 0
+    dry: Any = capsys.readouterr().out
+    assert dry.startswith("would delete ") and "kept checkpoint LSN" in dry
+    assert cli.main(["journal", "prune", "--before", before, "--journal", journal_url]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("deleted ") and out.split()[1] == dry.split()[2]
+    assert cli.main(["journal", "prune", "--before", before, "--journal", journal_url]) == 0
+    assert capsys.readouterr().out.startswith("nothing to prune")
