@@ -22,6 +22,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 from kruntimes.api import ingest, models
+from kruntimes.journal import history
+from kruntimes.journal.backends import Journal
 from kruntimes.journal.session import JournalSession
 from kruntimes.memory.api import MemoryApi
 from kruntimes.scheduler.cache import ClusterCache
@@ -135,6 +137,7 @@ class Report:
     wakeups: dict[str, int]
     journal: str | None = None
     records: int = 0
+    history: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
 
 
 def run(*, workers: int = 4, conflict_rate: float = 0.02, seed: int = 7, journal: str | None = None,
@@ -175,6 +178,11 @@ def run(*, workers: int = 4, conflict_rate: float = 0.02, seed: int = 7, journal
     if session is not None:
         report.journal = journal
         report.records = session.recorder.lsn - session.first_lsn + 1
+        store = Journal.open(journal)
+        try:
+            report.history = history.examples(store)
+        finally:
+            store.close()
     return report
 
 

@@ -68,6 +68,10 @@ def _print(console: Console, r: demo.Report) -> None:
                   f"wake-ups: {', '.join(f'{k} {v}' for k, v in sorted(r.wakeups.items())) or 'none'}")
     if r.journal:
         console.print(f"journal: {r.records} records appended to {r.journal}")
+        for question, rows in r.history:
+            console.print(_rows(question, rows))
+        console.print("Ask more with `kruntimes history run NS/NAME`, `kruntimes history cycles --outcome "
+                      "unschedulable`, or plain SQL over the views in docs/journal.md.")
 
 
 def _reasons(title: str, counts: Counter[str]) -> Table:
@@ -76,4 +80,13 @@ def _reasons(title: str, counts: Counter[str]) -> Table:
     table.add_column("Reason")
     for reason, n in counts.most_common():
         table.add_row(str(n), reason)
+    return table
+
+
+def _rows(title: str, rows: list[dict[str, object]]) -> Table:
+    table = Table(title=title)
+    for column in rows[0] if rows else ["answer"]:
+        table.add_column(str(column))
+    for row in rows or [{"answer": "nothing recorded"}]:
+        table.add_row(*(str(v) for v in row.values()))
     return table

@@ -22,3 +22,13 @@ def test_the_demo_places_most_runs_fails_the_invalid_ones_and_never_overcommits(
             assert used <= capacity
     assert all(reason.startswith("0/") for reason in report.pending_reasons)
     assert all(reason.startswith("invalid Run: spec.") for reason in report.failed_reasons)
+
+
+def test_the_demo_journals_every_decision_and_answers_two_history_questions(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    report = demo.run(workers=2, journal=f"sqlite:///{tmp_path}/journal.db")
+    assert report.records > report.cycles  # mutations, reserves and binds besides the cycles
+    (why, candidates), (pending, by_reason) = report.history
+    assert why.startswith("Why was ") and candidates and candidates[0]["rank"] == 1
+    placed = why.split(" placed on ")[1].split("?")[0]
+    assert candidates[0]["pod"] == placed
+    assert sum(row["runs"] for row in by_reason) == report.phases["Pending"]
