@@ -1,0 +1,173 @@
+"""Admission of custom resources the way the API server does it with the committed CRDs.
+
+The emulator loads ``deploy/crds/*.yaml`` - the files an operator applies - so a test
+against it also exercises the CRDs. On every create, update and patch of a Run or
+Runtime, in the API server's order:
+
+1. prune unknown fields (and ``null`` values of non-nullable fields), except under
+   ``x-kubernetes-preserve-unknown-fields``; pruned paths come back for a Warning header;
+2. apply ``default`` values to missing fields;
+3. validate against the OpenAPI schema (``jsonschema``'s draft 4 validator: the parts a
+   CRD uses are draft 4, and it ignores the ``x-kubernetes-*`` keys);
+4. on update, evaluate the ``x-kubernetes-validations`` transition rules. Only the
+   rule shapes the CRDs use are understood (``self == oldSelf`` and
+   ``has(self.f) == has(oldSelf.f)``); loading a CRD with any other rule fails, so a
+   new rule cannot go unenforced here without someone noticing.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import jsonschema
+import yaml
+
+
+DEFAULT_CRD_DIR = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+
+_HAS = re.compile(r"^has\(self\.(\w+)\) == has\(oldSelf\.(\w+)\)$")
+Rule = Callable[[Any, Any], bool]
+
+
+@dataclass(frozen=True)
+class _TransitionRule:
+    path: tuple[str, ...]
+    rule: str
+    message: str
+    check: Rule
+
+
+class CustomResourceSchema:
+    """The version schema of one CRD, ready to admit objects."""
+
+    def __init__(self, crd: dict[str, Any]) -> None:
+        version = next(v for v in crd["spec"]["versions"] if v.get("storage"))
+        self.kind = crd["spec"]["names"]["kind"]
+        self.schema = version["schema"]["openAPIV3Schema"]
+        self._validator = jsonschema.Draft4Validator(self.schema)
+        self._rules = list(_collect_rules(self.schema, ()))
+
+    def admit(self, obj: dict[str, Any], old: dict[str, Any] | None) -> tuple[list[str], list[str]]:
+        """Prune and default ``obj`` in place; (pruned field paths, problems)."""
+        pruned: list[str] = []
+        for key in [k for k in obj if k not in ("apiVersion", "kind", "metadata")]:
+            child = self.schema.get("properties", {}).get(key)
+            if child is None:
+                pruned.append(key)
+                del obj[key]
+            else:
+                obj[key] = _prune(obj[key], child, key, pruned)
+        for key, value in list(obj.items()):
+            if value is None:
+                del obj[key]
+        _default(obj, self.schema, top=True)
+        problems: list[str] = []
+        for error in sorted(self._validator.iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path]):
+            where = ".".join(str(p) for p in error.absolute_path) or "<root>"
+            problems.append(f"{where}: Invalid value: {error.message}")
+        if old is not None:
+            for rule in self._rules:
+                new_value, old_value = _at(obj, rule.path), _at(old, rule.path)
+                # Transition rules run only where both the old and the new value exist.
+                if new_value is not _MISSING and old_value is not _MISSING and not rule.check(new_value, old_value):
+                    problems.append(f"{'.'.join(rule.path)}: Invalid value: \"object\": {rule.message}")
+        return pruned, problems
+
+
+def load(directory: Path = DEFAULT_CRD_DIR) -> dict[tuple[str, str], CustomResourceSchema]:
+    """(group, plural) → schema for every CRD file in ``directory``."""
+    files = tuple((path, path.stat().st_mtime_ns) for path in sorted(directory.glob("*.yaml")))
+    return dict(_load(files))
+
+
+@functools.lru_cache(maxsize=8)
+def _load(files: tuple[tuple[Path, int], ...]) -> dict[tuple[str, str], CustomResourceSchema]:
+    # Cached per file version: parsing the YAML and building validators for every
+    # emulator would cost more than most tests.
+    schemas = {}
+    for path, _ in files:
+        for crd in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            if crd and crd.get("kind") == "CustomResourceDefinition":
+                schemas[(crd["spec"]["group"], crd["spec"]["names"]["plural"])] = CustomResourceSchema(crd)
+    return schemas
+
+
+_MISSING = object()
+
+
+def _at(obj: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
+        if not isinstance(obj, dict) or part not in obj:
+            return _MISSING
+        obj = obj[part]
+    return obj
+
+
+def _compile(rule: str) -> Rule:
+    if rule == "self == oldSelf":
+        return lambda new, old: bool(new == old)
+    found = _HAS.match(rule)
+    if found and found.group(1) == found.group(2):
+        field = found.group(1)
+        return lambda new, old: (field in new) == (field in old)
+    raise NotImplementedError(
+        f"the API emulator cannot evaluate the CEL rule {rule!r}; teach tests/emulator/schema.py "
+        "its meaning so the emulator keeps enforcing what the CRD does")
+
+
+def _collect_rules(schema: dict[str, Any], path: tuple[str, ...]) -> Any:
+    for entry in schema.get("x-kubernetes-validations", []):
+        yield _TransitionRule(path, entry["rule"], entry.get("message", entry["rule"]), _compile(entry["rule"]))
+    for name, child in schema.get("properties", {}).items():
+        yield from _collect_rules(child, path + (name,))
+    for nested in ("items", "additionalProperties"):
+        if isinstance(schema.get(nested), dict) and _has_rules(schema[nested]):
+            raise NotImplementedError(f"{'.'.join(path)}: rules under {nested} are not emulated")
+
+
+def _has_rules(schema: dict[str, Any]) -> bool:
+    return "x-kubernetes-validations" in str(schema)
+
+
+def _prune(value: Any, schema: dict[str, Any], path: str, pruned: list[str]) -> Any:
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return value
+    if isinstance(value, dict):
+        properties = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        out = {}
+        for key, child in value.items():
+            if child is None and not (properties or {}).get(key, {}).get("nullable"):
+                continue
+            if properties is not None and key in properties:
+                out[key] = _prune(child, properties[key], f"{path}.{key}", pruned)
+            elif isinstance(extra, dict):
+                out[key] = _prune(child, extra, f"{path}.{key}", pruned)
+            else:
+                pruned.append(f"{path}.{key}")
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [_prune(item, schema["items"], f"{path}[{i}]", pruned) for i, item in enumerate(value)]
+    return value
+
+
+def _default(value: Any, schema: dict[str, Any], top: bool = False) -> None:
+    if isinstance(value, dict):
+        for key, child in schema.get("properties", {}).items():
+            if top and key == "metadata":
+                continue
+            if key not in value and "default" in child:
+                value[key] = copy.deepcopy(child["default"])
+            if key in value:
+                _default(value[key], child)
+        if isinstance(schema.get("additionalProperties"), dict):
+            for child_value in value.values():
+                _default(child_value, schema["additionalProperties"])
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for item in value:
+            _default(item, schema["items"])

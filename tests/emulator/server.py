@@ -1,0 +1,295 @@
+"""An in-process Kubernetes API server for tests, spoken to by the real ``kubernetes`` client.
+
+``Emulator().start()`` listens on 127.0.0.1 on an ephemeral port (HTTP/1.1, keep-alive);
+``api_client()`` gives a ``kubernetes.client.ApiClient`` pointed at it; ``stop()`` closes
+every connection and joins every thread it started. Object semantics live in
+``store``; this module is the REST surface, watches and fault injection:
+
+- ``GET ...?watch=true`` streams JSON lines (chunked) of ADDED/MODIFIED/DELETED. Without
+  ``resourceVersion`` (or with "0") the stream starts with a synthetic ADDED per existing
+  object; with one, it replays the history after it, or - if that part of the history
+  is gone - sends one ERROR event carrying a 410 Status, in-stream, as the real server
+  does. ``allowWatchBookmarks=true`` adds BOOKMARK events (only ``metadata.resourceVersion``
+  set) every ``bookmark_interval`` seconds; ``timeoutSeconds`` ends the stream cleanly.
+  An object that starts or stops matching the label selector arrives as ADDED or
+  DELETED, as from the API server's watch cache.
+- Faults: ``fail_next(n)`` answers the next n requests with 500, ``set_latency(s)`` delays
+  every request, ``drop_watches()`` ends every open watch (cleanly, or abruptly with
+  ``abrupt=True``, like a broken connection), ``compact()`` forgets the event history.
+
+Known gaps, on purpose: no authentication, no ``limit``/``continue`` paging (the whole
+list comes back, which the API allows), namespaces need not exist, no server-side apply.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import socket
+import threading
+import traceback
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlsplit
+
+import kubernetes.client
+
+from tests.emulator import resources, schema, selectors, watches
+from tests.emulator.store import ApiError, Store
+
+_POLL = 0.02  # how often serve_forever looks for shutdown()
+
+
+class Emulator:
+    """The server, its store and the fault-injection hooks."""
+
+    def __init__(self, *, history_size: int = 1000, bookmark_interval: float = 1.0,
+                 crd_dir: Path = schema.DEFAULT_CRD_DIR, clock: Callable[[], datetime] | None = None) -> None:
+        self.store = Store(history_size=history_size, schemas=schema.load(crd_dir), clock=clock)
+        self.bookmark_interval = bookmark_interval
+        self.requests: collections.Counter[tuple[str, str, str | None]] = collections.Counter()
+        self.errors: list[str] = []  # unexpected exceptions in the emulator itself
+        self._lock = threading.Lock()
+        self._failures: list[tuple[int, Callable[[str, str], bool] | None]] = []
+        self._latency = 0.0
+        self._watch_epoch = 0
+        self._abrupt = False
+        self._open_watches = 0
+        self._stopping = threading.Event()
+        self._connections: set[socket.socket] = set()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> "Emulator":
+        handler = type("Handler", (_Handler,), {"emulator": self})
+        self._server = _Server(("127.0.0.1", 0), handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": _POLL},
+                                        name="kube-api-emulator", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Close every watch and connection and join every thread; idempotent."""
+        if self._server is None:
+            return
+        self._stopping.set()
+        with self.store.lock:
+            self.store.lock.notify_all()
+        self._server.shutdown()
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:  # idle keep-alive connections block in a read
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._server.server_close()  # joins the handler threads (block_on_close)
+        assert self._thread is not None
+        self._thread.join()
+        self._server = None
+
+    @property
+    def host(self) -> str:
+        assert self._server is not None, "start() the emulator first"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def api_client(self) -> kubernetes.client.ApiClient:
+        configuration = kubernetes.client.Configuration()
+        configuration.host = self.host
+        return kubernetes.client.ApiClient(configuration)
+
+    # --- fault injection -------------------------------------------------------------
+
+    def fail_next(self, count: int, code: int = 500, when: Callable[[str, str], bool] | None = None) -> None:
+        """Answer the next ``count`` requests (those ``when(method, path)`` accepts) with ``code``."""
+        with self._lock:
+            self._failures.extend([(code, when)] * count)
+
+    def set_latency(self, seconds: float) -> None:
+        """Delay every request by ``seconds`` before handling it (0 turns it off)."""
+        self._latency = seconds
+
+    def drop_watches(self, abrupt: bool = False) -> None:
+        """End every open watch now: cleanly, or (``abrupt``) without ending the chunked body."""
+        with self.store.lock:
+            self._abrupt = abrupt
+            self._watch_epoch += 1
+            self.store.lock.notify_all()
+
+    def compact(self) -> None:
+        """Forget the event history: a watch from any older resourceVersion gets 410."""
+        self.store.compact()
+
+    @property
+    def open_watches(self) -> int:
+        with self._lock:
+            return self._open_watches
+
+    # --- used by the handler ---------------------------------------------------------
+
+    def _before_request(self, method: str, path: str) -> None:
+        if self._latency:
+            self._stopping.wait(self._latency)
+        with self._lock:
+            for index, (code, when) in enumerate(self._failures):
+                if when is None or when(method, path):
+                    del self._failures[index]
+                    raise ApiError(code, "InternalError" if code == 500 else "ServiceUnavailable",
+                                   "an error on the server (injected by the test) has prevented the request "
+                                   "from succeeding")
+
+    def _track(self, connection: socket.socket, add: bool) -> None:
+        with self._lock:
+            (self._connections.add if add else self._connections.discard)(connection)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = False  # so that server_close() joins every handler thread
+    block_on_close = True
+
+
+class _Handler(BaseHTTPRequestHandler, watches.WatchStreaming):
+    protocol_version = "HTTP/1.1"
+    emulator: Emulator
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out in separate writes; without this, Nagle's algorithm
+        # and the client's delayed ACK add 40 ms to every request.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.emulator._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.emulator._track(self.connection, add=False)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    def _handle(self, method: str) -> None:
+        url = urlsplit(self.path)
+        query = {key: values[-1] for key, values in parse_qs(url.query, keep_blank_values=True).items()}
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            self.emulator._before_request(method, url.path)
+            if url.path == "/version":
+                self._send(200, {"major": "1", "minor": "33", "gitVersion": "v1.33.0-kruntimes-emulator"})
+                return
+            route = resources.route(url.path)
+            if route is None:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            body = _json_body(raw) if raw else None
+            if method == "GET" and route.name is None and query.get("watch") in ("true", "1"):
+                self._count("watch", route)
+                self._watch(route, query)
+                return
+            code, result = self._dispatch(method, route, query, body)
+            self._send(code, result, self.emulator.store.take_warnings())
+        except ApiError as exc:
+            self.emulator.store.take_warnings()
+            self._send(exc.code, exc.status())
+        except selectors.SelectorError as exc:
+            self._send(400, ApiError(400, "BadRequest", str(exc)).status())
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except Exception:  # a bug in the emulator: answer 500 and let the fixture fail the test
+            self.emulator.errors.append(traceback.format_exc())
+            self._send(500, ApiError(500, "InternalError", "emulator bug; see Emulator.errors").status())
+
+    def _dispatch(self, method: str, route: resources.Route, query: dict[str, str],
+                  body: Any) -> tuple[int, dict[str, Any]]:
+        store, resource = self.emulator.store, route.resource
+        if route.subresource not in (None, "status"):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        status = route.subresource == "status"
+        if route.name is None:
+            if method == "GET" and not status:
+                self._count("list", route)
+                labels = selectors.parse_labels(query.get("labelSelector"))
+                fields = selectors.parse_fields(query.get("fieldSelector"))
+                items, rv = store.list(resource, route.namespace,
+                                       lambda o: selectors.matches(labels, o) and selectors.fields_match(fields, o))
+                if not resource.custom:  # typed lists carry kind/apiVersion only at the top
+                    for item in items:
+                        item.pop("kind", None)
+                        item.pop("apiVersion", None)
+                return 200, {"kind": resource.list_kind, "apiVersion": resource.api_version,
+                             "metadata": {"resourceVersion": str(rv)}, "items": items}
+            if method == "POST" and not status:
+                self._count("create", route)
+                return 201, store.create(resource, route.namespace, body)
+        else:
+            namespace = route.namespace or ""
+            if method == "GET":
+                self._count("get", route)
+                return 200, store.get(resource, namespace, route.name)
+            if method == "PUT":
+                self._count("update", route)
+                return 200, store.update(resource, namespace, route.name, body, status=status)
+            if method == "PATCH":
+                self._count("patch", route)
+                content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+                return 200, store.patch(resource, namespace, route.name, content_type, body, status=status)
+            if method == "DELETE" and not status:
+                self._count("delete", route)
+                options = body if isinstance(body, dict) else {}
+                deleted = store.delete(resource, namespace, route.name, options.get("preconditions") or {})
+                # Still there (finalizers pending): the object; gone: the object or a
+                # Status, depending on the resource, as the real registry answers.
+                still_there = "deletionTimestamp" in deleted["metadata"] and route.name in _names(store, route)
+                if resource.delete_returns_object or still_there:
+                    return 200, deleted
+                return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                             "details": {"name": route.name, "group": resource.group, "kind": resource.plural,
+                                         "uid": deleted["metadata"]["uid"]}}
+        raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+
+    # --- plumbing --------------------------------------------------------------------
+
+    def _send(self, code: int, body: dict[str, Any], warnings: list[str] | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for warning in warnings or []:
+            self.send_header("Warning", f'299 - "{warning}"')
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _count(self, verb: str, route: resources.Route) -> None:
+        with self.emulator._lock:
+            self.emulator.requests[(verb, route.resource.plural, route.subresource)] += 1
+
+
+def _json_body(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise ApiError(400, "BadRequest", f"the request body is not valid JSON: {exc}") from exc
+
+
+def _names(store: Store, route: resources.Route) -> set[str]:
+    items, _ = store.list(route.resource, route.namespace, lambda o: True)
+    return {item["metadata"]["name"] for item in items}
