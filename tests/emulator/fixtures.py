@@ -42,6 +42,11 @@ def real_cluster_kubeconfig() -> str | None:
     return os.environ.get(E2E_ENV) or None
 
 
+def api_client_from_kubeconfig(path: str) -> kubernetes.client.ApiClient:
+    """A client for the current context of the kubeconfig at ``path``."""
+    return kubernetes.config.new_client_from_config(config_file=path)
+
+
 @pytest.fixture
 def emulator_factory() -> Iterator[Callable[..., Emulator]]:
     if real_cluster_kubeconfig():
@@ -81,7 +86,7 @@ def real_cluster() -> str:
 def kube_api(request: pytest.FixtureRequest) -> Iterator[kubernetes.client.ApiClient]:
     path = real_cluster_kubeconfig()
     if path is not None:
-        client = kubernetes.config.new_client_from_config(config_file=path)
+        client = api_client_from_kubeconfig(path)
     else:
         client = request.getfixturevalue("emulator").api_client()
     try:

@@ -11,7 +11,8 @@ Behaviour pinned by ``test_emulator.py``, from the Kubernetes API documentation:
   Conflict; without one it is unconditional;
 - with a status subresource, writes to the object keep the stored status and writes to
   ``/status`` keep everything but status (custom resources and pods alike);
-- delete of an object with finalizers only sets ``deletionTimestamp``; the update that
+- a pod is deleted at once, as a real server does with a pod never bound to a node;
+  delete of an object with finalizers only sets ``deletionTimestamp``; the update that
   removes the last finalizer deletes it; DELETE preconditions are honoured;
 - a bounded history of events serves watches from a resourceVersion; asking for one
   older than the history raises ``Gone`` (410).

@@ -18,23 +18,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client import ApiClient, ApiException
 
+from kruntimes.api import crds
+from tests.emulator.fixtures import api_client_from_kubeconfig
+from tests.emulator.manifests import GROUP, VERSION, lease, pod, run
 from tests.emulator.server import Emulator
-
-GROUP, VERSION = "kruntimes.io", "v1alpha1"
-
-
-def pod(name: str, labels: dict[str, str] | None = None, **metadata: Any) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": labels or {}, **metadata},
-            "spec": {"schedulerName": "kruntimes-test-none", "containers": [{"name": "runtime", "image": "busybox"}]}}
-
-
-def run(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Run", "metadata": {"name": name},
-            "spec": {"runtime": "python", **spec}}
-
-
-def lease(name: str, holder: str) -> dict[str, Any]:
-    return {"metadata": {"name": name}, "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}}
 
 
 def expect_api_error(status: int, call: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -336,3 +323,32 @@ def test_deleting_a_lease_answers_a_success_status(kube_api: ApiClient, kube_nam
     answer = leases.delete_namespaced_lease("l", kube_namespace)
     # Newer clients hand the Status back as a dict, older ones as V1Status.
     assert (answer["status"] if isinstance(answer, dict) else answer.status) == "Success"
+
+
+# --- the real-cluster path -------------------------------------------------------------
+
+def test_a_kubeconfig_reaches_its_server(emulator: Emulator, tmp_path: Any) -> None:
+    # The KRUNTIMES_E2E_KUBECONFIG path, exercised against the emulator.
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "emulator",
+        "clusters": [{"name": "emulator", "cluster": {"server": emulator.host}}],
+        "users": [{"name": "test", "user": {"token": "unused"}}],
+        "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "test"}}]}))
+    api = api_client_from_kubeconfig(str(kubeconfig))
+    client.CoreV1Api(api).create_namespaced_pod("ns", pod("a"))
+    api.close()
+    assert emulator.requests[("create", "pods", None)] == 1
+
+
+def test_the_cluster_serves_the_committed_crds(real_cluster: str, kube_api: ApiClient) -> None:
+    extensions = client.ApiextensionsV1Api(kube_api)
+    for crd in crds.generate():
+        name = crd["metadata"]["name"]
+        try:
+            served = extensions.read_custom_resource_definition(name)
+        except ApiException as exc:
+            pytest.fail(f"{name} is not installed ({exc.status}): kubectl apply -f deploy/crds")
+        schema = kube_api.sanitize_for_serialization(served.spec.versions[0].var_schema.open_api_v3_schema)
+        assert schema == crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"], (
+            f"{name} on the cluster differs from deploy/crds: kubectl apply -f deploy/crds")

@@ -23,7 +23,7 @@ from kubernetes import client, watch
 from kubernetes.client import ApiClient, ApiException
 
 from tests.emulator.server import Emulator
-from tests.emulator.test_emulator import GROUP, VERSION, pod, run
+from tests.emulator.manifests import GROUP, VERSION, pod, run
 
 
 @pytest.fixture
