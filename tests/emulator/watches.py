@@ -99,8 +99,10 @@ class WatchStreaming:
             with emulator._lock:
                 emulator._open_watches -= 1
 
-    def _stream(self, resource: resources.Resource, lines: list[dict[str, Any]], ended: bool, last: int, epoch: int, timeout: float | None,
-                bookmarks: bool, visible: Callable[[Event], tuple[str, dict[str, Any]] | None]) -> None:
+    def _stream(self, resource: resources.Resource, lines: list[dict[str, Any]], ended: bool, last: int,
+                epoch: int, timeout: float | None, bookmarks: bool,
+                visible: Callable[[Event], tuple[str, dict[str, Any]] | None]) -> None:
+        """Write ``lines``, then every visible event after ``last`` until the watch ends."""
         emulator, store = self.emulator, self.emulator.store
         deadline = None if timeout is None else time.monotonic() + timeout
         next_bookmark = time.monotonic() + emulator.bookmark_interval
