@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from kruntimes import __version__
-from kruntimes.cli import db_cmd, demo_cmd, history_cmd, journal_cmd, simulate_cmd
+from kruntimes.cli import crds_cmd, db_cmd, demo_cmd, history_cmd, journal_cmd, simulate_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     history_cmd.register(sub)
     journal_cmd.register(sub)
     db_cmd.register(sub)
+    crds_cmd.register(sub)
     return parser
 
 
