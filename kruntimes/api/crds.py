@@ -103,14 +103,26 @@ def file_name(crd: dict[str, Any]) -> str:
     return f"{crd['spec']['group']}_{crd['spec']['names']['plural']}.yaml"
 
 
-def render_files() -> dict[str, str]:
-    """File name → file text, exactly as committed under ``deploy/crds``."""
+def _crd_files() -> dict[str, str]:
     return {file_name(crd): HEADER + _dump(crd) for crd in generate()}
+
+
+def render_files() -> dict[str, str]:
+    """File name → file text, exactly as committed under ``deploy/crds``.
+
+    Includes a ``kustomization.yaml`` listing the CRDs, so that a kustomization
+    elsewhere can reference the directory (kustomize refuses single files outside
+    its own root) and ``kubectl apply -k`` works without relaxing load restrictions.
+    """
+    files = _crd_files()
+    kustomization = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                     "resources": sorted(files)}
+    return {**files, "kustomization.yaml": HEADER + _dump(kustomization)}
 
 
 def render_yaml() -> str:
     """Every CRD in one multi-document YAML stream (what ``kruntimes crds`` prints)."""
-    return "---\n".join(render_files().values())
+    return "---\n".join(_crd_files().values())
 
 
 def write(directory: Path) -> list[Path]:
