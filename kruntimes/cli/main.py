@@ -7,6 +7,7 @@ import sys
 
 from kruntimes import __version__
 from kruntimes.cli import crds_cmd, db_cmd, demo_cmd, history_cmd, journal_cmd, simulate_cmd
+from kruntimes.cli import scheduler_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     journal_cmd.register(sub)
     db_cmd.register(sub)
     crds_cmd.register(sub)
+    scheduler_cmd.register(sub)
     return parser
 
 

@@ -106,7 +106,7 @@ class Scheduler:
     # -- workers ---------------------------------------------------------------------------
     def start(self, workers: int | None = None) -> None:
         for i in range(workers or self.cache.config.workers):
-            t = threading.Thread(target=self._work, name=f"kruntimes-worker-{i}", daemon=True)
+            t = threading.Thread(target=self._work, args=(self.queue,), name=f"kruntimes-worker-{i}", daemon=True)
             t.start()
             self._threads.append(t)
 
@@ -117,10 +117,32 @@ class Scheduler:
             t.join(timeout)
         self._threads.clear()
 
-    def _work(self) -> None:
+    def pause(self, timeout: float = 10.0) -> bool:
+        """Stop the workers but keep the scheduler: what a leader does when its term ends.
+
+        As in `stop`, cycles in flight finish and the workers are joined. Then a fresh
+        (default) work queue replaces the shut-down one and this term's memory of its
+        own status writes is forgotten, so a later term can `enqueue_pending` and
+        `start` again. Waiting keys are dropped: the next term enqueues every Pending
+        Run. False when a cycle in flight did not finish within `timeout`: that worker
+        marks its key done on the old queue and exits; a key it re-adds lands in the
+        new queue, for the next term.
+        """
+        drained = self.queue.shut_down(drain=True, timeout=timeout)
+        for t in self._threads:
+            t.join(timeout)
+        stuck = any(t.is_alive() for t in self._threads)
+        self._threads.clear()
+        self._written.clear()
+        self.queue = WorkQueue(on_dequeue=self._dequeued)
+        return drained and not stuck
+
+    def _work(self, queue: WorkQueue) -> None:
+        # The queue is bound per thread: after `pause` swaps in a new one, a worker
+        # still finishing its cycle must mark its key done on the queue it took it from.
         while True:
             try:
-                key = self.queue.get()
+                key = queue.get()
             except QueueShutDown:
                 return
             if key is None:
@@ -131,7 +153,7 @@ class Scheduler:
                 log.exception("scheduling cycle failed unexpectedly; retrying with backoff")
                 self.queue.add_rate_limited(key)
             finally:
-                self.queue.done(key)
+                queue.done(key)
 
     # -- one cycle ---------------------------------------------------------------------------
     def process(self, key: RunKey) -> str:

@@ -1,0 +1,239 @@
+"""`kruntimes scheduler`: the live scheduler, in a cluster or against a kubeconfig.
+
+Every setting is a flag and an environment variable (the flag wins); the names of
+the leader-election flags are kube-scheduler's. Logs are JSON lines on stderr;
+`/metrics`, `/healthz` and `/readyz` share one port. SIGTERM (or Ctrl-C) shuts down
+gracefully: the cycle in flight finishes, the journal is flushed, the lease is
+released. A bad setting or an unreachable journal is one line on stderr and exit
+code 2, before anything starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+import kubernetes.client
+import kubernetes.config
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+
+from kruntimes.cli import journal_args
+from kruntimes.cluster import logs
+from kruntimes.cluster.probes import ProbeServer
+from kruntimes.cluster.runner import ClusterScheduler
+from kruntimes.cluster.settings import DETAILS, ClusterSettings, LeaseSettings, default_identity
+from kruntimes.journal import backends
+from kruntimes.scheduler.config import ConfigError
+
+log = logging.getLogger("kruntimes.cli.scheduler")
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+class UsageError(Exception):
+    """A setting that cannot work: printed as one line, exit code 2."""
+
+
+def _env(name: str, default: Any = None) -> Any:
+    value = os.environ.get(name)
+    return value if value not in (None, "") else default
+
+
+def _boolean(text: str | bool) -> bool:
+    if isinstance(text, bool):
+        return text
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _lease_namespace() -> str:
+    if _env("POD_NAMESPACE"):
+        return str(_env("POD_NAMESPACE"))
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("scheduler", help="run the live scheduler against a Kubernetes API",
+                       description="Watch Runs, Runtimes and Runtime Pods and place Pending Runs, with leader "
+                                   "election. Each flag also reads the environment variable named in its help.")
+    p.set_defaults(run=run)
+
+    def option(group: Any, flag: str, env: str, default: Any, help_text: str, **kwargs: Any) -> None:
+        shown = "" if default is None else f"; default {default}"
+        group.add_argument(flag, default=_env(env, default), help=f"{help_text} (env {env}{shown})", **kwargs)
+
+    api = p.add_argument_group("API server and scheduling")
+    api.add_argument("--kubeconfig", default=_env("KUBECONFIG"), metavar="PATH",
+                     help="kubeconfig to use (env KUBECONFIG); default: in-cluster configuration when running "
+                          "in a pod, else ~/.kube/config")
+    api.add_argument("--context", default=_env("KRUNTIMES_KUBE_CONTEXT"),
+                     help="kubeconfig context (env KRUNTIMES_KUBE_CONTEXT; default: the current one)")
+    api.add_argument("--namespace", default=_env("KRUNTIMES_NAMESPACE"),
+                     help="watch and schedule in this namespace only (env KRUNTIMES_NAMESPACE; default: all)")
+
+    option(api, "--workers", "KRUNTIMES_WORKERS", 4, "scheduling workers", type=_positive(int), metavar="N")
+    option(api, "--heartbeat-staleness", "KRUNTIMES_HEARTBEAT_STALENESS", 30,
+           "seconds after which a runtimed heartbeat is stale", type=int, metavar="SECONDS")
+    option(api, "--default-runs-capacity", "KRUNTIMES_DEFAULT_RUNS_CAPACITY", 1,
+           "runs capacity of a pod without a kruntimes.io/capacity.runs annotation", type=int, metavar="N")
+
+    journal = p.add_argument_group("journal")
+    journal.add_argument("--journal-url", "--journal", dest="journal_url", default=_env(journal_args.URL_ENV),
+                         metavar="URL", help=f"journal database, e.g. postgresql+psycopg://USER@HOST/DB or "
+                                             f"sqlite:///PATH (env {journal_args.URL_ENV}; default: no journal)")
+    option(journal, "--journal-detail", "KRUNTIMES_JOURNAL_DETAIL", "summary", "cycle records: summary or full",
+           choices=DETAILS)
+    option(journal, "--journal-checkpoint-every", "KRUNTIMES_JOURNAL_CHECKPOINT_EVERY", 10_000,
+           "records between checkpoints of the cache", type=_positive(int), metavar="N")
+    option(journal, "--journal-spool", "KRUNTIMES_JOURNAL_SPOOL", None,
+           "file where records wait while the database is away (default: next to an SQLite journal, "
+           "else ./kruntimes-journal.spool)", metavar="PATH")
+
+    election = p.add_argument_group("leader election")
+    option(election, "--leader-elect", "KRUNTIMES_LEADER_ELECT", True,
+           "elect one active scheduler on a Lease (--no-leader-elect: this one always leads)",
+           type=_boolean, nargs="?", const=True, metavar="BOOL")
+    election.add_argument("--no-leader-elect", dest="leader_elect", action="store_false",
+                          help="run without leader election (one replica only)")
+    option(election, "--leader-elect-resource-name", "KRUNTIMES_LEASE_NAME", "kruntimes-scheduler",
+           "the Lease's name", metavar="NAME")
+    option(election, "--leader-elect-resource-namespace", "KRUNTIMES_LEASE_NAMESPACE", None,
+           "the Lease's namespace (default: $POD_NAMESPACE, the pod's own namespace, or 'default')",
+           metavar="NAMESPACE")
+    option(election, "--leader-elect-identity", "KRUNTIMES_LEASE_IDENTITY", None,
+           "this replica's holder identity (default: $POD_NAME, else host name and a nonce)", metavar="ID")
+    option(election, "--leader-elect-lease-duration", "KRUNTIMES_LEASE_DURATION", 15,
+           "seconds a standby waits after the last renewal it saw before taking the lease",
+           type=_positive(int), metavar="SECONDS")
+    option(election, "--leader-elect-renew-deadline", "KRUNTIMES_LEASE_RENEW_DEADLINE", 10.0,
+           "seconds the leader keeps trying to renew before it stops scheduling",
+           type=_positive(float), metavar="SECONDS")
+    option(election, "--leader-elect-retry-period", "KRUNTIMES_LEASE_RETRY_PERIOD", 2.0,
+           "seconds between attempts to acquire or renew", type=_positive(float), metavar="SECONDS")
+
+    process = p.add_argument_group("process")
+    option(process, "--http-address", "KRUNTIMES_HTTP_ADDRESS", "0.0.0.0",
+           "address of /metrics, /healthz and /readyz", metavar="ADDRESS")
+    option(process, "--http-port", "KRUNTIMES_HTTP_PORT", 8080,
+           "port of /metrics, /healthz and /readyz (0: any free port)", type=int, metavar="PORT")
+    option(process, "--watch-timeout", "KRUNTIMES_WATCH_TIMEOUT", 300,
+           "seconds one watch request lasts before it is resumed", type=_positive(int), metavar="SECONDS")
+    option(process, "--shutdown-timeout", "KRUNTIMES_SHUTDOWN_TIMEOUT", 20.0,
+           "seconds for the cycle in flight and the journal flush at shutdown",
+           type=_positive(float), metavar="SECONDS")
+    option(process, "--log-level", "KRUNTIMES_LOG_LEVEL", "info", "debug, info, warning or error",
+           choices=("debug", "info", "warning", "error"))
+
+
+def settings_from(args: argparse.Namespace) -> ClusterSettings:
+    try:
+        lease = LeaseSettings(name=args.leader_elect_resource_name,
+                              namespace=args.leader_elect_resource_namespace or _lease_namespace(),
+                              identity=args.leader_elect_identity or default_identity(),
+                              duration=args.leader_elect_lease_duration,
+                              renew_deadline=args.leader_elect_renew_deadline,
+                              retry_period=args.leader_elect_retry_period)
+        return ClusterSettings(namespace=args.namespace or None, workers=args.workers,
+                               heartbeat_staleness=args.heartbeat_staleness,
+                               default_runs_capacity=args.default_runs_capacity, journal_url=args.journal_url,
+                               journal_detail=args.journal_detail,
+                               journal_checkpoint_every=args.journal_checkpoint_every,
+                               journal_spool=args.journal_spool, leader_elect=args.leader_elect, lease=lease,
+                               watch_timeout=args.watch_timeout, shutdown_timeout=args.shutdown_timeout)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def api_client(args: argparse.Namespace, pool_size: int) -> kubernetes.client.ApiClient:
+    """In-cluster configuration inside a pod (unless a kubeconfig is named), else the kubeconfig."""
+    configuration = kubernetes.client.Configuration()
+    try:
+        if not args.kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            kubernetes.config.load_incluster_config(client_configuration=configuration)
+        else:
+            kubernetes.config.load_kube_config(config_file=args.kubeconfig, context=args.context,
+                                               client_configuration=configuration)
+    except (kubernetes.config.ConfigException, OSError) as exc:
+        raise UsageError(f"no usable Kubernetes configuration ({exc}); pass --kubeconfig PATH or run in a pod") \
+            from exc
+    # Three watches, the elector and every worker each hold a connection at times.
+    configuration.connection_pool_maxsize = pool_size
+    return kubernetes.client.ApiClient(configuration)
+
+
+def check_journal(url: str | None) -> None:
+    """Open (and migrate) the journal once, so a wrong URL fails now, not at the first term."""
+    if not url:
+        return
+    try:
+        backends.Journal.open(journal_args.checked_url(url, must_exist=False)).close()
+    except journal_args.UsageError as exc:
+        raise UsageError(str(exc)) from exc
+    except Exception as exc:  # noqa: BLE001 - any driver error: one line, what to check
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise UsageError(f"cannot use the journal at {journal_args.shown(url)}: {first} "
+                         "(is the database up and the URL right?)") from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    logs.configure(args.log_level)
+    try:
+        settings = settings_from(args)
+        check_journal(settings.journal_url)
+        api = api_client(args, pool_size=settings.workers + 8)
+    except UsageError as exc:
+        print(f"kruntimes scheduler: {exc}", file=sys.stderr)
+        return 2
+    registry = CollectorRegistry()
+    for collector in (ProcessCollector, PlatformCollector, GCCollector):
+        collector(registry=registry)
+    scheduler = ClusterScheduler(api, settings, registry=registry)
+    try:
+        probes = ProbeServer(registry, healthy=scheduler.healthy, ready=scheduler.ready,
+                             address=args.http_address, port=args.http_port).start()
+    except OSError as exc:
+        print(f"kruntimes scheduler: cannot listen on {args.http_address}:{args.http_port}: {exc}", file=sys.stderr)
+        api.close()
+        return 2
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda signum, frame: stop.set())
+    log.info("starting", extra={
+        "namespace": settings.namespace or "*", "workers": settings.workers, "identity": settings.lease.identity,
+        "leader_elect": settings.leader_elect, "lease": f"{settings.lease.namespace}/{settings.lease.name}",
+        "journal": journal_args.shown(settings.journal_url) if settings.journal_url else None,
+        "http_port": probes.port})
+    scheduler.start()
+    try:
+        while not stop.wait(0.5):
+            pass
+        log.info("shutting down")
+    finally:
+        scheduler.stop()
+        probes.stop()
+        api.close()
+    log.info("stopped")
+    return 0

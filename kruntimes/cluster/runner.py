@@ -1,0 +1,155 @@
+"""`ClusterScheduler`: informers, cache, scheduler, binder, elector and journal wired into one process.
+
+Start-up order: the informers start at once (a standby keeps its cache warm); the
+campaign thread waits until every informer has listed, then campaigns for the lease
+(or, without leader election, leads at once). Each time the lease is won a term
+begins (`term.Terms.begin`); each time it is lost or the process stops, the term
+ends. `stop()` is the graceful path SIGTERM takes: end the term (the cycle in flight
+finishes, the journal is flushed), release the lease, stop the informers. `kill()`
+is the crash tests need: everything stops, nothing is released or recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime
+from typing import Callable
+
+import kubernetes.client
+from prometheus_client import CollectorRegistry, Gauge
+
+from kruntimes.cluster import sources
+from kruntimes.cluster.backoff import Backoff
+from kruntimes.cluster.binder import KubernetesBinder
+from kruntimes.cluster.informer import Handler, Informer
+from kruntimes.cluster.intake import Intake, RuntimeStore
+from kruntimes.cluster.leader import LeaderElector, LeaseRecord
+from kruntimes.cluster.settings import ClusterSettings
+from kruntimes.cluster.term import Terms
+from kruntimes.journal.session import JournalSession
+from kruntimes.scheduler.cache import ClusterCache, Recorder
+from kruntimes.scheduler.loop import Scheduler, utc_now
+from kruntimes.scheduler.metrics import SchedulerMetrics
+
+log = logging.getLogger(__name__)
+
+
+class ClusterScheduler:
+    def __init__(self, api: kubernetes.client.ApiClient, settings: ClusterSettings, *,
+                 registry: CollectorRegistry | None = None, clock: Callable[[], datetime] = utc_now,
+                 recorder: Recorder | None = None) -> None:
+        """`recorder` numbers (and may observe) the cache's changes whenever no journal term is open."""
+        self.settings = settings
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.identity = settings.lease.identity
+        self.cache = ClusterCache(settings.scheduler_config(), recorder)
+        self.elector = LeaderElector(api, settings.lease, on_started=self._begin, on_stopped=self._end) \
+            if settings.leader_elect else None
+        self.binder = KubernetesBinder(api, fence=self._may_write, timeout=settings.write_timeout)
+        self.scheduler = Scheduler(self.cache, self.binder, clock=clock, metrics=SchedulerMetrics(self.registry))
+        self.intake = Intake(self.scheduler, clock)
+        self.runtimes = RuntimeStore()
+        ns = settings.namespace
+        self.informers = {
+            "Runtime": self._informer(sources.runtimes(api, ns), self.runtimes),
+            "Pod": self._informer(sources.runtime_pods(api, ns), self.intake.pods()),
+            "Run": self._informer(sources.runs(api, ns), self.intake.runs()),
+        }
+        self.terms = Terms(self.scheduler, self.intake, settings, identity=self.identity,
+                           resync=[self.informers["Pod"], self.informers["Run"]],
+                           open_journal=self._open_journal, standby_recorder=self.cache.recorder)
+        Gauge("kruntimes_scheduler_leader", "1 while this scheduler holds the leader lease and schedules.",
+              registry=self.registry).set_function(lambda: 1.0 if self.terms.leading else 0.0)
+        self._stop = threading.Event()
+        self._killed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _informer(self, source: sources.Source, handler: Handler) -> Informer:
+        s = self.settings
+        return Informer(source, handler, watch_timeout=s.watch_timeout, request_timeout=s.request_timeout,
+                        backoff=Backoff(s.backoff_initial, s.backoff_max))
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> ClusterScheduler:
+        for informer in self.informers.values():
+            informer.start()
+        self._thread = threading.Thread(target=self._campaign, name="kruntimes-leader-election", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Graceful: end the term (cycle in flight, journal flush), release the lease, stop watching."""
+        timeout = timeout if timeout is not None else 2 * self.settings.shutdown_timeout
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.error("the leader election thread did not stop within %.1fs", timeout)
+        for informer in self.informers.values():
+            informer.stop()
+
+    def kill(self) -> None:
+        """Crash, for tests: stop every thread; no lease release, no leader record, no further writes."""
+        self._killed.set()
+        if self.elector is not None:
+            self.elector.abandon()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10.0)
+        self.terms.crash()
+        for informer in self.informers.values():
+            informer.stop()
+
+    def wait_synced(self, timeout: float) -> bool:
+        return all(i.wait_synced(timeout) for i in self.informers.values())
+
+    # -- health ---------------------------------------------------------------------------
+    @property
+    def leading(self) -> bool:
+        return self.terms.leading
+
+    def ready(self) -> bool:
+        """Caches synced and able to lead (on a standby too)."""
+        return not self._stop.is_set() and all(i.synced and i.alive for i in self.informers.values())
+
+    def healthy(self) -> bool:
+        """Every thread that must run is running."""
+        return (not self._stop.is_set() and self._thread is not None and self._thread.is_alive()
+                and all(i.alive for i in self.informers.values()))
+
+    # -- the campaign ---------------------------------------------------------------------
+    def _campaign(self) -> None:
+        while not self._stop.is_set():
+            if all(i.wait_synced(0.1) for i in self.informers.values()):
+                break
+        if self._stop.is_set():
+            return
+        log.info("caches synced", extra={"runs": len(self.informers["Run"]), "pods": len(self.informers["Pod"]),
+                                         "runtimes": len(self.runtimes), "identity": self.identity})
+        if self.elector is not None:
+            self.elector.run(self._stop)
+            return
+        self._begin(LeaseRecord(holder=self.identity, duration=0, transitions=0, resource_version=""))
+        self._stop.wait()
+        if not self._killed.is_set():
+            self._end("shutdown")
+
+    def _begin(self, lease: LeaseRecord) -> None:
+        self.terms.begin(lease)
+
+    def _end(self, reason: str) -> None:
+        self.terms.end(reason)
+
+    def _may_write(self) -> bool:
+        """The binder's fence: the lease is held (or, without election, the term is open)."""
+        if self.elector is not None:
+            return self.elector.is_leader()
+        return self.terms.leading
+
+    def _open_journal(self) -> JournalSession | None:
+        s = self.settings
+        if not s.journal_url:
+            return None
+        return JournalSession(s.journal_url, self.cache.config, spool_path=s.journal_spool, detail=s.journal_detail,
+                              checkpoint_every=s.journal_checkpoint_every, registry=self.registry)

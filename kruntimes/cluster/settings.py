@@ -1,0 +1,102 @@
+"""Every setting of the live scheduler, validated in one place.
+
+The CLI maps flags and environment variables onto these values; tests build them
+directly with tiny lease durations. Timing rules that keep leader election safe are
+checked here, once, instead of being hoped for at run time.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+
+from kruntimes.scheduler.config import ConfigError, SchedulerConfig
+
+DETAILS = ("summary", "full")
+
+
+def default_identity() -> str:
+    """The Lease holder identity: the pod name when the Deployment passes it, else host + a nonce."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class LeaseSettings:
+    """Leader election on a coordination.k8s.io/v1 Lease (client-go's defaults: 15 s, 10 s, 2 s).
+
+    `duration` is whole seconds because the Lease stores `leaseDurationSeconds` as an
+    integer. A leader that has not renewed for `renew_deadline` stops its workers; the
+    others may take over `duration` after they last saw the lease change, so the gap
+    between the two is the time a deposed leader has to stop, and the upper bound of
+    any status write it still sends.
+    """
+
+    name: str = "kruntimes-scheduler"
+    namespace: str = "default"
+    identity: str = field(default_factory=default_identity)
+    duration: int = 15
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.namespace or not self.identity:
+            raise ConfigError("the lease needs a name, a namespace and a holder identity")
+        if not isinstance(self.duration, int) or self.duration < 1:
+            raise ConfigError(f"lease duration must be a whole number of seconds >= 1 (got {self.duration!r})")
+        if not 0 < self.retry_period < self.renew_deadline < self.duration:
+            raise ConfigError(
+                f"need 0 < retry period ({self.retry_period}) < renew deadline ({self.renew_deadline}) "
+                f"< lease duration ({self.duration}): a leader must notice it lost the lease before "
+                "another can take it")
+
+    @property
+    def fence_margin(self) -> float:
+        """How long after its renew deadline a deposed leader's writes may still land safely."""
+        return self.duration - self.renew_deadline
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """What `kruntimes scheduler` runs with. `namespace=None` watches every namespace."""
+
+    namespace: str | None = None
+    workers: int = 4
+    heartbeat_staleness: int = 30
+    default_runs_capacity: int = 1
+    journal_url: str | None = None
+    journal_detail: str = "summary"
+    journal_checkpoint_every: int = 10_000
+    journal_spool: str | None = None
+    leader_elect: bool = True
+    lease: LeaseSettings = field(default_factory=LeaseSettings)
+    watch_timeout: int = 300          # server-side timeoutSeconds of one watch request
+    request_timeout: float = 30.0     # lists, gets and (without leader election) status writes
+    backoff_initial: float = 0.2      # first reconnect delay of an informer
+    backoff_max: float = 30.0
+    shutdown_timeout: float = 20.0    # for the cycle in flight and the journal flush
+
+    def __post_init__(self) -> None:
+        if self.journal_detail not in DETAILS:
+            raise ConfigError(f"journal detail must be one of {', '.join(DETAILS)} (got {self.journal_detail!r})")
+        if self.journal_checkpoint_every < 1:
+            raise ConfigError("the journal checkpoint interval must be >= 1 record")
+        if self.watch_timeout < 1 or self.request_timeout <= 0:
+            raise ConfigError("watch and request timeouts must be positive")
+        if not 0 < self.backoff_initial <= self.backoff_max:
+            raise ConfigError("need 0 < initial backoff <= maximum backoff")
+        if self.namespace == "":
+            raise ConfigError("an empty namespace: leave it unset to watch all namespaces")
+        self.scheduler_config()  # workers, staleness and capacity are checked there
+
+    def scheduler_config(self) -> SchedulerConfig:
+        """The core's configuration; the namespace scope goes into `extra` for the audit trail."""
+        return SchedulerConfig(heartbeat_staleness_seconds=self.heartbeat_staleness,
+                               default_runs_capacity=self.default_runs_capacity, workers=self.workers,
+                               extra=(("namespace", self.namespace or "*"),))
+
+    @property
+    def write_timeout(self) -> float:
+        """The request timeout of a status write: within the fence margin under leader election."""
+        return min(self.request_timeout, self.lease.fence_margin) if self.leader_elect else self.request_timeout

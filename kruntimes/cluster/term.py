@@ -1,0 +1,133 @@
+"""A leadership term: what a scheduler does when it takes the lease, and when it loses it.
+
+Begin (SPEC §3.6 "a new leader rebuilds its queue from Pending Runs and its usage
+from active Runs"):
+
+1. relist Runs and Runtime Pods (diffed, so only changes are applied): the term
+   plans on everything written before it took the lease, including the last binds
+   of the leader before it, even if a watch lags;
+2. open the journal. Only the leader journals: the journal is a single total order
+   and two writers would hand out the same LSNs. A term is a new incarnation whose
+   first records are a checkpoint of the whole cache (what replay starts from, since
+   the standby's changes were not journaled) and `leader` {acquired};
+3. start with an empty assumed cache (dropping whatever a previous term left);
+4. route events through the scheduler, enqueue every Pending Run, start the workers.
+
+End (lost, or shutting down):
+
+1. route events straight into the cache again, so nothing more is enqueued;
+2. pause the scheduler: cycles in flight finish (their writes pass the binder's
+   fence only while the lease is still held), the workers are joined;
+3. drop this term's assumptions (recorded as releases, reason `aborted`), journal
+   `leader` {lost, reason}, and close the journal, which flushes it - before the
+   lease is released on shutdown, so the next leader continues after the last LSN.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Protocol
+
+from kruntimes.cluster.intake import Intake
+from kruntimes.cluster.leader import LeaseRecord
+from kruntimes.cluster.settings import ClusterSettings
+from kruntimes.journal.session import JournalSession
+from kruntimes.scheduler import assumed as assumed_mod
+from kruntimes.scheduler.cache import CountingRecorder, Recorder
+from kruntimes.scheduler.loop import Scheduler
+
+log = logging.getLogger(__name__)
+
+
+class Resyncable(Protocol):
+    def resync(self, timeout: float) -> bool: ...
+
+
+class TermError(Exception):
+    """A term could not start; the elector steps down and campaigns again."""
+
+
+class Terms:
+    def __init__(self, scheduler: Scheduler, intake: Intake, settings: ClusterSettings, *,
+                 resync: list[Resyncable], identity: str,
+                 open_journal: Callable[[], JournalSession | None],
+                 standby_recorder: Recorder | None = None) -> None:
+        self.scheduler = scheduler
+        self.cache = scheduler.cache
+        self.intake = intake
+        self.settings = settings
+        self.identity = identity
+        self._resync = resync
+        self._open_journal = open_journal
+        self._standby_recorder: Recorder = standby_recorder or CountingRecorder()
+        self.session: JournalSession | None = None
+        self.leading = False
+        self.started = 0  # terms begun, for tests and logs
+
+    def begin(self, lease: LeaseRecord) -> None:
+        timeout = self.settings.request_timeout
+        for informer in self._resync:
+            if not informer.resync(timeout):
+                raise TermError(f"could not relist within {timeout}s before leading")
+        session = self._open_journal()
+        cache = self.cache
+        with cache.lock:
+            self._drop_assumptions()
+            if session is not None:
+                session.attach(cache)
+                cache.recorder = session.recorder
+                cache.lsn = session.recorder.checkpoint()
+            cache.record("leader", {"event": "acquired", "identity": self.identity,
+                                    "lease": f"{self.settings.lease.namespace}/{self.settings.lease.name}",
+                                    "transitions": lease.transitions})
+            self.session = session
+            self.intake.set_leading(True)
+            self.leading = True
+        self.started += 1
+        self.scheduler.enqueue_pending()
+        self.scheduler.start(self.settings.workers)
+        log.info("leading: scheduling with %d workers", self.settings.workers,
+                 extra={"pending": len(self.cache.pending_keys()), "identity": self.identity})
+
+    def end(self, reason: str) -> None:
+        self.intake.set_leading(False)
+        if not self.scheduler.pause(self.settings.shutdown_timeout):
+            log.error("a scheduling cycle did not finish within %.1fs of the end of the term",
+                      self.settings.shutdown_timeout)
+        cache = self.cache
+        with cache.lock:
+            dropped = self._drop_assumptions()
+            if self.leading:
+                cache.record("leader", {"event": "lost", "identity": self.identity, "reason": reason,
+                                        "assumptions_dropped": dropped})
+            self._detach()
+            session, self.session = self.session, None
+            self.leading = False
+        if session is not None:
+            session.close(self.settings.shutdown_timeout)
+        log.info("term ended: %s", reason, extra={"identity": self.identity, "assumptions_dropped": dropped})
+
+    def crash(self) -> None:
+        """Stop as a killed process would, for tests: no records, no release; only the threads end."""
+        self.intake.set_leading(False)
+        self.scheduler.pause(1.0)
+        with self.cache.lock:
+            self._detach()
+            session, self.session = self.session, None
+            self.leading = False
+        if session is not None:
+            session.close(self.settings.shutdown_timeout)
+
+    def _drop_assumptions(self) -> int:
+        """Release every assumption (a term starts and ends with an empty assumed cache)."""
+        leftovers = list(self.cache.assumed)
+        for a in leftovers:
+            self.cache.release(a.namespace, a.run_uid, assumed_mod.RELEASE_ABORTED)
+        return len(leftovers)
+
+    def _detach(self) -> None:
+        """Back to the standby recorder, numbering on from where the term stopped."""
+        standby = self._standby_recorder
+        if isinstance(standby, CountingRecorder):
+            standby.lsn = max(standby.lsn, self.cache.lsn)
+        self.cache.recorder = standby

@@ -1,0 +1,198 @@
+"""Leader election (SPEC §3.6): one planner; the standby writes nothing; failover with an empty assumed cache.
+
+The first three tests hold on a real cluster too; the last one injects faults.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from kubernetes import client
+
+from kruntimes.cluster import errors
+from kruntimes.cluster.runner import ClusterScheduler
+from kruntimes.journal.backends import Journal
+from kruntimes.scheduler.projection import RunInfo
+from tests.emulator.server import Emulator
+from tests.integration.cluster import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, Cluster, wait_for
+from tests.integration.test_informers import block_reads
+
+WAKEUPS = "kruntimes_scheduler_pending_run_wakeups_total"
+
+
+def leader_records(url: str) -> list[dict[str, Any]]:
+    journal = Journal.open(url)
+    try:
+        return [dict(r.payload, lsn=r.lsn, incarnation=r.incarnation) for r in journal.read(kinds={"leader"})]
+    finally:
+        journal.close()
+
+
+def lease_holder(cluster: Cluster) -> str | None:
+    lease = client.CoordinationV1Api(cluster.core.api_client).read_namespaced_lease("kruntimes-scheduler",
+                                                                                   cluster.namespace)
+    return lease.spec.holder_identity
+
+
+def overcommitted(cluster: Cluster, capacity: dict[str, int]) -> dict[str, int]:
+    """Pods holding more active Runs than their `runs` capacity."""
+    load: dict[str, int] = {}
+    for pod in cluster.placements().values():
+        load[pod] = load.get(pod, 0) + 1
+    return {pod: n for pod, n in load.items() if n > capacity[pod]}
+
+
+def test_two_schedulers_elect_one_leader_and_the_standby_writes_nothing(
+        cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler]) -> None:
+    for i in range(2):
+        cluster_api.add_pod(f"python-{i}", runs=2)
+    a, b = start_scheduler(identity="a"), start_scheduler(identity="b")
+    leader = wait_for(lambda: a if a.leading else b if b.leading else None, what="a leader")
+    standby = b if leader is a else a
+    names = [f"r{i}" for i in range(6)]
+    for name in names:
+        cluster_api.add_run(name)
+    wait_for(lambda: len(cluster_api.placements()) == 4 and all(
+        cluster_api.pending_message(n) for n in names if n not in cluster_api.placements()), what="4 placed, 2 Pending")
+    cluster_api.finish(next(iter(cluster_api.placements())))  # a capacity release: wakes a Run, on the leader only
+    wait_for(lambda: len(cluster_api.placements()) == 4 and len(cluster_api.phases()) == 6, what="one more placed")
+    assert lease_holder(cluster_api) == leader.identity
+    assert not standby.leading and standby.elector is not None and standby.elector.terms == 0
+    # The standby consumed no keys and wrote nothing ...
+    assert (standby.binder.writes, standby.binder.conflicts, standby.binder.failures, standby.binder.refused) == \
+        (0, 0, 0, 0)
+    assert standby.scheduler.results == {} and len(standby.scheduler.queue) == 0
+    assert standby.registry.get_sample_value(WAKEUPS, {"source": "capacity_released"}) in (None, 0.0)
+    assert standby.registry.get_sample_value("kruntimes_scheduler_leader") == 0.0
+    assert leader.registry.get_sample_value("kruntimes_scheduler_leader") == 1.0
+    # ... but its cache is warm: every Run at the version the API holds.
+    versions = {n: r["metadata"]["resourceVersion"] for n, r in cluster_api.runs().items()}
+    wait_for(lambda: {r.name: r.resource_version for r in standby.cache.runs()} == versions,
+             what="the standby's cache equal to the API")
+    assert not standby.cache.assumed
+
+
+def test_a_leader_that_stops_releases_the_lease_and_the_standby_takes_over_at_once_on_one_journal(
+        cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler], tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'journal.db'}"
+    cluster_api.add_pod("python-0", runs=4)
+    a = start_scheduler(identity="a", journal_url=url, journal_spool=str(tmp_path / "a.spool"))
+    wait_for(lambda: a.leading, what="a leading")
+    b = start_scheduler(identity="b", journal_url=url, journal_spool=str(tmp_path / "b.spool"))
+    cluster_api.add_run("first")
+    wait_for(lambda: cluster_api.placements() == {"first": "python-0"}, what="first placed by a")
+    assert b.wait_synced(5)
+    stopped = time.monotonic()
+    a.stop()
+    wait_for(lambda: b.leading, timeout=LEASE_DURATION, what="b leading")
+    assert time.monotonic() - stopped < LEASE_DURATION  # released, not expired
+    assert lease_holder(cluster_api) == "b"
+    cluster_api.add_run("second")
+    wait_for(lambda: cluster_api.placements() == {"first": "python-0", "second": "python-0"},
+             what="second placed by b")
+    assert b.binder.writes == 1 and a.binder.writes == 1
+    b.stop()
+    # One journal, two incarnations one after the other, LSNs continuing across the handover.
+    records = leader_records(url)
+    assert [(r["event"], r["identity"]) for r in records] == [("acquired", "a"), ("lost", "a"),
+                                                             ("acquired", "b"), ("lost", "b")]
+    assert records[1]["reason"] == "shutdown" and records[0]["incarnation"] != records[2]["incarnation"]
+    journal = Journal.open(url)
+    try:
+        lsns = [r.lsn for r in journal.read()]
+        kinds = [r.kind for r in journal.read()]
+    finally:
+        journal.close()
+    assert lsns == list(range(1, len(lsns) + 1))
+    starts = [i for i, kind in enumerate(kinds) if kind == "incarnation"]
+    assert len(starts) == 2 and all(kinds[i + 1:i + 3] == ["checkpoint", "leader"] for i in starts)
+
+
+def test_a_killed_leader_is_replaced_after_its_lease_expires_and_nothing_is_overcommitted(
+        cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler]) -> None:
+    capacity = {f"python-{i}": 2 for i in range(3)}
+    for name, runs in capacity.items():
+        cluster_api.add_pod(name, runs=runs)
+    a = start_scheduler(identity="a", workers=4)
+    wait_for(lambda: a.leading, what="a leading")
+    b = start_scheduler(identity="b", workers=4)
+    assert b.wait_synced(5)
+    for i in range(4):
+        cluster_api.add_run(f"early-{i}")
+    wait_for(lambda: len(cluster_api.placements()) == 4, what="4 placed by a")
+    killed = time.monotonic()
+    a.kill()  # no release, no goodbye: the lease still names a
+    for i in range(4):
+        cluster_api.add_run(f"late-{i}")
+    wait_for(lambda: b.leading, timeout=LEASE_DURATION + 3, what="b leading")
+    took_over = time.monotonic() - killed
+    # b waited for the lease to expire: a lease duration after it last saw a renew.
+    assert LEASE_DURATION - 2 * RETRY_PERIOD - 0.1 <= took_over <= LEASE_DURATION + 2
+    assert lease_holder(cluster_api) == "b"
+    wait_for(lambda: len(cluster_api.placements()) == 6 and all(
+        cluster_api.pending_message(f"late-{i}") for i in range(4) if f"late-{i}" not in cluster_api.placements()),
+        what="6 placed, 2 Pending")
+    assert overcommitted(cluster_api, capacity) == {}
+    assert b.binder.writes == 2 + 2  # two placements, two Pending messages
+    assert a.binder.writes == 4
+
+
+class BlindBind:
+    """Wraps the binder: just before its first bind, the scheduler's watches go blind, so the
+    assumption for that Run stays unconfirmed."""
+
+    def __init__(self, inner: Any, emulator: Emulator, blind: threading.Event) -> None:
+        self.inner, self.emulator, self.blind = inner, emulator, blind
+        self.done = False
+
+    def update_status(self, run: RunInfo, status: dict[str, Any]) -> None:
+        if status.get("phase") == "Scheduled" and not self.done:
+            self.done = True
+            self.blind.set()
+            self.emulator.drop_watches(abrupt=True)
+        self.inner.update_status(run, status)
+
+
+def test_a_leader_that_cannot_renew_stops_within_the_renew_deadline_and_a_new_term_starts_empty(
+        emulator: Emulator, cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler],
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'journal.db'}"
+    cluster_api.add_pod("python-0", runs=2)
+    a = start_scheduler(identity="a", journal_url=url, journal_spool=str(tmp_path / "a.spool"))
+    wait_for(lambda: a.leading, what="a leading")
+    blind = block_reads(emulator)
+    a.scheduler.binder = BlindBind(a.binder, emulator, blind)
+    cluster_api.add_run("r0")
+    wait_for(lambda: blind.is_set() and len(a.cache.assumed) == 1, what="r0 bound, its bind unobserved")
+    lease_blocked = threading.Event()
+    emulator.fail_next(10_000, code=503, when=lambda method, path: lease_blocked.is_set() and "/leases" in path)
+    lease_blocked.set()
+    blocked_at = time.monotonic()
+    wait_for(lambda: not a.leading, timeout=RENEW_DEADLINE + 2, what="a stepping down")
+    # The lease was last renewed before the block, so the workers stopped within the renew deadline
+    # (plus the time to join them), long before another candidate could take the lease over.
+    assert time.monotonic() - blocked_at < RENEW_DEADLINE + 0.5 < LEASE_DURATION
+    assert not a.elector.is_leader() and not a.cache.assumed
+    r0 = a.cache.run((cluster_api.namespace, "r0"))
+    assert r0 is not None and r0.phase == "Pending"  # still blind: the bind is not observed
+    with pytest.raises(errors.NotLeader):  # the fence: a deposed leader writes nothing
+        a.binder.update_status(r0, {"phase": "Pending"})
+    lease_blocked.clear()
+    blind.clear()
+    wait_for(lambda: a.leading, timeout=LEASE_DURATION + 2, what="a leading again")
+    # The new term relisted: r0 counts as bound (actual usage), not as an assumption.
+    assert a.cache.usage(cluster_api.namespace, "python-0") == {"runs": 1} and not a.cache.assumed
+    cluster_api.add_run("r1")
+    cluster_api.add_run("r2")
+    wait_for(lambda: len(cluster_api.placements()) == 2 and (cluster_api.pending_message("r1")
+                                                             or cluster_api.pending_message("r2")),
+             what="one more placed, one Pending")
+    a.stop()
+    records = leader_records(url)
+    assert [r["event"] for r in records] == ["acquired", "lost", "acquired", "lost"]
+    assert "renew deadline" in records[1]["reason"] and records[1]["assumptions_dropped"] == 1
+    assert records[3]["reason"] == "shutdown"

@@ -1,0 +1,87 @@
+"""Runs created -> placed; Pending with the bounded message; woken by pod and capacity events (SPEC §3.1-§3.2)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from kruntimes.cluster.runner import ClusterScheduler
+from tests.integration.cluster import Cluster, wait_for
+
+WAKEUPS = "kruntimes_scheduler_pending_run_wakeups_total"
+
+
+def wakeups(scheduler: ClusterScheduler, source: str) -> float:
+    return scheduler.registry.get_sample_value(WAKEUPS, {"source": source}) or 0.0
+
+
+def test_runs_created_are_placed_on_runtime_pods_of_their_runtime(
+        cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler]) -> None:
+    pods = {p["name"]: p["uid"] for p in (cluster_api.add_pod("python-0", runs=2), cluster_api.add_pod("python-1", runs=2))}
+    cluster_api.add_pod("go-0", runs=4, runtime="go")
+    scheduler = start_scheduler()
+    names = [f"r{i}" for i in range(4)]
+    for name in names:
+        cluster_api.add_run(name)
+    wait_for(lambda: cluster_api.all_placed(names), what="every Run Scheduled")
+    runs = cluster_api.runs()
+    for name in names:
+        assignment = runs[name]["status"]["assignment"]
+        assert assignment["podUID"] == pods[assignment["podName"]]
+        conditions = {c["type"]: c for c in runs[name]["status"]["conditions"]}
+        assert (conditions["Scheduled"]["status"], conditions["Scheduled"]["reason"]) == ("True", "Scheduled")
+    assert sorted(cluster_api.placements().values()) == ["python-0", "python-0", "python-1", "python-1"]
+    assert scheduler.leading
+
+
+def test_a_run_that_fits_nowhere_stays_pending_with_the_bounded_message(
+        cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler]) -> None:
+    cluster_api.add_pod("python-0", runs=0)
+    cluster_api.add_pod("python-1", runs=1, ready=False)
+    cluster_api.add_pod("python-2", runs=1, capacity={"example.com/gpu": "0"})
+    start_scheduler()
+    cluster_api.add_run("r", resources={"requests": {"example.com/gpu": "1"}})
+    message = wait_for(lambda: cluster_api.pending_message("r"), what="a Pending message")
+    assert message == ("0/3 runtime pods available: 1 insufficient capacity, 1 resource not offered, "
+                       "1 runtime pod not ready")
+    status = cluster_api.run("r")["status"]
+    assert status["phase"] == "Pending" and "assignment" not in status
+
+
+def test_a_pending_run_is_woken_when_a_runtime_pod_becomes_ready(
+        cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler]) -> None:
+    cluster_api.add_pod("python-0", runs=1, ready=False)
+    scheduler = start_scheduler()
+    cluster_api.add_run("r")
+    wait_for(lambda: cluster_api.pending_message("r"), what="a Pending message")
+    assert wakeups(scheduler, "runtime_pod") == 0
+    cluster_api.set_ready("python-0", True)
+    wait_for(lambda: cluster_api.placements() == {"r": "python-0"}, what="the Run placed after the pod got ready")
+    assert wakeups(scheduler, "runtime_pod") == 1
+
+
+def test_a_pending_run_is_woken_when_capacity_is_released(
+        cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler]) -> None:
+    cluster_api.add_pod("python-0", runs=1)
+    scheduler = start_scheduler()
+    cluster_api.add_run("first")
+    wait_for(lambda: cluster_api.placements() == {"first": "python-0"}, what="the first Run placed")
+    cluster_api.add_run("second")
+    assert wait_for(lambda: cluster_api.pending_message("second"), what="the second Run Pending") == \
+        "0/1 runtime pods available: 1 insufficient capacity"
+    cluster_api.finish("first")
+    wait_for(lambda: cluster_api.placements() == {"second": "python-0"}, what="the second Run placed")
+    assert wakeups(scheduler, "capacity_released") == 1
+    assert cluster_api.phases() == {"first": "Succeeded", "second": "Scheduled"}
+
+
+def test_a_capacity_increase_on_a_pod_wakes_its_pending_runs(
+        cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler]) -> None:
+    cluster_api.add_pod("python-0", runs=1)
+    scheduler = start_scheduler()
+    for name in ("a", "b", "c"):
+        cluster_api.add_run(name)
+    wait_for(lambda: len(cluster_api.placements()) == 1 and cluster_api.pending_message("c") is not None
+             or cluster_api.pending_message("b") is not None, what="one placed, the others Pending")
+    cluster_api.set_capacity("python-0", 3)
+    wait_for(lambda: len(cluster_api.placements()) == 3, what="all three placed")
+    assert wakeups(scheduler, "runtime_pod") >= 2
