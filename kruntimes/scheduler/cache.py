@@ -365,12 +365,16 @@ class ClusterCache:
             a = Assumption(namespace=run.namespace, run_uid=run.uid, run_name=run.name,
                            pod_name=pod_name, pod_uid=slot.info.uid, requests=run.requests,
                            labels=run.labels, affinity=run.affinity, workspace=run.workspace)
-            self.assumed.add(a)
-            _add(slot.assumed, a.requests, 1)
-            self._touch(run.namespace, slot)
-            self._refresh_target(run.namespace, run.uid)
+            self._assume(a)
             self._record("reserve", {"assumption": a})
             return True
+
+    def _assume(self, a: Assumption) -> None:
+        self.assumed.add(a)
+        slot = self._slot(a.namespace, a.pod_name)
+        _add(slot.assumed, a.requests, 1)
+        self._touch(a.namespace, slot)
+        self._refresh_target(a.namespace, a.run_uid)
 
     def release(self, namespace: str, run_uid: str, why: str) -> list[Wakeup]:
         """Undo an assumption (bind failed, cycle aborted). Idempotent."""
@@ -397,6 +401,29 @@ class ClusterCache:
         self._refresh_target(a.namespace, a.run_uid)
 
     # -- whole-state views -------------------------------------------------------------------
+    def restore(self, state: dict[str, Any], lsn: int) -> None:
+        """Load a checkpoint's pods, Runs and assumptions into this empty cache, recording nothing.
+
+        Replay's starting point: the same bookkeeping a live cache derived (usage,
+        targets, runtime index) rebuilt from `state()`'s three lists, at `lsn`.
+        Assumptions go in as they were, without the hand-off rule: it ran (or will,
+        in a record after the checkpoint) where the live cache applied it.
+        """
+        with self.lock:
+            if self._slots or self._runs or len(self.assumed):
+                raise ValueError("restore needs an empty cache")
+            recorder, self.recorder = self.recorder, CountingRecorder()
+            try:
+                for pod in state["pods"]:
+                    self.upsert_pod(pod, event="ADDED")
+                for run in state["runs"]:
+                    self.upsert_run(run, event="ADDED")
+                for a in state["assumed"]:
+                    self._assume(a)
+            finally:
+                self.recorder = recorder
+            self.lsn = lsn
+
     def state(self) -> dict[str, Any]:
         """Every projection and assumption, sorted: what a checkpoint records and tests compare."""
         with self.lock:

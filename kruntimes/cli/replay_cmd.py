@@ -1,0 +1,369 @@
+"""`kruntimes replay verify|cycle|what-if`: re-run recorded cycles from the journal alone.
+
+Exit codes: 0 every replayed decision is identical (what-if: the report was made);
+1 a decision diverged; 2 a usage mistake or an unreachable journal (one line, as
+every journal command); 3 the journal is damaged - a missing record range, a
+checkpoint that disagrees with the records before it, an unknown schema version -
+named by LSN, because replaying past it would be silently wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from kruntimes.cli import journal_args as ja
+from kruntimes.scheduler.config import ConfigError
+from replay import compare, engine, errors, explain, reproduce, source, verify, whatif
+
+EXIT_DIVERGED = 1
+EXIT_USAGE = 2
+EXIT_DAMAGED = 3
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("replay", help="re-run recorded cycles from the journal: verify, explain, what-if",
+                       description="Rebuild what the scheduler saw in recorded cycles from the journal alone and "
+                                   "run this installation's planner on it. No cluster needed.")
+    actions = p.add_subparsers(dest="replay_command", required=True, metavar="ACTION")
+    common = argparse.ArgumentParser(add_help=False)
+    ja.add_url_option(common)
+    common.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    window = argparse.ArgumentParser(add_help=False)
+    window.add_argument("--since", metavar="TIME", help="cycles decided at or after TIME (RFC 3339 or an age: 2h)")
+    window.add_argument("--until", metavar="TIME", help="cycles decided before TIME")
+    window.add_argument("--incarnation", metavar="ID", help="only this scheduler incarnation (ID or unique prefix)")
+
+    v = actions.add_parser("verify", parents=[common, window], help="replay every cycle in range; exit 1 on divergence",
+                           description="Replays every recorded cycle in range with this planner and requires the "
+                                       "same decision, every recorded field and the digest of the full outcome.")
+    v.add_argument("--show", type=int, default=3, metavar="N", help="divergent cycles shown in detail (3)")
+    v.set_defaults(run=run_verify)
+
+    c = actions.add_parser("cycle", parents=[common], help="explain one cycle: every pod's verdict and scores",
+                           description="Rebuilds one cycle's snapshot and prints every pod with its verdict, reason, "
+                                       "scores and usage, the winner, and what the assumed cache held.")
+    c.add_argument("lsn", nargs="?", type=int, metavar="LSN", help="the cycle's LSN (`kruntimes history cycles`)")
+    c.add_argument("--run", dest="run_key", metavar="NS/NAME", help="explain this Run's cycles instead")
+    c.add_argument("--limit", type=int, default=3, metavar="N", help="with --run: its newest N cycles (3)")
+    c.set_defaults(run=run_cycle)
+
+    w = actions.add_parser("what-if", parents=[common, window],
+                           help="replay cycles with other weights or plugins; which decisions change",
+                           description="Each cycle is replayed against the RECORDED history, not against the "
+                                       "consequences of earlier changed decisions (see docs/replay.md).")
+    w.add_argument("--cycle", type=int, metavar="LSN", help="only this cycle")
+    w.add_argument("--run", dest="run_key", metavar="NS/NAME", help="only this Run's cycles")
+    w.add_argument("--weights", metavar="PLUGIN=W,...", help="score weights, e.g. LeastLoaded=3,PreferredRunAffinity=1")
+    w.add_argument("--disable-plugin", action="append", default=[], metavar="NAME",
+                   help="run without this Filter or Score plugin (repeatable)")
+    w.add_argument("--default-runs-capacity", type=int, metavar="N",
+                   help="the `runs` capacity of pods that declare none")
+    w.add_argument("--show", type=int, default=20, metavar="N", help="changed decisions listed (20)")
+    w.set_defaults(run=run_what_if)
+
+
+def guarded(prog: str) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+    """`journal_args.guarded` plus replay's own failures: not found (2) and damage (3)."""
+
+    def wrap(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        inner = ja.guarded(prog)(command)
+
+        @functools.wraps(command)
+        def run(args: argparse.Namespace) -> int:
+            try:
+                return inner(args)
+            except errors.JournalDamage as exc:
+                print(f"{prog}: {exc}\n{prog}: the journal cannot be replayed past LSN {exc.lsn}; nothing after it "
+                      "was judged", file=sys.stderr)
+                return EXIT_DAMAGED
+            except errors.ReplayError as exc:
+                print(f"{prog}: {exc}", file=sys.stderr)
+                return EXIT_USAGE
+
+        return run
+
+    return wrap
+
+
+def _console() -> Console:
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def _selection(args: argparse.Namespace, journal: Any, **extra: Any) -> source.Selection:
+    since = ja.parse_time(args.since, what="--since") if getattr(args, "since", None) else None
+    until = ja.parse_time(args.until, what="--until") if getattr(args, "until", None) else None
+    incarnation = source.resolve_incarnation(journal, args.incarnation) if getattr(args, "incarnation", None) else None
+    return source.Selection(since=since, until=until, incarnation=incarnation, **extra)
+
+
+# -- verify ------------------------------------------------------------------------------------
+
+class _Progress:
+    """A progress bar on a terminal; otherwise a line on stderr every few seconds."""
+
+    def __init__(self, enabled: bool, every: float = 2.0) -> None:
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self.every = every
+        self._last = time.monotonic()
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __call__(self, done: int, total: int, diverged: int) -> None:
+        if not self.enabled:
+            return
+        if self.tty:
+            if self._bar is None:
+                from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+                self._bar = Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(),
+                                     TextColumn("{task.fields[diverged]} diverged"), TimeRemainingColumn(),
+                                     console=Console(stderr=True), transient=True)
+                self._bar.start()
+                self._task = self._bar.add_task("verify", total=total, diverged=0)
+            self._bar.update(self._task, completed=done, diverged=diverged)
+            return
+        now = time.monotonic()
+        if done == total or now - self._last >= self.every:
+            self._last = now
+            print(f"kruntimes replay verify: {done}/{total} cycles replayed, {diverged} diverged", file=sys.stderr)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+@guarded("kruntimes replay verify")
+def run_verify(args: argparse.Namespace) -> int:
+    journal = ja.open_journal(ja.journal_url(args))
+    progress = _Progress(enabled=not args.json)
+    try:
+        report = verify.verify(journal, _selection(args, journal), progress)
+    finally:
+        progress.close()
+        journal.close()
+    if args.json:
+        ja.print_json(_verify_json(report))
+    else:
+        _print_verify(_console(), report, max(0, args.show))
+    if report.selected == 0:
+        print("kruntimes replay verify: no cycle in range", file=sys.stderr)
+    return 0 if report.ok else EXIT_DIVERGED
+
+
+def _verify_json(report: verify.VerifyReport) -> dict[str, Any]:
+    return {"ok": report.ok, "selected": report.selected, "replayed": report.replayed,
+            "identical": report.identical, "diverged": [r.as_json() for r in report.diverged],
+            "incarnations": report.stats.incarnations, "records_applied": report.stats.records,
+            "checkpoints_compared": report.stats.checkpoints_compared, "warnings": report.stats.warnings,
+            "seconds": round(report.seconds, 3)}
+
+
+def _print_verify(console: Console, report: verify.VerifyReport, show: int) -> None:
+    for warning in report.stats.warnings:
+        console.print(f"[yellow]warning[/yellow]: {warning}")
+    for result in report.diverged[:show]:
+        _print_divergence(console, result)
+    n = len(report.stats.incarnations)
+    summary = (f"{report.replayed} cycles of {n} incarnation{'s' if n != 1 else ''} replayed in "
+               f"{report.seconds:.2f}s ({report.rate:.0f}/s; {report.stats.records} records applied, "
+               f"{report.stats.checkpoints_compared} checkpoints proven): {report.identical} identical, "
+               f"{len(report.diverged)} diverged")
+    if report.diverged:
+        first = report.diverged[0]
+        fields = sorted({d.field.split("[")[0].split(".")[0] for r in report.diverged for d in r.differences})
+        console.print(f"[bold red]DIVERGED[/bold red] {summary}; first at LSN {first.lsn} ({first.key}); "
+                      f"fields that differ: {', '.join(fields)}")
+    else:
+        console.print(f"[bold green]OK[/bold green] {summary}")
+
+
+def _print_divergence(console: Console, result: reproduce.CycleResult) -> None:
+    console.print(f"[bold]cycle LSN {result.lsn}[/bold] Run {result.key} (incarnation {result.incarnation[:12]}): "
+                  f"[red]not identical[/red]")
+    for d in result.differences:
+        console.print(f"  {d}")
+    if result.outcome is not None:
+        console.print(_outcome_table(f"replayed outcome of cycle {result.lsn}", compare.per_pod_outcome(result.outcome)))
+
+
+def _outcome_table(title: str, outcome: dict[str, Any], usage: bool = False) -> Table:
+    plugins = sorted({p for row in outcome["pods"] for p in row.get("scores", {})})
+    columns = ["POD", "VERDICT", *plugins, "TOTAL"]
+    if usage:
+        columns += ["USED/CAPACITY", "ASSUMED"]
+    table = Table(title=f"{title}: {outcome['status']}"
+                        + (f", chosen {outcome['chosen']}" if outcome["chosen"] else f" - {outcome['message']}"),
+                  title_justify="left", caption="scores: normalised (raw) ×weight; ★ the winner",
+                  caption_justify="left")
+    for column in columns:
+        table.add_column(column, justify="right" if column == "TOTAL" else "left",
+                         no_wrap=column in ("POD", "VERDICT", "TOTAL"))
+    for row in outcome["pods"]:
+        scores = row.get("scores", {})
+        cells = [("★ " if row["winner"] else "") + row["pod"], row["verdict"],
+                 *[_score(scores.get(p)) for p in plugins], "-" if row["total"] is None else str(row["total"])]
+        if usage:
+            cells += [_usage(row), _amounts(row.get("assumed") or {})]
+        table.add_row(*cells)
+    return table
+
+
+def _score(s: dict[str, Any] | None) -> str:
+    if s is None:
+        return "-"
+    raw = s["raw"]
+    raw_text = "/".join(map(str, raw)) if isinstance(raw, list) else str(raw)
+    return f"{s['normalized']} ({raw_text}) ×{s['weight']}"
+
+
+def _usage(row: dict[str, Any]) -> str:
+    capacity, used = row.get("capacity") or {}, row.get("used") or {}
+    return ", ".join(f"{r} {used.get(r, 0)}/{c}" for r, c in sorted(capacity.items())) or "-"
+
+
+def _amounts(amounts: dict[str, int]) -> str:
+    return ", ".join(f"{r} {q}" for r, q in sorted(amounts.items())) or "-"
+
+
+# -- cycle -------------------------------------------------------------------------------------
+
+@guarded("kruntimes replay cycle")
+def run_cycle(args: argparse.Namespace) -> int:
+    if (args.lsn is None) == (args.run_key is None):
+        raise ja.UsageError("give a cycle LSN or --run NS/NAME (one of them)")
+    if args.limit < 1:
+        raise ja.UsageError(f"--limit must be at least 1, got {args.limit}")
+    journal = ja.open_journal(ja.journal_url(args))
+    try:
+        if args.run_key is not None:
+            run_key = ja.parse_key(args.run_key)
+            lsns = [ref.lsn for ref in engine.select(journal, source.Selection(run=run_key))][-args.limit:]
+            if not lsns:
+                raise errors.CycleNotFound(f"no cycle of Run {args.run_key} in the journal")
+            found = explain.explain(journal, source.Selection(lsns=tuple(lsns)))
+        else:
+            found = explain.explain(journal, source.Selection(lsns=(args.lsn,)))
+    finally:
+        journal.close()
+    if args.json:
+        ja.print_json([e.as_json() for e in found] if args.run_key is not None else found[0].as_json())
+    else:
+        console = _console()
+        for e in found:
+            _print_explanation(console, e)
+    return 0 if all(e.result.identical for e in found) else EXIT_DIVERGED
+
+
+def _print_explanation(console: Console, e: explain.Explanation) -> None:
+    data = e.as_json()
+    run = data["run"]
+    requests = _amounts(run["requests"])
+    console.print(f"[bold]cycle LSN {data['lsn']}[/bold]: Run {run['namespace']}/{run['name']} (runtime "
+                  f"{run['runtime']}, requests {requests}) planned at now={data['now']} on the state at LSN "
+                  f"{data['snapshot_lsn']} (incarnation {data['incarnation'][:12]})")
+    for warning in e.warnings:
+        console.print(f"[yellow]warning[/yellow]: {warning}")
+    console.print(_outcome_table("every pod as replay computes it", {**data["replayed"], "pods": data["pods"]},
+                                 usage=True))
+    if data["assumed"]:
+        table = Table(title="the assumed cache (reserved, bind not yet observed) in this namespace",
+                      title_justify="left")
+        for column in ("RUN", "POD", "REQUESTS"):
+            table.add_column(column)
+        for a in data["assumed"]:
+            table.add_row(a["run"], a["pod"], _amounts(a["requests"]))
+        console.print(table)
+    else:
+        console.print("the assumed cache held nothing in this namespace")
+    if data["assumed_in_other_namespaces"]:
+        console.print(f"(and {data['assumed_in_other_namespaces']} assumptions in other namespaces)")
+    recorded = data["recorded"]
+    if e.result.identical:
+        console.print(f"[green]identical[/green] to the record: {recorded['status']}"
+                      + (f" on {recorded['chosen']} (total {recorded['total']})" if recorded.get("chosen") else
+                         f" - {recorded.get('message')}") + f"; result {recorded.get('result')}")
+    else:
+        console.print("[red]NOT identical[/red] to the record:")
+        for d in e.result.differences:
+            console.print(f"  {d}")
+
+
+# -- what-if -----------------------------------------------------------------------------------
+
+def parse_weights(text: str | None) -> tuple[tuple[str, int], ...]:
+    if not text:
+        return ()
+    found: dict[str, int] = {}
+    for part in text.split(","):
+        name, sep, value = part.strip().partition("=")
+        if not sep or not name.strip() or not value.strip().isdigit() or int(value) < 1:
+            raise ja.UsageError(f"--weights expects PLUGIN=WEIGHT,... with positive integer weights, got {part!r}")
+        found[name.strip()] = int(value)
+    return tuple(sorted(found.items()))
+
+
+@guarded("kruntimes replay what-if")
+def run_what_if(args: argparse.Namespace) -> int:
+    alternative = whatif.Alternative(weights=parse_weights(args.weights), disabled=frozenset(args.disable_plugin),
+                                     default_runs_capacity=args.default_runs_capacity)
+    if alternative == whatif.Alternative():
+        raise ja.UsageError("nothing to try: give --weights, --disable-plugin or --default-runs-capacity")
+    if args.default_runs_capacity is not None and args.default_runs_capacity < 0:
+        raise ja.UsageError("--default-runs-capacity must be >= 0")
+    journal = ja.open_journal(ja.journal_url(args))
+    try:
+        extra: dict[str, Any] = {}
+        if args.cycle is not None:
+            extra["lsns"] = (args.cycle,)
+        if args.run_key is not None:
+            extra["run"] = ja.parse_key(args.run_key)
+        selection = _selection(args, journal, **extra)
+        try:
+            report = whatif.what_if(journal, selection, alternative)
+        except ConfigError as exc:
+            raise ja.UsageError(f"the alternative does not apply: {exc}") from exc
+    finally:
+        journal.close()
+    if args.cycle is not None and report.cycles == 0:
+        raise errors.CycleNotFound(f"LSN {args.cycle} is not a cycle in the journal")
+    if args.json:
+        ja.print_json(report.as_json())
+    else:
+        _print_what_if(_console(), report, max(0, args.show))
+    return 0
+
+
+def _print_what_if(console: Console, report: whatif.WhatIfReport, show: int) -> None:
+    console.print(f"what if: {report.alternative.describe()} - {report.cycles} cycles replayed, "
+                  f"[bold]{len(report.changed)}[/bold] decisions would change")
+    console.print("(each cycle against the RECORDED history; later cycles do not see the changed decisions)")
+    if report.not_reproduced:
+        console.print(f"[yellow]{len(report.not_reproduced)} cycles do not reproduce even with the recorded "
+                      f"configuration (run `kruntimes replay verify`); left out, first LSN "
+                      f"{report.not_reproduced[0]}[/yellow]")
+    if report.changed:
+        table = Table(title="changed decisions", title_justify="left")
+        for column in ("LSN", "RUN", "RECORDED", "WHAT IF"):
+            table.add_column(column)
+        for c in report.changed[:show]:
+            table.add_row(str(c.lsn), f"{c.namespace}/{c.run}", str(c.before), str(c.after))
+        console.print(table)
+        if len(report.changed) > show:
+            console.print(f"... and {len(report.changed) - show} more (--show N, or --json)")
+    shift = report.shift()
+    if shift:
+        table = Table(title="placement shift (decisions per pod)", title_justify="left")
+        for column in ("POD", "RECORDED", "WHAT IF", "Δ"):
+            table.add_column(column, justify="left" if column == "POD" else "right")
+        for pod, before, after in shift:
+            table.add_row(pod, str(before), str(after), f"{after - before:+d}")
+        console.print(table)

@@ -1,0 +1,67 @@
+"""What replay raises when the journal cannot be trusted, each naming the LSN and what is wrong.
+
+Replay never guesses: a missing record, a checkpoint that disagrees with the
+records before it, a record written by a newer schema, or a record the rebuilt
+state cannot have produced stops the replay with one of these. A divergent
+*decision* is not an error - it is the result replay exists to report.
+"""
+
+from __future__ import annotations
+
+
+class ReplayError(Exception):
+    """Base class: replay cannot give an answer."""
+
+
+class CycleNotFound(ReplayError):
+    """The cycle (or Run) asked for is not in the journal; a user's mistake, not damage."""
+
+
+class JournalDamage(ReplayError):
+    """The journal is damaged or tampered with at `lsn`; replaying past it would be silently wrong."""
+
+    what = "damaged record"
+
+    def __init__(self, lsn: int, message: str) -> None:
+        super().__init__(f"journal LSN {lsn}: {self.what}: {message}")
+        self.lsn = lsn
+        self.detail = message
+
+
+class RecordGap(JournalDamage):
+    """Records are missing: LSNs `lsn`..`last` are not in the journal."""
+
+    what = "missing records"
+
+    def __init__(self, lsn: int, last: int | None, message: str) -> None:
+        super().__init__(lsn, message)
+        self.last = last
+
+
+class UnsupportedSchema(JournalDamage):
+    """A record's schema_version is one this replay does not know how to read."""
+
+    what = "unknown schema version"
+
+
+class CorruptRecord(JournalDamage):
+    """A record's payload does not match its SHA-256, or is not the JSON its kind needs."""
+
+    what = "corrupt record"
+
+
+class CheckpointMismatch(JournalDamage):
+    """A checkpoint's state differs from the state the records before it produce."""
+
+    what = "checkpoint disagrees with the records before it"
+
+    def __init__(self, lsn: int, differences: list[str]) -> None:
+        shown = "; ".join(differences[:5]) + (f"; and {len(differences) - 5} more" if len(differences) > 5 else "")
+        super().__init__(lsn, shown)
+        self.differences = differences
+
+
+class InconsistentHistory(JournalDamage):
+    """A record the rebuilt state cannot have produced (a reserve that does not fit, a drop never derived, ...)."""
+
+    what = "record inconsistent with the records before it"

@@ -1,0 +1,319 @@
+"""Rebuilding the cluster cache from the journal: the state a cycle saw, at its snapshot LSN.
+
+A `Rebuilder` owns one fresh `ClusterCache`, configured with the incarnation's
+recorded configuration and a `LockstepRecorder`. It starts either from an
+incarnation's first record (an empty cache, as every incarnation's cache starts)
+or from a checkpoint (`ClusterCache.restore`), then `walk` applies every later
+record in LSN order through the same cache methods the live scheduler called:
+
+- mutations: `upsert_pod`/`delete_pod`/`upsert_run`/`delete_run`;
+- reserve: re-reserve the recorded assumption - it must fit, as it did live;
+- release: `release`;
+- drops and checkpoints: never applied; the cache derives them and the recorder
+  checks them against the journal;
+- cycle, bind, leader: they change nothing; the cache only takes their LSN.
+
+`walk` yields at every point where a live snapshot could have been taken (after
+each whole change), with `lsn` the state's position: that is where a cycle whose
+snapshot LSN equals `lsn` is planned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from kruntimes.journal import codec
+from kruntimes.journal import recorder as journal_recorder
+from kruntimes.scheduler import assumed as assumed_mod
+from kruntimes.scheduler.cache import ClusterCache
+from kruntimes.scheduler.config import ConfigError, SchedulerConfig
+from kruntimes.scheduler.projection import RunInfo
+from replay import errors
+from replay.lockstep import LockstepRecorder
+from replay.source import Record
+
+#: Records the cache derives while applying another one; they are checked, not applied.
+DERIVED = frozenset({"drop", "checkpoint"})
+#: Records that change nothing in the cache; it only takes their LSN.
+INERT = frozenset({"cycle", "bind", "leader"})
+
+
+class Incarnation:
+    """What an incarnation record says about every cycle after it: configuration and recording detail."""
+
+    def __init__(self, record: Record) -> None:
+        if record.kind != "incarnation":
+            raise errors.InconsistentHistory(record.lsn, f"expected an incarnation record, found a {record.kind}")
+        self.id = record.incarnation
+        self.lsn = record.lsn
+        self.record = record
+        self.planners: dict[str, Any] = {}  # configuration digest -> Planner, filled by `reproduce`
+        payload = record.payload
+        try:
+            self.config = SchedulerConfig.from_dict(payload["config"])
+            self.top_candidates = int(payload["top_candidates"])
+            self.detail = str(payload.get("detail", "summary"))
+            self.planner_version = str(payload.get("planner_version", ""))
+            recorded_hash = payload["config_hash"]
+        except (KeyError, TypeError, ValueError, ConfigError) as exc:
+            raise errors.CorruptRecord(record.lsn, f"the incarnation's configuration cannot be read: {exc!r}") from exc
+        if self.config.digest() != recorded_hash:
+            raise errors.CorruptRecord(
+                record.lsn, f"the recorded configuration hashes to {self.config.digest()[:12]}, the record says "
+                            f"{str(recorded_hash)[:12]}: configuration and hash do not belong together")
+
+
+def state_of(record: Record) -> dict[str, Any]:
+    """A checkpoint's payload as projections."""
+    try:
+        return {"pods": [codec.pod_from(d) for d in record.field("pods")],
+                "runs": [codec.run_from(d) for d in record.field("runs")],
+                "assumed": [codec.assumption_from(d) for d in record.field("assumed")]}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise errors.CorruptRecord(record.lsn, f"the checkpoint's state cannot be decoded: {exc!r}") from exc
+
+
+class Rebuilder:
+    """One incarnation's cache, rebuilt record by record."""
+
+    def __init__(self, incarnation: Incarnation) -> None:
+        self.incarnation = incarnation
+        self.recorder = LockstepRecorder(incarnation.lsn, self._compare_checkpoint)
+        self.cache = ClusterCache(incarnation.config, self.recorder)
+        self.cache.lsn = incarnation.lsn
+        self.checkpoints_compared = 0
+        self.warnings: list[str] = []
+        self._before: Record | None = None
+
+    @property
+    def lsn(self) -> int:
+        """The position of the rebuilt state: every record up to here is applied."""
+        return self.recorder.lsn
+
+    # -- starting points -----------------------------------------------------------------
+    def restore(self, checkpoint: Record, before: Record | None) -> None:
+        """Start from `checkpoint`; `before` is the record just before it, if the journal still has it.
+
+        The live recorder may write a checkpoint in the middle of a cache method,
+        right after a mutation's record: the checkpoint then holds that mutation
+        only partly applied (a deleted Run still present, an assumption not yet
+        handed off). Re-applying that mutation first finishes it; every mutation is
+        idempotent on the state it left, so this is harmless when it was whole.
+        """
+        self.cache.restore(state_of(checkpoint), checkpoint.lsn)
+        self.recorder.lsn = checkpoint.lsn
+        if before is not None and before.kind == "mutation" and before.incarnation == checkpoint.incarnation:
+            self._before = before
+        elif before is None or before.lsn != checkpoint.lsn - 1:
+            self.warnings.append(
+                f"started from the checkpoint at LSN {checkpoint.lsn}, but the record before it is not in the "
+                "journal (pruned?): if that record deleted a Run, the checkpoint may still hold it")
+
+    # -- the walk ------------------------------------------------------------------------
+    def walk(self, records: Iterator[Record]) -> Iterator[tuple[int, Record | None]]:
+        """Apply `records` in order; yield the state's LSN at every point a snapshot could be taken.
+
+        With it comes the record just applied (None for the starting point), so a
+        caller sees every cycle record as the walk passes it.
+        """
+        pending = _Peekable(records)
+        recorder = self.recorder
+        self._register_derived(pending)
+        if self._before is not None:
+            recorder.resuming = True
+            try:
+                self._mutate(self._before)
+            finally:
+                recorder.resuming = False
+            self._before = None
+        else:
+            self._hand_off_at_start()
+        self._check_behind(recorder.lsn + 1)
+        self.cache.lsn = recorder.lsn
+        yield recorder.lsn, None
+        for record in pending:
+            kind = record.kind
+            if kind in DERIVED:
+                recorder.expect(record)  # only at the very start; later ones are registered in advance
+                continue
+            if kind in INERT:
+                self._check_behind(record.lsn)
+                self._register_derived(pending)
+                recorder.advance(record)
+                self.cache.lsn = recorder.lsn
+                yield recorder.lsn, record
+                continue
+            if kind == "incarnation":
+                raise errors.InconsistentHistory(record.lsn, "a second incarnation record inside one incarnation")
+            recorder.expect(record)
+            self._register_derived(pending)
+            if kind == "mutation":
+                self._mutate(record)
+            elif kind == "reserve":
+                self._reserve(record)
+            elif kind == "release":
+                self._release(record)
+            else:
+                raise errors.CorruptRecord(record.lsn, f"unknown record kind {kind!r}")
+            if recorder.lsn < record.lsn:
+                raise errors.InconsistentHistory(
+                    record.lsn, f"applying this {kind} record changed nothing in the rebuilt state")
+            self._check_behind(record.lsn)
+            yield recorder.lsn, record
+
+    def _hand_off_at_start(self) -> None:
+        """Drops right after the starting checkpoint whose cause is before it (not in the journal any more).
+
+        Accepted only where the hand-off rule, applied to the restored state, drops
+        that very assumption for that very reason - as the live cache did.
+        """
+        recorder = self.recorder
+        while (drop := recorder.expected.get(recorder.lsn + 1)) is not None and drop.kind == "drop":
+            ns, uid, why = drop.field("namespace"), drop.field("run_uid"), drop.field("why")
+            if not handoff_matches(self.cache, ns, uid, why):
+                return  # left for the walk, which reports it at its LSN
+            recorder.handing_off = True
+            try:
+                self.cache.release(ns, uid, why)  # the same state change as the cache's own drop
+            finally:
+                recorder.handing_off = False
+
+    def _register_derived(self, pending: _Peekable) -> None:
+        while (following := pending.peek()) is not None and following.kind in DERIVED:
+            self.recorder.expect(next(pending))
+
+    def _check_behind(self, lsn: int) -> None:
+        """Every derived record before `lsn` must have been produced by now."""
+        behind = [n for n in self.recorder.expected if n < lsn]
+        if behind:
+            first = self.recorder.expected[min(behind)]
+            raise errors.InconsistentHistory(
+                first.lsn, f"the journal has a {first.kind} record here that applying the records around it "
+                           "does not produce (forged, or a record it follows from is missing)")
+
+    # -- applying driving records --------------------------------------------------------------
+    def _mutate(self, record: Record) -> None:
+        p = record.payload
+        try:
+            kind, event, obj = p["kind"], p["event"], p["object"]
+            if kind == "Pod":
+                if event == "DELETED":
+                    self._require(self.cache.pod((obj["namespace"], obj["name"])) is not None, record,
+                                  f"deletes pod {obj['namespace']}/{obj['name']}, which the rebuilt state does not hold")
+                    self.cache.delete_pod(obj["namespace"], obj["name"])
+                else:
+                    self.cache.upsert_pod(codec.pod_from(obj), event=event)
+            elif kind == "Run":
+                if event == "DELETED":
+                    self._require(self.cache.run((obj["namespace"], obj["name"])) is not None, record,
+                                  f"deletes Run {obj['namespace']}/{obj['name']}, which the rebuilt state does not hold")
+                    self.cache.delete_run(obj["namespace"], obj["name"])
+                else:
+                    self.cache.upsert_run(codec.run_from(obj), event=event)
+            else:
+                raise errors.CorruptRecord(record.lsn, f"mutation of unknown object kind {kind!r}")
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise errors.CorruptRecord(record.lsn, f"the mutation cannot be decoded: {exc!r}") from exc
+
+    def _require(self, condition: bool, record: Record, message: str) -> None:
+        # A resumed mutation may legitimately find its work done already.
+        if not condition and not self.recorder.resuming:
+            raise errors.InconsistentHistory(record.lsn, message)
+
+    def _reserve(self, record: Record) -> None:
+        try:
+            a = codec.assumption_from(record.field("assumption"))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise errors.CorruptRecord(record.lsn, f"the assumption cannot be decoded: {exc!r}") from exc
+        run = self.cache.run((a.namespace, a.run_name))
+        if run is None or run.uid != a.run_uid or not self.cache.reserve(run, a.pod_name):
+            why = _why_not(self.cache, run, a) or "the cache refuses it"
+            raise errors.InconsistentHistory(
+                record.lsn, f"reserving Run {a.namespace}/{a.run_name} on pod {a.pod_name} cannot succeed on the "
+                            f"state the records before it build: {why}")
+
+    def _release(self, record: Record) -> None:
+        ns, uid = record.field("namespace"), record.field("run_uid")
+        if self.cache.assumed.get((ns, uid)) is None:
+            raise errors.InconsistentHistory(
+                record.lsn, f"releases the assumption of Run uid {uid} in {ns}, which the rebuilt state does not hold")
+        self.cache.release(ns, uid, record.field("why"))
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def _compare_checkpoint(self, record: Record) -> None:
+        rebuilt = journal_recorder.checkpoint_payload(self.cache.state())
+        recorded = record.payload
+        if rebuilt != recorded:
+            raise errors.CheckpointMismatch(record.lsn, state_differences(recorded, rebuilt))
+        self.checkpoints_compared += 1
+
+
+def _why_not(cache: ClusterCache, run: RunInfo | None, a: Any) -> str | None:
+    """Why reserving the recorded assumption would fail, in words; None when it should succeed."""
+    if run is None or run.uid != a.run_uid:
+        return "the Run (with that uid) is not there"
+    if not run.eligible:
+        return f"the Run is {run.phase}{' and being deleted' if run.deleting else ''}, not Pending"
+    if (a.namespace, a.run_uid) in cache.assumed:
+        return "the Run is already assumed"
+    view = cache.pod_view(a.namespace, a.pod_name)
+    if view is None:
+        return "the pod is not there"
+    short = [f"{r} needs {q}, {view.free.get(r, 0)} free" for r, q in run.requests if view.free.get(r, -1) < q]
+    return "; ".join(short) if short else None
+
+
+_IDENTITY = {"pods": ("namespace", "name"), "runs": ("namespace", "name"), "assumed": ("namespace", "run_uid")}
+_NOUN = {"pods": "pod", "runs": "Run", "assumed": "assumption of Run uid"}
+
+
+def state_differences(recorded: dict[str, Any], rebuilt: dict[str, Any]) -> list[str]:
+    """Object by object, field by field: how a checkpoint differs from the rebuilt state."""
+    found: list[str] = []
+    for part, key_fields in _IDENTITY.items():
+        left = {tuple(o.get(k) for k in key_fields): o for o in recorded.get(part) or [] if isinstance(o, dict)}
+        right = {tuple(o.get(k) for k in key_fields): o for o in rebuilt.get(part) or []}
+        for key in sorted(set(left) | set(right), key=str):
+            name = f"{_NOUN[part]} {'/'.join(map(str, key))}"
+            if key not in right:
+                found.append(f"{name} is in the checkpoint but not in the rebuilt state")
+            elif key not in left:
+                found.append(f"{name} is in the rebuilt state but not in the checkpoint")
+            elif left[key] != right[key]:
+                fields = sorted(f for f in set(left[key]) | set(right[key]) if left[key].get(f) != right[key].get(f))
+                found.extend(f"{name}: {f} is {left[key].get(f)!r} in the checkpoint, "
+                             f"{right[key].get(f)!r} rebuilt" for f in fields)
+    extra = sorted(set(recorded) - set(_IDENTITY))
+    if extra:
+        found.append(f"the checkpoint has unknown parts {extra}")
+    return found or ["the checkpoint's encoding differs (ordering or duplicates)"]
+
+
+def handoff_matches(cache: ClusterCache, ns: str, run_uid: str, why: str) -> bool:
+    """Whether the hand-off rule, on the current state, drops this assumption for this reason."""
+    a = cache.assumed.get((ns, run_uid))
+    if a is None:
+        return False
+    run = next((r for r in cache.runs() if r.namespace == ns and r.uid == run_uid), None)
+    return assumed_mod.handoff(a, run) == why
+
+
+class _Peekable:
+    def __init__(self, it: Iterator[Record]) -> None:
+        self._it = it
+        self._next: Record | None = None
+
+    def __iter__(self) -> _Peekable:
+        return self
+
+    def __next__(self) -> Record:
+        if self._next is not None:
+            found, self._next = self._next, None
+            return found
+        return next(self._it)
+
+    def peek(self) -> Record | None:
+        if self._next is None:
+            self._next = next(self._it, None)
+        return self._next

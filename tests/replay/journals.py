@@ -1,0 +1,311 @@
+"""Journals for the replay tests: written by the real scheduler, then (for damage tests) tampered with.
+
+`scripted` drives the scheduler single-threaded with inline watch delivery, so the
+same arguments always give the same records at the same LSNs. `live` runs it the
+way production does - concurrent workers, a MemoryApi that delivers late and
+injects conflicts, Runs finishing and being deleted, pods going stale as the
+injected clock moves and changing capacity - and is what the determinism guard
+replays. Both write through the real `JournalSession` (writer, spool, recorder).
+
+Run as a module (`python -m tests.replay.journals URL SEED`) it writes one live
+journal, for the subprocess that checks replay under another PYTHONHASHSEED.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import sys
+import time
+import uuid
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import sqlalchemy as sa
+
+from kruntimes.journal import schema
+from kruntimes.journal.backends import Journal
+from kruntimes.journal.session import JournalSession
+from kruntimes.memory.api import MemoryApi
+from kruntimes.scheduler.cache import ClusterCache
+from kruntimes.scheduler.config import SchedulerConfig
+from kruntimes.scheduler.loop import Scheduler
+from kruntimes.scheduler.projection import PodInfo, RunInfo
+from kruntimes.scheduler.queue import WorkQueue
+from tests.builders import FakeClock, affinity, pod, run, sel
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+GPU = "example.com/gpu"
+
+
+@dataclass
+class Written:
+    url: str
+    incarnation: str
+    cycles: int  # cycle records written
+    records: int
+
+
+def _session(url: str, spool_dir: Path, config: SchedulerConfig, **options: Any) -> JournalSession:
+    return JournalSession(url, config, spool_path=str(spool_dir / f"spool-{uuid.uuid4().hex[:8]}"), **options)
+
+
+def _count_cycles(url: str, incarnation: str) -> tuple[int, int]:
+    journal = Journal.open(url)
+    try:
+        t = schema.journal_records
+        with journal.engine.connect() as conn:
+            cycles = conn.execute(sa.select(sa.func.count()).where(t.c.kind == "cycle",
+                                                                   t.c.incarnation == incarnation)).scalar()
+            records = conn.execute(sa.select(sa.func.count()).where(t.c.incarnation == incarnation)).scalar()
+    finally:
+        journal.close()
+    return int(cycles or 0), int(records or 0)
+
+
+# -- scripted: deterministic, single-threaded -----------------------------------------------------
+
+def scripted(url: str, spool_dir: Path, *, checkpoint_every: int = 40, detail: str = "summary",
+             config: SchedulerConfig | None = None, top_candidates: int = 3,
+             planner: Any = None) -> Written:
+    """A small, fully deterministic history: placements, affinity, a full pool, completions, deletions."""
+    config = config or SchedulerConfig()
+    session = _session(url, spool_dir, config, checkpoint_every=checkpoint_every, detail=detail,
+                       top_candidates=top_candidates)
+    try:
+        cache = ClusterCache(config, session.recorder)
+        session.attach(cache)
+        api = MemoryApi(conflict_rate=0.25, seed=3)  # inline delivery: still deterministic
+        scheduler = Scheduler(cache, api, clock=lambda: NOW, queue=WorkQueue(clock=FakeClock()), planner=planner,
+                              top_candidates=top_candidates)
+        api.watchers.append(scheduler.on_run)
+        for i in range(4):
+            scheduler.on_pod(pod(f"p{i}", capacity={"runs": 2, GPU: 1 if i % 2 else 0}, heartbeat=NOW), event="ADDED")
+        scheduler.on_pod(pod("stale", heartbeat=NOW - timedelta(minutes=5)), event="ADDED")
+        runs = [run(f"r{j:02d}", labels={"team": "red" if j % 2 else "blue"},
+                    requests={"runs": 1, **({GPU: 1} if j % 5 == 0 else {})},
+                    affinity=affinity(preferred=[(10, sel(team="red"))]) if j % 3 == 0 else affinity())
+                for j in range(12)]
+
+        def drain() -> None:
+            for _ in range(4):
+                for r in sorted(runs, key=lambda r: r.key):
+                    current = api.get(r.key)
+                    if current is not None and current.phase == "Pending":
+                        scheduler.process(r.key)
+
+        for r in runs:
+            api.create(r)
+        drain()
+        for r in api.runs()[:5]:
+            if r.active:
+                api.finish(r.key, "Succeeded", NOW)
+        scheduler.on_pod(replace(pod("p1", capacity={"runs": 3, GPU: 1}, heartbeat=NOW), resource_version="2"))
+        for r in api.runs()[:3]:
+            if r.terminal:
+                scheduler.on_run_deleted(r.namespace, r.name)
+        drain()
+        # Informer lag: binds land in the API but the cache keeps the assumptions. Then one Run is seen
+        # finished, one deleted, one bound elsewhere: every way an assumption is handed off.
+        for r in api.runs():
+            if r.active:
+                api.finish(r.key, "Succeeded", NOW)
+        late = [run(f"late-{k}", requests={"runs": 1}) for k in range(3)]
+        for r in late:
+            api.create(r)
+        api.watchers.remove(scheduler.on_run)
+        api.conflict_rate = 0.0
+        for r in late:
+            scheduler.process(r.key)
+        finished, deleted, elsewhere = late
+        api.finish(finished.key, "Succeeded", NOW)
+        scheduler.on_run(api.get(finished.key))  # type: ignore[arg-type]
+        scheduler.on_run_deleted(deleted.namespace, deleted.name)
+        bound = api.get(elsewhere.key)
+        if bound is not None and bound.pod_name is not None:
+            other = "p2" if bound.pod_name != "p2" else "p0"
+            scheduler.on_run(replace(bound, pod_name=other, pod_uid=f"uid-ns-{other}"))
+        api.watchers.append(scheduler.on_run)
+        drain()
+    finally:
+        session.close()
+    cycles, records = _count_cycles(url, session.recorder.incarnation)
+    return Written(url, session.recorder.incarnation, cycles, records)
+
+
+# -- live: concurrent, the production shape ------------------------------------------------------
+
+class Clock:
+    """The injected scheduler clock; the test moves it so heartbeats age."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@dataclass(frozen=True)
+class LiveWorkload:
+    pods: tuple[PodInfo, ...]
+    runs: tuple[RunInfo, ...]
+    conflict_rate: float
+    max_delay: float
+    rounds: int
+    seed: int
+    checkpoint_every: int
+    detail: str
+
+
+def random_workload(seed: int, *, checkpoint_every: int = 25, detail: str = "summary") -> LiveWorkload:
+    rng = random.Random(seed)
+    pods, runs = [], []
+    for runtime in ("rt-a", "rt-b")[: rng.randint(1, 2)]:
+        for i in range(rng.randint(2, 8)):
+            cap = {"runs": rng.randint(1, 3)}
+            if rng.random() < 0.5:
+                cap[GPU] = rng.randint(0, 2)
+            pods.append(pod(f"{runtime}-p{i}", runtime=runtime, capacity=cap, heartbeat=NOW,
+                            ready=rng.random() < 0.9))
+    runtimes = sorted({p.runtime for p in pods})
+    for j in range(rng.randint(8, 80)):
+        labels = {"team": rng.choice(["red", "blue"])}
+        roll = rng.random()
+        aff = (affinity(anti=[sel(team=labels["team"])]) if roll < 0.15
+               else affinity(preferred=[(rng.randint(1, 50), sel(team="red"))]) if roll < 0.4 else affinity())
+        runs.append(run(f"r{j:03d}", runtime=rng.choice(runtimes), labels=labels, affinity=aff,
+                        requests={"runs": 1, **({GPU: 1} if rng.random() < 0.3 else {})},
+                        workspace=rng.choice([None, None, "ws"])))
+    return LiveWorkload(pods=tuple(pods), runs=tuple(runs), conflict_rate=rng.choice([0.0, 0.1, 0.3]),
+                        max_delay=rng.choice([0.0, 0.001, 0.003]), rounds=rng.randint(2, 5), seed=seed,
+                        checkpoint_every=checkpoint_every, detail=detail)
+
+
+def _quiet(scheduler: Scheduler, api: MemoryApi, deadline: float) -> None:
+    stable = 0
+    while time.monotonic() < deadline and stable < 3:
+        q = scheduler.queue
+        stable = stable + 1 if len(q) == 0 and q.processing_count() == 0 and api.idle() else 0
+        time.sleep(0.002)
+
+
+def live(url: str, spool_dir: Path, w: LiveWorkload, *, workers: int = 4, deadline_seconds: float = 10.0) -> Written:
+    """Run the live scheduler on `w` with the journal on; return what it wrote."""
+    config = SchedulerConfig(heartbeat_staleness_seconds=30, workers=workers)
+    session = _session(url, spool_dir, config, checkpoint_every=w.checkpoint_every, detail=w.detail,
+                       top_candidates=3)
+    rng = random.Random(w.seed)
+    clock = Clock(NOW)
+    skipped = [0.0]
+    cache = ClusterCache(config, session.recorder)
+    session.attach(cache)
+    api = MemoryApi(conflict_rate=w.conflict_rate, delay=(0.0, w.max_delay), seed=w.seed)
+    scheduler = Scheduler(cache, api, clock=clock, top_candidates=3,
+                          queue=WorkQueue(clock=lambda: time.monotonic() + skipped[0]))
+    api.watchers.append(scheduler.on_run)
+    pods = {p.key: p for p in w.pods}
+    version = [1]
+
+    def update(p: PodInfo, **changes: Any) -> None:
+        version[0] += 1
+        pods[p.key] = replace(p, resource_version=str(version[0]), **changes)
+        scheduler.on_pod(pods[p.key])
+
+    try:
+        for p in w.pods:
+            scheduler.on_pod(p, event="ADDED")
+        scheduler.start(workers)
+        batches = [w.runs[i::w.rounds] for i in range(w.rounds)]
+        deadline = time.monotonic() + deadline_seconds
+        for batch in batches:
+            for r in batch:
+                api.create(r)
+                time.sleep(rng.uniform(0, 0.0005))
+            # Meanwhile, the cluster moves: heartbeats age, some are refreshed, capacity changes,
+            # Runs finish and finished ones are deleted.
+            clock.now += timedelta(seconds=rng.choice([5, 20, 31, 45]))
+            for p in list(pods.values()):
+                roll = rng.random()
+                if roll < 0.6:
+                    update(p, heartbeat=clock.now)
+                elif roll < 0.75:
+                    capacity = dict(p.capacity)
+                    capacity["runs"] = max(0, capacity.get("runs", 1) + rng.choice([-1, 1]))
+                    update(p, capacity=tuple(sorted(capacity.items())))
+            with cache.lock:
+                active = [r for r in cache.runs() if r.active]
+            for r in active:
+                if rng.random() < 0.4:
+                    api.finish(r.key, "Succeeded", clock.now)
+            _quiet(scheduler, api, deadline)
+            with cache.lock:
+                done = [r for r in cache.runs() if r.terminal]
+            for r in done:
+                if rng.random() < 0.5:
+                    scheduler.on_run_deleted(r.namespace, r.name)
+            skipped[0] += 1000.0  # let backoffs from conflicts come due
+            scheduler.queue.poke()
+            _quiet(scheduler, api, deadline)
+    finally:
+        scheduler.stop()
+        api.close()
+        session.close()
+    cycles, records = _count_cycles(url, session.recorder.incarnation)
+    return Written(url, session.recorder.incarnation, cycles, records)
+
+
+# -- tampering ----------------------------------------------------------------------------------------
+
+def _rows(url: str, stmt: Any) -> list[Any]:
+    journal = Journal.open(url)
+    try:
+        with journal.engine.begin() as conn:
+            result = conn.execute(stmt)
+            return list(result) if result.returns_rows else []
+    finally:
+        journal.close()
+
+
+T = schema.journal_records
+
+
+def lsns_of(url: str, kind: str) -> list[int]:
+    return [r[0] for r in _rows(url, sa.select(T.c.lsn).where(T.c.kind == kind).order_by(T.c.lsn))]
+
+
+def payload_of(url: str, lsn: int) -> dict[str, Any]:
+    import json
+
+    return json.loads(_rows(url, sa.select(T.c.payload).where(T.c.lsn == lsn))[0][0])
+
+
+def kind_of(url: str, lsn: int) -> str:
+    return str(_rows(url, sa.select(T.c.kind).where(T.c.lsn == lsn))[0][0])
+
+
+def delete_lsns(url: str, first: int, last: int) -> None:
+    _rows(url, sa.delete(T).where(T.c.lsn.between(first, last)))
+
+
+def rewrite(url: str, lsn: int, change: Callable[[dict[str, Any]], None], *, rehash: bool = True) -> None:
+    """Edit a record's payload in place - as a tamperer would, with a matching hash unless told not to."""
+    from kruntimes import canonical
+
+    payload = payload_of(url, lsn)
+    change(payload)
+    text = canonical.text(payload)
+    values: dict[str, Any] = {"payload": text}
+    if rehash:
+        values["payload_sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    _rows(url, sa.update(T).where(T.c.lsn == lsn).values(**values))
+
+
+def set_schema_version(url: str, lsn: int, version: int) -> None:
+    _rows(url, sa.update(T).where(T.c.lsn == lsn).values(schema_version=version))
+
+
+if __name__ == "__main__":  # python -m tests.replay.journals URL SEED SPOOL_DIR
+    written = live(sys.argv[1], Path(sys.argv[3]), random_workload(int(sys.argv[2]), checkpoint_every=15))
+    print(written.incarnation, written.cycles)

@@ -1,0 +1,157 @@
+"""Rebuilding the cache: `ClusterCache.restore`, and checkpoints the live recorder took in the middle of a change.
+
+The live recorder writes a checkpoint from inside `record`, i.e. possibly right
+after a mutation's record and before the rest of that cache method ran: a Run's
+deletion (the Run is still in the checkpoint) or the hand-off of its assumption
+(still assumed). Replay starting there must finish that change, exactly once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kruntimes.journal.backends import Journal
+from kruntimes.journal.recorder import JournalRecorder
+from kruntimes.journal.records import JournalRecord
+from kruntimes.scheduler.cache import ClusterCache
+from kruntimes.scheduler.config import SchedulerConfig
+from kruntimes.scheduler.framework import Planner
+from replay import source, verify
+from tests.builders import NOW, active, affinity, pod, run, sel
+from tests.replay import journals
+
+
+def _views(cache: ClusterCache) -> dict[Any, Any]:
+    out = {}
+    for p in cache.pods():
+        v = cache.pod_view(p.namespace, p.name)
+        assert v is not None
+        out[p.key] = (v.info, dict(v.capacity), dict(v.used), dict(v.assumed), dict(v.free))
+    return out
+
+
+def test_restore_rebuilds_usage_targets_and_assumptions_from_a_checkpoints_three_lists() -> None:
+    live = ClusterCache(SchedulerConfig())
+    for p in (pod("a"), pod("b", capacity={"runs": 2, "gpu": 1}), pod("c")):
+        live.upsert_pod(p, now=NOW)
+    live.upsert_run(active("by-uid", on="a", labels={"team": "red"}, affinity=affinity(anti=[sel(team="blue")])))
+    live.upsert_run(active("by-name", on="b", pod_uid=None, workspace="ws"))
+    pending = run("pending", labels={"team": "blue"}, requests={"runs": 1, "gpu": 1})
+    live.upsert_run(pending)
+    assert live.reserve(pending, "b")
+    doomed = run("doomed")
+    live.upsert_run(doomed)
+    assert live.reserve(doomed, "c")
+    live.delete_pod("ns", "c")  # an assumption may outlive its pod
+
+    rebuilt = ClusterCache(SchedulerConfig())
+    rebuilt.restore(live.state(), lsn=42)
+    assert rebuilt.state() == live.state() and rebuilt.lsn == 42
+    assert _views(rebuilt) == _views(live)
+    assert rebuilt.usage("ns", "b") == live.usage("ns", "b") == {"runs": 2, "gpu": 1}
+    probe = run("probe", labels={"team": "red"}, affinity=affinity(required=[sel(team="red")]))
+    for cache in (live, rebuilt):
+        cache.upsert_run(probe)
+    planner = Planner(SchedulerConfig())
+    with live.lock, rebuilt.lock:
+        a = planner.plan(live.snapshot(probe, NOW)).encode()
+        b = planner.plan(rebuilt.snapshot(probe, NOW)).encode()
+    assert a | {"snapshot_lsn": 0} == b | {"snapshot_lsn": 0}
+
+
+def _mid_deletion_journal(tmp_path: Path) -> tuple[str, int, int]:
+    """A Run deleted in the record right before a checkpoint; then a cycle that needs its capacity."""
+    url = f"sqlite:///{tmp_path}/j.db"
+    journal = Journal.open(url)
+    written: list[JournalRecord] = []
+
+    class Sink:
+        def append(self, record: JournalRecord) -> None:
+            written.append(record)
+
+    config = SchedulerConfig()
+    recorder = JournalRecorder(Sink(), start_lsn=0, checkpoint_every=3)
+    recorder.start(config, top_candidates=3)
+    cache = ClusterCache(config, recorder)
+    recorder.state_source = cache
+    cache.upsert_pod(pod("only", capacity={"runs": 1}), now=NOW, event="ADDED")  # 1 record since start
+    cache.upsert_run(active("old", on="only"), event="ADDED")  # 2
+    cache.delete_run("ns", "old")  # 3: the checkpoint comes right after this mutation record
+    new = run("new")
+    cache.upsert_run(new, event="ADDED")
+    with cache.lock:
+        outcome = Planner(config).plan(cache.snapshot(new, NOW))
+        assert outcome.chosen == "only"
+    cache.record("cycle", {"outcome": outcome, "result": "scheduled", "duration": 0.0, "top": 3})
+    journal.append_batch(written)
+    journal.close()
+    checkpoint = next(r.lsn for r in written if r.kind == "checkpoint")
+    cycle = next(r.lsn for r in written if r.kind == "cycle")
+    return url, checkpoint, cycle
+
+
+def test_a_checkpoint_taken_between_a_runs_deletion_record_and_the_deletion_is_finished_by_that_record(
+        tmp_path: Path) -> None:
+    url, checkpoint, cycle = _mid_deletion_journal(tmp_path)
+    assert journals.kind_of(url, checkpoint - 1) == "mutation"
+    assert [r["name"] for r in journals.payload_of(url, checkpoint)["runs"]] == ["old"]  # the core's quirk
+    journal = Journal.open(url)
+    try:
+        report = verify.verify(journal, source.Selection(lsns=(cycle,)))
+    finally:
+        journal.close()
+    assert report.stats.started_from == [checkpoint]
+    assert report.ok and report.stats.warnings == []
+
+
+def test_without_the_record_before_that_checkpoint_replay_diverges_visibly_and_warns(tmp_path: Path) -> None:
+    url, checkpoint, cycle = _mid_deletion_journal(tmp_path)
+    journals.delete_lsns(url, checkpoint - 1, checkpoint - 1)
+    journal = Journal.open(url)
+    try:
+        report = verify.verify(journal, source.Selection(lsns=(cycle,)))
+    finally:
+        journal.close()
+    assert not report.ok  # the deleted Run still fills the pod: never a silent "identical"
+    assert [d.field for d in report.diverged[0].differences][:2] == ["status", "chosen"]
+    assert f"LSN {checkpoint}" in report.stats.warnings[0] and "deleted a Run" in report.stats.warnings[0]
+
+
+def _checkpoint_before_a_hand_off(tmp_path: Path) -> tuple[str, int, int]:
+    """Scripted with checkpoints every 6 records: one lands between a Run's update and the drop it causes."""
+    url = f"sqlite:///{tmp_path}/j.db"
+    journals.scripted(url, tmp_path, checkpoint_every=6)
+    checkpoints = journals.lsns_of(url, "checkpoint")
+    snapshots = {journals.payload_of(url, c)["snapshot_lsn"]: c for c in journals.lsns_of(url, "cycle")}
+    for c in checkpoints:
+        nxt = min([x for x in checkpoints if x > c], default=10**9)
+        usable = [cyc for s, cyc in sorted(snapshots.items()) if c < s < nxt]
+        if journals.kind_of(url, c - 1) == "mutation" and journals.kind_of(url, c + 1) == "drop" and usable:
+            return url, c, usable[0]
+    raise AssertionError("the scripted history no longer has the case; pick another checkpoint interval")
+
+
+def test_a_checkpoint_taken_before_the_hand_off_a_run_update_causes_is_finished_by_re_applying_the_update(
+        tmp_path: Path) -> None:
+    url, checkpoint, cycle = _checkpoint_before_a_hand_off(tmp_path)
+    journal = Journal.open(url)
+    try:
+        report = verify.verify(journal, source.Selection(lsns=(cycle,)))
+    finally:
+        journal.close()
+    assert report.stats.started_from == [checkpoint] and report.ok and report.stats.warnings == []
+
+
+def test_without_the_update_the_hand_off_after_the_checkpoint_is_checked_against_the_rule_and_applied(
+        tmp_path: Path) -> None:
+    url, checkpoint, cycle = _checkpoint_before_a_hand_off(tmp_path)
+    first = journals.lsns_of(url, "incarnation")[0]
+    journals.delete_lsns(url, first + 1, checkpoint - 1)  # as `journal prune` leaves it
+    journal = Journal.open(url)
+    try:
+        report = verify.verify(journal, source.Selection(lsns=(cycle,)))
+    finally:
+        journal.close()
+    assert report.ok and report.stats.started_from == [checkpoint]
+    assert len(report.stats.warnings) == 1  # the record before the checkpoint is gone: said, not hidden
