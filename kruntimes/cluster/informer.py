@@ -154,7 +154,9 @@ class Informer:
                 self.stats.errors += 1
                 delay = self.backoff.next()
                 log.warning("%s informer: %s; retrying in %.2fs", self.source.kind, errors.describe(exc), delay)
-                self._stopping.wait(delay)
+                with self._lock:  # stop, or a new resync request (a new leader waiting), cuts it short
+                    asked = self._resync_requested
+                    self._lock.wait_for(lambda: self._stopping.is_set() or self._resync_requested > asked, delay)
 
     def _relist(self) -> None:
         """List everything, deliver the difference to what was delivered, and remember the list's version."""

@@ -42,6 +42,7 @@ from kruntimes.cluster.settings import LeaseSettings
 log = logging.getLogger(__name__)
 
 SHUTDOWN = "shutdown"
+START_FAILED = "start failed"
 
 
 def micro_time(t: datetime) -> str:
@@ -114,25 +115,33 @@ class LeaderElector:
             record = LeaseRecord.of(self._lease or {})
             log.info("acquired the leader lease", extra={"lease": self._lease_name, "identity": self.identity,
                                                          "transitions": record.transitions})
-            try:
-                self._on_started(record)
-            except Exception:  # noqa: BLE001 - a term that cannot start must not hold the lease
-                log.exception("could not start a leadership term; stepping down")
-                self._leading = False
-                self._on_stopped("start failed")
-                self.release()
-                stop.wait(self.settings.retry_period)
-                continue
-            reason = self._hold(stop)
+            # The term starts on its own thread (a relist and opening the journal take
+            # time) while this one keeps renewing, as client-go runs OnStartedLeading.
+            failed = threading.Event()
+            starter = threading.Thread(target=self._start_term, args=(record, failed), name="kruntimes-term-start",
+                                       daemon=True)
+            starter.start()
+            reason = self._hold(stop, failed)
+            starter.join()
             if self._abandoned.is_set():
                 return
-            if reason != SHUTDOWN:
+            if reason not in (SHUTDOWN, START_FAILED):
                 self._leading = False  # the fence closed at the deadline already; make it explicit
                 log.warning("lost the leader lease: %s", reason, extra={"lease": self._lease_name})
             self._on_stopped(reason)
+            if reason in (SHUTDOWN, START_FAILED):
+                self.release()  # a term that cannot start must not keep the others waiting
             if reason == SHUTDOWN:
-                self.release()
                 return
+            if reason == START_FAILED:
+                stop.wait(self.settings.retry_period)
+
+    def _start_term(self, record: LeaseRecord, failed: threading.Event) -> None:
+        try:
+            self._on_started(record)
+        except Exception:  # noqa: BLE001 - reported, and the term ends
+            log.exception("could not start a leadership term; stepping down")
+            failed.set()
 
     def _acquire(self, stop: threading.Event) -> bool:
         while not stop.is_set() and not self._abandoned.is_set():
@@ -141,7 +150,7 @@ class LeaderElector:
             stop.wait(self.settings.retry_period * (1 + 0.2 * self._rng.random()))
         return False
 
-    def _hold(self, stop: threading.Event) -> str:
+    def _hold(self, stop: threading.Event, failed: threading.Event) -> str:
         """Renew every retry period; return why the term ended."""
         while True:
             assert self._renewed_at is not None
@@ -150,6 +159,8 @@ class LeaderElector:
                 return SHUTDOWN
             if self._abandoned.is_set():
                 return "abandoned"
+            if failed.is_set():
+                return START_FAILED
             now = self._clock()
             if now >= deadline:
                 return f"not renewed within the renew deadline ({self.settings.renew_deadline}s)"

@@ -196,3 +196,16 @@ def test_a_leader_that_cannot_renew_stops_within_the_renew_deadline_and_a_new_te
     assert [r["event"] for r in records] == ["acquired", "lost", "acquired", "lost"]
     assert "renew deadline" in records[1]["reason"] and records[1]["assumptions_dropped"] == 1
     assert records[3]["reason"] == "shutdown"
+
+
+def test_a_leader_whose_term_cannot_start_gives_the_lease_up_to_one_that_can(
+        cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler], tmp_path: Path) -> None:
+    cluster_api.add_pod("python-0")
+    broken = f"sqlite:///{tmp_path / 'missing-directory' / 'journal.db'}"  # the journal cannot be opened
+    a = start_scheduler(identity="a", journal_url=broken, journal_spool=str(tmp_path / "a.spool"))
+    wait_for(lambda: a.elector is not None and a.elector.terms >= 1, what="a winning the lease once")
+    b = start_scheduler(identity="b")
+    wait_for(lambda: b.leading, timeout=LEASE_DURATION, what="b leading")  # a released it: no expiry wait
+    cluster_api.add_run("r")
+    wait_for(lambda: cluster_api.placements() == {"r": "python-0"}, what="r placed by b")
+    assert not a.leading and a.binder.writes == 0 and lease_holder(cluster_api) == "b"
