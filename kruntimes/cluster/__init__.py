@@ -8,7 +8,7 @@ official `kubernetes` client. One concept per module, from the wire inwards:
 - ``settings``: every setting of the live scheduler, validated in one place;
 - ``sources``: how to list and watch Runs, Runtimes and Runtime Pods (all namespaces or one);
 - ``informer``: list + watch of one resource with resume, bookmarks, relist on 410 Gone
-  (diffed against what was delivered) and reconnect with backoff;
+  (diffed against what was delivered) and reconnect with backoff (``backoff``);
 - ``intake``: informer events -> ingest projections -> the Scheduler's handlers while
   leading, straight into the cache while standing by;
 - ``binder``: the `Binder` that writes a Run's status, guarded by its resourceVersion;

@@ -85,3 +85,20 @@ def test_a_capacity_increase_on_a_pod_wakes_its_pending_runs(
     cluster_api.set_capacity("python-0", 3)
     wait_for(lambda: len(cluster_api.placements()) == 3, what="all three placed")
     assert wakeups(scheduler, "runtime_pod") >= 2
+
+
+def test_an_invalid_run_becomes_terminal_failed_with_a_message_naming_the_field(
+        cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler]) -> None:
+    cluster_api.add_pod("python-0", runs=4)
+    scheduler = start_scheduler()
+    cluster_api.add_run("fractional", resources={"requests": {"runs": "500m"}})
+    wait_for(lambda: cluster_api.phases().get("fractional") == "Failed", what="the Run Failed")
+    status = cluster_api.run("fractional")["status"]
+    completed = {c["type"]: c for c in status["conditions"]}["Completed"]
+    assert completed["reason"] == "InvalidConfiguration" and "spec.resources" in completed["message"]
+    assert status["completionTime"] and "assignment" not in status
+    writes = scheduler.binder.writes
+    cluster_api.label_run("fractional", seen="yes")  # a terminal Run is never planned or written again
+    cluster_api.add_run("valid")
+    wait_for(lambda: cluster_api.placements() == {"valid": "python-0"}, what="the valid Run placed")
+    assert scheduler.binder.writes == writes + 1
