@@ -34,12 +34,6 @@ from kruntimes.scheduler.metrics import SchedulerMetrics
 
 log = logging.getLogger(__name__)
 
-# A checkpoint is the whole cache in ONE record, about 450 bytes per Run or pod: the
-# journal's default 4 MiB limit rejects it from ~9,000 objects on (and a rejected
-# record is a gap in the LSNs). Every other record is small by design, so the limit
-# is raised for all of them; 256 MiB is ~600,000 objects.
-CHECKPOINT_PAYLOAD_LIMIT = 256 * 1024 * 1024
-
 
 class ClusterScheduler:
     def __init__(self, api: kubernetes.client.ApiClient, settings: ClusterSettings, *,
@@ -158,5 +152,4 @@ class ClusterScheduler:
         if not s.journal_url:
             return None
         return JournalSession(s.journal_url, self.cache.config, spool_path=s.journal_spool, detail=s.journal_detail,
-                              checkpoint_every=s.journal_checkpoint_every, registry=self.registry,
-                              max_payload_bytes=CHECKPOINT_PAYLOAD_LIMIT)
+                              checkpoint_every=s.journal_checkpoint_every, registry=self.registry)

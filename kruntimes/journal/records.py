@@ -38,6 +38,7 @@ KINDS: Final[frozenset[str]] = frozenset(
 )
 
 DEFAULT_MAX_PAYLOAD_BYTES: Final = 4 * 1024 * 1024
+MAX_CHECKPOINT_BYTES: Final = 512 * 1024 * 1024  # ~1M cached objects
 MAX_LSN: Final = 2**63 - 1  # BIGINT on PostgreSQL, INTEGER on SQLite
 MAX_IDENT_CHARS: Final = 64  # String(64) columns: incarnation, version, config_hash
 
@@ -119,9 +120,12 @@ def encode(record: JournalRecord, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOA
         text, data = _encode_payload(payload)
     except (ValueError, TypeError, RecursionError) as exc:  # lone surrogates, huge ints, ...
         raise errors.RecordRejected(f"payload is not encodable as JSON: {exc}", lsn=lsn) from exc
-    if len(data) > max_payload_bytes:
+    # A checkpoint is the whole projected cache by design: its size follows the
+    # cluster, not any single input, so it gets its own, much larger bound.
+    limit = max(max_payload_bytes, MAX_CHECKPOINT_BYTES) if kind == "checkpoint" else max_payload_bytes
+    if len(data) > limit:
         raise errors.RecordRejected(
-            f"payload is {len(data)} bytes of canonical JSON, the limit is {max_payload_bytes};"
+            f"payload is {len(data)} bytes of canonical JSON, the limit is {limit};"
             " record less (e.g. the top candidates only) or raise the limit",
             reason="oversized",
             lsn=lsn,

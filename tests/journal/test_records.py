@@ -123,3 +123,10 @@ def test_the_stored_text_does_not_depend_on_orjson(fast: bool, monkeypatch: pyte
     payload = {"ü": ["\x00\x1f\x7f\u2028", 2**70, -(2**63), True, None], "a": {"z": "", "b": [[[]]]}}
     encoded = records.encode(record(1, payload=payload))
     assert encoded.payload == records.canonical_json(payload)
+
+
+def test_a_checkpoint_may_exceed_the_payload_limit_that_bounds_every_other_record() -> None:
+    big = {"pods": ["x" * 1000] * 100}
+    records.encode(record(1, kind="checkpoint", payload=big), max_payload_bytes=1000)
+    with pytest.raises(errors.RecordRejected, match="limit is 1000"):
+        records.encode(record(2, kind="cycle", payload=big), max_payload_bytes=1000)
