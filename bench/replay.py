@@ -188,12 +188,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=40, help="cycles timed per journal (plus the worst quarter)")
     parser.add_argument("--verify-cycles", type=int, default=3000, help="cycles in the 1,000-pod history")
     parser.add_argument("--dir", help="where to write the journals (default: a temporary directory)")
+    parser.add_argument("--checkpoint-every", type=int, default=10_000, help="the recorder's checkpoint interval")
+    parser.add_argument("--skip-verify", action="store_true", help="only the one-cycle table")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for smoke runs")
     args = parser.parse_args(argv)
     sizes = [2000, 5000] if args.quick else [int(s.replace("_", "")) for s in args.sizes.split(",")]
     samples = 4 if args.quick else args.samples
     verify_cycles = 100 if args.quick else args.verify_cycles
-    checkpoint_every = 1000 if args.quick else 10_000
+    checkpoint_every = 1000 if args.quick else args.checkpoint_every
     pods = 100 if args.quick else 1000
     where = Path(args.dir or tempfile.mkdtemp(prefix="kruntimes-replay-bench-"))
     print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]}; journals in {where}")
@@ -206,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     print("-" * len(header))
     for size in sizes:
-        url = f"sqlite:///{where}/history-{size}.db"
+        url = f"sqlite:///{where}/history-{size}-{checkpoint_every}.db"
         started = time.perf_counter()
         shape = generate(url, target=size, runtimes=runtimes, pods_per_runtime=20, capacity=4,
                          checkpoint_every=checkpoint_every)
@@ -217,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     print("target: < 200 ms for any cycle, flat in journal length (a cycle applies at most one checkpoint "
           "interval of records)")
 
+    if args.skip_verify:
+        return 0
     print(f"\n2. verify throughput on a {pods:,}-pod history (one Runtime: every cycle evaluates every pod)")
     url = f"sqlite:///{where}/verify-{pods}.db"
     shape = generate(url, target=verify_cycles * 9, runtimes=1, pods_per_runtime=pods, capacity=8,
