@@ -155,3 +155,52 @@ def test_without_the_update_the_hand_off_after_the_checkpoint_is_checked_against
         journal.close()
     assert report.ok and report.stats.started_from == [checkpoint]
     assert len(report.stats.warnings) == 1  # the record before the checkpoint is gone: said, not hidden
+
+
+def test_a_leadership_term_that_starts_with_a_checkpoint_of_a_warm_cache_replays_from_it(tmp_path: Path) -> None:
+    # What kruntimes.cluster.term does: the standby cache is filled without a journal; the term opens a new
+    # incarnation, checkpoints the whole cache, records `leader`, schedules, and at the end releases its
+    # assumptions (`aborted`) and records `leader` again.
+    from kruntimes.journal.session import JournalSession
+    from kruntimes.memory.api import MemoryApi
+    from kruntimes.scheduler.loop import Scheduler
+    from kruntimes.scheduler.queue import WorkQueue
+    from tests.builders import FakeClock
+
+    url = f"sqlite:///{tmp_path}/j.db"
+    config = SchedulerConfig()
+    cache = ClusterCache(config)
+    api = MemoryApi()
+    scheduler = Scheduler(cache, api, clock=lambda: NOW, queue=WorkQueue(clock=FakeClock()))
+    for p in (pod("a", capacity={"runs": 3}), pod("b", capacity={"runs": 2})):
+        cache.upsert_pod(p, now=NOW, event="ADDED")
+    cache.upsert_run(active("warm", on="a"), event="ADDED")
+    with JournalSession(url, config, spool_path=str(tmp_path / "spool")) as session:
+        with cache.lock:
+            session.attach(cache)
+            cache.recorder = session.recorder
+            cache.lsn = session.recorder.checkpoint()
+            cache.record("leader", {"event": "acquired", "identity": "test"})
+        api.watchers.append(scheduler.on_run)
+        for name in ("x", "y", "z"):
+            api.create(run(name))
+            scheduler.process(("ns", name))
+        api.watchers.clear()
+        late = run("late")
+        api.create(late)
+        cache.upsert_run(api.get(late.key))  # type: ignore[arg-type]
+        scheduler.process(late.key)  # bound, but the informer never shows it: the term ends with it assumed
+        with cache.lock:
+            for a in list(cache.assumed):
+                cache.release(a.namespace, a.run_uid, "aborted")
+            cache.record("leader", {"event": "lost", "identity": "test", "reason": "test"})
+    incarnation = journals.lsns_of(url, "incarnation")[0]
+    assert journals.lsns_of(url, "checkpoint")[0] == incarnation + 1
+    assert journals.lsns_of(url, "release")
+    journal = Journal.open(url)
+    try:
+        report = verify.verify(journal)
+    finally:
+        journal.close()
+    assert report.ok and report.replayed == len(journals.lsns_of(url, "cycle")) == 4
+    assert report.stats.started_from == [incarnation + 1] and report.stats.warnings == []
