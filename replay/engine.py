@@ -129,8 +129,7 @@ def _walk(journal: backends.Journal, incarnation_id: str, refs: list[CycleRef],
     if checkpoint_lsn is not None and checkpoint_lsn > incarnation.lsn:
         checkpoint = source.record_at(journal, checkpoint_lsn)
         assert checkpoint is not None
-        before = source.record_at(journal, checkpoint_lsn - 1)
-        rebuilder.restore(checkpoint, before)
+        rebuilder.restore(checkpoint)
         start = checkpoint_lsn
     stats.incarnations.append(incarnation_id)
     stats.started_from.append(start)

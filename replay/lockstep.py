@@ -8,10 +8,10 @@ recorder receives what the cache derives and holds it to the journal, record by
 record - same LSN, same kind, same content - so a drop that was forged, lost or
 reordered is found at its LSN instead of being applied twice or not at all.
 
-The live recorder writes a checkpoint from inside `record`, which can be in the
-middle of a cache method (after a mutation's record, before the drop it causes).
-Because this recorder is called at exactly the same points, comparing the cache's
-state when a checkpoint's LSN comes up compares exactly what the live recorder saw.
+The live recorder writes a checkpoint only when the cache reports a whole change
+applied (`settled`); this recorder is told at exactly the same points, so comparing
+the cache's state when a checkpoint's LSN comes up compares exactly what the live
+recorder saw.
 """
 
 from __future__ import annotations
@@ -53,18 +53,11 @@ class LockstepRecorder:
         self.lsn = lsn
         self.expected: dict[int, Record] = {}
         self.on_checkpoint = on_checkpoint
-        self.resuming = False  # the next mutation re-applies one the journal already numbered
-        self.handing_off = False  # a release stands for the drop the journal has next
 
     def expect(self, record: Record) -> None:
         self.expected[record.lsn] = record
 
     def record(self, kind: str, data: dict[str, Any]) -> int:
-        if self.resuming and kind == "mutation":
-            self.resuming = False
-            return self.lsn
-        if self.handing_off and kind == "release":
-            kind = "drop"
         lsn = self.lsn + 1
         found = self.expected.get(lsn)
         if found is None or found.kind != kind:
@@ -75,8 +68,13 @@ class LockstepRecorder:
         self._check(kind, data, found)
         del self.expected[lsn]
         self.lsn = lsn
-        self.settle()
         return self.lsn
+
+    def settled(self) -> int | None:
+        """The cache finished a whole change: the live recorder may have checkpointed here."""
+        before = self.lsn
+        self.settle()
+        return self.lsn if self.lsn != before else None
 
     def advance(self, record: Record) -> None:
         """A record the cache does not make itself (cycle, bind, leader): take its number."""

@@ -25,7 +25,6 @@ from typing import Any
 
 from kruntimes.journal import codec
 from kruntimes.journal import recorder as journal_recorder
-from kruntimes.scheduler import assumed as assumed_mod
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import ConfigError, SchedulerConfig
 from kruntimes.scheduler.projection import RunInfo
@@ -84,7 +83,6 @@ class Rebuilder:
         self.cache.lsn = incarnation.lsn
         self.checkpoints_compared = 0
         self.warnings: list[str] = []
-        self._before: Record | None = None
 
     @property
     def lsn(self) -> int:
@@ -92,23 +90,11 @@ class Rebuilder:
         return self.recorder.lsn
 
     # -- starting points -----------------------------------------------------------------
-    def restore(self, checkpoint: Record, before: Record | None) -> None:
-        """Start from `checkpoint`; `before` is the record just before it, if the journal still has it.
-
-        The live recorder may write a checkpoint in the middle of a cache method,
-        right after a mutation's record: the checkpoint then holds that mutation
-        only partly applied (a deleted Run still present, an assumption not yet
-        handed off). Re-applying that mutation first finishes it; every mutation is
-        idempotent on the state it left, so this is harmless when it was whole.
-        """
+    def restore(self, checkpoint: Record) -> None:
+        """Start from `checkpoint`: the live recorder takes one only between whole
+        changes, so it is exactly the state after the record before it."""
         self.cache.restore(state_of(checkpoint), checkpoint.lsn)
         self.recorder.lsn = checkpoint.lsn
-        if before is not None and before.kind == "mutation" and before.incarnation == checkpoint.incarnation:
-            self._before = before
-        elif before is None:
-            self.warnings.append(
-                f"started from the checkpoint at LSN {checkpoint.lsn}, but the record before it is not in the "
-                "journal (pruned?): if that record deleted a Run, the checkpoint may still hold it")
 
     # -- the walk ------------------------------------------------------------------------
     def walk(self, records: Iterator[Record]) -> Iterator[tuple[int, Record | None]]:
@@ -120,15 +106,6 @@ class Rebuilder:
         pending = _Peekable(records)
         recorder = self.recorder
         self._register_derived(pending)
-        if self._before is not None:
-            recorder.resuming = True
-            try:
-                self._mutate(self._before)
-            finally:
-                recorder.resuming = False
-            self._before = None
-        else:
-            self._hand_off_at_start()
         self._check_behind(recorder.lsn + 1)
         self.cache.lsn = recorder.lsn
         yield recorder.lsn, None
@@ -161,23 +138,6 @@ class Rebuilder:
                     record.lsn, f"applying this {kind} record changed nothing in the rebuilt state")
             self._check_behind(record.lsn)
             yield recorder.lsn, record
-
-    def _hand_off_at_start(self) -> None:
-        """Drops right after the starting checkpoint whose cause is before it (not in the journal any more).
-
-        Accepted only where the hand-off rule, applied to the restored state, drops
-        that very assumption for that very reason - as the live cache did.
-        """
-        recorder = self.recorder
-        while (drop := recorder.expected.get(recorder.lsn + 1)) is not None and drop.kind == "drop":
-            ns, uid, why = drop.field("namespace"), drop.field("run_uid"), drop.field("why")
-            if not handoff_matches(self.cache, ns, uid, why):
-                return  # left for the walk, which reports it at its LSN
-            recorder.handing_off = True
-            try:
-                self.cache.release(ns, uid, why)  # the same state change as the cache's own drop
-            finally:
-                recorder.handing_off = False
 
     def _register_derived(self, pending: _Peekable) -> None:
         while (following := pending.peek()) is not None and following.kind in DERIVED:
@@ -217,8 +177,7 @@ class Rebuilder:
             raise errors.CorruptRecord(record.lsn, f"the mutation cannot be decoded: {exc!r}") from exc
 
     def _require(self, condition: bool, record: Record, message: str) -> None:
-        # A resumed mutation may legitimately find its work done already.
-        if not condition and not self.recorder.resuming:
+        if not condition:
             raise errors.InconsistentHistory(record.lsn, message)
 
     def _reserve(self, record: Record) -> None:
@@ -288,15 +247,6 @@ def state_differences(recorded: dict[str, Any], rebuilt: dict[str, Any]) -> list
     if extra:
         found.append(f"the checkpoint has unknown parts {extra}")
     return found or ["the checkpoint's encoding differs (ordering or duplicates)"]
-
-
-def handoff_matches(cache: ClusterCache, ns: str, run_uid: str, why: str) -> bool:
-    """Whether the hand-off rule, on the current state, drops this assumption for this reason."""
-    a = cache.assumed.get((ns, run_uid))
-    if a is None:
-        return False
-    run = next((r for r in cache.runs() if r.namespace == ns and r.uid == run_uid), None)
-    return assumed_mod.handoff(a, run) == why
 
 
 class _Peekable:

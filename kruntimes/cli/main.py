@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from kruntimes import __version__
-from kruntimes.cli import crds_cmd, db_cmd, demo_cmd, history_cmd, journal_cmd, simulate_cmd
+from kruntimes.cli import crds_cmd, db_cmd, demo_cmd, history_cmd, journal_cmd, replay_cmd, simulate_cmd
 from kruntimes.cli import scheduler_cmd
 
 
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     journal_cmd.register(sub)
     db_cmd.register(sub)
     crds_cmd.register(sub)
+    replay_cmd.register(sub)
     scheduler_cmd.register(sub)
     return parser
 

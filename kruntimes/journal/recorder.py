@@ -27,6 +27,7 @@ from kruntimes.scheduler.config import PLANNER_VERSION, SchedulerConfig
 from kruntimes.scheduler.outcome import CycleOutcome
 
 DETAILS = ("summary", "full")
+DEFAULT_TOP_CANDIDATES = 5
 
 
 class Sink(Protocol):
@@ -54,7 +55,7 @@ def cycle_payload(data: dict[str, Any], detail: str) -> dict[str, Any]:
         "candidates": [{"pod": c.pod, "total": c.total,
                         "scores": [[plugin, list(raw) if isinstance(raw, tuple) else raw, norm]
                                    for plugin, raw, norm in c.scores]}
-                       for c in o.top(data["top"])],
+                       for c in o.top(data.get("top", DEFAULT_TOP_CANDIDATES))],
         "digest": o.digest(),
         "duration_us": int(data["duration"] * 1_000_000),
     }
@@ -105,10 +106,12 @@ class JournalRecorder:
         self.clock = clock
         self.incarnation = incarnation or uuid.uuid4().hex
         self.state_source: StateSource | None = None
+        self.top_candidates = DEFAULT_TOP_CANDIDATES
         self._since_checkpoint = 0
 
     def start(self, config: SchedulerConfig, *, top_candidates: int, instance: str | None = None) -> int:
         """The incarnation record: who is scheduling, with which code and configuration."""
+        self.top_candidates = top_candidates
         return self._append("incarnation", {
             "instance": instance or socket.gethostname(), "version": __version__,
             "planner_version": PLANNER_VERSION, "config": config.to_dict(), "config_hash": config.digest(),
@@ -116,12 +119,25 @@ class JournalRecorder:
         })
 
     def record(self, kind: str, data: dict[str, Any]) -> int:
-        payload = cycle_payload(data, self.detail) if kind == "cycle" else _PAYLOADS[kind](data)
-        lsn = self._append(kind, payload)
+        if kind == "cycle":
+            # One source for how many candidates a cycle records: the number the
+            # incarnation record announces, which is what replay compares against.
+            payload = cycle_payload({**data, "top": self.top_candidates}, self.detail)
+        else:
+            payload = _PAYLOADS[kind](data)
         self._since_checkpoint += 1
+        return self._append(kind, payload)
+
+    def settled(self) -> int | None:
+        """Called by the cache, under its lock, once a whole change is applied.
+
+        Checkpoints are taken only here - never in the middle of a change that has
+        been recorded but not yet applied - so a checkpoint is always exactly the
+        state after the record before it. Returns the checkpoint's LSN, if one was taken.
+        """
         if self._since_checkpoint >= self.checkpoint_every and self.state_source is not None:
-            lsn = self.checkpoint()
-        return lsn
+            return self.checkpoint()
+        return None
 
     def checkpoint(self) -> int:
         """The full projected cache state and the assumed cache, as of this LSN."""

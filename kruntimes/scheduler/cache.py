@@ -15,10 +15,11 @@ feeding the same records through this same class.
 from __future__ import annotations
 
 import bisect
+import functools
 import threading
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, Iterator, Protocol
+from typing import Any, Callable, Iterator, Protocol, TypeVar
 
 from kruntimes.scheduler import assumed as assumed_mod
 from kruntimes.scheduler.config import SchedulerConfig
@@ -31,6 +32,7 @@ from kruntimes.scheduler.slots import add as _add
 from kruntimes.scheduler.slots import position as _position
 from kruntimes.scheduler.views import PodView, make_view
 
+T = TypeVar("T")
 RunKey = tuple[str, str]
 #: A wake-up: the Pending Run key to enqueue and the metric source that emitted it
 #: (None when a Run event enqueues that Run itself, which is not a counted wake-up).
@@ -60,6 +62,24 @@ class CountingRecorder:
         return self.lsn
 
 
+def _settles(method: Callable[..., T]) -> Callable[..., T]:
+    """A public change: applied and recorded under the lock, then the recorder may
+    checkpoint - after the whole change, never between its record and its effect."""
+
+    @functools.wraps(method)
+    def change(self: ClusterCache, *args: Any, **kwargs: Any) -> T:
+        with self.lock:
+            result = method(self, *args, **kwargs)
+            settled = getattr(self.recorder, "settled", None)
+            if settled is not None:
+                lsn = settled()
+                if lsn is not None:
+                    self.lsn = lsn
+            return result
+
+    return change
+
+
 class ClusterCache:
     def __init__(self, config: SchedulerConfig | None = None, recorder: Recorder | None = None) -> None:
         self.config = config or SchedulerConfig()
@@ -78,6 +98,7 @@ class ClusterCache:
         self.lsn = self.recorder.record(kind, data)
         return self.lsn
 
+    @_settles
     def record(self, kind: str, data: dict[str, Any]) -> int:
         """Record a non-mutating event (cycle, bind result, leader change) in log order."""
         with self.lock:
@@ -185,6 +206,7 @@ class ClusterCache:
         return slot.info.runtime if slot and slot.info else None
 
     # -- pods ---------------------------------------------------------------------------
+    @_settles
     def upsert_pod(self, info: PodInfo, now: datetime | None = None, event: str = "MODIFIED") -> list[Wakeup]:
         """Apply a pod add/update; returns the Pending Runs to wake (SPEC §3.1)."""
         with self.lock:
@@ -205,6 +227,7 @@ class ClusterCache:
                 return self._wake(ns, info.runtime, SOURCE_RUNTIME_POD)
             return []
 
+    @_settles
     def delete_pod(self, namespace: str, name: str) -> list[Wakeup]:
         with self.lock:
             slot = self._slots.get((namespace, name))
@@ -226,6 +249,7 @@ class ClusterCache:
             group.invalidate()
 
     # -- runs ---------------------------------------------------------------------------
+    @_settles
     def upsert_run(self, info: RunInfo, event: str = "MODIFIED") -> list[Wakeup]:
         """Apply a Run add/update: usage, targets, runtime index, assumption hand-off."""
         with self.lock:
@@ -242,6 +266,7 @@ class ClusterCache:
             wakeups += self._account(old, info)
             return wakeups
 
+    @_settles
     def delete_run(self, namespace: str, name: str) -> list[Wakeup]:
         with self.lock:
             old = self._runs.get((namespace, name))
@@ -351,6 +376,7 @@ class ClusterCache:
             targets.remove(uid)
 
     # -- assumptions ----------------------------------------------------------------------
+    @_settles
     def reserve(self, run: RunInfo, pod_name: str) -> bool:
         """Atomically re-check that `run` still fits `pod_name` given every assumption, then assume it."""
         with self.lock:
@@ -376,6 +402,7 @@ class ClusterCache:
         self._touch(a.namespace, slot)
         self._refresh_target(a.namespace, a.run_uid)
 
+    @_settles
     def release(self, namespace: str, run_uid: str, why: str) -> list[Wakeup]:
         """Undo an assumption (bind failed, cycle aborted). Idempotent."""
         with self.lock:

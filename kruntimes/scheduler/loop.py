@@ -60,7 +60,7 @@ def utc_now() -> datetime:
 class Scheduler:
     def __init__(self, cache: ClusterCache, binder: Binder, *, clock: Callable[[], datetime] = utc_now,
                  metrics: SchedulerMetrics | None = None, queue: WorkQueue | None = None,
-                 planner: Planner | None = None, top_candidates: int = 5) -> None:
+                 planner: Planner | None = None) -> None:
         self.cache = cache
         self.binder = binder
         self.clock = clock
@@ -68,7 +68,6 @@ class Scheduler:
         # `is not None`, not `or`: an empty WorkQueue is falsy (it has __len__).
         self.queue: WorkQueue = queue if queue is not None else WorkQueue(on_dequeue=self._dequeued)
         self.planner = planner if planner is not None else Planner(cache.config)
-        self.top_candidates = top_candidates
         self._threads: list[threading.Thread] = []
         # The resourceVersion each key's last successful status write was based on: until
         # the informer shows a newer version, planning that Run again would only earn a
@@ -184,8 +183,7 @@ class Scheduler:
         self.metrics.cycle_duration.observe(duration)
         self.metrics.result(result)
         self.results[result] += 1
-        cache.record("cycle", {"outcome": outcome, "result": result, "duration": duration,
-                               "top": self.top_candidates})
+        cache.record("cycle", {"outcome": outcome, "result": result, "duration": duration})
         return result
 
     def _act(self, key: RunKey, run: RunInfo, outcome: out.CycleOutcome, reserved: bool) -> str:

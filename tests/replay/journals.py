@@ -78,8 +78,7 @@ def scripted(url: str, spool_dir: Path, *, checkpoint_every: int = 40, detail: s
         cache = ClusterCache(config, session.recorder)
         session.attach(cache)
         api = MemoryApi(conflict_rate=0.25, seed=3)  # inline delivery: still deterministic
-        scheduler = Scheduler(cache, api, clock=lambda: NOW, queue=WorkQueue(clock=FakeClock()), planner=planner,
-                              top_candidates=top_candidates)
+        scheduler = Scheduler(cache, api, clock=lambda: NOW, queue=WorkQueue(clock=FakeClock()), planner=planner)
         api.watchers.append(scheduler.on_run)
         for i in range(4):
             scheduler.on_pod(pod(f"p{i}", capacity={"runs": 2, GPU: 1 if i % 2 else 0}, heartbeat=NOW), event="ADDED")
@@ -202,7 +201,7 @@ def live(url: str, spool_dir: Path, w: LiveWorkload, *, workers: int = 4, deadli
     cache = ClusterCache(config, session.recorder)
     session.attach(cache)
     api = MemoryApi(conflict_rate=w.conflict_rate, delay=(0.0, w.max_delay), seed=w.seed)
-    scheduler = Scheduler(cache, api, clock=clock, top_candidates=3,
+    scheduler = Scheduler(cache, api, clock=clock,
                           queue=WorkQueue(clock=lambda: time.monotonic() + skipped[0]))
     api.watchers.append(scheduler.on_run)
     pods = {p.key: p for p in w.pods}
