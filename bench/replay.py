@@ -1,7 +1,7 @@
 """Replay benchmarks (issue 4; not a test): one cycle vs journal length, and `verify` throughput.
 
 1. **One cycle vs journal length.** SQLite journals of 10k, 100k and 1M records
-   (checkpoint every 10,000 records, the default) of a synthetic-but-valid
+   (checkpoint every 5,000 records, the default) of a synthetic-but-valid
    history; for sampled cycles - uniformly, plus the ones farthest from their
    checkpoint - the time `replay.verify` takes for that one cycle with an open
    journal: find the cycle, its incarnation and checkpoint, restore, apply every
@@ -44,7 +44,7 @@ if __name__ == "__main__" and Path(sys.path[0]).resolve() == Path(__file__).reso
 
 from kruntimes.journal import records, schema  # noqa: E402
 from kruntimes.journal.backends import Journal  # noqa: E402
-from kruntimes.journal.recorder import JournalRecorder  # noqa: E402
+from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, JournalRecorder  # noqa: E402
 from kruntimes.scheduler import outcome as out  # noqa: E402
 from kruntimes.scheduler.cache import ClusterCache  # noqa: E402
 from kruntimes.scheduler.config import SchedulerConfig  # noqa: E402
@@ -76,7 +76,7 @@ class BulkSink:
 
 
 def generate(url: str, *, target: int, runtimes: int, pods_per_runtime: int, capacity: int,
-             checkpoint_every: int = 10_000, seed: int = 1) -> dict[str, Any]:
+             checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY, seed: int = 1) -> dict[str, Any]:
     """Write a history of about `target` records; return its shape."""
     rng = random.Random(seed)
     journal = Journal.open(url)
@@ -188,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=40, help="cycles timed per journal (plus the worst quarter)")
     parser.add_argument("--verify-cycles", type=int, default=3000, help="cycles in the 1,000-pod history")
     parser.add_argument("--dir", help="where to write the journals (default: a temporary directory)")
-    parser.add_argument("--checkpoint-every", type=int, default=10_000, help="the recorder's checkpoint interval")
+    parser.add_argument("--checkpoint-every", type=int, default=DEFAULT_CHECKPOINT_EVERY,
+                        help="the recorder's checkpoint interval")
     parser.add_argument("--skip-verify", action="store_true", help="only the one-cycle table")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for smoke runs")
     args = parser.parse_args(argv)

@@ -24,6 +24,7 @@ import kubernetes.config
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
 from kruntimes.cli import journal_args
+from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY
 from kruntimes.cluster import logs
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.runner import ClusterScheduler
@@ -106,7 +107,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                              f"sqlite:///PATH (env {journal_args.URL_ENV}; default: no journal)")
     option(journal, "--journal-detail", "KRUNTIMES_JOURNAL_DETAIL", "summary", "cycle records: summary or full",
            choices=DETAILS)
-    option(journal, "--journal-checkpoint-every", "KRUNTIMES_JOURNAL_CHECKPOINT_EVERY", 10_000,
+    option(journal, "--journal-checkpoint-every", "KRUNTIMES_JOURNAL_CHECKPOINT_EVERY", DEFAULT_CHECKPOINT_EVERY,
            "records between checkpoints of the cache", type=_positive(int), metavar="N")
     option(journal, "--journal-spool", "KRUNTIMES_JOURNAL_SPOOL", None,
            "file where records wait while the database is away (default: next to an SQLite journal, "

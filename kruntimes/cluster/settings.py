@@ -12,6 +12,7 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 
+from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY
 from kruntimes.scheduler.config import ConfigError, SchedulerConfig
 
 DETAILS = ("summary", "full")
@@ -67,7 +68,7 @@ class ClusterSettings:
     default_runs_capacity: int = 1
     journal_url: str | None = None
     journal_detail: str = "summary"
-    journal_checkpoint_every: int = 10_000
+    journal_checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY
     journal_spool: str | None = None
     leader_elect: bool = True
     lease: LeaseSettings = field(default_factory=LeaseSettings)

@@ -14,7 +14,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal.backends import Journal
-from kruntimes.journal.recorder import JournalRecorder
+from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, JournalRecorder
 from kruntimes.journal.writer import JournalWriter
 from kruntimes.scheduler.config import SchedulerConfig
 
@@ -29,7 +29,7 @@ def default_spool(url: str) -> str:
 
 class JournalSession:
     def __init__(self, url: str, config: SchedulerConfig, *, spool_path: str | None = None,
-                 top_candidates: int = 5, detail: str = "summary", checkpoint_every: int = 10_000,
+                 top_candidates: int = 5, detail: str = "summary", checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
                  registry: CollectorRegistry | None = None, **writer_options: Any) -> None:
         self.url = url
         self.journal = Journal.open(url)
