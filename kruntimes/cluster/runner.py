@@ -28,7 +28,8 @@ from kruntimes.cluster.leader import LeaderElector, LeaseRecord
 from kruntimes.cluster.settings import ClusterSettings
 from kruntimes.cluster.term import Terms
 from kruntimes.journal.session import JournalSession
-from kruntimes.scheduler.cache import ClusterCache, Recorder
+from kruntimes.scheduler.cache import ClusterCache
+from kruntimes.scheduler.recording import Recorder
 from kruntimes.scheduler.loop import Scheduler, utc_now
 from kruntimes.scheduler.metrics import SchedulerMetrics
 

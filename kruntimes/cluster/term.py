@@ -33,7 +33,7 @@ from kruntimes.cluster.leader import LeaseRecord
 from kruntimes.cluster.settings import ClusterSettings
 from kruntimes.journal.session import JournalSession
 from kruntimes.scheduler import assumed as assumed_mod
-from kruntimes.scheduler.cache import CountingRecorder, Recorder
+from kruntimes.scheduler.recording import CountingRecorder, Recorder
 from kruntimes.scheduler.loop import Scheduler
 
 log = logging.getLogger(__name__)

@@ -6,8 +6,8 @@ the affinity target index and the runtime index of Pending Runs. Usage is kept u
 to date on every mutation, so a cycle never walks the Run list; that is what keeps
 per-cycle cost flat in the number of active Runs.
 
-Every mutation is handed to the recorder while the lock is held, which assigns its
-log sequence number at the moment the change happens. "The state a cycle saw" is
+Every mutation is handed to the recorder (`recording`) while the lock is held,
+which assigns its log sequence number at the moment the change happens. "The state a cycle saw" is
 then exactly "every record up to the snapshot's LSN", and replay rebuilds it by
 feeding the same records through this same class.
 """
@@ -15,15 +15,15 @@ feeding the same records through this same class.
 from __future__ import annotations
 
 import bisect
-import functools
 import threading
-from dataclasses import replace
-from datetime import datetime, timedelta
-from typing import Any, Callable, Iterator, Protocol, TypeVar
+from datetime import datetime
+from typing import Any, Iterator
 
 from kruntimes.scheduler import assumed as assumed_mod
+from kruntimes.scheduler import wake_rules
 from kruntimes.scheduler.config import SchedulerConfig
 from kruntimes.scheduler.projection import Assumption, PodInfo, RunInfo
+from kruntimes.scheduler.recording import CountingRecorder, Recorder, settles
 from kruntimes.scheduler.snapshot import Snapshot
 from kruntimes.scheduler.targets import NamespaceTargets, Target, frozen_labels
 from kruntimes.scheduler.slots import Group as _Group
@@ -32,52 +32,12 @@ from kruntimes.scheduler.slots import add as _add
 from kruntimes.scheduler.slots import position as _position
 from kruntimes.scheduler.views import PodView, make_view
 
-T = TypeVar("T")
 RunKey = tuple[str, str]
 #: A wake-up: the Pending Run key to enqueue and the metric source that emitted it
 #: (None when a Run event enqueues that Run itself, which is not a counted wake-up).
 Wakeup = tuple[RunKey, str | None]
 SOURCE_RUNTIME_POD = "runtime_pod"
 SOURCE_CAPACITY_RELEASED = "capacity_released"
-
-
-class Recorder(Protocol):
-    """Receives every state change under the cache lock and returns its LSN.
-
-    The journal implements this; `data` holds projections and plain values, and the
-    recorder decides how (and whether) to encode them.
-    """
-
-    def record(self, kind: str, data: dict[str, Any]) -> int: ...
-
-
-class CountingRecorder:
-    """The recorder when no journal is configured: it only numbers changes."""
-
-    def __init__(self, start: int = 0) -> None:
-        self.lsn = start
-
-    def record(self, kind: str, data: dict[str, Any]) -> int:
-        self.lsn += 1
-        return self.lsn
-
-
-def _settles(method: Callable[..., T]) -> Callable[..., T]:
-    """A public change: applied and recorded under the lock, then the recorder may
-    checkpoint - after the whole change, never between its record and its effect."""
-
-    @functools.wraps(method)
-    def change(self: ClusterCache, *args: Any, **kwargs: Any) -> T:
-        with self.lock:
-            result = method(self, *args, **kwargs)
-            settled = getattr(self.recorder, "settled", None)
-            if settled is not None:
-                lsn = settled()
-                if lsn is not None:
-                    self.lsn = lsn
-            return result
-
-    return change
 
 
 class ClusterCache:
@@ -98,7 +58,7 @@ class ClusterCache:
         self.lsn = self.recorder.record(kind, data)
         return self.lsn
 
-    @_settles
+    @settles
     def record(self, kind: str, data: dict[str, Any]) -> int:
         """Record a non-mutating event (cycle, bind result, leader change) in log order."""
         with self.lock:
@@ -206,7 +166,7 @@ class ClusterCache:
         return slot.info.runtime if slot and slot.info else None
 
     # -- pods ---------------------------------------------------------------------------
-    @_settles
+    @settles
     def upsert_pod(self, info: PodInfo, now: datetime | None = None, event: str = "MODIFIED") -> list[Wakeup]:
         """Apply a pod add/update; returns the Pending Runs to wake (SPEC §3.1)."""
         with self.lock:
@@ -223,11 +183,11 @@ class ClusterCache:
             slot.info = info
             self._touch(ns, slot)
             self._record("mutation", {"kind": "Pod", "event": event, "object": info})
-            if old is None or _availability_changed(old, info, now, self.config):
+            if old is None or wake_rules.availability_changed(old, info, now, self.config):
                 return self._wake(ns, info.runtime, SOURCE_RUNTIME_POD)
             return []
 
-    @_settles
+    @settles
     def delete_pod(self, namespace: str, name: str) -> list[Wakeup]:
         with self.lock:
             slot = self._slots.get((namespace, name))
@@ -249,7 +209,7 @@ class ClusterCache:
             group.invalidate()
 
     # -- runs ---------------------------------------------------------------------------
-    @_settles
+    @settles
     def upsert_run(self, info: RunInfo, event: str = "MODIFIED") -> list[Wakeup]:
         """Apply a Run add/update: usage, targets, runtime index, assumption hand-off."""
         with self.lock:
@@ -266,7 +226,7 @@ class ClusterCache:
             wakeups += self._account(old, info)
             return wakeups
 
-    @_settles
+    @settles
     def delete_run(self, namespace: str, name: str) -> list[Wakeup]:
         with self.lock:
             old = self._runs.get((namespace, name))
@@ -314,7 +274,7 @@ class ClusterCache:
                     wakeups += [w for w in self._wake(ns, runtime, SOURCE_CAPACITY_RELEASED)
                                 if w[0][1] != run.name and w not in wakeups]
         self._refresh_target(ns, run.uid)
-        if new is not None and new.eligible and (was != now or not _status_only(old, new)
+        if new is not None and new.eligible and (was != now or not wake_rules.status_only(old, new)
                                                  or new.name not in self._group(ns, new.runtime).parked):
             # The Run itself: enqueued, not a counted wake-up. A parked Run whose update
             # is only the scheduler's own status write stays parked: nothing it is
@@ -376,7 +336,7 @@ class ClusterCache:
             targets.remove(uid)
 
     # -- assumptions ----------------------------------------------------------------------
-    @_settles
+    @settles
     def reserve(self, run: RunInfo, pod_name: str) -> bool:
         """Atomically re-check that `run` still fits `pod_name` given every assumption, then assume it."""
         with self.lock:
@@ -402,7 +362,7 @@ class ClusterCache:
         self._touch(a.namespace, slot)
         self._refresh_target(a.namespace, a.run_uid)
 
-    @_settles
+    @settles
     def release(self, namespace: str, run_uid: str, why: str) -> list[Wakeup]:
         """Undo an assumption (bind failed, cycle aborted). Idempotent."""
         with self.lock:
@@ -463,22 +423,3 @@ class ClusterCache:
             if slot is None or slot.info is None:
                 return {}
             return dict(self._view(slot, self.config).used)
-
-
-def _status_only(old: RunInfo | None, new: RunInfo) -> bool:
-    """Whether an update changed only what the scheduler itself writes on a Pending Run."""
-    return old is not None and replace(old, resource_version=new.resource_version,
-                                       pending_message=new.pending_message) == new
-
-
-def _availability_changed(old: PodInfo, new: PodInfo, now: datetime | None, config: SchedulerConfig) -> bool:
-    """Whether a pod update can change what fits: readiness, deletion, capacity, heartbeat staleness."""
-    if (old.ready, old.terminating, old.capacity, old.capacity_problem) != (
-            new.ready, new.terminating, new.capacity, new.capacity_problem):
-        return True
-    if old.heartbeat == new.heartbeat or now is None:
-        return False
-    limit = now - timedelta(seconds=config.heartbeat_staleness_seconds)
-    was_fresh = old.heartbeat is not None and old.heartbeat >= limit
-    is_fresh = new.heartbeat is not None and new.heartbeat >= limit
-    return was_fresh != is_fresh

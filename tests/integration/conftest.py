@@ -14,7 +14,7 @@ import pytest
 from kubernetes.client import ApiClient
 
 from kruntimes.cluster.runner import ClusterScheduler
-from kruntimes.scheduler.cache import Recorder
+from kruntimes.scheduler.recording import Recorder
 from tests.emulator.fixtures import emulator, emulator_factory, kube_api, kube_namespace, real_cluster  # noqa: F401
 from tests.integration import cluster
 

@@ -6,7 +6,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from kruntimes.scheduler.cache import CountingRecorder
+from kruntimes.scheduler.recording import CountingRecorder
 
 
 class MutationLog(CountingRecorder):
