@@ -97,6 +97,8 @@ def test_an_invalid_run_becomes_terminal_failed_with_a_message_naming_the_field(
     completed = {c["type"]: c for c in status["conditions"]}["Completed"]
     assert completed["reason"] == "InvalidConfiguration" and "spec.resources" in completed["message"]
     assert status["completionTime"] and "assignment" not in status
+    # The server answers before the binder counts its write: wait for the count too.
+    wait_for(lambda: scheduler.binder.writes == 1, what="the binder's one write counted")
     writes = scheduler.binder.writes
     cluster_api.label_run("fractional", seen="yes")  # a terminal Run is never planned or written again
     cluster_api.add_run("valid")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import copy
 import functools
+import re
 import shutil
 import subprocess
 from datetime import datetime, timezone
@@ -221,11 +222,9 @@ SCHEDULER_CALLS = [
     *(Call(f"the {resource} informer may {verb} {resource} in every namespace",
            ALL_NAMESPACES, group, resource, verb)
       for group, resource in (("kruntimes.io", "runs"), ("kruntimes.io", "runtimes"), ("", "pods"))
-      for verb in ("get", "list", "watch")),
-    Call("the binder may update a Run's status in any namespace",
+      for verb in ("list", "watch")),
+    Call("the binder, Pending and Failed writes may update a Run's status in any namespace",
          ALL_NAMESPACES, "kruntimes.io", "runs/status", "update"),
-    Call("Pending and Failed writes may patch a Run's status",
-         ALL_NAMESPACES, "kruntimes.io", "runs/status", "patch"),
     Call("leader election may read its Lease", NAMESPACE, "coordination.k8s.io", "leases", "get", LEASE),
     Call("leader election may create its Lease", NAMESPACE, "coordination.k8s.io", "leases", "create"),
     Call("leader election may renew its Lease", NAMESPACE, "coordination.k8s.io", "leases", "update", LEASE),
@@ -294,6 +293,9 @@ FORBIDDEN = [
     Call("nobody may create Runs", "team-a", "kruntimes.io", "runs", "create"),
     Call("nobody may update a Run's spec", "team-a", "kruntimes.io", "runs", "update"),
     Call("nobody may patch a Run's spec", "team-a", "kruntimes.io", "runs", "patch"),
+    Call("the scheduler never patches a Run's status (it replaces it, guarded)", "team-a", "kruntimes.io",
+         "runs/status", "patch"),
+    Call("the informers never read single Runs", "team-a", "kruntimes.io", "runs", "get"),
     Call("nobody may delete Runs", "team-a", "kruntimes.io", "runs", "delete"),
     Call("nobody may write a Runtime's status", "team-a", "kruntimes.io", "runtimes/status", "update"),
     Call("nobody may create pods", "team-a", "", "pods", "create"),
@@ -579,3 +581,29 @@ def test_the_example_runs_are_all_placed_once_the_runtime_pods_are_up() -> None:
             for i, e in enumerate(e for e in _examples() if e["kind"] == "Run")]
     placements = simulate.simulate([(o["metadata"]["name"], o) for o in pods + runs], now)
     assert {(p.name, p.phase) for p in placements} == {(r["metadata"]["name"], "Scheduled") for r in runs}
+
+
+# --- the table above is the code's calls ------------------------------------------------------
+
+# Client methods always name their scope (namespaced_, cluster_ or _for_all_namespaces),
+# which tells them apart from the cache's own delete_pod/delete_run.
+_KINDS = r"(custom_object_status|custom_object|pod|lease)"
+_CLIENT_CALL = re.compile(r"\b(list|read|create|replace|patch|delete)_(?:(?:namespaced|cluster)_" + _KINDS
+                          + r"|" + _KINDS + r"_for_all_namespaces)\b")
+_VERB = {"list": "list", "read": "get", "create": "create", "replace": "update", "patch": "patch",
+         "delete": "delete"}
+_RESOURCE = {"custom_object_status": ("kruntimes.io", "runs/status"), "custom_object": ("kruntimes.io", None),
+             "pod": ("", "pods"), "lease": ("coordination.k8s.io", "leases")}
+
+
+def test_every_kubernetes_call_the_cluster_adapter_makes_is_in_the_permission_table() -> None:
+    source = "\n".join(p.read_text() for p in (ROOT / "kruntimes" / "cluster").glob("*.py"))
+    calls = {(m.group(1), m.group(2) or m.group(3)) for m in _CLIENT_CALL.finditer(source)}
+    assert calls, "no client calls found: the pattern no longer matches the adapter"
+    table = {(c.group, c.resource, c.verb) for c in SCHEDULER_CALLS}
+    for method, kind in sorted(calls):
+        group, resource = _RESOURCE[kind]
+        verb = _VERB[method]
+        resources = [resource] if resource else ["runs", "runtimes"] if verb in ("list", "get") else ["runs"]
+        for r in resources:
+            assert (group, r, verb) in table, f"the adapter calls {method}_{kind} ({verb} {r}); grant it"
