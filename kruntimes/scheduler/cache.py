@@ -25,11 +25,10 @@ from kruntimes.scheduler.config import SchedulerConfig
 from kruntimes.scheduler.projection import Assumption, PodInfo, RunInfo
 from kruntimes.scheduler.recording import CountingRecorder, Recorder, settles
 from kruntimes.scheduler.snapshot import Snapshot
-from kruntimes.scheduler.targets import NamespaceTargets, Target, frozen_labels
+from kruntimes.scheduler.targets import NamespaceTargets, target_of
 from kruntimes.scheduler.slots import Group as _Group
 from kruntimes.scheduler.slots import Slot as _Slot
 from kruntimes.scheduler.slots import add as _add
-from kruntimes.scheduler.slots import position as _position
 from kruntimes.scheduler.views import PodView, make_view
 
 RunKey = tuple[str, str]
@@ -110,27 +109,11 @@ class ClusterCache:
         elif config.default_runs_capacity != self.config.default_runs_capacity:
             pods = tuple(self._view(self._slots[(run.namespace, n)], config) for n in group.names)
         else:
-            pods = self._group_views(run.namespace, group)
-            if group.frozen_names is None:
-                group.frozen_names = tuple(group.names)
-            names = group.frozen_names
+            slots, ns = self._slots, run.namespace
+            pods = group.snapshot_views(lambda name: self._view(slots[(ns, name)], config))
+            names = group.name_tuple()
         targets = self._targets.get(run.namespace) or NamespaceTargets()
         return Snapshot(run=run, pods=pods, targets=targets, now=now, lsn=self.lsn, config=config, names=names)
-
-    def _group_views(self, ns: str, group: _Group) -> tuple[PodView, ...]:
-        if group.frozen is not None:
-            return group.frozen
-        slots, config = self._slots, self.config
-        if group.views is None:
-            group.views = [self._view(slots[(ns, n)], config) for n in group.names]
-        elif group.dirty:
-            index = {n: i for i, n in enumerate(group.names)} if len(group.dirty) > 8 else None
-            for name in group.dirty:
-                i = index[name] if index is not None else _position(group.names, name)
-                group.views[i] = self._view(slots[(ns, name)], config)
-        group.dirty.clear()
-        group.frozen = tuple(group.views)
-        return group.frozen
 
     # -- slot bookkeeping --------------------------------------------------------------
     def _slot(self, ns: str, pod_name: str) -> _Slot:
@@ -320,20 +303,11 @@ class ClusterCache:
         if targets is None:
             targets = self._targets[ns] = NamespaceTargets()
         key = self._run_by_uid.get((ns, uid))
-        run = self._runs.get(key) if key else None
-        if run is not None and run.active:
-            assert run.pod_name is not None
-            targets.put(Target(uid=uid, name=run.name, labels=frozen_labels(run.labels),
-                               pod_name=run.pod_name, required_anti=run.affinity.required_anti,
-                               workspace=run.workspace, assumed=False))
-            return
-        a = self.assumed.get((ns, uid))
-        if a is not None:
-            targets.put(Target(uid=uid, name=a.run_name, labels=frozen_labels(a.labels),
-                               pod_name=a.pod_name, required_anti=a.affinity.required_anti,
-                               workspace=a.workspace, assumed=True))
-        else:
+        target = target_of(self._runs.get(key) if key else None, self.assumed.get((ns, uid)))
+        if target is None:
             targets.remove(uid)
+        else:
+            targets.put(target)
 
     # -- assumptions ----------------------------------------------------------------------
     @settles

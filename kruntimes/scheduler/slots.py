@@ -10,6 +10,7 @@ cluster cache lock.
 from __future__ import annotations
 
 import bisect
+from typing import Callable
 
 from kruntimes.scheduler.projection import PodInfo
 from kruntimes.scheduler.views import PodView
@@ -76,6 +77,26 @@ class Group:
     def invalidate(self) -> None:
         self.views, self.frozen, self.frozen_names = None, None, None
         self.dirty.clear()
+
+    def snapshot_views(self, view_of: Callable[[str], PodView]) -> tuple[PodView, ...]:
+        """The pods' views in name order, rebuilding only those touched since the last call."""
+        if self.frozen is not None:
+            return self.frozen
+        if self.views is None:
+            self.views = [view_of(n) for n in self.names]
+        elif self.dirty:
+            index = {n: i for i, n in enumerate(self.names)} if len(self.dirty) > 8 else None
+            for name in self.dirty:
+                i = index[name] if index is not None else position(self.names, name)
+                self.views[i] = view_of(name)
+        self.dirty.clear()
+        self.frozen = tuple(self.views)
+        return self.frozen
+
+    def name_tuple(self) -> tuple[str, ...]:
+        if self.frozen_names is None:
+            self.frozen_names = tuple(self.names)
+        return self.frozen_names
 
     def touch(self, name: str) -> None:
         if self.views is not None:

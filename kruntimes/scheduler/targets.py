@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Iterable, Mapping
 
-from kruntimes.scheduler.projection import Selector, Term
+from kruntimes.scheduler.projection import Assumption, RunInfo, Selector, Term
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,3 +123,16 @@ def _discard(index: defaultdict, key, uid: str) -> None:  # type: ignore[type-ar
 
 def frozen_labels(labels: Iterable[tuple[str, str]]) -> Mapping[str, str]:
     return MappingProxyType(dict(labels))
+
+
+def target_of(run: RunInfo | None, assumption: Assumption | None) -> Target | None:
+    """The Run as an affinity target: where it is active, else where it is assumed, else none."""
+    if run is not None and run.active:
+        assert run.pod_name is not None
+        return Target(uid=run.uid, name=run.name, labels=frozen_labels(run.labels), pod_name=run.pod_name,
+                      required_anti=run.affinity.required_anti, workspace=run.workspace, assumed=False)
+    if assumption is not None:
+        return Target(uid=assumption.run_uid, name=assumption.run_name, labels=frozen_labels(assumption.labels),
+                      pod_name=assumption.pod_name, required_anti=assumption.affinity.required_anti,
+                      workspace=assumption.workspace, assumed=True)
+    return None
