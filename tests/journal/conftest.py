@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 import threading
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from kruntimes.journal import backends
+from tests.journal.history_journal import fresh_postgres_schema
 
 POSTGRES_ENV = "KRUNTIMES_TEST_POSTGRES_URL"
 
@@ -62,17 +61,8 @@ def _docker_unavailable() -> str | None:
 @pytest.fixture
 def postgres_url(postgres_base_url: str) -> Iterator[str]:
     """A PostgreSQL URL whose search_path is a fresh schema of its own."""
-    base = backends.parse_url(postgres_base_url)
-    name = f"kj_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(base)
-    try:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'CREATE SCHEMA "{name}"'))
-        yield base.update_query_dict({"options": f"-csearch_path={name}"}).render_as_string(hide_password=False)
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
-        admin.dispose()
+    with fresh_postgres_schema(postgres_base_url) as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
