@@ -103,4 +103,7 @@ def test_an_invalid_run_becomes_terminal_failed_with_a_message_naming_the_field(
     cluster_api.label_run("fractional", seen="yes")  # a terminal Run is never planned or written again
     cluster_api.add_run("valid")
     wait_for(lambda: cluster_api.placements() == {"valid": "python-0"}, what="the valid Run placed")
+    # Again the server answers before the count: wait for it, then make sure no write follows.
+    wait_for(lambda: scheduler.binder.writes >= writes + 1, what="the valid Run's write counted")
+    wait_for(lambda: scheduler.scheduler.queue.idle(), what="the queue idle")
     assert scheduler.binder.writes == writes + 1
