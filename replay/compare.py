@@ -1,7 +1,7 @@
 """Recorded cycle vs replayed outcome: identical, or exactly what differs.
 
 The replayed outcome is turned into the payload the live recorder would have
-written for it (`JournalRecorder.cycle_payload`, same detail, same number of top
+written for it (`payloads.cycle_payload`, same detail, same number of top
 candidates), so both sides are compared in one encoding. A decision is identical
 only when every recorded field matches AND the digest of the full outcome does:
 a summary record holds the top candidates only, and the digest is what proves
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kruntimes import canonical
-from kruntimes.journal import recorder as journal_recorder
+from kruntimes.journal import payloads as journal_payloads
 from kruntimes.scheduler.outcome import CycleOutcome
 
 NOT_COMPARED = frozenset({"result", "duration_us"})
@@ -46,7 +46,7 @@ def _show(value: Any) -> str:
 def replayed_payload(outcome: CycleOutcome, recorded: dict[str, Any], top_candidates: int) -> dict[str, Any]:
     """The cycle payload the live recorder would write for `outcome`, in the recorded cycle's detail."""
     detail = "full" if "outcome" in recorded else "summary"
-    return journal_recorder.cycle_payload(
+    return journal_payloads.cycle_payload(
         {"outcome": outcome, "result": recorded.get("result"), "duration": 0, "top": top_candidates}, detail)
 
 

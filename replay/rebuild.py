@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kruntimes.journal import codec
-from kruntimes.journal import recorder as journal_recorder
+from kruntimes.journal import payloads as journal_payloads
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import ConfigError, SchedulerConfig
 from kruntimes.scheduler.projection import RunInfo
@@ -201,7 +201,7 @@ class Rebuilder:
 
     # -- checkpoints ---------------------------------------------------------------------------
     def _compare_checkpoint(self, record: Record) -> None:
-        rebuilt = journal_recorder.checkpoint_payload(self.cache.state())
+        rebuilt = journal_payloads.checkpoint_payload(self.cache.state())
         recorded = record.payload
         if rebuilt != recorded:
             raise errors.CheckpointMismatch(record.lsn, state_differences(recorded, rebuilt))

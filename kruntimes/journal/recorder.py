@@ -1,14 +1,16 @@
 """JournalRecorder: the cluster cache's Recorder that writes the journal.
 
 The cache calls `record` under its lock at the moment a change happens; the
-recorder assigns the next LSN there, turns the change into a JSON-exact payload
-(projections via `codec`, cycle outcomes summarised) and pushes the record into
+recorder assigns the next LSN and the timestamp there and pushes the record into
 the writer's buffer, which never blocks on the database. It never reads anything
 back: the journal is an audit log, not scheduler state.
 
-A cycle record's size does not grow with the pod count: it carries rejection
-counts, the top candidates and a digest of the full outcome; the `full` detail
-setting adds every pod's verdict and scores for small clusters or an investigation.
+Turning a change into its JSON payload (`payloads`) costs more than scheduling
+the change did - a cycle's summary and digest walk every evaluated pod - so when
+the sink takes deferred records (`accepts_deferred`) the recorder hands over the
+immutable data as it is and the writer builds the payload off the scheduler's
+path; any other sink gets the finished `JournalRecord`.
+
 Every `checkpoint_every` records it also writes the full projected cache state and
 the assumed cache, so replay never has to start from the beginning.
 """
@@ -20,14 +22,11 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Callable, Protocol
 
-from kruntimes import __version__, canonical
-from kruntimes.journal import codec
+from kruntimes import __version__
+from kruntimes.journal import payloads
+from kruntimes.journal.payloads import DEFAULT_TOP_CANDIDATES, DETAILS, DeferredRecord
 from kruntimes.journal.records import JournalRecord
 from kruntimes.scheduler.config import PLANNER_VERSION, SchedulerConfig
-from kruntimes.scheduler.outcome import CycleOutcome
-
-DETAILS = ("summary", "full")
-DEFAULT_TOP_CANDIDATES = 5
 #: Records between checkpoints. Replaying one cycle costs restoring its checkpoint
 #: plus ~13 us per record after it; at 5,000 the worst case stays under 200 ms on a
 #: 1M-record journal (bench/replay.py), at ~240 bytes of checkpoint per record.
@@ -35,7 +34,7 @@ DEFAULT_CHECKPOINT_EVERY = 5_000
 
 
 class Sink(Protocol):
-    def append(self, record: JournalRecord) -> Any: ...
+    def append(self, record: JournalRecord | DeferredRecord) -> Any: ...
 
 
 class StateSource(Protocol):
@@ -44,54 +43,6 @@ class StateSource(Protocol):
 
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)
-
-
-def cycle_payload(data: dict[str, Any], detail: str) -> dict[str, Any]:
-    o: CycleOutcome = data["outcome"]
-    payload: dict[str, Any] = {
-        "namespace": o.namespace, "run": o.run_name, "run_uid": o.run_uid,
-        "snapshot_lsn": o.snapshot_lsn, "now": o.now.isoformat(),
-        "planner_version": PLANNER_VERSION, "config_hash": o.config_digest,
-        "status": o.status, "result": data["result"],
-        "chosen": o.chosen, "chosen_uid": o.chosen_uid, "total": o.chosen_total, "message": o.message,
-        "pods_evaluated": len(o.pods), "pods_feasible": len(o.feasible),
-        "rejections": [[p, r, n] for p, r, n in o.rejection_counts()],
-        "candidates": [{"pod": c.pod, "total": c.total,
-                        "scores": [[plugin, list(raw) if isinstance(raw, tuple) else raw, norm]
-                                   for plugin, raw, norm in c.scores]}
-                       for c in o.top(data.get("top", DEFAULT_TOP_CANDIDATES))],
-        "digest": o.digest(),
-        "duration_us": int(data["duration"] * 1_000_000),
-    }
-    if detail == "full":
-        payload["outcome"] = canonical.plain(o.encode())
-    return payload
-
-
-def _plain(data: dict[str, Any]) -> dict[str, Any]:
-    return dict(data)
-
-
-def mutation_payload(data: dict[str, Any]) -> dict[str, Any]:
-    obj = data["object"]
-    encoded = codec.pod_to(obj) if data["kind"] == "Pod" else codec.run_to(obj)
-    return {"kind": data["kind"], "event": data["event"], "namespace": obj.namespace, "name": obj.name,
-            "uid": obj.uid, "resource_version": obj.resource_version, "object": encoded}
-
-
-def checkpoint_payload(state: dict[str, Any]) -> dict[str, Any]:
-    return {"pods": [codec.pod_to(p) for p in state["pods"]], "runs": [codec.run_to(r) for r in state["runs"]],
-            "assumed": [codec.assumption_to(a) for a in state["assumed"]]}
-
-
-_PAYLOADS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-    "mutation": mutation_payload,
-    "reserve": lambda d: {"assumption": codec.assumption_to(d["assumption"])},
-    "release": _plain,
-    "drop": _plain,
-    "bind": _plain,
-    "leader": _plain,
-}
 
 
 class JournalRecorder:
@@ -114,6 +65,15 @@ class JournalRecorder:
         self.top_candidates = DEFAULT_TOP_CANDIDATES
         self._since_checkpoint = 0
 
+    @property
+    def sink(self) -> Sink:
+        return self._sink
+
+    @sink.setter
+    def sink(self, sink: Sink) -> None:
+        self._sink = sink
+        self._defer = bool(getattr(sink, "accepts_deferred", False))
+
     def start(self, config: SchedulerConfig, *, top_candidates: int, instance: str | None = None) -> int:
         """The incarnation record: who is scheduling, with which code and configuration."""
         self.top_candidates = top_candidates
@@ -124,14 +84,8 @@ class JournalRecorder:
         })
 
     def record(self, kind: str, data: dict[str, Any]) -> int:
-        if kind == "cycle":
-            # One source for how many candidates a cycle records: the number the
-            # incarnation record announces, which is what replay compares against.
-            payload = cycle_payload({**data, "top": self.top_candidates}, self.detail)
-        else:
-            payload = _PAYLOADS[kind](data)
         self._since_checkpoint += 1
-        return self._append(kind, payload)
+        return self._append(kind, data)
 
     def settled(self) -> int | None:
         """Called by the cache, under its lock, once a whole change is applied.
@@ -148,10 +102,15 @@ class JournalRecorder:
         """The full projected cache state and the assumed cache, as of this LSN."""
         assert self.state_source is not None, "attach the cluster cache first"
         self._since_checkpoint = 0
-        return self._append("checkpoint", checkpoint_payload(self.state_source.state()))
+        return self._append("checkpoint", self.state_source.state())
 
-    def _append(self, kind: str, payload: dict[str, Any]) -> int:
+    def _append(self, kind: str, data: Any) -> int:
         self.lsn += 1
-        self.sink.append(JournalRecord(incarnation=self.incarnation, lsn=self.lsn, recorded_at=self.clock(),
-                                       kind=kind, payload=payload))
+        if self._defer:
+            self._sink.append(DeferredRecord(self.incarnation, self.lsn, self.clock(), kind, data,
+                                            self.detail, self.top_candidates))
+        else:
+            payload = payloads.build(kind, data, detail=self.detail, top=self.top_candidates)
+            self._sink.append(JournalRecord(incarnation=self.incarnation, lsn=self.lsn, recorded_at=self.clock(),
+                                           kind=kind, payload=payload))
         return self.lsn

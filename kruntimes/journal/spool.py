@@ -16,6 +16,7 @@ import io
 import logging
 import os
 import struct
+import time
 import zlib
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
@@ -67,13 +68,17 @@ class Spool:
         self._last_lsn = last_lsn
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> Spool:
-        """Open (or create) the spool at ``path``, truncating a torn tail."""
+    def open(cls, path: str | os.PathLike[str], *, wait: float = 0.0) -> Spool:
+        """Open (or create) the spool at ``path``, truncating a torn tail.
+
+        Another writer holding the spool is an error at once, or after ``wait``
+        seconds (a killed scheduler's writer process may still be storing its last records).
+        """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         file = open(path, "a+b", buffering=0)  # noqa: SIM115 - kept open for the writer's lifetime
         try:
-            _lock(file, path)
+            _lock(file, path, wait)
             size = os.fstat(file.fileno()).st_size
             if size == 0:
                 file.write(MAGIC)
@@ -194,12 +199,17 @@ def _scan(reader: io.BufferedReader) -> tuple[int, int, int | None]:
     return offset, count, last_lsn
 
 
-def _lock(file: io.FileIO, path: Path) -> None:
+def _lock(file: io.FileIO, path: Path, wait: float) -> None:
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not on POSIX: no cross-process guard
         return
-    try:
-        fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError as exc:
-        raise errors.JournalError(f"journal spool {path} is in use by another writer") from exc
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError as exc:
+            if time.monotonic() >= deadline:
+                raise errors.JournalError(f"journal spool {path} is in use by another writer") from exc
+            time.sleep(0.05)

@@ -33,16 +33,19 @@ from typing import Literal
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, errors, metrics, records, spool
+from kruntimes.journal import backends, errors, metrics, payloads, records, spool
 
 log = logging.getLogger(__name__)
 
 Policy = Literal["block", "drop"]
-Record = records.JournalRecord | records.EncodedRecord
+Record = records.JournalRecord | records.EncodedRecord | payloads.DeferredRecord
 
 
 class JournalWriter:
     """Buffered, batching, spilling writer in front of one ``Journal``."""
+
+    #: The recorder may hand over ``DeferredRecord`` s: their payloads are built here.
+    accepts_deferred = True
 
     def __init__(
         self,
@@ -58,6 +61,8 @@ class JournalWriter:
         policy: Policy = "block",
         registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.monotonic,
+        observe_latency: Callable[[float], None] | None = None,
+        spool_wait: float = 0.0,
     ) -> None:
         if buffer_size < 1 or max_batch < 1:
             raise ValueError("buffer_size and max_batch must be positive")
@@ -75,7 +80,7 @@ class JournalWriter:
 
         # Opening the spool now (not in start) truncates a torn tail and tells
         # last_lsn() about spooled records before the scheduler picks its first LSN.
-        self._spool = spool.Spool.open(spool_path)
+        self._spool = spool.Spool.open(spool_path, wait=spool_wait)
 
         # Shared with producers, guarded by _lock.
         self._lock = threading.Lock()
@@ -103,6 +108,7 @@ class JournalWriter:
 
         self._metrics = metrics.for_registry(registry)
         self._metrics.collector.attach(self)
+        self._observe_latency = observe_latency or self._metrics.write_latency.observe
         if self._spilling:
             log.warning(
                 "journal spool %s holds %d records from an earlier run; draining them first",
@@ -142,24 +148,52 @@ class JournalWriter:
         writer thread.
         """
         with self._lock:
-            if self._stopping:
-                raise errors.JournalError("journal writer is closed")
-            if len(self._buffer) >= self._capacity:
-                if self._policy == "drop":
-                    self._dropped_on_append += 1
-                    return False
-                self._producers_waiting += 1
-                try:
-                    while len(self._buffer) >= self._capacity and not self._stopping:
-                        self._has_room.wait()
-                finally:
-                    self._producers_waiting -= 1
-                if self._stopping:
-                    raise errors.JournalError("journal writer closed while append was blocked")
+            if not self._wait_for_room():
+                return False
             self._buffer.append(record)
             self._appended += 1
             if self._writer_waiting:
                 self._has_work.notify()
+        return True
+
+    def extend(self, batch: list[Record]) -> int:
+        """Queue ``batch`` in order, as ``append`` would; return how many the drop policy dropped.
+
+        Takes the lock once per run of records that fit, so the writer thread sees
+        them together and writes them as one batch.
+        """
+        dropped = 0
+        start = 0
+        with self._lock:
+            while start < len(batch):
+                if not self._wait_for_room():
+                    dropped += 1
+                    start += 1
+                    continue
+                end = min(len(batch), start + self._capacity - len(self._buffer))
+                self._buffer.extend(batch[start:end])
+                self._appended += end - start
+                start = end
+                if self._writer_waiting:
+                    self._has_work.notify()
+        return dropped
+
+    def _wait_for_room(self) -> bool:
+        """(Lock held.) Wait for room in the buffer; False if the drop policy drops instead."""
+        if self._stopping:
+            raise errors.JournalError("journal writer is closed")
+        if len(self._buffer) >= self._capacity:
+            if self._policy == "drop":
+                self._dropped_on_append += 1
+                return False
+            self._producers_waiting += 1
+            try:
+                while len(self._buffer) >= self._capacity and not self._stopping:
+                    self._has_room.wait()
+            finally:
+                self._producers_waiting -= 1
+            if self._stopping:
+                raise errors.JournalError("journal writer closed while append was blocked")
         return True
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -169,6 +203,12 @@ class JournalWriter:
             if self._thread is None:  # nothing would ever settle them
                 return self._settled >= target
             return self._progress.wait_for(lambda: self._settled >= target or self._abandon, timeout)
+
+    def progress(self, after: int, timeout: float | None = None) -> int:
+        """How many appended records have settled, once more than ``after`` have (or on timeout)."""
+        with self._lock:
+            self._progress.wait_for(lambda: self._settled > after or self._abandon or self._stopping, timeout)
+            return self._settled
 
     def drain(self, timeout: float | None = None) -> bool:
         """Like ``flush``, but wait until the records are in the database (spool empty)."""
@@ -290,11 +330,14 @@ class JournalWriter:
         first: Exception | None = None
         bad = 0
         encode, limit, encoded_type = records.encode, self._max_payload_bytes, records.EncodedRecord
+        deferred, realize = payloads.DeferredRecord, payloads.realize
         for record in batch:
             if type(record) is encoded_type:
                 rows.append(record)  # type: ignore[arg-type]
                 continue
             try:
+                if type(record) is deferred:
+                    record = realize(record)  # type: ignore[arg-type]
                 rows.append(encode(record, max_payload_bytes=limit))  # type: ignore[arg-type]
             except errors.RecordRejected as exc:
                 self._rejected[exc.reason] = self._rejected.get(exc.reason, 0) + 1
@@ -327,7 +370,7 @@ class JournalWriter:
             self._schedule_retry()
             return False
         elapsed = self._clock() - started
-        self._metrics.write_latency.observe(elapsed)
+        self._observe_latency(elapsed)
         self._written += len(rows)
         if elapsed > self._slow_write_seconds:
             # Written, but the database is struggling: spill what comes next and

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import pytest
 
-from kruntimes.journal import recorder as journal_recorder
+from kruntimes.journal import payloads as journal_payloads
 from kruntimes.journal.backends import Journal
 from kruntimes.scheduler import registry
 from kruntimes.scheduler.framework import CycleState
@@ -92,7 +92,7 @@ def test_a_difference_outside_the_recorded_candidates_is_caught_by_the_digest_al
 def test_another_planner_version_is_a_difference_even_when_every_decision_matches(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     written = journals.scripted(f"sqlite:///{tmp_path}/j.db", tmp_path)
-    monkeypatch.setattr(journal_recorder, "PLANNER_VERSION", "2")
+    monkeypatch.setattr(journal_payloads, "PLANNER_VERSION", "2")
     report = _verify(written.url)
     assert report.identical == 0 and len(report.diverged) == written.cycles
     assert all([str(d) for d in r.differences] == ["planner_version: recorded '1', replayed '2'"]

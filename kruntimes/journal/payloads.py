@@ -1,0 +1,107 @@
+"""What each journal record says: the JSON payload built from a change's data.
+
+The cache hands the recorder a change as Python values (projections, a
+`CycleOutcome`, a few strings); this module turns them into the JSON-exact payload
+of SPEC §5. It is kept apart from the recorder because the work can happen later
+and elsewhere: the recorder numbers a change under the cache lock and may hand the
+data over as a `DeferredRecord`, whose payload the journal writer builds on its own
+thread or in its own process, off the scheduler's path. The data is immutable
+(frozen projections and outcomes, dicts built for the record), so building it later
+gives the same payload; replay builds the cycle and checkpoint payloads it compares
+with these same functions.
+
+A cycle payload's size does not grow with the pod count: rejection counts, the top
+candidates and a digest of the full outcome; the `full` detail adds every pod.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Callable, NamedTuple
+
+from kruntimes import canonical
+from kruntimes.journal import codec
+from kruntimes.journal.records import JournalRecord
+from kruntimes.scheduler.config import PLANNER_VERSION
+from kruntimes.scheduler.outcome import CycleOutcome
+
+DETAILS = ("summary", "full")
+DEFAULT_TOP_CANDIDATES = 5
+
+
+class DeferredRecord(NamedTuple):
+    """A numbered change whose payload is still to be built (`realize`)."""
+
+    incarnation: str
+    lsn: int
+    recorded_at: datetime
+    kind: str
+    data: Any  # what `build` takes for `kind`
+    detail: str
+    top: int
+
+
+def cycle_payload(data: dict[str, Any], detail: str) -> dict[str, Any]:
+    o: CycleOutcome = data["outcome"]
+    payload: dict[str, Any] = {
+        "namespace": o.namespace, "run": o.run_name, "run_uid": o.run_uid,
+        "snapshot_lsn": o.snapshot_lsn, "now": o.now.isoformat(),
+        "planner_version": PLANNER_VERSION, "config_hash": o.config_digest,
+        "status": o.status, "result": data["result"],
+        "chosen": o.chosen, "chosen_uid": o.chosen_uid, "total": o.chosen_total, "message": o.message,
+        "pods_evaluated": len(o.pods), "pods_feasible": len(o.feasible),
+        "rejections": [[p, r, n] for p, r, n in o.rejection_counts()],
+        "candidates": [{"pod": c.pod, "total": c.total,
+                        "scores": [[plugin, list(raw) if isinstance(raw, tuple) else raw, norm]
+                                   for plugin, raw, norm in c.scores]}
+                       for c in o.top(data.get("top", DEFAULT_TOP_CANDIDATES))],
+        "digest": o.digest(),
+        "duration_us": int(data["duration"] * 1_000_000),
+    }
+    if detail == "full":
+        payload["outcome"] = canonical.plain(o.encode())
+    return payload
+
+
+def mutation_payload(data: dict[str, Any]) -> dict[str, Any]:
+    obj = data["object"]
+    encoded = codec.pod_to(obj) if data["kind"] == "Pod" else codec.run_to(obj)
+    return {"kind": data["kind"], "event": data["event"], "namespace": obj.namespace, "name": obj.name,
+            "uid": obj.uid, "resource_version": obj.resource_version, "object": encoded}
+
+
+def checkpoint_payload(state: dict[str, Any]) -> dict[str, Any]:
+    return {"pods": [codec.pod_to(p) for p in state["pods"]], "runs": [codec.run_to(r) for r in state["runs"]],
+            "assumed": [codec.assumption_to(a) for a in state["assumed"]]}
+
+
+def _plain(data: dict[str, Any]) -> dict[str, Any]:
+    return dict(data)
+
+
+_BUILDERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "mutation": mutation_payload,
+    "reserve": lambda d: {"assumption": codec.assumption_to(d["assumption"])},
+    "checkpoint": checkpoint_payload,
+    "release": _plain,
+    "drop": _plain,
+    "bind": _plain,
+    "leader": _plain,
+    "incarnation": _plain,
+}
+
+
+def build(kind: str, data: Any, *, detail: str, top: int) -> dict[str, Any]:
+    """The payload of a `kind` record for `data`; KeyError for a kind nothing builds."""
+    if kind == "cycle":
+        # One source for how many candidates a cycle records: the number the
+        # incarnation record announces, which is what replay compares against.
+        return cycle_payload({**data, "top": top}, detail)
+    return _BUILDERS[kind](data)
+
+
+def realize(record: DeferredRecord) -> JournalRecord:
+    """The JournalRecord a deferred record stands for."""
+    payload = build(record.kind, record.data, detail=record.detail, top=record.top)
+    return JournalRecord(incarnation=record.incarnation, lsn=record.lsn, recorded_at=record.recorded_at,
+                         kind=record.kind, payload=payload)
