@@ -112,6 +112,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     option(journal, "--journal-spool", "KRUNTIMES_JOURNAL_SPOOL", None,
            "file where records wait while the database is away (default: next to an SQLite journal, "
            "else ./kruntimes-journal.spool)", metavar="PATH")
+    option(journal, "--journal-writer", "KRUNTIMES_JOURNAL_WRITER", "process",
+           "where records are built and stored: process (its own process, off the scheduler's core) or thread",
+           choices=("process", "thread"))
 
     election = p.add_argument_group("leader election")
     option(election, "--leader-elect", "KRUNTIMES_LEADER_ELECT", True,
@@ -162,7 +165,8 @@ def settings_from(args: argparse.Namespace) -> ClusterSettings:
                                default_runs_capacity=args.default_runs_capacity, journal_url=args.journal_url,
                                journal_detail=args.journal_detail,
                                journal_checkpoint_every=args.journal_checkpoint_every,
-                               journal_spool=args.journal_spool, leader_elect=args.leader_elect, lease=lease,
+                               journal_spool=args.journal_spool, journal_writer=args.journal_writer,
+                               leader_elect=args.leader_elect, lease=lease,
                                watch_timeout=args.watch_timeout, shutdown_timeout=args.shutdown_timeout)
     except ConfigError as exc:
         raise UsageError(str(exc)) from exc

@@ -70,6 +70,7 @@ class ClusterSettings:
     journal_detail: str = "summary"
     journal_checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY
     journal_spool: str | None = None
+    journal_writer: str = "process"
     leader_elect: bool = True
     lease: LeaseSettings = field(default_factory=LeaseSettings)
     watch_timeout: int = 300          # server-side timeoutSeconds of one watch request
@@ -81,6 +82,8 @@ class ClusterSettings:
     def __post_init__(self) -> None:
         if self.journal_detail not in DETAILS:
             raise ConfigError(f"journal detail must be one of {', '.join(DETAILS)} (got {self.journal_detail!r})")
+        if self.journal_writer not in ("process", "thread"):
+            raise ConfigError(f"journal writer must be process or thread (got {self.journal_writer!r})")
         if self.journal_checkpoint_every < 1:
             raise ConfigError("the journal checkpoint interval must be >= 1 record")
         if self.watch_timeout < 1 or self.request_timeout <= 0:

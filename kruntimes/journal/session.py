@@ -4,6 +4,11 @@ One place wires what every producer needs - the store (migrated), the buffered
 writer with its spool, and a recorder that continues the journal's LSNs with a
 new incarnation record - so the demo, benchmarks, tests and the live scheduler
 all journal the same way.
+
+The writer runs in its own process by default (``process``): building, checking
+and storing records then happens on another core instead of taking the
+scheduler's turns at the interpreter. ``thread`` keeps it in this process, for
+embedding and for tests that inject failures into the ``Journal`` object.
 """
 
 from __future__ import annotations
@@ -14,9 +19,13 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal.backends import Journal
+from kruntimes.journal.process import ProcessJournalWriter
 from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, JournalRecorder
 from kruntimes.journal.writer import JournalWriter
 from kruntimes.scheduler.config import SchedulerConfig
+
+WRITERS = ("process", "thread")
+DEFAULT_WRITER = "process"
 
 
 def default_spool(url: str) -> str:
@@ -30,12 +39,24 @@ def default_spool(url: str) -> str:
 class JournalSession:
     def __init__(self, url: str, config: SchedulerConfig, *, spool_path: str | None = None,
                  top_candidates: int = 5, detail: str = "summary", checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
-                 registry: CollectorRegistry | None = None, **writer_options: Any) -> None:
+                 registry: CollectorRegistry | None = None, writer: str = DEFAULT_WRITER,
+                 **writer_options: Any) -> None:
+        if writer not in WRITERS:
+            raise ValueError(f"journal writer must be one of {', '.join(WRITERS)}, not {writer!r}")
         self.url = url
-        self.journal = Journal.open(url)
-        self.writer = JournalWriter(self.journal, spool_path=spool_path or default_spool(url),
-                                    registry=registry if registry is not None else CollectorRegistry(),
-                                    **writer_options).start()
+        self.journal = Journal.open(url)  # migrates, here, before any writer starts
+        spool = spool_path or default_spool(url)
+        registry = registry if registry is not None else CollectorRegistry()
+        self.writer: JournalWriter | ProcessJournalWriter
+        try:
+            if writer == "process":
+                self.writer = ProcessJournalWriter(url, spool_path=spool, registry=registry, **writer_options)
+            else:
+                self.writer = JournalWriter(self.journal, spool_path=spool, registry=registry,
+                                            **writer_options).start()
+        except BaseException:
+            self.journal.close()
+            raise
         self.recorder = JournalRecorder(self.writer, start_lsn=self.writer.last_lsn() or 0, detail=detail,
                                         checkpoint_every=checkpoint_every)
         self.first_lsn = self.recorder.start(config, top_candidates=top_candidates)

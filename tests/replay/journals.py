@@ -190,11 +190,12 @@ def _quiet(scheduler: Scheduler, api: MemoryApi, deadline: float) -> None:
         time.sleep(0.002)
 
 
-def live(url: str, spool_dir: Path, w: LiveWorkload, *, workers: int = 4, deadline_seconds: float = 10.0) -> Written:
-    """Run the live scheduler on `w` with the journal on; return what it wrote."""
+def live(url: str, spool_dir: Path, w: LiveWorkload, *, workers: int = 4, deadline_seconds: float = 10.0,
+         writer: str = "process") -> Written:
+    """Run the live scheduler on `w` with the journal on (`writer`: process or thread); return what it wrote."""
     config = SchedulerConfig(heartbeat_staleness_seconds=30, workers=workers)
     session = _session(url, spool_dir, config, checkpoint_every=w.checkpoint_every, detail=w.detail,
-                       top_candidates=3)
+                       top_candidates=3, writer=writer)
     rng = random.Random(w.seed)
     clock = Clock(NOW)
     skipped = [0.0]

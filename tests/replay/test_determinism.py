@@ -47,14 +47,15 @@ sys.exit(args.run(args))
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(seed=hs.integers(0, 2**32 - 1), checkpoint_every=hs.sampled_from([3, 17, 10_000]),
        detail=hs.sampled_from(["summary", "full"]), conflict_rate=hs.sampled_from([0.0, 0.2]),
-       max_delay=hs.sampled_from([0.0, 0.002]))
+       max_delay=hs.sampled_from([0.0, 0.002]), writer=hs.sampled_from(["process", "thread"]))
 def test_every_cycle_the_live_scheduler_recorded_replays_identically(
         journal_url: str, tmp_path: Path, seed: int, checkpoint_every: int, detail: str, conflict_rate: float,
-        max_delay: float) -> None:
-    # Every example is a new incarnation in the same journal, as restarts are in production.
+        max_delay: float, writer: str) -> None:
+    # Every example is a new incarnation in the same journal, as restarts are in production. Records
+    # built in the writer process (from data pickled across) and in a writer thread must replay alike.
     workload = replace(journals.random_workload(seed, checkpoint_every=checkpoint_every, detail=detail),
                        conflict_rate=conflict_rate, max_delay=max_delay)
-    written = journals.live(journal_url, tmp_path, workload)
+    written = journals.live(journal_url, tmp_path, workload, writer=writer)
     journal = Journal.open(journal_url)
     try:
         report = verify.verify(journal, source.Selection(incarnation=written.incarnation))
