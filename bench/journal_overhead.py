@@ -1,12 +1,21 @@
 """Scheduling throughput with the journal on vs off, same workload, same run.
 
 The demo's workload (5,200 Runs on 220 pods, conflicts, cohorts, invalid Runs) is
-scheduled by the real Scheduler with one worker against the in-memory API, once
-with the journal off and once per backend with it on (writer thread, batching,
-SQLite WAL or PostgreSQL). Prints cycles/s, the ratio, records written and the
-journal's bytes per cycle record.
+scheduled by the real Scheduler with one worker against the in-memory API: with the
+journal off, and with it on per backend (SQLite WAL, PostgreSQL) and per writer
+(``process``: the default, the writer in its own process; ``thread``: in this
+process). Settings are interleaved and repeated; the table shows medians. Time ends
+when every record is durable (the writer is closed inside the timed region).
 
-    python bench/journal_overhead.py [--postgres URL] [--repeat N]
+Also printed: the scheduler thread's CPU time per cycle, and "off, busy neighbour":
+journal off while an unrelated process churns memory on the other core. On a
+machine whose cores slow each other down, that row is the price of any work on the
+second core, journal or not.
+
+The process applies the scheduler's garbage-collector settings (kruntimes.gctuning)
+before measuring, as ``kruntimes scheduler`` does: the same for every row.
+
+    python bench/journal_overhead.py [--postgres URL] [--repeat N] [--writers process,thread]
 """
 
 from __future__ import annotations
@@ -14,30 +23,44 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from collections import defaultdict
+from collections.abc import Callable
 
 import prometheus_client
 import sqlalchemy as sa
 
-from kruntimes import demo
+from kruntimes import demo, gctuning
 from kruntimes.api import ingest
 from kruntimes.journal.backends import Journal
-from kruntimes.journal.recorder import JournalRecorder
-from kruntimes.journal.writer import JournalWriter
+from kruntimes.journal.session import JournalSession
 from kruntimes.memory.api import MemoryApi
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
 from kruntimes.scheduler.loop import Scheduler
 from kruntimes.scheduler.queue import WorkQueue
 
+CHURN = """
+import sys, time
+end = time.monotonic() + float(sys.argv[1])
+d = {}
+while time.monotonic() < end:
+    for j in range(10_000):
+        d[(len(d), j)] = {"a": str(j), "b": [j, j + 1]}
+    if len(d) > 300_000:
+        d.clear()
+"""
 
-def schedule(recorder: JournalRecorder | None) -> tuple[int, float]:
-    """Schedule the demo workload single-threaded; returns (cycles, seconds)."""
+
+def schedule(recorder: object | None) -> tuple[int, float, float]:
+    """Schedule the demo workload single-threaded; returns (cycles, seconds, scheduler CPU seconds)."""
     config = SchedulerConfig(workers=1)
-    cache = ClusterCache(config, recorder)
+    cache = ClusterCache(config, recorder)  # type: ignore[arg-type]
     if recorder is not None:
-        recorder.state_source = cache
+        recorder.state_source = cache  # type: ignore[attr-defined]
     api = MemoryApi(conflict_rate=0.02, seed=7)
     scheduler = Scheduler(cache, api, clock=lambda: demo.NOW, queue=WorkQueue(base_delay=1e-6, max_delay=1e-3))
     api.watchers.append(scheduler.on_run)
@@ -48,7 +71,7 @@ def schedule(recorder: JournalRecorder | None) -> tuple[int, float]:
         scheduler.on_pod(info)
     for obj in workload.runs:
         api.create(ingest.run_info(obj))
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.thread_time()
     while True:
         key = scheduler.queue.get(timeout=0)
         if key is None:
@@ -59,48 +82,87 @@ def schedule(recorder: JournalRecorder | None) -> tuple[int, float]:
             scheduler.process(key)
         finally:
             scheduler.queue.done(key)
-    return sum(scheduler.results.values()), time.perf_counter() - started
+    return sum(scheduler.results.values()), time.perf_counter() - started, time.thread_time() - cpu
 
 
-def with_journal(url: str, spool: str) -> tuple[int, float, int, float]:
+def _empty(url: str) -> None:
     journal = Journal.open(url)
     with journal.engine.begin() as conn:
         conn.execute(sa.text("DELETE FROM journal_records"))
         conn.execute(sa.text("DELETE FROM journal_incarnations"))
-    writer = JournalWriter(journal, spool_path=spool, registry=prometheus_client.CollectorRegistry()).start()
-    recorder = JournalRecorder(writer, start_lsn=writer.last_lsn())
-    recorder.start(SchedulerConfig(workers=1), top_candidates=5)
-    cycles, seconds = schedule(recorder)
+    journal.close()
+
+
+def with_journal(url: str, spool: str, writer: str) -> tuple[int, float, float, int, float]:
+    """(cycles, seconds, scheduler CPU seconds, records, bytes per cycle record), ending with every record durable."""
+    _empty(url)
+    session = JournalSession(url, SchedulerConfig(workers=1), spool_path=spool, writer=writer,
+                             registry=prometheus_client.CollectorRegistry())
+    cycles, seconds, cpu = schedule(session.recorder)
     started = time.perf_counter()
-    writer.close()  # flush what is buffered: counted, the journal must end complete
+    session.close()  # flush what is buffered: counted, the journal must end complete
     seconds += time.perf_counter() - started
+    journal = Journal.open(url)
     with journal.engine.connect() as conn:
-        n, size = conn.execute(sa.text(
-            "SELECT count(*), avg(length(payload)) FROM journal_records WHERE kind = 'cycle'")).one()
+        size = conn.execute(sa.text("SELECT avg(length(payload)) FROM journal_records WHERE kind = 'cycle'")).scalar()
         total = conn.execute(sa.text("SELECT count(*) FROM journal_records")).scalar_one()
     journal.close()
-    return cycles, seconds, total, float(size or 0)
+    return cycles, seconds, cpu, int(total), float(size or 0)
+
+
+def busy_neighbour(seconds: float) -> Callable[[], tuple[int, float, float]]:
+    def run() -> tuple[int, float, float]:
+        churn = subprocess.Popen([sys.executable, "-c", CHURN, str(seconds)])
+        try:
+            time.sleep(0.3)
+            return schedule(None)
+        finally:
+            churn.kill()
+            churn.wait()
+    return run
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--postgres", default=os.environ.get(
         "KRUNTIMES_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"))
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--writers", default="process,thread", help="comma-separated: process, thread")
     args = parser.parse_args()
+    gctuning.tune()
     tmp = tempfile.mkdtemp(prefix="kruntimes-bench-")
-    off = [schedule(None) for _ in range(args.repeat)]
-    base = statistics.median(c / s for c, s in off)
-    print(f"{'setting':<12} {'cycles/s':>10} {'ratio':>7} {'records':>9} {'bytes/cycle record':>19}")
-    print(f"{'journal off':<12} {base:>10,.0f} {1:>7.2f}")
-    for name, url in (("sqlite", f"sqlite:///{tmp}/bench.db"), ("postgresql", args.postgres)):
-        try:
-            runs = [with_journal(url, f"{tmp}/{name}.spool") for _ in range(args.repeat)]
-        except sa.exc.OperationalError as exc:
-            print(f"{name:<12} unavailable: {exc.orig}")
-            continue
-        rate = statistics.median(c / s for c, s, _, _ in runs)
-        print(f"{name:<12} {rate:>10,.0f} {rate / base:>7.2f} {runs[-1][2]:>9,} {runs[-1][3]:>19,.0f}")
+    backends = [("sqlite", f"sqlite:///{tmp}/bench.db")]
+    try:
+        _empty(args.postgres)
+        backends.append(("postgresql", args.postgres))
+    except sa.exc.OperationalError as exc:
+        print(f"postgresql unavailable, skipped: {exc.orig}")
+    settings: list[tuple[str, Callable[[], tuple[int, ...]]]] = [("journal off", lambda: schedule(None))]
+    for writer in args.writers.split(","):
+        for name, url in backends:
+            settings.append((f"{name}, {writer}", lambda url=url, name=name, writer=writer: with_journal(
+                url, f"{tmp}/{name}-{writer}.spool", writer)))
+    settings.append(("off, busy neighbour", busy_neighbour(30)))
+
+    rates: dict[str, list[float]] = defaultdict(list)
+    cpu: dict[str, list[float]] = defaultdict(list)
+    extra: dict[str, tuple[int, float]] = {}
+    for _ in range(args.repeat):  # interleaved, so drift in the machine hits every setting alike
+        for label, run in settings:
+            result = run()
+            rates[label].append(result[0] / result[1])
+            cpu[label].append(result[2] / result[0] * 1e6)
+            if len(result) > 3:
+                extra[label] = (int(result[3]), float(result[4]))
+    base = statistics.median(rates["journal off"])
+    print(f"{'setting':<22}{'cycles/s':>10}{'ratio':>7}{'sched CPU us/cycle':>20}{'records':>9}{'B/cycle rec':>12}")
+    for label, _ in settings:
+        rate = statistics.median(rates[label])
+        records, size = extra.get(label, (0, 0.0))
+        shown = f"{records:>9,}{size:>12,.0f}" if records else ""
+        print(f"{label:<22}{rate:>10,.0f}{rate / base:>7.2f}{statistics.median(cpu[label]):>20,.0f}{shown}")
+    print(f"(medians of {args.repeat}; cycles/s per run: "
+          + "; ".join(f"{label}: {min(r):,.0f}-{max(r):,.0f}" for label, r in rates.items()) + ")")
 
 
 if __name__ == "__main__":

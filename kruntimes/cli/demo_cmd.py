@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kruntimes import demo
+from kruntimes import demo, gctuning
 from kruntimes.journal.backends import DEFAULT_URL
 
 
@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1 or not 0 <= args.conflict_rate < 1:
         print("kruntimes demo: --workers must be >= 1 and --conflict-rate in [0, 1)", file=sys.stderr)
         return 2
+    gctuning.tune()
     console = Console()
     with Progress(TextColumn("scheduling"), BarColumn(), MofNCompleteColumn(), TextColumn("Runs decided"),
                   TimeElapsedColumn(), console=console, transient=False) as bar:

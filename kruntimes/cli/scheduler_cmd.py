@@ -23,6 +23,7 @@ import kubernetes.client
 import kubernetes.config
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
+from kruntimes import gctuning
 from kruntimes.cli import journal_args
 from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY
 from kruntimes.cluster import logs
@@ -216,6 +217,7 @@ def run(args: argparse.Namespace) -> int:
     for collector in (ProcessCollector, PlatformCollector, GCCollector):
         collector(registry=registry)
     scheduler = ClusterScheduler(api, settings, registry=registry)
+    gctuning.tune()
     try:
         probes = ProbeServer(registry, healthy=scheduler.healthy, ready=scheduler.ready,
                              address=args.http_address, port=args.http_port).start()

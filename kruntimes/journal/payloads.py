@@ -16,7 +16,7 @@ candidates and a digest of the full outcome; the `full` detail adds every pod.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, NamedTuple
 
 from kruntimes import canonical
@@ -34,7 +34,7 @@ class DeferredRecord(NamedTuple):
 
     incarnation: str
     lsn: int
-    recorded_at: datetime
+    recorded_at: datetime | int  # an aware datetime, or microseconds since the Unix epoch (UTC)
     kind: str
     data: Any  # what `build` takes for `kind`
     detail: str
@@ -100,8 +100,14 @@ def build(kind: str, data: Any, *, detail: str, top: int) -> dict[str, Any]:
     return _BUILDERS[kind](data)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
 def realize(record: DeferredRecord) -> JournalRecord:
     """The JournalRecord a deferred record stands for."""
     payload = build(record.kind, record.data, detail=record.detail, top=record.top)
-    return JournalRecord(incarnation=record.incarnation, lsn=record.lsn, recorded_at=record.recorded_at,
+    at = record.recorded_at
+    if type(at) is int:
+        at = _EPOCH + timedelta(microseconds=at)
+    return JournalRecord(incarnation=record.incarnation, lsn=record.lsn, recorded_at=at,  # type: ignore[arg-type]
                          kind=record.kind, payload=payload)

@@ -47,7 +47,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, errors, metrics, records, wire
+from kruntimes.journal import backends, errors, metrics, payloads, records, wire
 from kruntimes.journal.writer import JournalWriter, Policy, Record
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ class ProcessJournalWriter:
         # (trimmed by the sender; _child_base is the receiver thread's own).
         self._send_lock = threading.Lock()
         self._sent = 0
-        self._unacked: deque[tuple[int, list[Record]]] = deque()  # (index of the first record, records)
+        self._unacked: deque[tuple[int, int, bytes]] = deque()  # (index of the first record, count, message)
         self._child_base = 0  # parent index of the current child's first record
         self._close_sent = False
 
@@ -293,9 +293,12 @@ class ProcessJournalWriter:
         return process, conn, last_lsn, error
 
     def _send(self, message: Any) -> None:
+        self._send_bytes(wire.dumps(message))
+
+    def _send_bytes(self, data: bytes) -> None:
         """Send on the current pipe (``_send_lock`` held); a dead child is the receiver's to handle."""
         try:
-            self._conn.send_bytes(wire.dumps(message))
+            self._conn.send_bytes(data)
         except (OSError, ValueError):
             pass
 
@@ -311,30 +314,43 @@ class ProcessJournalWriter:
                 # a pickle and a wake-up each.
                 if len(self._buffer) < SEND_BATCH and not self._stopping:
                     self._has_work.wait(LINGER_SECONDS)
-                n = min(len(self._buffer), SEND_BATCH)
-                popleft = self._buffer.popleft
-                batch = [popleft() for _ in range(n)]
-            batch = self._encode(batch)
-            with self._send_lock:
-                settled = self._settled
-                while self._unacked and self._unacked[0][0] + len(self._unacked[0][1]) <= settled:
-                    self._unacked.popleft()
-                self._unacked.append((self._sent, batch))
-                self._sent += n
-                self._send(("batch", batch))
+                # Swap the buffer out: O(1), so a producer never waits on the lock while
+                # the sender counts records out (and then for the interpreter lock too).
+                taken, self._buffer = self._buffer, deque()
+            pending = list(taken)
+            del taken
+            for start in range(0, len(pending), SEND_BATCH):
+                self._send_batch(pending[start : start + SEND_BATCH])
+            del pending
+
+    def _send_batch(self, batch: list[Record]) -> None:
+        # Pickled once, outside the locks; only the bytes are kept for a resend, so
+        # the records themselves die young instead of aging into the scheduler's
+        # oldest garbage-collector generation while the child stores them.
+        n = len(batch)
+        message = wire.dumps(("batch", self._encode(batch)))  # type: ignore[arg-type]
+        with self._send_lock:
+            settled = self._settled
+            while self._unacked and self._unacked[0][0] + self._unacked[0][1] <= settled:
+                self._unacked.popleft()
+            self._unacked.append((self._sent, n, message))
+            self._sent += n
+            self._send_bytes(message)
 
     def _encode(self, batch: list[Record | None]) -> list[Record | None]:
         """Encode the finished JournalRecords here; rejected ones go as None (counted, settled).
 
         A finished payload is a tree of dicts: pickling it for the child costs about
         what encoding it does, and the child would still have to encode it. Deferred
-        records go as they are: their data is cheap to pickle and their payloads are
-        the child's to build.
+        records go as plain tuples (pickled in C, no per-record reducer call): their
+        data is cheap to pickle and their payloads are the child's to build.
         """
-        encode, journal_record = records.encode, records.JournalRecord
+        encode, journal_record, deferred = records.encode, records.JournalRecord, payloads.DeferredRecord
         first: Exception | None = None
         for i, record in enumerate(batch):
-            if type(record) is journal_record:
+            if type(record) is deferred:
+                batch[i] = tuple(record)  # type: ignore[assignment]  # pickled in C; the child re-wraps it
+            elif type(record) is journal_record:
                 try:
                     batch[i] = encode(record, max_payload_bytes=self._max_payload_bytes)  # type: ignore[arg-type]
                 except Exception as exc:  # noqa: BLE001 - this record's problem only
@@ -410,11 +426,14 @@ class ProcessJournalWriter:
         with self._send_lock:
             self._process, self._conn = process, conn
             settled = self._settled
-            resend = [r for first, batch in self._unacked for i, r in enumerate(batch, first) if i >= settled]
-            self._child_base = settled
-            self._unacked = deque([(settled, resend)]) if resend else deque()
-            if resend:
-                self._send(("batch", resend))
+            while self._unacked and self._unacked[0][0] + self._unacked[0][1] <= settled:
+                self._unacked.popleft()
+            # Whole batches go again: the new child settles the records the dead one
+            # had stored once more (skipped, same LSN and content), so it counts from
+            # the first record of the first batch.
+            self._child_base = self._unacked[0][0] if self._unacked else self._sent
+            for _, _, message in self._unacked:
+                self._send_bytes(message)
             if self._close_sent:
                 self._send(("close", None))
         return True
@@ -486,10 +505,7 @@ def _child_main(conn: Connection) -> None:
                 break
             kind = message[0]
             if kind == "batch":
-                batch = message[1]
-                rejected = batch.count(None)  # the parent rejected them: settled already
-                if rejected:
-                    batch = [r for r in batch if r is not None]
+                rejected, batch = _unwrap(message[1])
                 acker.dropped += rejected + writer.extend(batch)
             elif kind == "last_lsn":
                 try:
@@ -512,6 +528,13 @@ def _child_main(conn: Connection) -> None:
         except (OSError, ValueError):
             pass
         conn.close()
+
+
+def _unwrap(batch: list[Any]) -> tuple[int, list[Record]]:
+    """(records the parent rejected, the rest) with deferred records wrapped again."""
+    make, plain = payloads.DeferredRecord._make, tuple
+    out = [make(r) if type(r) is plain else r for r in batch if r is not None]
+    return len(batch) - len(out), out
 
 
 class _Acker:

@@ -18,6 +18,7 @@ the assumed cache, so replay never has to start from the beginning.
 from __future__ import annotations
 
 import socket
+import time
 import uuid
 from datetime import datetime, timezone
 from typing import Any, Callable, Protocol
@@ -107,7 +108,10 @@ class JournalRecorder:
     def _append(self, kind: str, data: Any) -> int:
         self.lsn += 1
         if self._defer:
-            self._sink.append(DeferredRecord(self.incarnation, self.lsn, self.clock(), kind, data,
+            # The default clock as integer microseconds: no datetime to build or pickle
+            # here; payloads.realize turns it into the same UTC instant.
+            at = time.time_ns() // 1000 if self.clock is utc_now else self.clock()
+            self._sink.append(DeferredRecord(self.incarnation, self.lsn, at, kind, data,
                                             self.detail, self.top_candidates))
         else:
             payload = payloads.build(kind, data, detail=self.detail, top=self.top_candidates)
