@@ -8,7 +8,10 @@ the same run:
 - writer: ``JournalWriter`` end to end -- ``append`` N ``JournalRecord`` s (built
   before the clock starts), then ``flush``; encoding happens on the writer thread;
 - writer, caller encodes: the producer calls ``records.encode`` itself and appends
-  the encoded record (both inside the timed region).
+  the encoded record (both inside the timed region);
+- process: ``ProcessJournalWriter``, the scheduler's default, end to end the same way:
+  finished records are encoded by its sender thread in this process, and the child
+  process only inserts (or spills), on the other core.
 
 Records are cycle-sized (~800 bytes of canonical JSON payload).
 
@@ -35,7 +38,7 @@ from typing import Any
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, records, schema, writer
+from kruntimes.journal import backends, process, records, schema, writer
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 INCARNATION = uuid.uuid4().hex
@@ -134,12 +137,17 @@ def raw_postgres(url: str, rows: list[records.EncodedRecord], batch: int) -> flo
     return len(rows) / elapsed
 
 
-def through_writer(url: str, recs: list[records.JournalRecord], batch: int, *, caller_encodes: bool) -> float:
+def through_writer(url: str, recs: list[records.JournalRecord], batch: int, *, caller_encodes: bool,
+                   in_process: bool = False) -> float:
     journal = backends.Journal.open(url)
     with tempfile.TemporaryDirectory() as tmp:
-        w = writer.JournalWriter(
-            journal, spool_path=Path(tmp) / "spool", max_batch=batch, buffer_size=len(recs), registry=CollectorRegistry()
-        ).start()
+        w: Any
+        if in_process:
+            w = process.ProcessJournalWriter(url, spool_path=Path(tmp) / "spool", max_batch=batch,
+                                             buffer_size=len(recs), registry=CollectorRegistry())
+        else:
+            w = writer.JournalWriter(journal, spool_path=Path(tmp) / "spool", max_batch=batch,
+                                     buffer_size=len(recs), registry=CollectorRegistry()).start()
         try:
             append, encode = w.append, records.encode
             started = time.perf_counter()
@@ -174,7 +182,8 @@ def main() -> None:
 
     size = len(records.encode(make_records(1)[0]).payload.encode())
     print(f"cycle record payload: {size} bytes of canonical JSON; {os.cpu_count()} CPUs")
-    header = f"{'backend':<11}{'batch':>6}{'records':>9}{'raw rows/s':>12}{'writer/s':>11}{'ratio':>7}{'caller-enc/s':>14}{'ratio':>7}"
+    header = (f"{'backend':<11}{'batch':>6}{'records':>9}{'raw rows/s':>12}{'writer/s':>11}{'ratio':>7}"
+              f"{'caller-enc/s':>14}{'ratio':>7}{'process/s':>11}{'ratio':>7}")
     print(header)
     print("-" * len(header))
     for name, fresh, raw, n_single in backends_to_run:
@@ -188,9 +197,11 @@ def main() -> None:
                 writer_rate = through_writer(url, recs, batch, caller_encodes=False)
             with fresh() as url:
                 caller_rate = through_writer(url, recs, batch, caller_encodes=True)
+            with fresh() as url:
+                process_rate = through_writer(url, recs, batch, caller_encodes=False, in_process=True)
             print(
                 f"{name:<11}{batch:>6}{n:>9}{raw_rate:>12,.0f}{writer_rate:>11,.0f}{writer_rate / raw_rate:>7.0%}"
-                f"{caller_rate:>14,.0f}{caller_rate / raw_rate:>7.0%}"
+                f"{caller_rate:>14,.0f}{caller_rate / raw_rate:>7.0%}{process_rate:>11,.0f}{process_rate / raw_rate:>7.0%}"
             )
 
 

@@ -29,26 +29,21 @@ the last durable LSN, so the two never number the same LSNs.
 
 from __future__ import annotations
 
-import gc
 import itertools
 import logging
 import os
-import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, errors, metrics, payloads, records, wire
-from kruntimes.journal.writer import JournalWriter, Policy, Record
+from kruntimes.journal import backends, child, errors, intake, metrics, payloads, records, wire
+from kruntimes.journal.writer import Policy, Record
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +53,6 @@ SEND_BATCH = 2_000
 #: How long the sender lets records gather before it sends a partial batch.
 LINGER_SECONDS = 0.005
 START_TIMEOUT = 60.0
-#: How long a new child waits for the spool a finishing predecessor still holds.
-SPOOL_WAIT_SECONDS = 30.0
-_ACK_INTERVAL = 0.25
 
 
 class ProcessJournalWriter:
@@ -80,33 +72,19 @@ class ProcessJournalWriter:
         start_timeout: float = START_TIMEOUT,
         **writer_options: Any,
     ) -> None:
-        if buffer_size < 1 or max_batch < 1:
+        if max_batch < 1:
             raise ValueError("buffer_size and max_batch must be positive")
-        if policy not in ("block", "drop"):
-            raise ValueError(f"policy must be 'block' or 'drop', not {policy!r}")
+        # Bounded by records not yet settled: those sent are kept until the child confirms them.
+        self._in = intake.Intake(buffer_size, policy, bound_unsettled=True)
         self._url = backends.parse_url(url).render_as_string(hide_password=False)
         self._options: dict[str, Any] = {
             "spool_path": os.fspath(spool_path), "buffer_size": buffer_size, "max_batch": max_batch,
             "policy": policy, **writer_options,
         }
-        self._capacity = buffer_size
-        self._policy = policy
         self._max_payload_bytes = writer_options.get("max_payload_bytes", records.DEFAULT_MAX_PAYLOAD_BYTES)
         self._rejected = dict.fromkeys(metrics.REJECT_REASONS, 0)  # by the sender, before the child
         self._start_timeout = start_timeout
 
-        self._lock = threading.Lock()
-        self._has_work = threading.Condition(self._lock)
-        self._has_room = threading.Condition(self._lock)
-        self._progress = threading.Condition(self._lock)
-        self._buffer: deque[Record] = deque()  # appended, not yet sent
-        self._appended = 0
-        self._settled = 0  # of the appended records, how many the child has settled
-        self._dropped_on_append = 0
-        self._sender_idle = False
-        self._producers_waiting = 0
-        self._stopping = False
-        self._abandon = False  # close gave up: stop waiting for the child
         self._closed_by_child = False
 
         # Guarded by _send_lock: what went to the current child and may not be settled yet
@@ -151,9 +129,7 @@ class ProcessJournalWriter:
 
     def last_lsn(self) -> int | None:
         """The last durable LSN; raises ``JournalUnavailable`` when neither spool nor database can say."""
-        with self._lock:
-            fresh = self._appended == 0
-        if fresh:  # nothing appended since the child read it at start
+        if self._in.appended == 0:  # nothing appended since the child read it at start
             if self._ready_error is not None:
                 raise errors.JournalUnavailable(self._ready_error)
             return self._ready_lsn
@@ -164,33 +140,11 @@ class ProcessJournalWriter:
 
     def append(self, record: Record) -> bool:
         """Queue ``record``; False if the drop policy dropped it. Blocks under the block policy."""
-        with self._lock:
-            if self._stopping:
-                raise errors.JournalError("journal writer is closed")
-            if self._appended - self._settled >= self._capacity:
-                if self._policy == "drop":
-                    self._dropped_on_append += 1
-                    return False
-                self._producers_waiting += 1
-                try:
-                    while self._appended - self._settled >= self._capacity and not self._stopping:
-                        self._has_room.wait()
-                finally:
-                    self._producers_waiting -= 1
-                if self._stopping:
-                    raise errors.JournalError("journal writer closed while append was blocked")
-            self._buffer.append(record)
-            self._appended += 1
-            if self._sender_idle:
-                self._sender_idle = False
-                self._has_work.notify()
-        return True
+        return self._in.append(record)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every record appended so far is durable (database or spool), rejected or dropped."""
-        with self._lock:
-            target = self._appended
-            return self._progress.wait_for(lambda: self._settled >= target or self._abandon, timeout)
+        return self._in.flush(timeout)
 
     def drain(self, timeout: float | None = None) -> bool:
         """Like ``flush``, but wait until the records are in the database (the child's spool is empty)."""
@@ -208,29 +162,24 @@ class ProcessJournalWriter:
         whatever the child had spooled stays in the spool for the next start to drain.
         """
         self.flush(timeout)
-        with self._lock:
-            self._stopping = True
-            self._has_work.notify_all()
-            self._has_room.notify_all()
+        self._in.stop()
         self._sender.join(timeout)
         with self._send_lock:
             self._close_sent = True
             self._send(("close", timeout))
         self._receiver.join(None if timeout is None else timeout + 5.0)
-        with self._lock:
-            self._abandon = True
-            self._progress.notify_all()
+        self._in.stop(abandon=True)
         try:
             self._process.wait(5.0)
         except subprocess.TimeoutExpired:
             log.error("journal writer process %s did not exit; killing it", self._process.pid)
             self._process.kill()
             self._process.wait()
-        lost = self._appended - self._settled
+        lost = self._in.appended - self._in.settled
         if lost:
             log.error("journal writer closed with %d records neither in the database nor in the spool", lost)
-            self._dropped_on_append += lost
-            self._settled = self._appended
+            self._in.dropped += lost
+            self._in.settled = self._in.appended
         self._conn.close()
         self._metrics.collector.retire(self)
 
@@ -243,11 +192,11 @@ class ProcessJournalWriter:
         total = metrics.WriterStats()
         total.add(self._past_stats)
         total.add(self._child_stats)
-        total.appended = self._appended
-        total.dropped += self._dropped_on_append
+        total.appended = self._in.appended
+        total.dropped += self._in.dropped
         for reason, n in self._rejected.items():
             total.rejected[reason] = total.rejected.get(reason, 0) + n
-        total.buffer_depth = self._appended - self._settled
+        total.buffer_depth = self._in.appended - self._in.settled
         return total
 
     @property
@@ -258,39 +207,7 @@ class ProcessJournalWriter:
     # -- the child -------------------------------------------------------------------
 
     def _start_child(self) -> tuple[subprocess.Popen[bytes], Connection, int | None, str | None]:
-        # A fresh interpreter (`python -m kruntimes.journal.process`), not fork: the
-        # scheduler is multi-threaded by then, and multiprocessing's spawn would run
-        # the caller's __main__ again in the child.
-        ours, theirs = socket.socketpair()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        try:
-            process = subprocess.Popen(
-                [sys.executable, "-m", __name__, str(theirs.fileno())],
-                pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL, close_fds=True,
-            )
-        finally:
-            theirs.close()
-        conn = Connection(ours.detach())
-        try:
-            conn.send_bytes(_child_setup(self._url, self._options))
-            if not conn.poll(self._start_timeout):
-                raise errors.JournalError(
-                    f"journal writer process did not start within {self._start_timeout:.0f}s")
-            message = wire.loads(conn.recv_bytes())
-        except BaseException as exc:
-            conn.close()
-            process.kill()
-            process.wait()
-            if isinstance(exc, (EOFError, OSError)):
-                raise errors.JournalError(
-                    f"journal writer process exited while starting (exit code {process.returncode})") from exc
-            raise
-        if message[0] != "ready":
-            process.wait(5.0)
-            conn.close()
-            raise errors.JournalError(f"journal writer process could not start: {message[1]}")
-        _, last_lsn, error = message
-        return process, conn, last_lsn, error
+        return child.launch(self._url, self._options, self._start_timeout)
 
     def _send(self, message: Any) -> None:
         self._send_bytes(wire.dumps(message))
@@ -303,20 +220,21 @@ class ProcessJournalWriter:
             pass
 
     def _send_loop(self) -> None:
+        i = self._in
         while True:
-            with self._lock:
-                while not self._buffer and not self._stopping:
-                    self._sender_idle = True
-                    self._has_work.wait()
-                if not self._buffer:
+            with i.lock:
+                while not i.buffer and not i.stopping:
+                    i.consumer_waiting = True
+                    i.has_work.wait()
+                if not i.buffer:
                     return
                 # Let a batch gather: one message per record would cost the scheduler
                 # a pickle and a wake-up each.
-                if len(self._buffer) < SEND_BATCH and not self._stopping:
-                    self._has_work.wait(LINGER_SECONDS)
-                # Swap the buffer out: O(1), so a producer never waits on the lock while
-                # the sender counts records out (and then for the interpreter lock too).
-                taken, self._buffer = self._buffer, deque()
+                if len(i.buffer) < SEND_BATCH and not i.stopping:
+                    i.has_work.wait(LINGER_SECONDS)
+                # O(1): a producer never waits on the lock while the sender counts
+                # records out (and then for the interpreter lock too).
+                taken = i.take_all()
             pending = list(taken)
             del taken
             for start in range(0, len(pending), SEND_BATCH):
@@ -330,14 +248,14 @@ class ProcessJournalWriter:
         n = len(batch)
         message = wire.dumps(("batch", self._encode(batch)))  # type: ignore[arg-type]
         with self._send_lock:
-            settled = self._settled
+            settled = self._in.settled
             while self._unacked and self._unacked[0][0] + self._unacked[0][1] <= settled:
                 self._unacked.popleft()
             self._unacked.append((self._sent, n, message))
             self._sent += n
             self._send_bytes(message)
 
-    def _encode(self, batch: list[Record | None]) -> list[Record | None]:
+    def _encode(self, batch: list[Record]) -> list[Any]:
         """Encode the finished JournalRecords here; rejected ones go as None (counted, settled).
 
         A finished payload is a tree of dicts: pickling it for the child costs about
@@ -345,22 +263,12 @@ class ProcessJournalWriter:
         records go as plain tuples (pickled in C, no per-record reducer call): their
         data is cheap to pickle and their payloads are the child's to build.
         """
-        encode, journal_record, deferred = records.encode, records.JournalRecord, payloads.DeferredRecord
-        first: Exception | None = None
-        for i, record in enumerate(batch):
-            if type(record) is deferred:
-                batch[i] = tuple(record)  # type: ignore[assignment]  # pickled in C; the child re-wraps it
-            elif type(record) is journal_record:
-                try:
-                    batch[i] = encode(record, max_payload_bytes=self._max_payload_bytes)  # type: ignore[arg-type]
-                except Exception as exc:  # noqa: BLE001 - this record's problem only
-                    reason = exc.reason if isinstance(exc, errors.RecordRejected) else "malformed"
-                    self._rejected[reason] = self._rejected.get(reason, 0) + 1
-                    first = first or exc
-                    batch[i] = None
+        deferred = payloads.DeferredRecord
+        plain = [tuple(r) if type(r) is deferred else r for r in batch]
+        out, first = records.encode_batch(plain, max_payload_bytes=self._max_payload_bytes, rejected=self._rejected)
         if first is not None:
             log.error("journal writer rejected record(s) of a batch of %d; first: %s", len(batch), first)
-        return batch
+        return out
 
     def _receive_loop(self) -> None:
         while True:
@@ -375,9 +283,9 @@ class ProcessJournalWriter:
                 self._acknowledged(*message[1:])
             elif kind == "reply":
                 _, request, value, error = message
-                with self._lock:
+                with self._in.lock:
                     self._replies[request] = (value, error)
-                    self._progress.notify_all()
+                    self._in.progress.notify_all()
             elif kind == "closed":
                 self._acknowledged(*message[1:])
                 self._closed_by_child = True
@@ -388,14 +296,10 @@ class ProcessJournalWriter:
         # is full, and the child may be waiting for this thread to read.
         for seconds in latencies:
             self._metrics.write_latency.observe(seconds)
-        settled += self._child_base
-        with self._lock:
-            self._settled = max(self._settled, settled)
+        with self._in.lock:
             self._child_stats = stats
             self._spooled = spooled
-            self._progress.notify_all()
-            if self._producers_waiting:
-                self._has_room.notify_all()
+            self._in.settle(self._child_base + settled)
 
     def _restart(self) -> bool:
         """The child is gone: start another and send it everything unsettled. False: give up."""
@@ -406,10 +310,10 @@ class ProcessJournalWriter:
             code = self._process.wait()
         delay = 0.5
         while True:
-            with self._lock:
-                if self._abandon:
+            with self._in.lock:
+                if self._in.abandon:
                     return False
-                pending = self._appended - self._settled
+                pending = self._in.appended - self._in.settled
             log.error("journal writer process exited (code %s) with %d records unsettled; starting another",
                       code, pending)
             try:
@@ -420,12 +324,12 @@ class ProcessJournalWriter:
                 time.sleep(delay)
                 delay = min(delay * 2, 10.0)
         self.restarts += 1
-        with self._lock:
+        with self._in.lock:
             self._past_stats.add(replace(self._child_stats, buffer_depth=0))
             self._child_stats = metrics.WriterStats()
         with self._send_lock:
             self._process, self._conn = process, conn
-            settled = self._settled
+            settled = self._in.settled
             while self._unacked and self._unacked[0][0] + self._unacked[0][1] <= settled:
                 self._unacked.popleft()
             # Whole batches go again: the new child settles the records the dead one
@@ -442,138 +346,7 @@ class ProcessJournalWriter:
         request = next(self._request_ids)
         with self._send_lock:
             self._send((kind, request, *args))
-        with self._lock:
-            if not self._progress.wait_for(lambda: request in self._replies or self._abandon, timeout):
+        with self._in.lock:
+            if not self._in.progress.wait_for(lambda: request in self._replies or self._in.abandon, timeout):
                 return None, f"the journal writer process did not answer {kind!r} within {timeout}s"
             return self._replies.pop(request, (None, "the journal writer is closed"))
-
-
-# -- child process ------------------------------------------------------------------
-
-
-def _child_setup(url: str, options: dict[str, Any]) -> bytes:
-    """What the child needs: where to write, the writer's options, and how to log like us."""
-    root = logging.getLogger()
-    formatter = next((h.formatter for h in root.handlers if h.formatter is not None), None)
-    try:
-        return wire.dumps((url, options, root.getEffectiveLevel(), formatter))
-    except Exception:  # noqa: BLE001 - a formatter bound to a stream: log in the default format
-        return wire.dumps((url, options, root.getEffectiveLevel(), None))
-
-
-def _child_main(conn: Connection) -> None:
-    # Ctrl-C reaches the whole process group; the parent decides when the writer stops.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    url, options, level, formatter = wire.loads(conn.recv_bytes())
-    # Every record this process holds is acyclic and short-lived, but unpickling a
-    # batch allocates thousands of containers, and each default-sized generation 0
-    # pass walks all of them: measured 5x slower unpickling. Collect rarely.
-    gc.freeze()
-    gc.set_threshold(100_000, 50, 100)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(formatter or logging.Formatter("%(asctime)s journal-writer %(levelname)s %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler], force=True)
-    send_lock = threading.Lock()
-
-    def send(message: Any) -> None:
-        with send_lock:
-            conn.send_bytes(wire.dumps(message))
-
-    latencies: list[float] = []
-    try:
-        journal = backends.Journal(backends.create_engine(url))
-        writer = JournalWriter(journal, registry=CollectorRegistry(), observe_latency=latencies.append,
-                               spool_wait=SPOOL_WAIT_SECONDS, **options)
-    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
-        send(("failed", f"{type(exc).__name__}: {exc}"))
-        return
-    try:
-        last_lsn, error = writer.last_lsn(), None
-    except errors.JournalUnavailable as exc:
-        last_lsn, error = None, str(exc)
-    send(("ready", last_lsn, error))
-    writer.start()
-    acker = _Acker(writer, send, latencies)
-    acker.start()
-    close_timeout: float | None = 30.0
-    try:
-        while True:
-            try:
-                message = wire.loads(conn.recv_bytes())
-            except (EOFError, OSError):
-                log.warning("journal writer: the scheduler process is gone; storing what it sent, then exiting")
-                break
-            kind = message[0]
-            if kind == "batch":
-                rejected, batch = _unwrap(message[1])
-                acker.dropped += rejected + writer.extend(batch)
-            elif kind == "last_lsn":
-                try:
-                    send(("reply", message[1], writer.last_lsn(), None))
-                except errors.JournalUnavailable as exc:
-                    send(("reply", message[1], None, str(exc)))
-            elif kind == "drain":
-                drained = writer.drain(message[2])
-                send(("ack", *acker.snapshot()))  # the counters as of the drain, before the answer
-                send(("reply", message[1], drained, None))
-            elif kind == "close":
-                close_timeout = message[1]
-                break
-    finally:
-        writer.close(close_timeout)
-        acker.stop()
-        journal.close()
-        try:
-            send(("closed", *acker.snapshot()))
-        except (OSError, ValueError):
-            pass
-        conn.close()
-
-
-def _unwrap(batch: list[Any]) -> tuple[int, list[Record]]:
-    """(records the parent rejected, the rest) with deferred records wrapped again."""
-    make, plain = payloads.DeferredRecord._make, tuple
-    out = [make(r) if type(r) is plain else r for r in batch if r is not None]
-    return len(batch) - len(out), out
-
-
-class _Acker:
-    """Child thread: tells the parent how many records have settled, and the counters."""
-
-    def __init__(self, writer: JournalWriter, send: Callable[[Any], None], latencies: list[float]) -> None:
-        self.writer, self.send, self.latencies = writer, send, latencies
-        self.dropped = 0  # records settled without the writer: refused on append, or rejected by the parent
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="kruntimes-journal-acker", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5.0)
-
-    def snapshot(self) -> tuple[int, metrics.WriterStats, int, list[float]]:
-        latencies = self.latencies[:]
-        del self.latencies[: len(latencies)]
-        settled = self.writer.progress(-1, 0)
-        return settled + self.dropped, self.writer.stats(), self.writer.spooled, latencies
-
-    def _run(self) -> None:
-        last: tuple[Any, ...] | None = None
-        settled = 0
-        while not self._stop.is_set():
-            settled = self.writer.progress(settled, _ACK_INTERVAL)
-            snapshot = self.snapshot()
-            if snapshot[3] or (snapshot[0], snapshot[1], snapshot[2]) != last:
-                last = snapshot[:3]
-                try:
-                    self.send(("ack", *snapshot))
-                except (OSError, ValueError):
-                    return
-
-
-
-
-if __name__ == "__main__":
-    _child_main(Connection(int(sys.argv[1])))

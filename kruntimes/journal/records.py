@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Final, NamedTuple
@@ -134,6 +134,37 @@ def encode(record: JournalRecord, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOA
         for key in ("version", "config_hash"):
             _check_ident(f"payload[{key!r}] of an incarnation record", payload.get(key), lsn)
     return EncodedRecord(lsn, record.incarnation, at, kind, version, text, hashlib.sha256(data).hexdigest())
+
+
+def encode_batch(
+    batch: Sequence[Any],
+    *,
+    max_payload_bytes: int,
+    rejected: dict[str, int],
+    prepare: Callable[[Any], Any] | None = None,
+) -> tuple[list[Any], Exception | None]:
+    """``encode`` each JournalRecord of ``batch`` (after ``prepare``); anything else passes as it is.
+
+    A record that cannot be stored becomes None in the result and is counted by reason
+    in ``rejected``, so one bad record never costs its batch. Returns the results,
+    aligned with ``batch``, and the first error for the log.
+    """
+    out: list[Any] = []
+    first: Exception | None = None
+    journal_record = JournalRecord
+    for record in batch:
+        try:
+            if prepare is not None:
+                record = prepare(record)
+            if type(record) is journal_record:
+                record = encode(record, max_payload_bytes=max_payload_bytes)
+        except Exception as exc:  # an encoder or builder bug is still this record's problem only
+            reason = exc.reason if isinstance(exc, errors.RecordRejected) else "malformed"
+            rejected[reason] = rejected.get(reason, 0) + 1
+            first = first or exc
+            record = None
+        out.append(record)
+    return out, first
 
 
 def decode(encoded: EncodedRecord, *, verify: bool = True) -> JournalRecord:

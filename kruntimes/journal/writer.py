@@ -1,23 +1,16 @@
-"""JournalWriter: the scheduler appends, a background thread makes records durable.
+"""JournalWriter: the producer appends, a background thread makes records durable.
 
-``append`` is a lock-protected deque push (~1 us) so writing the journal never
-stalls scheduling; the scheduler should call it under the same lock that assigned
-the record's LSN, which keeps the buffer in LSN order. One thread then:
+``append`` is a lock-protected deque push, called under the lock that assigned the
+record's LSN (which keeps the buffer in LSN order). The thread takes up to
+``max_batch`` records as soon as there are any, builds deferred payloads and encodes
+(a bad record is rejected and counted, its batch goes on), writes each batch in one
+transaction, and on a failed or too slow write spills this and every later batch in
+order to the spool (fsync'd per batch), retrying with backoff; once the database
+answers it drains the spool first (``skip_existing``: a crash mid-drain never
+duplicates). If the spool fails too, ``policy="block"`` holds the batch and the
+buffer fills; ``"drop"`` drops and counts. docs/journal.md has the whole picture.
 
-1. takes up to ``max_batch`` records as soon as there are any (no fixed sleep);
-2. encodes them (validation happens here: a bad record is rejected and counted,
-   the good ones of the batch go on);
-3. writes the batch in one transaction -- unless the spool holds older records;
-4. on a failed or too slow write, spills the batch, and every later one, in order to
-   the spool file (fsync'd per batch) and retries the database with backoff;
-5. when the database answers again, drains the spool first (``skip_existing``, so a
-   crash mid-drain never duplicates), then clears it and writes directly again.
-
-If even the spool cannot be written, ``policy="block"`` keeps the batch and retries,
-the buffer fills and ``append`` blocks; ``policy="drop"`` drops and counts.
-
-State is deliberately kept in memory only: a killed process loses what was still in
-the buffer (at most ``buffer_size`` records, at most one batch if flush is called);
+State is kept in memory only: a killed process loses what was still buffered;
 everything spooled or committed survives.
 """
 
@@ -27,17 +20,15 @@ import logging
 import os
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from typing import Literal
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, errors, metrics, payloads, records, spool
+from kruntimes.journal import backends, errors, intake, metrics, payloads, records, spool
 
 log = logging.getLogger(__name__)
 
-Policy = Literal["block", "drop"]
+Policy = intake.Policy
 Record = records.JournalRecord | records.EncodedRecord | payloads.DeferredRecord
 
 
@@ -64,12 +55,10 @@ class JournalWriter:
         observe_latency: Callable[[float], None] | None = None,
         spool_wait: float = 0.0,
     ) -> None:
-        if buffer_size < 1 or max_batch < 1:
+        if max_batch < 1:
             raise ValueError("buffer_size and max_batch must be positive")
-        if policy not in ("block", "drop"):
-            raise ValueError(f"policy must be 'block' or 'drop', not {policy!r}")
+        self._in = intake.Intake(buffer_size, policy, bound_unsettled=False)
         self._journal = journal
-        self._capacity = buffer_size
         self._max_batch = max_batch
         self._max_payload_bytes = max_payload_bytes
         self._slow_write_seconds = slow_write_seconds
@@ -81,20 +70,6 @@ class JournalWriter:
         # Opening the spool now (not in start) truncates a torn tail and tells
         # last_lsn() about spooled records before the scheduler picks its first LSN.
         self._spool = spool.Spool.open(spool_path, wait=spool_wait)
-
-        # Shared with producers, guarded by _lock.
-        self._lock = threading.Lock()
-        self._has_work = threading.Condition(self._lock)
-        self._has_room = threading.Condition(self._lock)
-        self._progress = threading.Condition(self._lock)
-        self._buffer: deque[Record] = deque()
-        self._appended = 0  # records accepted so far: the sequence flush() waits for
-        self._settled = 0  # of those, how many are durable, rejected or dropped
-        self._dropped_on_append = 0
-        self._writer_waiting = False
-        self._producers_waiting = 0
-        self._stopping = False
-        self._abandon = False
         self._thread: threading.Thread | None = None
 
         # Owned by the writer thread (read by stats() without a lock: ints only).
@@ -120,7 +95,7 @@ class JournalWriter:
 
     def start(self) -> JournalWriter:
         """Start the background thread (idempotent); returns self."""
-        with self._lock:
+        with self._in.lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="kruntimes-journal-writer", daemon=True)
                 self._thread.start()
@@ -147,79 +122,31 @@ class JournalWriter:
         ``record`` may be pre-encoded (``records.encode``) to move encoding off the
         writer thread.
         """
-        with self._lock:
-            if not self._wait_for_room():
-                return False
-            self._buffer.append(record)
-            self._appended += 1
-            if self._writer_waiting:
-                self._has_work.notify()
-        return True
+        return self._in.append(record)
 
     def extend(self, batch: list[Record]) -> int:
-        """Queue ``batch`` in order, as ``append`` would; return how many the drop policy dropped.
-
-        Takes the lock once per run of records that fit, so the writer thread sees
-        them together and writes them as one batch.
-        """
-        dropped = 0
-        start = 0
-        with self._lock:
-            while start < len(batch):
-                if not self._wait_for_room():
-                    dropped += 1
-                    start += 1
-                    continue
-                end = min(len(batch), start + self._capacity - len(self._buffer))
-                self._buffer.extend(batch[start:end])
-                self._appended += end - start
-                start = end
-                if self._writer_waiting:
-                    self._has_work.notify()
-        return dropped
-
-    def _wait_for_room(self) -> bool:
-        """(Lock held.) Wait for room in the buffer; False if the drop policy drops instead."""
-        if self._stopping:
-            raise errors.JournalError("journal writer is closed")
-        if len(self._buffer) >= self._capacity:
-            if self._policy == "drop":
-                self._dropped_on_append += 1
-                return False
-            self._producers_waiting += 1
-            try:
-                while len(self._buffer) >= self._capacity and not self._stopping:
-                    self._has_room.wait()
-            finally:
-                self._producers_waiting -= 1
-            if self._stopping:
-                raise errors.JournalError("journal writer closed while append was blocked")
-        return True
+        """Queue ``batch`` in order, as ``append`` would; return how many the drop policy dropped."""
+        return self._in.extend(batch)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every record appended so far is durable (database or spool), rejected or dropped."""
-        with self._lock:
-            target = self._appended
-            if self._thread is None:  # nothing would ever settle them
-                return self._settled >= target
-            return self._progress.wait_for(lambda: self._settled >= target or self._abandon, timeout)
+        if self._thread is None:  # nothing would ever settle them
+            return self._in.settled >= self._in.appended
+        return self._in.flush(timeout)
 
     def progress(self, after: int, timeout: float | None = None) -> int:
         """How many appended records have settled, once more than ``after`` have (or on timeout)."""
-        with self._lock:
-            self._progress.wait_for(lambda: self._settled > after or self._abandon or self._stopping, timeout)
-            return self._settled
+        return self._in.wait_progress(after, timeout)
 
     def drain(self, timeout: float | None = None) -> bool:
         """Like ``flush``, but wait until the records are in the database (spool empty)."""
-        with self._lock:
-            target = self._appended
+        i = self._in
+        with i.lock:
+            target = i.appended
             if self._thread is None:
                 return False
-            return self._progress.wait_for(
-                lambda: (self._settled >= target and not self._spilling and not self._held) or self._abandon,
-                timeout,
-            )
+            return i.progress.wait_for(
+                lambda: (i.settled >= target and not self._spilling and not self._held) or i.abandon, timeout)
 
     def close(self, timeout: float | None = 30.0) -> None:
         """Flush, stop the thread and close the spool.
@@ -228,22 +155,17 @@ class JournalWriter:
         under the block policy) are counted as dropped and logged.
         """
         flushed = self.flush(timeout) if self._thread is not None else True
-        with self._lock:
-            self._stopping = True
-            if not flushed:
-                self._abandon = True
-            self._has_work.notify_all()
-            self._has_room.notify_all()
+        self._in.stop(abandon=not flushed)
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
                 log.error("journal writer thread did not stop within %.1fs (a database call hangs?)", timeout)
                 return  # the thread still uses the spool
-        lost = len(self._buffer) + len(self._held)
+        lost = len(self._in.buffer) + len(self._held)
         if lost:
             log.error("journal writer closed with %d records neither in the database nor in the spool", lost)
             self._dropped += lost
-            self._buffer.clear()
+            self._in.buffer.clear()
             self._held = []
         self._spool.close()
         self._metrics.collector.retire(self)
@@ -251,13 +173,13 @@ class JournalWriter:
     def stats(self) -> metrics.WriterStats:
         """Totals so far (what the Prometheus metrics report for this writer)."""
         return metrics.WriterStats(
-            appended=self._appended,
+            appended=self._in.appended,
             written=self._written,
             spilled=self._spilled,
-            dropped=self._dropped + self._dropped_on_append,
+            dropped=self._dropped + self._in.dropped,
             rejected=dict(self._rejected),
             write_errors=self._write_errors,
-            buffer_depth=len(self._buffer),
+            buffer_depth=len(self._in.buffer),
         )
 
     @property
@@ -269,42 +191,33 @@ class JournalWriter:
 
     def _run(self) -> None:
         while True:
-            with self._lock:
+            with self._in.lock:
                 batch = self._next_batch()
                 if batch is None:
-                    self._progress.notify_all()
+                    self._in.progress.notify_all()
                     return
             settled = self._process(batch)
-            with self._lock:
-                self._settled += settled
-                self._progress.notify_all()
+            with self._in.lock:
+                self._in.settle(self._in.settled + settled)
 
     def _next_batch(self) -> list[Record] | None:
         """Wait (lock held) for records or a due retry; None means stop."""
+        i = self._in
         while True:
-            if self._abandon:
+            if i.abandon:
                 return None
-            if self._buffer and not self._held:
-                break
-            if self._stopping and not self._held:
+            if i.buffer and not self._held:
+                return i.take(self._max_batch)
+            if i.stopping and not self._held:
                 return None  # a non-empty spool stays for the next start to drain
             retrying = self._spilling or bool(self._held)
             if retrying and self._clock() >= self._next_retry:
                 return []
-            self._writer_waiting = True
+            i.consumer_waiting = True
             try:
-                self._has_work.wait(max(0.0, self._next_retry - self._clock()) if retrying else None)
+                i.has_work.wait(max(0.0, self._next_retry - self._clock()) if retrying else None)
             finally:
-                self._writer_waiting = False
-        n = min(len(self._buffer), self._max_batch)
-        if n == len(self._buffer):
-            batch = list(self._buffer)
-            self._buffer.clear()
-        else:
-            batch = [self._buffer.popleft() for _ in range(n)]
-        if self._producers_waiting:
-            self._has_room.notify_all()
-        return batch
+                i.consumer_waiting = False
 
     def _process(self, batch: list[Record]) -> int:
         """Make ``batch`` (after any held records) durable; return how many records settled."""
@@ -326,28 +239,13 @@ class JournalWriter:
         return unsettled_before - len(self._held)
 
     def _encode(self, batch: list[Record]) -> list[records.EncodedRecord]:
-        rows: list[records.EncodedRecord] = []
-        first: Exception | None = None
-        bad = 0
-        encode, limit, encoded_type = records.encode, self._max_payload_bytes, records.EncodedRecord
-        deferred, realize = payloads.DeferredRecord, payloads.realize
-        for record in batch:
-            if type(record) is encoded_type:
-                rows.append(record)  # type: ignore[arg-type]
-                continue
-            try:
-                if type(record) is deferred:
-                    record = realize(record)  # type: ignore[arg-type]
-                rows.append(encode(record, max_payload_bytes=limit))  # type: ignore[arg-type]
-            except errors.RecordRejected as exc:
-                self._rejected[exc.reason] = self._rejected.get(exc.reason, 0) + 1
-                first, bad = first or exc, bad + 1
-            except Exception as exc:  # an encoder bug is still this record's problem only
-                self._rejected["malformed"] += 1
-                first, bad = first or exc, bad + 1
+        rows, first = records.encode_batch(batch, max_payload_bytes=self._max_payload_bytes,
+                                           rejected=self._rejected, prepare=_realized)
+        good = [r for r in rows if r is not None]
         if first is not None:
-            log.error("journal writer rejected %d record(s) of a batch of %d; first: %s", bad, len(batch), first)
-        return rows
+            log.error("journal writer rejected %d record(s) of a batch of %d; first: %s",
+                      len(rows) - len(good), len(batch), first)
+        return good
 
     def _write(self, rows: list[records.EncodedRecord], *, skip_existing: bool) -> bool:
         """One transaction; False (and spill mode) if the database failed or was too slow."""
@@ -435,3 +333,7 @@ class JournalWriter:
     def _schedule_retry(self) -> None:
         self._next_retry = self._clock() + self._retry
         self._retry = min(self._retry * 2, self._max_retry)
+
+
+def _realized(record: Record) -> records.JournalRecord | records.EncodedRecord:
+    return payloads.realize(record) if type(record) is payloads.DeferredRecord else record  # type: ignore[arg-type]

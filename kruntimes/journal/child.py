@@ -1,0 +1,202 @@
+"""The journal writer process: a ``JournalWriter`` fed through a pipe by ``ProcessJournalWriter``.
+
+``launch`` starts it; ``main`` is what runs in it. The first message says where to
+write and how to log; then it receives batches (finished rows, plain tuples of
+deferred records whose payloads it builds, None for records the parent rejected),
+answers requests (last LSN, drain) and acknowledges settled records, with its
+counters, from an acker thread. When the pipe closes without a "close" message the
+scheduler is gone: it stores what it received and exits.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from kruntimes.journal import backends, errors, metrics, payloads, wire
+from kruntimes.journal.writer import JournalWriter, Record
+
+log = logging.getLogger(__name__)
+
+#: How long a new writer waits for the spool a finishing predecessor still holds.
+SPOOL_WAIT_SECONDS = 30.0
+#: Acknowledgements go out on progress, and at least this often with fresh counters.
+ACK_INTERVAL = 0.25
+
+
+def launch(url: str, options: dict[str, Any], timeout: float) -> tuple[subprocess.Popen[bytes], Connection, int | None, str | None]:
+    """Start a writer process for ``url``; (process, pipe, last durable LSN, why it is unknown).
+
+    A fresh interpreter (``python -m kruntimes.journal.child``), not fork: the
+    scheduler is multi-threaded by then, and multiprocessing's spawn would run the
+    caller's ``__main__`` again in the child.
+    """
+    ours, theirs = socket.socketpair()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", __name__, str(theirs.fileno())],
+            pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL, close_fds=True,
+        )
+    finally:
+        theirs.close()
+    conn = Connection(ours.detach())
+    try:
+        conn.send_bytes(_setup(url, options))
+        if not conn.poll(timeout):
+            raise errors.JournalError(f"journal writer process did not start within {timeout:.0f}s")
+        message = wire.loads(conn.recv_bytes())
+    except BaseException as exc:
+        conn.close()
+        process.kill()
+        process.wait()
+        if isinstance(exc, (EOFError, OSError)):
+            raise errors.JournalError(
+                f"journal writer process exited while starting (exit code {process.returncode})") from exc
+        raise
+    if message[0] != "ready":
+        process.wait(5.0)
+        conn.close()
+        raise errors.JournalError(f"journal writer process could not start: {message[1]}")
+    _, last_lsn, error = message
+    return process, conn, last_lsn, error
+
+
+def _setup(url: str, options: dict[str, Any]) -> bytes:
+    """What the child needs: where to write, the writer's options, and how to log like us."""
+    root = logging.getLogger()
+    formatter = next((h.formatter for h in root.handlers if h.formatter is not None), None)
+    try:
+        return wire.dumps((url, options, root.getEffectiveLevel(), formatter))
+    except Exception:  # noqa: BLE001 - a formatter bound to a stream: log in the default format
+        return wire.dumps((url, options, root.getEffectiveLevel(), None))
+
+
+def main(conn: Connection) -> None:
+    """The writer process: set up from the first message, then store batches until told to stop."""
+    # Ctrl-C reaches the whole process group; the parent decides when the writer stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    url, options, level, formatter = wire.loads(conn.recv_bytes())
+    # Every record this process holds is acyclic and short-lived, but unpickling a
+    # batch allocates thousands of containers, and each default-sized generation 0
+    # pass walks all of them: measured 5x slower unpickling. Collect rarely.
+    gc.freeze()
+    gc.set_threshold(100_000, 50, 100)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter or logging.Formatter("%(asctime)s journal-writer %(levelname)s %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+    send_lock = threading.Lock()
+
+    def send(message: Any) -> None:
+        with send_lock:
+            conn.send_bytes(wire.dumps(message))
+
+    latencies: list[float] = []
+    try:
+        journal = backends.Journal(backends.create_engine(url))
+        writer = JournalWriter(journal, registry=CollectorRegistry(), observe_latency=latencies.append,
+                               spool_wait=SPOOL_WAIT_SECONDS, **options)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        send(("failed", f"{type(exc).__name__}: {exc}"))
+        return
+    try:
+        last_lsn, error = writer.last_lsn(), None
+    except errors.JournalUnavailable as exc:
+        last_lsn, error = None, str(exc)
+    send(("ready", last_lsn, error))
+    writer.start()
+    acker = _Acker(writer, send, latencies)
+    acker.start()
+    close_timeout: float | None = 30.0
+    try:
+        while True:
+            try:
+                message = wire.loads(conn.recv_bytes())
+            except (EOFError, OSError):
+                log.warning("journal writer: the scheduler process is gone; storing what it sent, then exiting")
+                break
+            kind = message[0]
+            if kind == "batch":
+                rejected, batch = _unwrap(message[1])
+                acker.dropped += rejected + writer.extend(batch)
+            elif kind == "last_lsn":
+                try:
+                    send(("reply", message[1], writer.last_lsn(), None))
+                except errors.JournalUnavailable as exc:
+                    send(("reply", message[1], None, str(exc)))
+            elif kind == "drain":
+                drained = writer.drain(message[2])
+                send(("ack", *acker.snapshot()))  # the counters as of the drain, before the answer
+                send(("reply", message[1], drained, None))
+            elif kind == "close":
+                close_timeout = message[1]
+                break
+    finally:
+        writer.close(close_timeout)
+        acker.stop()
+        journal.close()
+        try:
+            send(("closed", *acker.snapshot()))
+        except (OSError, ValueError):
+            pass
+        conn.close()
+
+
+def _unwrap(batch: list[Any]) -> tuple[int, list[Record]]:
+    """(records the parent rejected, the rest) with deferred records wrapped again."""
+    make, plain = payloads.DeferredRecord._make, tuple
+    out = [make(r) if type(r) is plain else r for r in batch if r is not None]
+    return len(batch) - len(out), out
+
+
+class _Acker:
+    """Child thread: tells the parent how many records have settled, and the counters."""
+
+    def __init__(self, writer: JournalWriter, send: Callable[[Any], None], latencies: list[float]) -> None:
+        self.writer, self.send, self.latencies = writer, send, latencies
+        self.dropped = 0  # records settled without the writer: refused on append, or rejected by the parent
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kruntimes-journal-acker", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+
+    def snapshot(self) -> tuple[int, metrics.WriterStats, int, list[float]]:
+        latencies = self.latencies[:]
+        del self.latencies[: len(latencies)]
+        settled = self.writer.progress(-1, 0)
+        return settled + self.dropped, self.writer.stats(), self.writer.spooled, latencies
+
+    def _run(self) -> None:
+        last: tuple[Any, ...] | None = None
+        settled = 0
+        while not self._stop.is_set():
+            settled = self.writer.progress(settled, ACK_INTERVAL)
+            snapshot = self.snapshot()
+            if snapshot[3] or (snapshot[0], snapshot[1], snapshot[2]) != last:
+                last = snapshot[:3]
+                try:
+                    self.send(("ack", *snapshot))
+                except (OSError, ValueError):
+                    return
+
+
+
+
+if __name__ == "__main__":
+    main(Connection(int(sys.argv[1])))
