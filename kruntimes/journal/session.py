@@ -57,9 +57,13 @@ class JournalSession:
         except BaseException:
             self.journal.close()
             raise
-        self.recorder = JournalRecorder(self.writer, start_lsn=self.writer.last_lsn() or 0, detail=detail,
-                                        checkpoint_every=checkpoint_every)
-        self.first_lsn = self.recorder.start(config, top_candidates=top_candidates)
+        try:
+            self.recorder = JournalRecorder(self.writer, start_lsn=self.writer.last_lsn() or 0, detail=detail,
+                                            checkpoint_every=checkpoint_every)
+            self.first_lsn = self.recorder.start(config, top_candidates=top_candidates)
+        except BaseException:  # e.g. no last LSN: the database went away since it was migrated
+            self.close(timeout=5.0)
+            raise
 
     def attach(self, cache: Any) -> None:
         """Let the recorder read the cache's full state for checkpoints."""

@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, payloads, records
+from kruntimes.journal import backends, errors, payloads, records
 from kruntimes.journal.process import ProcessJournalWriter
 from kruntimes.journal.session import JournalSession
 from kruntimes.scheduler.config import SchedulerConfig
@@ -206,3 +206,22 @@ def test_the_next_writer_continues_after_the_last_durable_lsn(journal_url: str, 
     finally:
         journal.close()
     assert lsns == [1, 2, 3, 4] and first == 3
+
+
+def test_a_session_that_cannot_start_its_recorder_leaves_no_writer_process_behind(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def unavailable(self: ProcessJournalWriter) -> int | None:
+        raise errors.JournalUnavailable("the database went away after it was migrated")
+
+    monkeypatch.setattr(ProcessJournalWriter, "last_lsn", unavailable)
+    started: list[ProcessJournalWriter] = []
+    original = ProcessJournalWriter.__init__
+
+    def remember(self: ProcessJournalWriter, *args: Any, **kw: Any) -> None:
+        original(self, *args, **kw)
+        started.append(self)
+
+    monkeypatch.setattr(ProcessJournalWriter, "__init__", remember)
+    with pytest.raises(errors.JournalUnavailable):
+        JournalSession(f"sqlite:///{tmp_path}/j.db", SchedulerConfig(), spool_path=str(tmp_path / "spool"))
+    assert len(started) == 1 and started[0]._process.poll() is not None, "the writer process still runs"
