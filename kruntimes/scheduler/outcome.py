@@ -9,8 +9,8 @@ both, so "identical" means every pod's verdict and every score, not just the pod
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
+from itertools import compress
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -67,9 +67,15 @@ class CycleOutcome:
 
     def top(self, k: int) -> tuple[Candidate, ...]:
         """The k best feasible pods by total, ties by name: the recorded candidates."""
-        # Tuples compared in C (no per-pod key function): highest total, then smallest name.
-        best = heapq.nsmallest(k, zip([-t for t in self.totals], self.feasible, range(len(self.feasible))))
-        return tuple(self._candidate(i) for _, _, i in best)
+        totals = self.totals
+        if k <= 0 or not totals:
+            return ()
+        # The k-th highest total by a C sort of plain ints; only the pods at or above
+        # it (k, or a few more on a tie) are then ordered by total and name.
+        cut = sorted(totals, reverse=True)[min(k, len(totals)) - 1]
+        names = self.feasible
+        best = sorted((-totals[i], names[i], i) for i in compress(range(len(totals)), map(cut.__le__, totals)))
+        return tuple(self._candidate(i) for _, _, i in best[:k])
 
     def _candidate(self, i: int) -> Candidate:
         return Candidate(pod=self.feasible[i], total=self.totals[i],
