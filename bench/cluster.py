@@ -17,6 +17,7 @@ queue, metrics). The informers' time applying watch events is shown apart.
     python bench/cluster.py                     # 1,000 pods, 10,000 Runs, 4 workers
     python bench/cluster.py --pods 200 --runs 2000 --workers 8
     python bench/cluster.py --in-process        # emulator in this process (shares the GIL)
+    python bench/cluster.py --journal-writer thread   # or --no-journal
     python bench/cluster.py --profile           # cProfile of the workers' cycles, top 25 cumulative
 """
 
@@ -172,7 +173,8 @@ def measure(host: str, args: argparse.Namespace, journal_dir: str) -> dict[str, 
                           retry_period=2)
     settings = ClusterSettings(namespace=NAMESPACE, workers=args.workers, lease=lease,
                                journal_url=None if args.no_journal else f"sqlite:///{journal_dir}/journal.db",
-                               journal_spool=f"{journal_dir}/journal.spool", request_timeout=60.0)
+                               journal_spool=f"{journal_dir}/journal.spool", journal_writer=args.journal_writer,
+                               request_timeout=60.0)
     scheduler = ClusterScheduler(api, settings, registry=CollectorRegistry())
     plan, process, informers = Timer(), Timer(), Timer()
     profiles = ThreadProfiles() if args.profile else None
@@ -217,7 +219,7 @@ def report(args: argparse.Namespace, r: dict[str, Any], setup: float) -> None:
     rows = [
         ("Runtime Pods / Runs / workers", f"{args.pods:,} / {args.runs:,} / {args.workers}"),
         ("emulator", "in this process (shares the GIL)" if args.in_process else "separate process"),
-        ("journal", "off" if args.no_journal else "SQLite (WAL), summary detail"),
+        ("journal", "off" if args.no_journal else f"SQLite (WAL), summary detail, {args.journal_writer} writer"),
         ("setup (create pods and Runs, untimed)", f"{setup:.1f} s"),
         ("start -> caches synced (list)", f"{r['synced']:.2f} s"),
         ("start -> leading (relist, checkpoint)", f"{r['leading']:.2f} s"),
@@ -251,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--capacity", type=int, default=10, help="runs capacity of each pod (default 10)")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--no-journal", action="store_true")
+    parser.add_argument("--journal-writer", choices=("process", "thread"), default="process")
     parser.add_argument("--in-process", action="store_true", help="run the emulator in this process")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--timeout", type=float, default=600)
