@@ -105,9 +105,16 @@ def pod_observations(journal: backends.Journal, namespace: str, name: str, *, at
     o = views.pod_observations
     stmt = (sa.select(o.c.lsn, o.c.recorded_at, o.c.event, o.c.runtime, o.c.ready, o.c.terminating,
                       o.c.heartbeat, o.c.capacity, o.c.capacity_problem)
-            .where(o.c.namespace == namespace, o.c.name == name).order_by(o.c.lsn.desc()))
+            .where(o.c.namespace == namespace, o.c.name == name))
+    return _latest(journal, stmt, o.c.lsn, o.c.recorded_at, at, limit)
+
+
+def _latest(journal: backends.Journal, stmt: sa.Select[Any], lsn: Any, when: Any, at: datetime | None,
+            limit: int | None) -> list[dict[str, Any]]:
+    """The newest ``limit`` rows of ``stmt`` up to ``at``, returned oldest first."""
+    stmt = stmt.order_by(lsn.desc())
     if at is not None:
-        stmt = stmt.where(o.c.recorded_at <= at)
+        stmt = stmt.where(when <= at)
     if limit is not None:
         stmt = stmt.limit(limit)
     return list(reversed(_rows(journal, stmt)))
@@ -118,12 +125,8 @@ def pod_placements(journal: backends.Journal, namespace: str, name: str, *, at: 
     """Cycles that chose this pod (scheduled, or lost to a conflict or error), oldest first; up to ``at``."""
     p = views.placements
     stmt = (sa.select(p.c.lsn, p.c.decided_at, p.c.run, p.c.runtime, p.c.total, p.c.outcome)
-            .where(p.c.namespace == namespace, p.c.pod == name).order_by(p.c.lsn.desc()))
-    if at is not None:
-        stmt = stmt.where(p.c.decided_at <= at)
-    if limit is not None:
-        stmt = stmt.limit(limit)
-    return list(reversed(_rows(journal, stmt)))
+            .where(p.c.namespace == namespace, p.c.pod == name))
+    return _latest(journal, stmt, p.c.lsn, p.c.decided_at, at, limit)
 
 
 def pod_history(journal: backends.Journal, namespace: str, name: str, *, at: datetime | None = None,
