@@ -22,7 +22,7 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
-from kruntimes.journal import payloads, records
+from kruntimes.journal import records
 from kruntimes.scheduler import outcome, projection
 
 PROTOCOL = 5
@@ -48,7 +48,9 @@ def _tuple_reducer(cls: type) -> Callable[[Any], tuple[type, tuple[Any, ...]]]:
 
 _TABLE: dict[type, Any] = dict(copyreg.dispatch_table)
 _TABLE.update({cls: _fields_reducer(cls) for cls in _DATACLASSES})
-_TABLE.update({cls: _tuple_reducer(cls) for cls in (payloads.DeferredRecord, records.EncodedRecord)})
+# Deferred records cross as plain tuples (ProcessJournalWriter._encode), so only
+# EncodedRecord needs its named-tuple reducer here.
+_TABLE[records.EncodedRecord] = _tuple_reducer(records.EncodedRecord)
 
 
 def dumps(obj: Any) -> bytes:
