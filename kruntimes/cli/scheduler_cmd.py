@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 
 from kruntimes import gctuning
 from kruntimes.cli import journal_args
-from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY
+from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO
 from kruntimes.cluster import logs
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.runner import ClusterScheduler
@@ -109,7 +109,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     option(journal, "--journal-detail", "KRUNTIMES_JOURNAL_DETAIL", "summary", "cycle records: summary or full",
            choices=DETAILS)
     option(journal, "--journal-checkpoint-every", "KRUNTIMES_JOURNAL_CHECKPOINT_EVERY", DEFAULT_CHECKPOINT_EVERY,
-           "records between checkpoints of the cache", type=_positive(int), metavar="N")
+           "fewest records between checkpoints of the cache", type=_positive(int), metavar="N")
+    option(journal, "--journal-checkpoint-size-ratio", "KRUNTIMES_JOURNAL_CHECKPOINT_SIZE_RATIO",
+           DEFAULT_CHECKPOINT_SIZE_RATIO, "also at least this many records between checkpoints per object the "
+           "last one held (0: every --journal-checkpoint-every records)", type=int, metavar="N")
     option(journal, "--journal-spool", "KRUNTIMES_JOURNAL_SPOOL", None,
            "file where records wait while the database is away (default: next to an SQLite journal, "
            "else ./kruntimes-journal.spool)", metavar="PATH")
@@ -166,6 +169,7 @@ def settings_from(args: argparse.Namespace) -> ClusterSettings:
                                default_runs_capacity=args.default_runs_capacity, journal_url=args.journal_url,
                                journal_detail=args.journal_detail,
                                journal_checkpoint_every=args.journal_checkpoint_every,
+                               journal_checkpoint_size_ratio=args.journal_checkpoint_size_ratio,
                                journal_spool=args.journal_spool, journal_writer=args.journal_writer,
                                leader_elect=args.leader_elect, lease=lease,
                                watch_timeout=args.watch_timeout, shutdown_timeout=args.shutdown_timeout)

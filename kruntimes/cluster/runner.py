@@ -153,5 +153,6 @@ class ClusterScheduler:
         if not s.journal_url:
             return None
         return JournalSession(s.journal_url, self.cache.config, spool_path=s.journal_spool, detail=s.journal_detail,
-                              checkpoint_every=s.journal_checkpoint_every, registry=self.registry,
+                              checkpoint_every=s.journal_checkpoint_every,
+                              checkpoint_size_ratio=s.journal_checkpoint_size_ratio, registry=self.registry,
                               writer=s.journal_writer)

@@ -12,7 +12,7 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 
-from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY
+from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO
 from kruntimes.scheduler.config import ConfigError, SchedulerConfig
 
 DETAILS = ("summary", "full")
@@ -69,6 +69,7 @@ class ClusterSettings:
     journal_url: str | None = None
     journal_detail: str = "summary"
     journal_checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY
+    journal_checkpoint_size_ratio: int = DEFAULT_CHECKPOINT_SIZE_RATIO
     journal_spool: str | None = None
     journal_writer: str = "process"
     leader_elect: bool = True
@@ -86,6 +87,8 @@ class ClusterSettings:
             raise ConfigError(f"journal writer must be process or thread (got {self.journal_writer!r})")
         if self.journal_checkpoint_every < 1:
             raise ConfigError("the journal checkpoint interval must be >= 1 record")
+        if self.journal_checkpoint_size_ratio < 0:
+            raise ConfigError("the journal checkpoint size ratio must be >= 0")
         if self.watch_timeout < 1 or self.request_timeout <= 0:
             raise ConfigError("watch and request timeouts must be positive")
         if not 0 < self.backoff_initial <= self.backoff_max:

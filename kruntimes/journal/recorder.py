@@ -11,8 +11,14 @@ the sink takes deferred records (`accepts_deferred`) the recorder hands over the
 immutable data as it is and the writer builds the payload off the scheduler's
 path; any other sink gets the finished `JournalRecord`.
 
-Every `checkpoint_every` records it also writes the full projected cache state and
-the assumed cache, so replay never has to start from the beginning.
+Every so often it also writes the full projected cache state and the assumed cache
+(a checkpoint), so replay never has to start from the beginning: once at least
+`checkpoint_every` records, and at least `checkpoint_size_ratio` times as many
+records as the previous checkpoint held objects, have been written since the last
+one. A checkpoint costs about what recording each of its objects once does, so the
+ratio bounds checkpoints to a fixed share of the journal's cost (a quarter, by
+default) however large the cluster, and replaying any cycle applies at most that
+many records after restoring its checkpoint.
 """
 
 from __future__ import annotations
@@ -32,6 +38,10 @@ from kruntimes.scheduler.config import PLANNER_VERSION, SchedulerConfig
 #: plus ~13 us per record after it; at 5,000 the worst case stays under 200 ms on a
 #: 1M-record journal (bench/replay.py), at ~240 bytes of checkpoint per record.
 DEFAULT_CHECKPOINT_EVERY = 5_000
+#: Records between checkpoints per object the previous checkpoint held. At 4, a cache
+#: of 5,400 objects (the demo) is checkpointed every ~21,600 records instead of every
+#: 5,000, which cost the scheduler ~8% of its throughput (bench/journal_overhead.py).
+DEFAULT_CHECKPOINT_SIZE_RATIO = 4
 
 
 class Sink(Protocol):
@@ -51,15 +61,20 @@ class JournalRecorder:
 
     def __init__(self, sink: Sink, *, start_lsn: int, detail: str = "summary",
                  checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
+                 checkpoint_size_ratio: int = DEFAULT_CHECKPOINT_SIZE_RATIO,
                  clock: Callable[[], datetime] = utc_now, incarnation: str | None = None) -> None:
         if detail not in DETAILS:
             raise ValueError(f"journal detail must be one of {', '.join(DETAILS)}, not {detail!r}")
         if checkpoint_every < 1:
             raise ValueError("checkpoint_every must be >= 1")
+        if checkpoint_size_ratio < 0:
+            raise ValueError("checkpoint_size_ratio must be >= 0")
         self.sink = sink
         self.lsn = start_lsn or 0  # an empty journal has no last LSN
         self.detail = detail
         self.checkpoint_every = checkpoint_every
+        self.checkpoint_size_ratio = checkpoint_size_ratio
+        self._checkpoint_after = checkpoint_every  # records since the last checkpoint before the next
         self.clock = clock
         self.incarnation = incarnation or uuid.uuid4().hex
         self.state_source: StateSource | None = None
@@ -82,6 +97,7 @@ class JournalRecorder:
             "instance": instance or socket.gethostname(), "version": __version__,
             "planner_version": PLANNER_VERSION, "config": config.to_dict(), "config_hash": config.digest(),
             "top_candidates": top_candidates, "detail": self.detail, "checkpoint_every": self.checkpoint_every,
+            "checkpoint_size_ratio": self.checkpoint_size_ratio,
         })
 
     def record(self, kind: str, data: dict[str, Any]) -> int:
@@ -95,7 +111,7 @@ class JournalRecorder:
         been recorded but not yet applied - so a checkpoint is always exactly the
         state after the record before it. Returns the checkpoint's LSN, if one was taken.
         """
-        if self._since_checkpoint >= self.checkpoint_every and self.state_source is not None:
+        if self._since_checkpoint >= self._checkpoint_after and self.state_source is not None:
             return self.checkpoint()
         return None
 
@@ -103,7 +119,10 @@ class JournalRecorder:
         """The full projected cache state and the assumed cache, as of this LSN."""
         assert self.state_source is not None, "attach the cluster cache first"
         self._since_checkpoint = 0
-        return self._append("checkpoint", self.state_source.state())
+        state = self.state_source.state()
+        objects = sum(map(len, state.values()))
+        self._checkpoint_after = max(self.checkpoint_every, self.checkpoint_size_ratio * objects)
+        return self._append("checkpoint", state)
 
     def _append(self, kind: str, data: Any) -> int:
         self.lsn += 1

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from kruntimes.journal.backends import Journal
 from kruntimes.journal.process import ProcessJournalWriter
-from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, JournalRecorder
+from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO, JournalRecorder
 from kruntimes.journal.writer import JournalWriter
 from kruntimes.scheduler.config import SchedulerConfig
 
@@ -39,6 +39,7 @@ def default_spool(url: str) -> str:
 class JournalSession:
     def __init__(self, url: str, config: SchedulerConfig, *, spool_path: str | None = None,
                  top_candidates: int = 5, detail: str = "summary", checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
+                 checkpoint_size_ratio: int = DEFAULT_CHECKPOINT_SIZE_RATIO,
                  registry: CollectorRegistry | None = None, writer: str = DEFAULT_WRITER,
                  **writer_options: Any) -> None:
         if writer not in WRITERS:
@@ -59,7 +60,8 @@ class JournalSession:
             raise
         try:
             self.recorder = JournalRecorder(self.writer, start_lsn=self.writer.last_lsn() or 0, detail=detail,
-                                            checkpoint_every=checkpoint_every)
+                                            checkpoint_every=checkpoint_every,
+                                            checkpoint_size_ratio=checkpoint_size_ratio)
             self.first_lsn = self.recorder.start(config, top_candidates=top_candidates)
         except BaseException:  # e.g. no last LSN: the database went away since it was migrated
             self.close(timeout=5.0)

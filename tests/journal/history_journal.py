@@ -115,7 +115,8 @@ def generate() -> Generated:
     clock = SteppingClock(PHASE1)
     sink = ListSink()
     config = SchedulerConfig(workers=2, scores=SCORES)
-    recorder = JournalRecorder(sink, start_lsn=0, checkpoint_every=CHECKPOINT_EVERY, clock=clock,
+    recorder = JournalRecorder(sink, start_lsn=0, checkpoint_every=CHECKPOINT_EVERY,
+                               checkpoint_size_ratio=0, clock=clock,
                                incarnation="history0" + "0" * 24)
     recorder.start(config, top_candidates=5, instance="test")
     cache = ClusterCache(config, recorder)

@@ -49,6 +49,7 @@ class Written:
 
 
 def _session(url: str, spool_dir: Path, config: SchedulerConfig, **options: Any) -> JournalSession:
+    options.setdefault("checkpoint_size_ratio", 0)  # these histories want checkpoints exactly where they ask
     return JournalSession(url, config, spool_path=str(spool_dir / f"spool-{uuid.uuid4().hex[:8]}"), **options)
 
 

@@ -71,7 +71,7 @@ def _mid_deletion_journal(tmp_path: Path) -> tuple[str, int, int]:
             written.append(record)
 
     config = SchedulerConfig()
-    recorder = JournalRecorder(Sink(), start_lsn=0, checkpoint_every=3)
+    recorder = JournalRecorder(Sink(), start_lsn=0, checkpoint_every=3, checkpoint_size_ratio=0)
     recorder.start(config, top_candidates=3)
     cache = ClusterCache(config, recorder)
     recorder.state_source = cache
