@@ -27,6 +27,10 @@ from kruntimes.scheduler.outcome import CycleOutcome
 
 DETAILS = ("summary", "full")
 DEFAULT_TOP_CANDIDATES = 5
+#: Kinds whose payload `build` assembles field by field from typed projections and
+#: outcomes: JSON-exact by construction, so the writer need not walk them again.
+#: The others pass the recorded dict through and are checked like any payload.
+EXACT_KINDS = frozenset({"mutation", "cycle", "reserve", "checkpoint"})
 
 
 class DeferredRecord(NamedTuple):

@@ -54,6 +54,7 @@ class JournalWriter:
         clock: Callable[[], float] = time.monotonic,
         observe_latency: Callable[[float], None] | None = None,
         spool_wait: float = 0.0,
+        commit_interval: float = 0.0,
     ) -> None:
         if max_batch < 1:
             raise ValueError("buffer_size and max_batch must be positive")
@@ -66,6 +67,11 @@ class JournalWriter:
         self._max_retry = max_retry_interval
         self._policy = policy
         self._clock = clock
+        # Fewer than max_batch records wait this long after the last batch began before
+        # the next one: a commit costs about what inserting ~50 records does, and a
+        # writer that keeps up would otherwise commit every trickle on its own.
+        self._commit_interval = commit_interval
+        self._last_batch = float("-inf")
 
         # Opening the spool now (not in start) truncates a torn tail and tells
         # last_lsn() about spooled records before the scheduler picks its first LSN.
@@ -207,7 +213,16 @@ class JournalWriter:
             if i.abandon:
                 return None
             if i.buffer and not self._held:
-                return i.take(self._max_batch)
+                linger = self._last_batch + self._commit_interval - self._clock()
+                if linger <= 0 or i.stopping or len(i.buffer) >= self._max_batch:
+                    self._last_batch = self._clock()
+                    return i.take(self._max_batch)
+                i.consumer_waiting = True  # a full batch must not wait: appends wake us to count again
+                try:
+                    i.has_work.wait(linger)
+                finally:
+                    i.consumer_waiting = False
+                continue
             if i.stopping and not self._held:
                 return None  # a non-empty spool stays for the next start to drain
             retrying = self._spilling or bool(self._held)
@@ -240,12 +255,19 @@ class JournalWriter:
 
     def _encode(self, batch: list[Record]) -> list[records.EncodedRecord]:
         rows, first = records.encode_batch(batch, max_payload_bytes=self._max_payload_bytes,
-                                           rejected=self._rejected, prepare=_realized)
+                                           rejected=self._rejected, prepare=self._realized)
         good = [r for r in rows if r is not None]
         if first is not None:
             log.error("journal writer rejected %d record(s) of a batch of %d; first: %s",
                       len(rows) - len(good), len(batch), first)
         return good
+
+    def _realized(self, record: Record) -> records.JournalRecord | records.EncodedRecord:
+        """A deferred record's payload built and encoded; any other record as it is."""
+        if type(record) is not payloads.DeferredRecord:
+            return record  # type: ignore[return-value]
+        return records.encode(payloads.realize(record), max_payload_bytes=self._max_payload_bytes,
+                              exact=record.kind in payloads.EXACT_KINDS)
 
     def _write(self, rows: list[records.EncodedRecord], *, skip_existing: bool) -> bool:
         """One transaction; False (and spill mode) if the database failed or was too slow."""
@@ -335,5 +357,3 @@ class JournalWriter:
         self._retry = min(self._retry * 2, self._max_retry)
 
 
-def _realized(record: Record) -> records.JournalRecord | records.EncodedRecord:
-    return payloads.realize(record) if type(record) is payloads.DeferredRecord else record  # type: ignore[arg-type]

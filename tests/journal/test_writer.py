@@ -113,6 +113,26 @@ def test_a_single_record_is_written_at_once_without_waiting_for_a_batch(
     assert metric(registry, "kruntimes_journal_write_latency_seconds_count") == 1
 
 
+def test_a_commit_interval_gathers_a_trickle_into_few_transactions_and_a_full_batch_goes_at_once(
+    flaky: FlakyJournal, make_writer: Any
+) -> None:
+    w = make_writer(flaky, commit_interval=1.0, max_batch=50).start()
+    w.append(record(1))
+    assert w.flush(WAIT)  # the first record goes at once: nothing was written for a while
+    for lsn in range(2, 12):  # a trickle, well within one interval
+        w.append(record(lsn))
+        time.sleep(0.005)
+    assert w.flush(WAIT)
+    assert flaky.batch_sizes == [1, 10]
+    started = time.monotonic()
+    for lsn in range(12, 62):  # a full batch does not wait for the interval
+        w.append(record(lsn))
+    assert w.flush(WAIT)
+    assert flaky.batch_sizes[2:] == [50]
+    assert time.monotonic() - started < 0.5
+    assert [r.lsn for r in stored(flaky.inner)] == list(range(1, 62))
+
+
 def test_an_outage_spills_in_order_and_the_journal_ends_complete_exactly_once(
     flaky: FlakyJournal, make_writer: Any, registry: CollectorRegistry
 ) -> None:
