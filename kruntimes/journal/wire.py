@@ -30,7 +30,7 @@ PROTOCOL = 5
 _DATACLASSES = (
     projection.Requirement, projection.Selector, projection.Term, projection.WeightedTerm, projection.Affinity,
     projection.RunInfo, projection.PodInfo, projection.Assumption,
-    outcome.PluginScores, outcome.Candidate, outcome.CycleOutcome, records.JournalRecord,
+    outcome.PluginScores, outcome.CycleOutcome, records.JournalRecord,
 )
 
 

@@ -112,6 +112,9 @@ class Planner:
             if isinstance(p, PreFilterPlugin) and p not in seen:
                 seen.append(p)
         self.pre_filters: tuple[PreFilterPlugin, ...] = tuple(seen)
+        # One (plugin, reason) tuple per declared reason, shared by every rejection that
+        # gives it: no allocation per rejected pod, and a journal writer pickles it once.
+        self._rejection = {f.name: {r: (f.name, r) for r in f.reasons} for f in self.filters}
         # Protocol isinstance checks are slow; decide once which plugins normalise.
         self._score_steps = tuple((s, w, s.normalize if isinstance(s, ScoreExtensions) else None)
                                   for s, w in self.scores)
@@ -147,11 +150,12 @@ class Planner:
             if verdicts.count(None) == len(verdicts):
                 continue  # the common case: nothing rejected, nothing to narrow
             survivors = []
+            rejection = self._rejection[plugin.name]
             for i, verdict in zip(alive, verdicts):
                 if verdict is None:
                     survivors.append(i)
                 else:
-                    rejections[i] = (plugin.name, verdict)
+                    rejections[i] = rejection[verdict]
             alive = survivors
             candidates = [pods[i] for i in alive]
         feasible = list(candidates)

@@ -13,7 +13,7 @@ from collections import Counter
 from itertools import compress
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from kruntimes import canonical
 
@@ -35,8 +35,7 @@ class PluginScores:
     normalized: tuple[int, ...]  # aligned with CycleOutcome.feasible, each in 0..100
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
     pod: str
     total: int
     scores: tuple[tuple[str, Raw, int], ...]  # (plugin, raw, normalised)
@@ -62,24 +61,23 @@ class CycleOutcome:
 
     def rejection_counts(self) -> tuple[tuple[str, str, int], ...]:
         """(plugin, reason, count), sorted by plugin then reason."""
-        counts = Counter(r for r in self.rejections if r is not None)
-        return tuple((p, r, n) for (p, r), n in sorted(counts.items()))
+        counts = Counter(self.rejections)  # counted in C, the feasible pods' None too
+        counts.pop(None, None)
+        return tuple((p, r, n) for (p, r), n in sorted(counts.items()))  # type: ignore[misc]
 
     def top(self, k: int) -> tuple[Candidate, ...]:
         """The k best feasible pods by total, ties by name: the recorded candidates."""
         totals = self.totals
         if k <= 0 or not totals:
             return ()
-        # The k-th highest total by a C sort of plain ints; only the pods at or above
-        # it (k, or a few more on a tie) are then ordered by total and name.
-        cut = sorted(totals, reverse=True)[min(k, len(totals)) - 1]
+        # Two sorts of indices with C-level keys: by name (linear when the pods come in
+        # name order, as a snapshot's do), then stably by total, highest first.
         names = self.feasible
-        best = sorted((-totals[i], names[i], i) for i in compress(range(len(totals)), map(cut.__le__, totals)))
-        return tuple(self._candidate(i) for _, _, i in best[:k])
-
-    def _candidate(self, i: int) -> Candidate:
-        return Candidate(pod=self.feasible[i], total=self.totals[i],
-                         scores=tuple((s.plugin, s.raw[i], s.normalized[i]) for s in self.scores))
+        order = sorted(range(len(totals)), key=names.__getitem__)
+        order.sort(key=totals.__getitem__, reverse=True)
+        scores = self.scores
+        return tuple([Candidate(names[i], totals[i], tuple([(s.plugin, s.raw[i], s.normalized[i]) for s in scores]))
+                      for i in order[:k]])
 
     @property
     def chosen_total(self) -> int | None:
