@@ -122,15 +122,20 @@ def main(conn: Connection) -> None:
     try:
         while True:
             try:
-                message = wire.loads(conn.recv_bytes())
+                data = conn.recv_bytes()
             except (EOFError, OSError):
                 log.warning("journal writer: the scheduler process is gone; storing what it sent, then exiting")
                 break
-            kind = message[0]
-            if kind == "batch":
-                rejected, batch = _unwrap(message[1])
+            if data[:1] == wire.CHUNKS:
+                received: list[Any] = []
+                for chunk in wire.chunks_of(data):
+                    received += chunk
+                rejected, batch = _unwrap(received)
                 acker.dropped += rejected + writer.extend(batch)
-            elif kind == "last_lsn":
+                continue
+            message = wire.loads(data)
+            kind = message[0]
+            if kind == "last_lsn":
                 try:
                     send(("reply", message[1], writer.last_lsn(), None))
                 except errors.JournalUnavailable as exc:

@@ -10,12 +10,19 @@ dropped -- which the consumer reports with ``settle``.
 What "full" counts differs: ``JournalWriter`` bounds the records still buffered
 (its thread holds at most one batch besides), ``ProcessJournalWriter`` bounds every
 record not yet settled, since those sent to the child are kept until it confirms them.
+
+A consumer may also have the producer *seal* the buffer: every ``seal_at`` records
+``append`` calls ``seal`` (lock held), which takes the buffer as it is.
+``ProcessJournalWriter`` pickles its records there, in the thread that made them,
+so they never outlive a few cycles and no other thread needs the interpreter to
+serialise them.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Literal
 
 from kruntimes.journal import errors
@@ -30,7 +37,8 @@ class Intake:
     with its own conditions), so the fields are public; producers use the methods.
     """
 
-    def __init__(self, capacity: int, policy: Policy, *, bound_unsettled: bool) -> None:
+    def __init__(self, capacity: int, policy: Policy, *, bound_unsettled: bool,
+                 seal: Callable[[], None] | None = None, seal_at: int = 0) -> None:
         if capacity < 1:
             raise ValueError("buffer_size must be positive")
         if policy not in ("block", "drop"):
@@ -38,6 +46,8 @@ class Intake:
         self.capacity = capacity
         self.policy = policy
         self._bound_unsettled = bound_unsettled
+        self._seal = seal
+        self._seal_at = seal_at if seal is not None else 0
         self.lock = threading.Lock()
         self.has_work = threading.Condition(self.lock)
         self.has_room = threading.Condition(self.lock)
@@ -60,6 +70,8 @@ class Intake:
                 return False
             self.buffer.append(record)
             self.appended += 1
+            if len(self.buffer) == self._seal_at:
+                self._seal()  # type: ignore[misc]
             self._wake_consumer()
         return True
 
@@ -80,6 +92,8 @@ class Intake:
                 self.buffer.extend(batch[start:end])
                 self.appended += end - start
                 start = end
+                if self._seal_at and len(self.buffer) >= self._seal_at:
+                    self._seal()  # type: ignore[misc]
                 self._wake_consumer()
         return dropped
 
@@ -108,13 +122,6 @@ class Intake:
         if self.producers_waiting and not self._bound_unsettled:
             self.has_room.notify_all()
         return batch
-
-    def take_all(self) -> deque[Any]:
-        """(Lock held.) Every buffered record, by swapping the buffer out: O(1) under the lock."""
-        taken, self.buffer = self.buffer, deque()
-        if self.producers_waiting and not self._bound_unsettled:
-            self.has_room.notify_all()
-        return taken
 
     def settle(self, settled: int) -> None:
         """(Lock held.) ``settled`` records in total have settled (never goes down)."""

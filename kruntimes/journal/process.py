@@ -13,12 +13,16 @@ writer (bench/journal_overhead.py).
 The parent side:
 
 1. ``append`` buffers (bounded: records not yet settled in the child count, so the
-   block and drop policies mean what they mean for ``JournalWriter``);
-2. a sender thread takes what is buffered, a few milliseconds' worth at a time,
-   keeps it until the child acknowledges it, and sends it over a pipe;
+   block and drop policies mean what they mean for ``JournalWriter``), and every
+   ``SEAL_AT`` records pickles the buffer into a chunk, right there in the
+   producer's thread: a record is gone again a few cycles after it was made, and
+   no other thread has to take the interpreter from the scheduler to serialise it;
+2. a sender thread writes the chunks sealed since it last looked to the pipe as one
+   message (sealing what has waited ``LINGER_SECONDS`` itself), and keeps them
+   until the child acknowledges them;
 3. a receiver thread reads the child's acknowledgements (records settled: durable
    in the database or the spool, rejected or dropped) and its counters;
-4. if the child dies, the receiver starts a new one and sends again everything not
+4. if the child dies, the receiver starts a new one and sends again every chunk not
    yet acknowledged. Records the dead child had already stored are skipped by the
    new one (same LSN, same content), so the journal ends complete, exactly once.
 
@@ -48,11 +52,18 @@ from kruntimes.journal.writer import Policy, Record
 
 log = logging.getLogger(__name__)
 
-#: Records per message to the child: large enough that pickling and the pipe cost
-#: little per record, small enough that the child starts writing early.
-SEND_BATCH = 2_000
-#: How long the sender lets records gather before it sends a partial batch.
-LINGER_SECONDS = 0.005
+#: Records the producer pickles into one chunk, in its own thread, as it appends
+#: them: few enough that they are gone again within a few cycles, enough that
+#: pickle's per-call cost and shared values (a runtime's pod names) are paid once
+#: per chunk.
+SEAL_AT = 64
+#: How often the sender writes what was sealed since it last did, as one message,
+#: and how long records may wait for the rest of their chunk before it seals them.
+LINGER_SECONDS = 0.01
+#: The child's writer commits at most this often unless a full batch is waiting
+#: (``JournalWriter(commit_interval=...)``): it gets one message every few cycles,
+#: and committing each on its own cost it more than inserting their records.
+COMMIT_INTERVAL = 0.02
 START_TIMEOUT = 60.0
 
 
@@ -76,22 +87,25 @@ class ProcessJournalWriter:
         if max_batch < 1:
             raise ValueError("buffer_size and max_batch must be positive")
         # Bounded by records not yet settled: those sent are kept until the child confirms them.
-        self._in = intake.Intake(buffer_size, policy, bound_unsettled=True)
+        self._in = intake.Intake(buffer_size, policy, bound_unsettled=True, seal=self._seal, seal_at=SEAL_AT)
         self._url = backends.parse_url(url).render_as_string(hide_password=False)
         self._options: dict[str, Any] = {
             "spool_path": os.fspath(spool_path), "buffer_size": buffer_size, "max_batch": max_batch,
-            "policy": policy, **writer_options,
+            "policy": policy, "commit_interval": COMMIT_INTERVAL, **writer_options,
         }
         self._max_payload_bytes = writer_options.get("max_payload_bytes", records.DEFAULT_MAX_PAYLOAD_BYTES)
         self._rejected = dict.fromkeys(metrics.REJECT_REASONS, 0)  # by the sender, before the child
         self._start_timeout = start_timeout
         self._closed_by_child = False  # the child confirmed close: its pipe ends on purpose
 
-        # Guarded by _send_lock: what went to the current child and may not be settled yet
-        # (trimmed by the sender; _child_base is the receiver thread's own).
+        # Guarded by the intake's lock: chunks sealed and not yet settled, and those of
+        # them not yet written to the current child. Writing to the pipe happens under
+        # _send_lock (taken before the intake's lock, never after it), so the chunks
+        # reach each child once and in order; _child_base is the receiver thread's own.
         self._send_lock = threading.Lock()
-        self._sent = 0
-        self._unacked: deque[tuple[int, int, bytes]] = deque()  # (index of the first record, count, message)
+        self._sealed = 0  # records sealed into chunks so far
+        self._unacked: deque[tuple[int, int, bytes]] = deque()  # (index of the first record, count, chunk)
+        self._unsent: deque[bytes] = deque()
         self._child_base = 0  # parent index of the current child's first record
         self._close_sent = False
 
@@ -102,6 +116,8 @@ class ProcessJournalWriter:
         self._request_ids = itertools.count(1)
         self.restarts = 0
 
+        # The producer's path is the intake's own: one call fewer for every record.
+        self.append = self._in.append  # type: ignore[method-assign]
         self._metrics = metrics.for_registry(registry)
         self._process, self._conn, self._ready_lsn, self._ready_error = self._start_child()
         self._metrics.collector.attach(self)
@@ -144,7 +160,12 @@ class ProcessJournalWriter:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every record appended so far is durable (database or spool), rejected or dropped."""
-        return self._in.flush(timeout)
+        i = self._in
+        with i.lock:
+            if i.buffer:
+                self._seal()
+            i.has_work.notify_all()  # the sender may be lingering: send now
+        return i.flush(timeout)
 
     def drain(self, timeout: float | None = None) -> bool:
         """Like ``flush``, but wait until the records are in the database (the child's spool is empty)."""
@@ -219,41 +240,61 @@ class ProcessJournalWriter:
         except (OSError, ValueError):
             pass
 
+    def _seal(self) -> None:
+        """(Intake lock held.) Pickle every buffered record into one chunk for the child.
+
+        Called by the producer every ``SEAL_AT`` records, and by the sender or ``flush``
+        for what is left. Only the bytes are kept (for a resend), so the records
+        themselves die young instead of aging into the scheduler's oldest
+        garbage-collector generation while the child stores them. Never raises: a
+        record that cannot be pickled is rejected and counted, like an invalid one.
+        """
+        i = self._in
+        batch = list(i.buffer)
+        i.buffer.clear()
+        encoded = self._encode(batch)
+        try:
+            chunk = wire.dumps(encoded)
+        except Exception:  # noqa: BLE001 - some record's data will not pickle: find it, send the rest
+            chunk = wire.dumps([self._picklable(r) for r in encoded])
+        n = len(batch)
+        settled = i.settled
+        while self._unacked and self._unacked[0][0] + self._unacked[0][1] <= settled:
+            self._unacked.popleft()
+        self._unacked.append((self._sealed, n, chunk))
+        self._sealed += n
+        self._unsent.append(chunk)
+
+    def _picklable(self, record: Any) -> Any:
+        try:
+            wire.dumps(record)
+        except Exception as exc:  # noqa: BLE001
+            self._rejected["malformed"] += 1
+            log.error("journal writer rejected a record whose data cannot be pickled: %s", exc)
+            return None
+        return record
+
     def _send_loop(self) -> None:
         i = self._in
         while True:
             with i.lock:
-                while not i.buffer and not i.stopping:
-                    i.consumer_waiting = True
+                while not self._unsent and not i.buffer:
+                    if i.stopping:
+                        return
+                    i.consumer_waiting = True  # the next append wakes us
                     i.has_work.wait()
-                if not i.buffer:
-                    return
-                # Let a batch gather: one message per record would cost the scheduler
-                # a pickle and a wake-up each.
-                if len(i.buffer) < SEND_BATCH and not i.stopping:
-                    i.has_work.wait(LINGER_SECONDS)
-                # O(1): a producer never waits on the lock while the sender counts
-                # records out (and then for the interpreter lock too).
-                taken = i.take_all()
-            pending = list(taken)
-            del taken
-            for start in range(0, len(pending), SEND_BATCH):
-                self._send_batch(pending[start : start + SEND_BATCH])
-            del pending
-
-    def _send_batch(self, batch: list[Record]) -> None:
-        # Pickled once, outside the locks; only the bytes are kept for a resend, so
-        # the records themselves die young instead of aging into the scheduler's
-        # oldest garbage-collector generation while the child stores them.
-        n = len(batch)
-        message = wire.dumps(("batch", self._encode(batch)))  # type: ignore[arg-type]
-        with self._send_lock:
-            settled = self._in.settled
-            while self._unacked and self._unacked[0][0] + self._unacked[0][1] <= settled:
-                self._unacked.popleft()
-            self._unacked.append((self._sent, n, message))
-            self._sent += n
-            self._send_bytes(message)
+                if not i.stopping:
+                    i.has_work.wait(LINGER_SECONDS)  # let chunks gather; flush and close wake us early
+                if i.buffer and not self._unsent:
+                    self._seal()  # nothing sealed for a whole linger: what waited goes now
+            with self._send_lock:
+                with i.lock:
+                    chunks = list(self._unsent)
+                    self._unsent.clear()
+                # One pipe message for every chunk sealed since the last: the child
+                # pays per message (a read, a hand-over to its writer, an acknowledgement).
+                self._send_bytes(wire.chunks_message(chunks))
+                del chunks
 
     def _encode(self, batch: list[Record]) -> list[Any]:
         """Encode the finished JournalRecords here; rejected ones go as None (counted, settled).
@@ -264,6 +305,8 @@ class ProcessJournalWriter:
         data is cheap to pickle and their payloads are the child's to build.
         """
         deferred = payloads.DeferredRecord
+        if all(type(r) is deferred for r in batch):  # the scheduler's records: nothing to encode here
+            return list(map(tuple, batch))
         plain = [tuple(r) if type(r) is deferred else r for r in batch]
         out, first = records.encode_batch(plain, max_payload_bytes=self._max_payload_bytes, rejected=self._rejected)
         if first is not None:
@@ -329,15 +372,18 @@ class ProcessJournalWriter:
             self._child_stats = metrics.WriterStats()
         with self._send_lock:
             self._process, self._conn = process, conn
-            settled = self._in.settled
-            while self._unacked and self._unacked[0][0] + self._unacked[0][1] <= settled:
-                self._unacked.popleft()
-            # Whole batches go again: the new child settles the records the dead one
-            # had stored once more (skipped, same LSN and content), so it counts from
-            # the first record of the first batch.
-            self._child_base = self._unacked[0][0] if self._unacked else self._sent
-            for _, _, message in self._unacked:
-                self._send_bytes(message)
+            with self._in.lock:
+                settled = self._in.settled
+                while self._unacked and self._unacked[0][0] + self._unacked[0][1] <= settled:
+                    self._unacked.popleft()
+                # Whole chunks go again, those never written to the dead child too: the
+                # new child settles the records the dead one had stored once more (skipped,
+                # same LSN and content), so it counts from the first record of the first one.
+                self._child_base = self._unacked[0][0] if self._unacked else self._sealed
+                resend = [chunk for _, _, chunk in self._unacked]
+                self._unsent.clear()
+            if resend:
+                self._send_bytes(wire.chunks_message(resend))
             if self._close_sent:
                 self._send(("close", None))
         return True

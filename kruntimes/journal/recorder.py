@@ -38,6 +38,7 @@ from kruntimes.scheduler.config import PLANNER_VERSION, SchedulerConfig
 #: plus ~13 us per record after it; at 5,000 the worst case stays under 200 ms on a
 #: 1M-record journal (bench/replay.py), at ~240 bytes of checkpoint per record.
 DEFAULT_CHECKPOINT_EVERY = 5_000
+_new_tuple = tuple.__new__
 #: Records between checkpoints per object the previous checkpoint held. At 4, a cache
 #: of 5,400 objects (the demo) is checkpointed every ~21,600 records instead of every
 #: 5,000, which cost the scheduler ~8% of its throughput (bench/journal_overhead.py).
@@ -128,10 +129,12 @@ class JournalRecorder:
         self.lsn += 1
         if self._defer:
             # The default clock as integer microseconds: no datetime to build or pickle
-            # here; payloads.realize turns it into the same UTC instant.
+            # here; payloads.realize turns it into the same UTC instant. The tuple is
+            # made in C (a NamedTuple's own constructor is Python): this runs under the
+            # cache lock for every change.
             at = time.time_ns() // 1000 if self.clock is utc_now else self.clock()
-            self._sink.append(DeferredRecord(self.incarnation, self.lsn, at, kind, data,
-                                            self.detail, self.top_candidates))
+            self._sink.append(_new_tuple(DeferredRecord, (self.incarnation, self.lsn, at, kind, data,
+                                                          self.detail, self.top_candidates)))
         else:
             payload = payloads.build(kind, data, detail=self.detail, top=self.top_candidates)
             self._sink.append(JournalRecord(incarnation=self.incarnation, lsn=self.lsn, recorded_at=self.clock(),

@@ -17,7 +17,7 @@ def test_bounded_by_unsettled_records_a_producer_waits_until_the_consumer_settle
     intake.append("a")
     intake.append("b")
     with intake.lock:
-        assert list(intake.take_all()) == ["a", "b"]  # taken but not settled: still counted
+        assert intake.take(10) == ["a", "b"]  # taken but not settled: still counted
     appended = threading.Event()
     producer = threading.Thread(target=lambda: (intake.append("c"), appended.set()))
     producer.start()
@@ -84,3 +84,21 @@ def test_bad_settings_are_refused() -> None:
         Intake(0, "block", bound_unsettled=True)
     with pytest.raises(ValueError):
         Intake(1, "maybe", bound_unsettled=True)  # type: ignore[arg-type]
+
+
+def test_a_sealing_consumer_is_handed_the_buffer_every_seal_at_records_appended_or_extended() -> None:
+    sealed: list[list[str]] = []
+    intake: Intake
+
+    def seal() -> None:  # called with the lock held, like ProcessJournalWriter._seal
+        assert intake.lock.locked()
+        sealed.append(intake.take(100))
+
+    intake = Intake(100, "block", bound_unsettled=True, seal=seal, seal_at=3)
+    for item in "abcde":
+        intake.append(item)
+    assert sealed == [["a", "b", "c"]]
+    assert list(intake.buffer) == ["d", "e"]
+    intake.extend(["f", "g"])
+    assert sealed == [["a", "b", "c"], ["d", "e", "f", "g"]]
+    assert intake.appended == 7 and intake.settled == 0  # sealing is not settling

@@ -186,6 +186,18 @@ def test_bad_records_are_rejected_and_counted_on_either_side_and_their_batches_l
     assert w.stats().rejected["malformed"] == 2
 
 
+def test_a_record_whose_data_cannot_cross_is_rejected_and_counted_and_its_chunk_lands(
+        journal: backends.Journal, make_writer: Any) -> None:
+    w = make_writer()
+    w.append(record(1))
+    w.append(payloads.DeferredRecord("7f0c1d2e3b4a59687766554433221100", 2, datetime.now(timezone.utc),
+                                     "bind", {"result": lambda: "ok"}, "summary", 5))  # cannot be pickled
+    w.append(record(3))
+    assert w.flush(WAIT)
+    assert [r.lsn for r in stored(journal)] == [1, 3]
+    assert w.stats().rejected["malformed"] == 1
+
+
 def test_the_drop_policy_accounts_for_every_record(journal: backends.Journal, make_writer: Any) -> None:
     w = make_writer(policy="drop", buffer_size=50)
     accepted = [r.lsn for r in (record(lsn) for lsn in range(1, 5001)) if w.append(r)]
