@@ -20,8 +20,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, NamedTuple
 
 from kruntimes import canonical
-from kruntimes.journal import codec
-from kruntimes.journal.records import JournalRecord
+from kruntimes.journal import codec, errors, records
+from kruntimes.journal.records import EncodedRecord, JournalRecord
 from kruntimes.scheduler.config import PLANNER_VERSION
 from kruntimes.scheduler.outcome import CycleOutcome
 
@@ -110,8 +110,27 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 def realize(record: DeferredRecord) -> JournalRecord:
     """The JournalRecord a deferred record stands for."""
     payload = build(record.kind, record.data, detail=record.detail, top=record.top)
-    at = record.recorded_at
-    if type(at) is int:
-        at = _EPOCH + timedelta(microseconds=at)
-    return JournalRecord(incarnation=record.incarnation, lsn=record.lsn, recorded_at=at,  # type: ignore[arg-type]
+    return JournalRecord(incarnation=record.incarnation, lsn=record.lsn, recorded_at=_instant(record.recorded_at),
                          kind=record.kind, payload=payload)
+
+
+def encoded(record: DeferredRecord, *, max_payload_bytes: int) -> EncodedRecord:
+    """``records.encode(realize(record))`` without the JournalRecord in between: what the writer stores.
+
+    The payloads of `EXACT_KINDS` are not walked again (they are exact by
+    construction); everything else about the record is checked as for any record.
+    """
+    kind = record.kind
+    if kind not in records.KINDS:
+        raise errors.RecordRejected(f"kind {kind!r} is not one of {sorted(records.KINDS)}", lsn=record.lsn)
+    payload = build(kind, record.data, detail=record.detail, top=record.top)
+    return records.encode_fields(record.incarnation, record.lsn, _instant(record.recorded_at), kind, payload,
+                                 max_payload_bytes=max_payload_bytes, exact=kind in EXACT_KINDS)
+
+
+def _instant(at: datetime | int) -> datetime:
+    if type(at) is int:
+        return _EPOCH + timedelta(microseconds=at)
+    if not isinstance(at, datetime) or at.tzinfo is None or at.utcoffset() is None:
+        raise errors.RecordRejected(f"recorded_at must be an aware datetime or UTC microseconds, not {at!r}")
+    return at.astimezone(timezone.utc) if at.tzinfo is not timezone.utc else at

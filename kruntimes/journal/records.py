@@ -99,28 +99,41 @@ def encode(record: JournalRecord, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOA
     if type(record) is not JournalRecord:
         raise errors.RecordRejected(f"expected a JournalRecord, got {type(record).__name__}")
     lsn = record.lsn
-    if type(lsn) is not int or not 1 <= lsn <= MAX_LSN:
-        raise errors.RecordRejected(f"lsn must be an int in [1, 2**63), got {lsn!r}")
-    kind = record.kind
-    if kind not in KINDS:
-        raise errors.RecordRejected(f"kind {kind!r} is not one of {sorted(KINDS)}", lsn=lsn)
-    _check_ident("incarnation", record.incarnation, lsn)
     version = record.schema_version
     if type(version) is not int or not 1 <= version < 2**31:
-        raise errors.RecordRejected(f"schema_version must be a positive int, got {version!r}", lsn=lsn)
+        raise errors.RecordRejected(f"schema_version must be a positive int, got {version!r}",
+                                    lsn=lsn if type(lsn) is int else None)
     at = record.recorded_at
     if not isinstance(at, datetime):
-        raise errors.RecordRejected(f"recorded_at must be a datetime, got {type(at).__name__}", lsn=lsn)
+        raise errors.RecordRejected(f"recorded_at must be a datetime, got {type(at).__name__}",
+                                    lsn=lsn if type(lsn) is int else None)
     if at.tzinfo is not timezone.utc:
         if at.tzinfo is None or at.utcoffset() is None:
-            raise errors.RecordRejected("recorded_at must be timezone-aware (UTC)", lsn=lsn)
+            raise errors.RecordRejected("recorded_at must be timezone-aware (UTC)", lsn=lsn if type(lsn) is int else None)
         at = at.astimezone(timezone.utc)
-
     payload = record.payload
     if type(payload) is not dict:
         if not isinstance(payload, Mapping):
-            raise errors.RecordRejected(f"payload must be a mapping, got {type(payload).__name__}", lsn=lsn)
+            raise errors.RecordRejected(f"payload must be a mapping, got {type(payload).__name__}",
+                                        lsn=lsn if type(lsn) is int else None)
         payload = dict(payload)
+    return encode_fields(record.incarnation, lsn, at, record.kind, payload, schema_version=version,
+                         max_payload_bytes=max_payload_bytes, exact=exact)
+
+
+def encode_fields(incarnation: str, lsn: int, recorded_at: datetime, kind: str, payload: dict[str, Any], *,
+                  schema_version: int = 1, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+                  exact: bool = False) -> EncodedRecord:
+    """``encode`` for a record given as its fields, without a JournalRecord to build and take apart.
+
+    ``recorded_at`` must be aware UTC and ``payload`` a dict; the writer builds both
+    itself for deferred records, the rest is checked here as in ``encode``.
+    """
+    if type(lsn) is not int or not 1 <= lsn <= MAX_LSN:
+        raise errors.RecordRejected(f"lsn must be an int in [1, 2**63), got {lsn!r}")
+    if kind not in KINDS:
+        raise errors.RecordRejected(f"kind {kind!r} is not one of {sorted(KINDS)}", lsn=lsn)
+    _check_ident("incarnation", incarnation, lsn)
     if not exact:
         _check_payload(payload, lsn)
     try:
@@ -140,7 +153,7 @@ def encode(record: JournalRecord, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOA
     if kind == "incarnation":
         for key in ("version", "config_hash"):
             _check_ident(f"payload[{key!r}] of an incarnation record", payload.get(key), lsn)
-    return EncodedRecord(lsn, record.incarnation, at, kind, version, text, hashlib.sha256(data).hexdigest())
+    return EncodedRecord(lsn, incarnation, recorded_at, kind, schema_version, text, hashlib.sha256(data).hexdigest())
 
 
 def encode_batch(

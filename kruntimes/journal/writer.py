@@ -266,8 +266,7 @@ class JournalWriter:
         """A deferred record's payload built and encoded; any other record as it is."""
         if type(record) is not payloads.DeferredRecord:
             return record  # type: ignore[return-value]
-        return records.encode(payloads.realize(record), max_payload_bytes=self._max_payload_bytes,
-                              exact=record.kind in payloads.EXACT_KINDS)
+        return payloads.encoded(record, max_payload_bytes=self._max_payload_bytes)
 
     def _write(self, rows: list[records.EncodedRecord], *, skip_existing: bool) -> bool:
         """One transaction; False (and spill mode) if the database failed or was too slow."""

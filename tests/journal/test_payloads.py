@@ -9,13 +9,14 @@ encoding equal on every record a real scheduling run produces.
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime
 from typing import Any
 
 import pytest
 
 from kruntimes import demo
 from kruntimes.api import ingest
-from kruntimes.journal import payloads, records
+from kruntimes.journal import errors, payloads, records
 from kruntimes.journal.recorder import JournalRecorder
 from kruntimes.memory.api import MemoryApi
 from kruntimes.scheduler.cache import ClusterCache
@@ -66,15 +67,20 @@ def test_every_trusted_payload_of_a_real_run_encodes_as_the_checked_path_encodes
     deferred = scheduled_records(detail)
     kinds: Counter[str] = Counter()
     for d in deferred:
-        built = payloads.realize(d)
-        checked = records.encode(built)  # raises if the payload is not JSON-exact
-        assert records.encode(built, exact=d.kind in payloads.EXACT_KINDS) == checked
+        checked = records.encode(payloads.realize(d))  # raises if the payload is not JSON-exact
+        assert payloads.encoded(d, max_payload_bytes=records.DEFAULT_MAX_PAYLOAD_BYTES) == checked
         kinds[d.kind] += 1
     assert set(payloads.EXACT_KINDS) <= set(kinds), kinds  # every trusted kind was exercised
 
 
-def test_a_non_exact_payload_is_still_refused_on_the_checked_path() -> None:
-    deferred: Any = payloads.DeferredRecord("7f0c1d2e3b4a59687766554433221100", 1, 0, "bind",
-                                            {"result": "ok", "score": 0.5}, "summary", 5)
-    with pytest.raises(records.errors.RecordRejected, match="float"):
-        records.encode(payloads.realize(deferred), exact="bind" in payloads.EXACT_KINDS)
+@pytest.mark.parametrize(("fields", "message"), [
+    ((1, 0, "bind", {"result": "ok", "score": 0.5}), "float"),  # a passed-through payload is still walked
+    ((0, 0, "bind", {"result": "ok"}), "lsn must be"),
+    ((1, 0, "vote", {"result": "ok"}), "kind 'vote'"),
+    ((1, datetime(2026, 1, 1), "bind", {"result": "ok"}), "aware"),
+], ids=["a float in a passed-through payload", "lsn 0", "an unknown kind", "a naive timestamp"])
+def test_what_the_fast_path_does_not_trust_it_still_refuses(fields: tuple[Any, ...], message: str) -> None:
+    lsn, at, kind, data = fields
+    deferred: Any = payloads.DeferredRecord("7f0c1d2e3b4a59687766554433221100", lsn, at, kind, data, "summary", 5)
+    with pytest.raises(errors.RecordRejected, match=message):
+        payloads.encoded(deferred, max_payload_bytes=records.DEFAULT_MAX_PAYLOAD_BYTES)
