@@ -1,7 +1,8 @@
 """Replay benchmarks (issue 4; not a test): one cycle vs journal length, and `verify` throughput.
 
 1. **One cycle vs journal length.** SQLite journals of 10k, 100k and 1M records
-   (checkpoint every 5,000 records, the default) of a synthetic-but-valid
+   (checkpoints as the live recorder takes them by default: at least every 5,000
+   records and 2 records per cached object) of a synthetic-but-valid
    history; for sampled cycles - uniformly, plus the ones farthest from their
    checkpoint - the time `replay.verify` takes for that one cycle with an open
    journal: find the cycle, its incarnation and checkpoint, restore, apply every
@@ -44,7 +45,7 @@ if __name__ == "__main__" and Path(sys.path[0]).resolve() == Path(__file__).reso
 
 from kruntimes.journal import records, schema  # noqa: E402
 from kruntimes.journal.backends import Journal  # noqa: E402
-from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, JournalRecorder  # noqa: E402
+from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO, JournalRecorder  # noqa: E402
 from kruntimes.scheduler import outcome as out  # noqa: E402
 from kruntimes.scheduler.cache import ClusterCache  # noqa: E402
 from kruntimes.scheduler.config import SchedulerConfig  # noqa: E402
@@ -76,14 +77,15 @@ class BulkSink:
 
 
 def generate(url: str, *, target: int, runtimes: int, pods_per_runtime: int, capacity: int,
-             checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY, seed: int = 1) -> dict[str, Any]:
+             checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
+             checkpoint_size_ratio: int = DEFAULT_CHECKPOINT_SIZE_RATIO, seed: int = 1) -> dict[str, Any]:
     """Write a history of about `target` records; return its shape."""
     rng = random.Random(seed)
     journal = Journal.open(url)
     sink = BulkSink(journal)
     clock = [T0]
     recorder = JournalRecorder(sink, start_lsn=journal.last_lsn() or 0, checkpoint_every=checkpoint_every,
-                               clock=lambda: clock[0])
+                               checkpoint_size_ratio=checkpoint_size_ratio, clock=lambda: clock[0])
     config = SchedulerConfig()
     recorder.start(config, top_candidates=5)
     cache = ClusterCache(config, recorder)
@@ -189,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verify-cycles", type=int, default=3000, help="cycles in the 1,000-pod history")
     parser.add_argument("--dir", help="where to write the journals (default: a temporary directory)")
     parser.add_argument("--checkpoint-every", type=int, default=DEFAULT_CHECKPOINT_EVERY,
-                        help="the recorder's checkpoint interval")
+                        help="the recorder's fewest records between checkpoints")
+    parser.add_argument("--checkpoint-size-ratio", type=int, default=DEFAULT_CHECKPOINT_SIZE_RATIO,
+                        help="and at least this many records per object the last checkpoint held")
     parser.add_argument("--skip-verify", action="store_true", help="only the one-cycle table")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for smoke runs")
     args = parser.parse_args(argv)
@@ -202,17 +206,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]}; journals in {where}")
 
     runtimes = 5 if args.quick else 50
-    print(f"\n1. Replay one cycle vs journal length (SQLite; checkpoint every {checkpoint_every:,} records; "
-          f"{runtimes} Runtimes x 20 pods)")
+    ratio = args.checkpoint_size_ratio
+    print(f"\n1. Replay one cycle vs journal length (SQLite; checkpoints at least every {checkpoint_every:,} "
+          f"records and {ratio} per cached object; {runtimes} Runtimes x 20 pods)")
     header = (f"{'records':>10} {'cycles':>8} {'generate s':>10} {'median ms':>10} {'p95 ms':>8} {'max ms':>8} "
               f"{'farthest ms':>11} {'records applied (farthest)':>27}")
     print(header)
     print("-" * len(header))
     for size in sizes:
-        url = f"sqlite:///{where}/history-{size}-{checkpoint_every}.db"
+        url = f"sqlite:///{where}/history-{size}-{checkpoint_every}-{ratio}.db"
         started = time.perf_counter()
         shape = generate(url, target=size, runtimes=runtimes, pods_per_runtime=20, capacity=4,
-                         checkpoint_every=checkpoint_every)
+                         checkpoint_every=checkpoint_every, checkpoint_size_ratio=ratio)
         generated = time.perf_counter() - started
         r = one_cycle(url, samples)
         print(f"{shape['records']:>10,} {shape['cycles']:>8,} {generated:>10.1f} {r['median_ms']:>10.1f} "
@@ -225,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n2. verify throughput on a {pods:,}-pod history (one Runtime: every cycle evaluates every pod)")
     url = f"sqlite:///{where}/verify-{pods}.db"
     shape = generate(url, target=verify_cycles * 9, runtimes=1, pods_per_runtime=pods, capacity=8,
-                     checkpoint_every=checkpoint_every)
+                     checkpoint_every=checkpoint_every, checkpoint_size_ratio=ratio)
     t = throughput(url)
     print(f"{t['cycles']:,} cycles ({shape['records']:,} records, {t['checkpoints']} checkpoints proven) in "
           f"{t['seconds']:.2f}s: {t['rate']:,.0f} cycles/s (target >= 500)")

@@ -15,10 +15,10 @@ Every so often it also writes the full projected cache state and the assumed cac
 (a checkpoint), so replay never has to start from the beginning: once at least
 `checkpoint_every` records, and at least `checkpoint_size_ratio` times as many
 records as the previous checkpoint held objects, have been written since the last
-one. A checkpoint costs about what recording each of its objects once does, so the
-ratio bounds checkpoints to a fixed share of the journal's cost (a quarter, by
-default) however large the cluster, and replaying any cycle applies at most that
-many records after restoring its checkpoint.
+one. A checkpoint costs about a fifth of what recording as many changes as it holds
+objects does, so the ratio bounds checkpoints to a fixed share of the journal's cost
+however large the cluster; replaying any cycle applies at most that many records
+after restoring its checkpoint.
 """
 
 from __future__ import annotations
@@ -39,10 +39,12 @@ from kruntimes.scheduler.config import PLANNER_VERSION, SchedulerConfig
 #: 1M-record journal (bench/replay.py), at ~240 bytes of checkpoint per record.
 DEFAULT_CHECKPOINT_EVERY = 5_000
 _new_tuple = tuple.__new__
-#: Records between checkpoints per object the previous checkpoint held. At 4, a cache
-#: of 5,400 objects (the demo) is checkpointed every ~21,600 records instead of every
-#: 5,000, which cost the scheduler ~8% of its throughput (bench/journal_overhead.py).
-DEFAULT_CHECKPOINT_SIZE_RATIO = 4
+#: Records between checkpoints per object the previous checkpoint held. At 2, a cache
+#: of 5,400 objects (the demo) is checkpointed every ~10,800 records instead of every
+#: 5,000 (which cost the scheduler ~8% of its throughput, bench/journal_overhead.py),
+#: and replaying the farthest cycle of bench/replay.py's 1,000-pod history stays near
+#: 160 ms (6,800 records after its checkpoint); at 4 it took ~290 ms.
+DEFAULT_CHECKPOINT_SIZE_RATIO = 2
 
 
 class Sink(Protocol):

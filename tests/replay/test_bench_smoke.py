@@ -18,7 +18,8 @@ from replay import verify
 
 def test_a_generated_history_replays_identically_and_has_checkpoints(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/h.db"
-    shape = bench.generate(url, target=3000, runtimes=3, pods_per_runtime=5, capacity=2, checkpoint_every=500)
+    shape = bench.generate(url, target=3000, runtimes=3, pods_per_runtime=5, capacity=2, checkpoint_every=500,
+                           checkpoint_size_ratio=0)
     assert shape["records"] >= 3000 and shape["cycles"] > 300
     journal = Journal.open(url, create=False)
     try:
