@@ -62,7 +62,9 @@ _PER_POD = tuple(i for i, f in enumerate(dataclasses.fields(outcome.CycleOutcome
 
 class _Outcomes:
     """The CycleOutcome reducer of one pickle: per-pod vectors equal to the previous
-    outcome's over the same pods are sent as that outcome's objects.
+    outcome's over the same pods are sent as that outcome's objects (verdicts, the
+    feasible pods, totals and normalised scores: vectors whose element types the
+    framework fixes, so equal means the same encoding).
 
     A cycle outcome is ~700 values (every pod's verdict and scores), most of them the
     same as the last cycle of the same Runtime saw: usually only the pod that took
@@ -85,10 +87,12 @@ class _Outcomes:
                     fields[i] = last[i]
             before = last[_SCORES_AT]
             if len(before) == len(scores):
+                # Normalised scores only: the framework holds them to exact ints, while a
+                # plugin's raw scores could hold a bool that equals an int and encodes
+                # otherwise (true, not 1) - an equal substitute must be the same value.
                 for j, (s, b) in enumerate(zip(scores, before)):
-                    raw = b[2] if s[2] == b[2] else s[2]
-                    normalized = b[3] if s[3] == b[3] else s[3]
-                    scores[j] = (s[0], s[1], raw, normalized)
+                    if s[3] == b[3]:
+                        scores[j] = (s[0], s[1], s[2], b[3])
         fields[_SCORES_AT] = scores
         self._last[id(o.pods)] = tuple(fields)  # the pickle's memo keeps o.pods alive: ids stay unique
         return _outcome, tuple(fields)
