@@ -11,6 +11,7 @@ for people, the CLI and replay -- the live scheduler never reads it back.
 from __future__ import annotations
 
 import json
+import threading
 import types
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import datetime
@@ -61,6 +62,11 @@ class Journal:
         self._engine = engine
         self._backend = _backend_for(engine.url)
         self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
+        # Appends keep one connection between batches: checking one out of the pool and
+        # resetting it on return cost about what a one-row commit does. Any failure
+        # drops it, so the next batch starts on a fresh (pinged) connection.
+        self._append_lock = threading.Lock()
+        self._append_conn: sa.Connection | None = None
 
     @classmethod
     def open(cls, url: str | sa.URL = DEFAULT_URL, *, create: bool = True) -> Journal:
@@ -91,7 +97,18 @@ class Journal:
         return str(self._backend.NAME)
 
     def close(self) -> None:
+        with self._append_lock:
+            self._drop_append_connection()
         self._engine.dispose()
+
+    def _drop_append_connection(self) -> None:
+        conn, self._append_conn = self._append_conn, None
+        if conn is not None:
+            try:
+                conn.invalidate()
+                conn.close()
+            except Exception:  # noqa: BLE001 - it is being thrown away because it failed
+                pass
 
     # -- writing -----------------------------------------------------------------
 
@@ -112,22 +129,39 @@ class Journal:
         rows = [r if type(r) is records.EncodedRecord else records.encode(r) for r in batch]  # type: ignore[arg-type]
         if not rows:
             return 0
-        try:
-            with self._engine.begin() as conn:
-                if skip_existing:
-                    rows = self._without_stored(conn, rows)
-                    if not rows:
-                        return 0
-                self._backend.insert_records(conn.connection.driver_connection, rows)
-                self._project_incarnations(conn, rows)
-        except (sa_exc.DBAPIError, self._dbapi_error) as exc:
-            cause = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
-            if self._backend.is_duplicate(cause):
-                raise errors.DuplicateRecord(
-                    f"an LSN in {rows[0].lsn}..{rows[-1].lsn} is already in the journal: {cause}"
-                ) from exc
-            raise errors.JournalUnavailable(f"journal write failed ({self.backend}): {cause}") from exc
+        with self._append_lock:
+            while True:
+                reused = self._append_conn is not None
+                try:
+                    return self._append(rows, skip_existing)
+                except (sa_exc.DBAPIError, self._dbapi_error) as exc:
+                    self._drop_append_connection()
+                    if reused and getattr(exc, "connection_invalidated", False):
+                        continue  # the kept connection died meanwhile (a server restart): once more on a new one
+                    raise self._write_error(exc, rows) from exc
+                except BaseException:
+                    self._drop_append_connection()
+                    raise
+
+    def _append(self, rows: list[records.EncodedRecord], skip_existing: bool) -> int:
+        conn = self._append_conn
+        if conn is None:
+            conn = self._append_conn = self._engine.connect()
+        with conn.begin():
+            if skip_existing:
+                rows = self._without_stored(conn, rows)
+                if not rows:
+                    return 0
+            self._backend.insert_records(conn.connection.driver_connection, rows)
+            self._project_incarnations(conn, rows)
         return len(rows)
+
+    def _write_error(self, exc: Exception, rows: Sequence[records.EncodedRecord]) -> errors.JournalError:
+        cause = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
+        if self._backend.is_duplicate(cause):
+            return errors.DuplicateRecord(
+                f"an LSN in {rows[0].lsn}..{rows[-1].lsn} is already in the journal: {cause}")
+        return errors.JournalUnavailable(f"journal write failed ({self.backend}): {cause}")
 
     def _without_stored(self, conn: sa.Connection, rows: list[records.EncodedRecord]) -> list[records.EncodedRecord]:
         table = schema.journal_records

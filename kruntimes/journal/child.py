@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 SPOOL_WAIT_SECONDS = 30.0
 #: Acknowledgements go out on progress, and at least this often with fresh counters.
 ACK_INTERVAL = 0.25
+#: ... but not more often than this: each one wakes a thread of the scheduler's.
+ACK_GAP = 0.005
 
 
 def launch(url: str, options: dict[str, Any], timeout: float) -> tuple[subprocess.Popen[bytes], Connection, int | None, str | None]:
@@ -190,7 +192,7 @@ class _Acker:
     def _run(self) -> None:
         last: tuple[Any, ...] | None = None
         settled = 0
-        while not self._stop.is_set():
+        while not self._stop.wait(ACK_GAP):
             settled = self.writer.progress(settled, ACK_INTERVAL)
             snapshot = self.snapshot()
             if snapshot[3] or (snapshot[0], snapshot[1], snapshot[2]) != last:

@@ -60,6 +60,35 @@ def test_skip_existing_still_refuses_an_lsn_stored_with_other_content(journal: b
     assert journal.last_lsn() == 2
 
 
+def test_an_append_that_fails_gives_up_its_connection_and_the_next_batch_lands(journal: backends.Journal) -> None:
+    assert journal.append_batch([record(1)]) == 1
+    with journal.engine.begin() as conn:  # the table is gone for a moment
+        conn.execute(sa.text("ALTER TABLE journal_records RENAME TO journal_records_away"))
+    with pytest.raises(errors.JournalUnavailable):
+        journal.append_batch([record(2)])
+    with journal.engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE journal_records_away RENAME TO journal_records"))
+    assert journal.append_batch([record(2)]) == 1
+    assert [r.lsn for r in journal.read_encoded()] == [1, 2]
+
+
+@pytest.mark.postgres
+def test_an_append_connection_the_server_ended_is_replaced_without_losing_the_batch(postgres_url: str) -> None:
+    journal = backends.Journal.open(postgres_url)
+    try:
+        assert journal.append_batch([record(1)]) == 1
+        with journal.engine.connect() as conn:  # what a server restart does to the connection appends keep
+            ended = conn.execute(sa.text(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE application_name = 'kruntimes-journal' AND pid <> pg_backend_pid()"
+                " AND datname = current_database()")).scalar()
+        assert ended >= 1
+        assert journal.append_batch([record(2)]) == 1
+        assert [r.lsn for r in journal.read_encoded()] == [1, 2]
+    finally:
+        journal.close()
+
+
 def test_read_ranges_are_after_since_and_up_to_until(journal: backends.Journal) -> None:
     journal.append_batch([record(lsn) for lsn in range(1, 11)])
     assert [r.lsn for r in journal.read(since_lsn=3, until_lsn=6)] == [4, 5, 6]
