@@ -128,12 +128,14 @@ def main(conn: Connection) -> None:
             except (EOFError, OSError):
                 log.warning("journal writer: the scheduler process is gone; storing what it sent, then exiting")
                 break
-            if data[:1] == wire.CHUNKS:
+            if wire.is_chunks(data):
                 received: list[Any] = []
                 for chunk in wire.chunks_of(data):
                     received += chunk
                 rejected, batch = _unwrap(received)
                 acker.dropped += rejected + writer.extend(batch)
+                if data[:1] == wire.FLUSH:
+                    writer.hurry()  # the scheduler waits for these: no commit interval for them
                 continue
             message = wire.loads(data)
             kind = message[0]

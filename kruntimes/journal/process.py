@@ -106,6 +106,7 @@ class ProcessJournalWriter:
         self._sealed = 0  # records sealed into chunks so far
         self._unacked: deque[tuple[int, int, bytes]] = deque()  # (index of the first record, count, chunk)
         self._unsent: deque[bytes] = deque()
+        self._flushing = False  # a flush waits: the next message says so
         self._child_base = 0  # parent index of the current child's first record
         self._close_sent = False
 
@@ -164,6 +165,7 @@ class ProcessJournalWriter:
         with i.lock:
             if i.buffer:
                 self._seal()
+            self._flushing = True  # the sender tells the child to hurry too
             i.has_work.notify_all()  # the sender may be lingering: send now
         return i.flush(timeout)
 
@@ -278,12 +280,12 @@ class ProcessJournalWriter:
         i = self._in
         while True:
             with i.lock:
-                while not self._unsent and not i.buffer:
+                while not self._unsent and not i.buffer and not self._flushing:
                     if i.stopping:
                         return
                     i.consumer_waiting = True  # the next append wakes us
                     i.has_work.wait()
-                if not i.stopping:
+                if not i.stopping and not self._flushing:
                     i.has_work.wait(LINGER_SECONDS)  # let chunks gather; flush and close wake us early
                 if i.buffer and not self._unsent:
                     self._seal()  # nothing sealed for a whole linger: what waited goes now
@@ -291,9 +293,10 @@ class ProcessJournalWriter:
                 with i.lock:
                     chunks = list(self._unsent)
                     self._unsent.clear()
+                    flushing, self._flushing = self._flushing, False
                 # One pipe message for every chunk sealed since the last: the child
                 # pays per message (a read, a hand-over to its writer, an acknowledgement).
-                self._send_bytes(wire.chunks_message(chunks))
+                self._send_bytes(wire.chunks_message(chunks, flush=flushing))
                 del chunks
 
     def _encode(self, batch: list[Record]) -> list[Any]:

@@ -117,15 +117,21 @@ def dumps(obj: Any) -> bytes:
 
 loads = pickle.loads
 
-#: The first byte of a message of record chunks; every other message is one pickle
-#: (which starts with the PROTO opcode, 0x80).
+#: The first byte of a message of record chunks (FLUSH: and someone waits for them
+#: to be durable); every other message is one pickle, which starts with the PROTO
+#: opcode (0x80).
 CHUNKS = b"C"
+FLUSH = b"F"
 _LENGTH = struct.Struct(">I")
 
 
-def chunks_message(chunks: Iterable[bytes]) -> bytes:
+def is_chunks(message: bytes) -> bool:
+    return message[:1] in (CHUNKS, FLUSH)
+
+
+def chunks_message(chunks: Iterable[bytes], *, flush: bool = False) -> bytes:
     """One message carrying several pickled record chunks, each as it was sealed."""
-    parts = [CHUNKS]
+    parts = [FLUSH if flush else CHUNKS]
     for chunk in chunks:
         parts.append(_LENGTH.pack(len(chunk)))
         parts.append(chunk)

@@ -72,6 +72,7 @@ class JournalWriter:
         # writer that keeps up would otherwise commit every trickle on its own.
         self._commit_interval = commit_interval
         self._last_batch = float("-inf")
+        self._hurry_until = 0  # records appended before a flush asked for them: no lingering for those
 
         # Opening the spool now (not in start) truncates a torn tail and tells
         # last_lsn() about spooled records before the scheduler picks its first LSN.
@@ -138,7 +139,14 @@ class JournalWriter:
         """Wait until every record appended so far is durable (database or spool), rejected or dropped."""
         if self._thread is None:  # nothing would ever settle them
             return self._in.settled >= self._in.appended
+        self.hurry()
         return self._in.flush(timeout)
+
+    def hurry(self) -> None:
+        """Write what is appended so far without waiting out the commit interval: someone waits for it."""
+        with self._in.lock:
+            self._hurry_until = self._in.appended
+            self._in.has_work.notify_all()
 
     def progress(self, after: int, timeout: float | None = None) -> int:
         """How many appended records have settled, once more than ``after`` have (or on timeout)."""
@@ -214,7 +222,8 @@ class JournalWriter:
                 return None
             if i.buffer and not self._held:
                 linger = self._last_batch + self._commit_interval - self._clock()
-                if linger <= 0 or i.stopping or len(i.buffer) >= self._max_batch:
+                if (linger <= 0 or i.stopping or len(i.buffer) >= self._max_batch
+                        or i.settled < self._hurry_until):
                     self._last_batch = self._clock()
                     return i.take(self._max_batch)
                 i.consumer_waiting = True  # a full batch must not wait: appends wake us to count again

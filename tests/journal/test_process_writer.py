@@ -198,6 +198,17 @@ def test_a_record_whose_data_cannot_cross_is_rejected_and_counted_and_its_chunk_
     assert w.stats().rejected["malformed"] == 1
 
 
+def test_flush_does_not_wait_out_the_child_s_commit_interval(journal: backends.Journal, make_writer: Any) -> None:
+    w = make_writer(commit_interval=5.0)
+    w.append(record(1))
+    assert w.flush(WAIT)  # the first batch: nothing was written for a while
+    started = time.monotonic()
+    w.append(record(2))  # would wait for the interval, but a flush is waiting for it
+    assert w.flush(WAIT)
+    assert time.monotonic() - started < 2.5
+    assert [r.lsn for r in stored(journal)] == [1, 2]
+
+
 def test_the_drop_policy_accounts_for_every_record(journal: backends.Journal, make_writer: Any) -> None:
     w = make_writer(policy="drop", buffer_size=50)
     accepted = [r.lsn for r in (record(lsn) for lsn in range(1, 5001)) if w.append(r)]
