@@ -3,12 +3,11 @@
 CPython runs one thread of Python at a time, so a writer *thread* takes every
 microsecond it spends building payloads, validating and encoding them away from
 the scheduler. This front keeps the scheduler's share to numbering a change (the
-recorder, under the cache lock), a deque push, and pickling the change's
-immutable data in batches (`wire`); a child process builds the payloads,
-validates, encodes and writes them with the same ``JournalWriter`` (batching,
-spool, retries), on another core. On the demo workload the scheduler keeps
-0.60-0.68 of its journal-off throughput this way, 0.45-0.48 with the thread
-writer (bench/journal_overhead.py).
+recorder, under the cache lock), a buffer push, and pickling the change's
+immutable data in chunks (`wire`); a child process builds the payloads, encodes
+and writes them with the same ``JournalWriter`` (batching, spool, retries), on
+another core. On the demo workload the scheduler keeps ~0.75 of its journal-off
+throughput this way, ~0.55 with the thread writer (bench/journal_overhead.py).
 
 The parent side:
 
