@@ -14,15 +14,10 @@ from typing import Any
 
 import pytest
 
-from kruntimes import demo
-from kruntimes.api import ingest
+from bench import journal_overhead
 from kruntimes.journal import errors, payloads, records
 from kruntimes.journal.recorder import JournalRecorder
-from kruntimes.memory.api import MemoryApi
-from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
-from kruntimes.scheduler.loop import Scheduler
-from kruntimes.scheduler.queue import WorkQueue
 
 
 class ListSink:
@@ -36,29 +31,11 @@ class ListSink:
 
 
 def scheduled_records(detail: str) -> list[payloads.DeferredRecord]:
-    """Every record of the demo workload's first 600 Runs, scheduled by the real scheduler."""
+    """Every record of the demo workload's every ninth Run (each Runtime, invalid Runs, conflicts)."""
     sink = ListSink()
-    config = SchedulerConfig(workers=1)
     recorder = JournalRecorder(sink, start_lsn=0, detail=detail, checkpoint_every=400, checkpoint_size_ratio=0)
-    recorder.start(config, top_candidates=5, instance="test")
-    cache = ClusterCache(config, recorder)
-    recorder.state_source = cache
-    api = MemoryApi(conflict_rate=0.05, seed=11)
-    scheduler = Scheduler(cache, api, clock=lambda: demo.NOW, queue=WorkQueue(base_delay=1e-6, max_delay=1e-4))
-    api.watchers.append(scheduler.on_run)
-    workload = demo.generate()
-    for pod in workload.pods:
-        info = ingest.pod_info(pod)
-        assert info is not None
-        scheduler.on_pod(info)
-    for obj in workload.runs[::9]:  # every Runtime and the invalid Runs, a ninth of the volume
-        api.create(ingest.run_info(obj))
-    while (key := scheduler.queue.get(timeout=0)) is not None or not scheduler.queue.idle():
-        if key is not None:
-            try:
-                scheduler.process(key)
-            finally:
-                scheduler.queue.done(key)
+    recorder.start(SchedulerConfig(workers=1), top_candidates=5, instance="test")
+    journal_overhead.schedule(recorder, every=9)
     return sink.records
 
 
