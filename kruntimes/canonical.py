@@ -60,13 +60,23 @@ def encode(payload: Any) -> tuple[str, bytes]:
     return text, text.encode("utf-8")
 
 
+def encode_bytes(payload: Any) -> bytes:
+    """Canonical JSON of `payload` as UTF-8 bytes only (what a digest needs: no text to decode)."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(payload, option=_orjson.OPT_SORT_KEYS)
+        except _orjson.JSONEncodeError:
+            pass
+    return _canonical_payload(payload).encode("utf-8")
+
+
 def text(payload: Any) -> str:
     return encode(payload)[0]
 
 
 def digest(payload: Any) -> str:
     """SHA-256 hex of the canonical encoding."""
-    return hashlib.sha256(encode(payload)[1]).hexdigest()
+    return hashlib.sha256(encode_bytes(payload)).hexdigest()
 
 
 def plain(payload: Any) -> Any:

@@ -32,6 +32,8 @@ def test_the_fast_encoder_writes_exactly_canonical_json(payload: dict[str, Any])
     assert encoded.payload == records.canonical_json(payload)
     assert encoded.payload_sha256 == records.content_hash(encoded.payload)
     assert records.decode(encoded) == record(1, payload=payload)
+    # The digest path encodes to bytes only; it must hash exactly that text.
+    assert canonical.digest(payload) == encoded.payload_sha256
 
 
 def test_canonical_json_sorts_keys_drops_whitespace_and_keeps_unicode() -> None:
