@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint-every", type=int, default=DEFAULT_CHECKPOINT_EVERY,
                         help="the recorder's fewest records between checkpoints")
     parser.add_argument("--checkpoint-size-ratio", type=int, default=DEFAULT_CHECKPOINT_SIZE_RATIO,
-                        help="and at least this many records per object the last checkpoint held")
+                        help="and at least this many records per object in the cache")
     parser.add_argument("--skip-verify", action="store_true", help="only the one-cycle table")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for smoke runs")
     args = parser.parse_args(argv)

@@ -111,8 +111,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     option(journal, "--journal-checkpoint-every", "KRUNTIMES_JOURNAL_CHECKPOINT_EVERY", DEFAULT_CHECKPOINT_EVERY,
            "fewest records between checkpoints of the cache", type=_positive(int), metavar="N")
     option(journal, "--journal-checkpoint-size-ratio", "KRUNTIMES_JOURNAL_CHECKPOINT_SIZE_RATIO",
-           DEFAULT_CHECKPOINT_SIZE_RATIO, "also at least this many records between checkpoints per object the "
-           "last one held (0: every --journal-checkpoint-every records)", type=int, metavar="N")
+           DEFAULT_CHECKPOINT_SIZE_RATIO, "also at least this many records between checkpoints per object in the "
+           "cache (0: every --journal-checkpoint-every records)", type=int, metavar="N")
     option(journal, "--journal-spool", "KRUNTIMES_JOURNAL_SPOOL", None,
            "file where records wait while the database is away (default: next to an SQLite journal, "
            "else ./kruntimes-journal.spool)", metavar="PATH")

@@ -14,8 +14,7 @@ path; any other sink gets the finished `JournalRecord`.
 Every so often it also writes the full projected cache state and the assumed cache
 (a checkpoint), so replay never has to start from the beginning: once at least
 `checkpoint_every` records, and at least `checkpoint_size_ratio` times as many
-records as the previous checkpoint held objects, have been written since the last
-one. A checkpoint costs about a fifth of what recording as many changes as it holds
+records as the cache holds objects, have been written since the last one. A checkpoint costs about a fifth of what recording as many changes as it holds
 objects does, so the ratio bounds checkpoints to a fixed share of the journal's cost
 however large the cluster; replaying any cycle applies at most that many records
 after restoring its checkpoint.
@@ -39,7 +38,7 @@ from kruntimes.scheduler.config import PLANNER_VERSION, SchedulerConfig
 #: 1M-record journal (bench/replay.py), at ~240 bytes of checkpoint per record.
 DEFAULT_CHECKPOINT_EVERY = 5_000
 _new_tuple = tuple.__new__
-#: Records between checkpoints per object the previous checkpoint held. At 2, a cache
+#: Records between checkpoints per object the cache holds. At 2, a cache
 #: of 5,400 objects (the demo) is checkpointed every ~10,800 records instead of every
 #: 5,000 (which cost the scheduler ~8% of its throughput, bench/journal_overhead.py),
 #: and replaying the farthest cycle of bench/replay.py's 1,000-pod history stays near
@@ -53,6 +52,8 @@ class Sink(Protocol):
 
 class StateSource(Protocol):
     def state(self) -> dict[str, Any]: ...
+
+    def state_size(self) -> int: ...
 
 
 def utc_now() -> datetime:
@@ -77,7 +78,6 @@ class JournalRecorder:
         self.detail = detail
         self.checkpoint_every = checkpoint_every
         self.checkpoint_size_ratio = checkpoint_size_ratio
-        self._checkpoint_after = checkpoint_every  # records since the last checkpoint before the next
         self.clock = clock
         self.incarnation = incarnation or uuid.uuid4().hex
         self.state_source: StateSource | None = None
@@ -114,18 +114,18 @@ class JournalRecorder:
         been recorded but not yet applied - so a checkpoint is always exactly the
         state after the record before it. Returns the checkpoint's LSN, if one was taken.
         """
-        if self._since_checkpoint >= self._checkpoint_after and self.state_source is not None:
-            return self.checkpoint()
-        return None
+        since, source = self._since_checkpoint, self.state_source
+        if since < self.checkpoint_every or source is None:
+            return None
+        if since < self.checkpoint_size_ratio * source.state_size():
+            return None
+        return self.checkpoint()
 
     def checkpoint(self) -> int:
         """The full projected cache state and the assumed cache, as of this LSN."""
         assert self.state_source is not None, "attach the cluster cache first"
         self._since_checkpoint = 0
-        state = self.state_source.state()
-        objects = sum(map(len, state.values()))
-        self._checkpoint_after = max(self.checkpoint_every, self.checkpoint_size_ratio * objects)
-        return self._append("checkpoint", state)
+        return self._append("checkpoint", self.state_source.state())
 
     def _append(self, kind: str, data: Any) -> int:
         self.lsn += 1

@@ -385,6 +385,10 @@ class ClusterCache:
                 self.recorder = recorder
             self.lsn = lsn
 
+    def state_size(self) -> int:
+        """About how many objects a checkpoint would hold (pod slots, Runs, assumptions), in O(1)."""
+        return len(self._slots) + len(self._runs) + len(self.assumed)
+
     def state(self) -> dict[str, Any]:
         """Every projection and assumption, sorted: what a checkpoint records and tests compare."""
         with self.lock:
