@@ -10,8 +10,11 @@ from collections import Counter
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from sqlalchemy import exc as sa_exc
 
 from kruntimes import demo, gctuning
+from kruntimes.cli import journal_args
+from kruntimes.journal import errors
 from kruntimes.journal.backends import DEFAULT_URL
 
 
@@ -34,6 +37,12 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1 or not 0 <= args.conflict_rate < 1:
         print("kruntimes demo: --workers must be >= 1 and --conflict-rate in [0, 1)", file=sys.stderr)
         return 2
+    if not args.no_journal:
+        try:
+            journal_args.checked_url(args.journal, must_exist=False)
+        except journal_args.UsageError as exc:
+            print(f"kruntimes demo: {exc}", file=sys.stderr)
+            return 2
     gctuning.tune()
     console = Console()
     with Progress(TextColumn("scheduling"), BarColumn(), MofNCompleteColumn(), TextColumn("Runs decided"),
@@ -43,8 +52,16 @@ def run(args: argparse.Namespace) -> int:
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        report = demo.run(workers=args.workers, conflict_rate=args.conflict_rate, seed=args.seed,
-                          journal=None if args.no_journal else args.journal, progress=progress)
+        try:
+            report = demo.run(workers=args.workers, conflict_rate=args.conflict_rate, seed=args.seed,
+                              journal=None if args.no_journal else args.journal, progress=progress)
+        except (errors.JournalError, sa_exc.DBAPIError) as exc:
+            cause = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
+            first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+            bar.stop()
+            print(f"kruntimes demo: cannot use the journal at {journal_args.shown(args.journal)}: {first}"
+                  " (is the database up and the URL right? --no-journal runs without one)", file=sys.stderr)
+            return 2
     _print(console, report)
     return 0
 

@@ -8,6 +8,7 @@ binary vs ~66k rows/s text COPY.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,13 +25,20 @@ _COPY_TYPES = ["int8", "text", "timestamptz", "text", "int4", "text", "text"]
 
 
 def normalize_url(url: sa.URL) -> sa.URL:
-    """``postgresql://`` and ``postgres://`` mean psycopg 3; other drivers are refused."""
+    """``postgresql://`` and ``postgres://`` mean psycopg 3; other drivers are refused.
+
+    The driver is an optional dependency: without it the URL is refused here, with
+    the command that installs it, instead of failing deep inside SQLAlchemy.
+    """
     if url.drivername in ("postgresql", "postgres"):
-        return url.set(drivername="postgresql+psycopg")
+        url = url.set(drivername="postgresql+psycopg")
     if url.drivername != "postgresql+psycopg":
         raise ValueError(
             f"journal URL driver {url.drivername!r} is not supported: use postgresql+psycopg:// (psycopg 3)"
         )
+    if importlib.util.find_spec("psycopg") is None:
+        raise ValueError("a PostgreSQL journal needs the psycopg driver, which is not installed:"
+                         " pip install 'kruntimes[postgres]'")
     return url
 
 
