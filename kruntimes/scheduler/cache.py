@@ -26,9 +26,7 @@ from kruntimes.scheduler.projection import Assumption, PodInfo, RunInfo
 from kruntimes.scheduler.recording import CountingRecorder, Recorder, settles
 from kruntimes.scheduler.snapshot import Snapshot
 from kruntimes.scheduler.targets import NamespaceTargets, target_of
-from kruntimes.scheduler.slots import Group as _Group
-from kruntimes.scheduler.slots import Slot as _Slot
-from kruntimes.scheduler.slots import add as _add
+from kruntimes.scheduler.slots import Group as _Group, Slot as _Slot, add as _add
 from kruntimes.scheduler.views import PodView, make_view
 
 RunKey = tuple[str, str]
@@ -84,20 +82,18 @@ class ClusterCache:
 
     def pod_view(self, namespace: str, name: str, config: SchedulerConfig | None = None) -> PodView | None:
         slot = self._slots.get((namespace, name))
-        if slot is None or slot.info is None:
-            return None
-        return self._view(slot, config or self.config)
+        return None if slot is None or slot.info is None else self._view(slot, config or self.config)
 
     def _view(self, slot: _Slot, config: SchedulerConfig) -> PodView:
         assert slot.info is not None
-        if config.default_runs_capacity != self.config.default_runs_capacity:
-            # A what-if with another default: build, don't cache.
-            return make_view(slot.info, slot.actual_for(slot.info.uid), slot.assumed,
-                             config.default_runs_capacity)
-        if slot.view is None:
-            slot.view = make_view(slot.info, slot.actual_for(slot.info.uid), slot.assumed,
-                                  config.default_runs_capacity)
-        return slot.view
+        cached = config.default_runs_capacity == self.config.default_runs_capacity
+        if cached and slot.view is not None:
+            return slot.view
+        # A what-if with another default is built, never cached.
+        view = make_view(slot.info, slot.actual_for(slot.info.uid), slot.assumed, config.default_runs_capacity)
+        if cached:
+            slot.view = view
+        return view
 
     def snapshot(self, run: RunInfo, now: datetime, config: SchedulerConfig | None = None) -> Snapshot:
         """The consistent view one cycle plans on. Call and plan while holding `lock`."""
@@ -371,7 +367,7 @@ class ClusterCache:
         in a record after the checkpoint) where the live cache applied it.
         """
         with self.lock:
-            if self._slots or self._runs or len(self.assumed):
+            if self.state_size():
                 raise ValueError("restore needs an empty cache")
             recorder, self.recorder = self.recorder, CountingRecorder()
             try:
