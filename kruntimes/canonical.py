@@ -49,15 +49,8 @@ except ImportError:
 
 def encode(payload: Any) -> tuple[str, bytes]:
     """Canonical JSON of `payload` as (text, UTF-8 bytes)."""
-    if _orjson is not None:
-        try:
-            data = _orjson.dumps(payload, option=_orjson.OPT_SORT_KEYS)
-        except _orjson.JSONEncodeError:
-            pass
-        else:
-            return data.decode(), data
-    text = _canonical_payload(payload)
-    return text, text.encode("utf-8")
+    data = encode_bytes(payload)
+    return data.decode(), data
 
 
 def encode_bytes(payload: Any) -> bytes:

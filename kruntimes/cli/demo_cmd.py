@@ -57,9 +57,9 @@ def run(args: argparse.Namespace) -> int:
                               journal=None if args.no_journal else args.journal, progress=progress)
         except (errors.JournalError, sa_exc.DBAPIError) as exc:
             cause = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
-            first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
             bar.stop()
-            print(f"kruntimes demo: cannot use the journal at {journal_args.shown(args.journal)}: {first}"
+            print(f"kruntimes demo: cannot use the journal at {journal_args.shown(args.journal)}: "
+                  f"{journal_args.first_line(cause)}"
                   " (is the database up and the URL right? --no-journal runs without one)", file=sys.stderr)
             return 2
     _print(console, report)

@@ -60,7 +60,7 @@ def checked_url(url: str, *, must_exist: bool) -> sa.URL:
     try:
         parsed = backends.parse_url(url)
     except (ValueError, sa_exc.ArgumentError) as exc:
-        raise UsageError(f"bad journal URL {url!r}: {_first_line(exc)}") from exc
+        raise UsageError(f"bad journal URL {url!r}: {first_line(exc)}") from exc
     if must_exist and parsed.get_backend_name() == "sqlite":
         path = parsed.database or ""
         if path in ("", ":memory:") or not Path(path).is_file():
@@ -129,14 +129,14 @@ def guarded(prog: str) -> Callable[[Callable[[argparse.Namespace], int]], Callab
             except errors.JournalError as exc:
                 message = str(exc)
             except sa_exc.DBAPIError as exc:
-                message = (f"cannot use the journal at {shown(journal_url(args))}: {_first_line(exc.orig)}"
+                message = (f"cannot use the journal at {shown(journal_url(args))}: {first_line(exc.orig)}"
                            " (is the database up and the URL right?)")
             except sa_exc.SQLAlchemyError as exc:
-                message = f"journal error: {_first_line(exc)}"
+                message = f"journal error: {first_line(exc)}"
             except CommandError as exc:  # alembic: unknown revision and the like
-                message = f"migration failed: {_first_line(exc)}"
+                message = f"migration failed: {first_line(exc)}"
             except (ValueError, OSError) as exc:
-                message = _first_line(exc)
+                message = first_line(exc)
             print(f"{prog}: {message}", file=sys.stderr)
             return 2
 
@@ -145,6 +145,6 @@ def guarded(prog: str) -> Callable[[Callable[[argparse.Namespace], int]], Callab
     return wrap
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0].strip()

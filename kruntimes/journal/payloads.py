@@ -129,8 +129,4 @@ def encoded(record: DeferredRecord, *, max_payload_bytes: int) -> EncodedRecord:
 
 
 def _instant(at: datetime | int) -> datetime:
-    if type(at) is int:
-        return _EPOCH + timedelta(microseconds=at)
-    if not isinstance(at, datetime) or at.tzinfo is None or at.utcoffset() is None:
-        raise errors.RecordRejected(f"recorded_at must be an aware datetime or UTC microseconds, not {at!r}")
-    return at.astimezone(timezone.utc) if at.tzinfo is not timezone.utc else at
+    return _EPOCH + timedelta(microseconds=at) if type(at) is int else records.utc_instant(at)

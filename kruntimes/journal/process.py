@@ -259,12 +259,16 @@ class ProcessJournalWriter:
         except Exception:  # noqa: BLE001 - some record's data will not pickle: find it, send the rest
             chunk = wire.dumps([self._picklable(r) for r in encoded])
         n = len(batch)
-        settled = i.settled
-        while self._unacked and self._unacked[0][0] + self._unacked[0][1] <= settled:
-            self._unacked.popleft()
+        self._trim_unacked()
         self._unacked.append((self._sealed, n, chunk))
         self._sealed += n
         self._unsent.append(chunk)
+
+    def _trim_unacked(self) -> None:
+        """(Intake lock held.) Forget the chunks whose every record the child has settled."""
+        settled = self._in.settled
+        while self._unacked and self._unacked[0][0] + self._unacked[0][1] <= settled:
+            self._unacked.popleft()
 
     def _picklable(self, record: Any) -> Any:
         try:
@@ -375,9 +379,7 @@ class ProcessJournalWriter:
         with self._send_lock:
             self._process, self._conn = process, conn
             with self._in.lock:
-                settled = self._in.settled
-                while self._unacked and self._unacked[0][0] + self._unacked[0][1] <= settled:
-                    self._unacked.popleft()
+                self._trim_unacked()
                 # Whole chunks go again, those never written to the dead child too: the
                 # new child settles the records the dead one had stored once more (skipped,
                 # same LSN and content), so it counts from the first record of the first one.

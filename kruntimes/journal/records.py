@@ -103,14 +103,7 @@ def encode(record: JournalRecord, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOA
     if type(version) is not int or not 1 <= version < 2**31:
         raise errors.RecordRejected(f"schema_version must be a positive int, got {version!r}",
                                     lsn=lsn if type(lsn) is int else None)
-    at = record.recorded_at
-    if not isinstance(at, datetime):
-        raise errors.RecordRejected(f"recorded_at must be a datetime, got {type(at).__name__}",
-                                    lsn=lsn if type(lsn) is int else None)
-    if at.tzinfo is not timezone.utc:
-        if at.tzinfo is None or at.utcoffset() is None:
-            raise errors.RecordRejected("recorded_at must be timezone-aware (UTC)", lsn=lsn if type(lsn) is int else None)
-        at = at.astimezone(timezone.utc)
+    at = utc_instant(record.recorded_at, lsn)
     payload = record.payload
     if type(payload) is not dict:
         if not isinstance(payload, Mapping):
@@ -119,6 +112,18 @@ def encode(record: JournalRecord, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOA
         payload = dict(payload)
     return encode_fields(record.incarnation, lsn, at, record.kind, payload, schema_version=version,
                          max_payload_bytes=max_payload_bytes, exact=exact)
+
+
+def utc_instant(at: Any, lsn: Any = None) -> datetime:
+    """``at`` as an aware UTC datetime; ``RecordRejected`` unless it is an aware datetime."""
+    if not isinstance(at, datetime):
+        raise errors.RecordRejected(f"recorded_at must be a datetime, got {type(at).__name__}",
+                                    lsn=lsn if type(lsn) is int else None)
+    if at.tzinfo is not timezone.utc:
+        if at.tzinfo is None or at.utcoffset() is None:
+            raise errors.RecordRejected("recorded_at must be timezone-aware (UTC)", lsn=lsn if type(lsn) is int else None)
+        at = at.astimezone(timezone.utc)
+    return at
 
 
 def encode_fields(incarnation: str, lsn: int, recorded_at: datetime, kind: str, payload: dict[str, Any], *,
