@@ -65,14 +65,20 @@ class Intake:
 
     def append(self, record: Any) -> bool:
         """Queue ``record``; False if the drop policy dropped it."""
+        # Called for every change the scheduler makes, under its cache lock: the
+        # common case (open, room, consumer busy) makes no further Python call.
         with self.lock:
-            if not self._wait_for_room():
+            used = self.appended - self.settled if self._bound_unsettled else len(self.buffer)
+            if (self.stopping or used >= self.capacity) and not self._wait_for_room():
                 return False
-            self.buffer.append(record)
+            buffer = self.buffer
+            buffer.append(record)
             self.appended += 1
-            if len(self.buffer) == self._seal_at:
+            if len(buffer) == self._seal_at:
                 self._seal()  # type: ignore[misc]
-            self._wake_consumer()
+            if self.consumer_waiting:
+                self.consumer_waiting = False
+                self.has_work.notify()
         return True
 
     def extend(self, batch: list[Any]) -> int:

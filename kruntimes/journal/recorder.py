@@ -96,16 +96,14 @@ class JournalRecorder:
     def start(self, config: SchedulerConfig, *, top_candidates: int, instance: str | None = None) -> int:
         """The incarnation record: who is scheduling, with which code and configuration."""
         self.top_candidates = top_candidates
-        return self._append("incarnation", {
+        lsn = self.record("incarnation", {
             "instance": instance or socket.gethostname(), "version": __version__,
             "planner_version": PLANNER_VERSION, "config": config.to_dict(), "config_hash": config.digest(),
             "top_candidates": top_candidates, "detail": self.detail, "checkpoint_every": self.checkpoint_every,
             "checkpoint_size_ratio": self.checkpoint_size_ratio,
         })
-
-    def record(self, kind: str, data: dict[str, Any]) -> int:
-        self._since_checkpoint += 1
-        return self._append(kind, data)
+        self._since_checkpoint -= 1  # changes count towards a checkpoint; the incarnation record is none
+        return lsn
 
     def settled(self) -> int | None:
         """Called by the cache, under its lock, once a whole change is applied.
@@ -124,11 +122,14 @@ class JournalRecorder:
     def checkpoint(self) -> int:
         """The full projected cache state and the assumed cache, as of this LSN."""
         assert self.state_source is not None, "attach the cluster cache first"
+        lsn = self.record("checkpoint", self.state_source.state())
         self._since_checkpoint = 0
-        return self._append("checkpoint", self.state_source.state())
+        return lsn
 
-    def _append(self, kind: str, data: Any) -> int:
+    def record(self, kind: str, data: Any) -> int:
+        """Number the change and hand it to the sink; its LSN. Called under the cache lock."""
         self.lsn += 1
+        self._since_checkpoint += 1
         if self._defer:
             # The default clock as integer microseconds: no datetime to build or pickle
             # here; payloads.realize turns it into the same UTC instant. The tuple is
