@@ -33,8 +33,9 @@ log = logging.getLogger(__name__)
 SPOOL_WAIT_SECONDS = 30.0
 #: Acknowledgements go out on progress, and at least this often with fresh counters.
 ACK_INTERVAL = 0.25
-#: ... but not more often than this: each one wakes a thread of the scheduler's.
-ACK_GAP = 0.005
+#: ... but not more often than this, each one wakes a thread of the scheduler's;
+#: unless the scheduler waits in ``flush`` for records not yet acknowledged.
+ACK_GAP = 0.025
 
 
 def launch(url: str, options: dict[str, Any], timeout: float) -> tuple[subprocess.Popen[bytes], Connection, int | None, str | None]:
@@ -105,6 +106,7 @@ def main(conn: Connection) -> None:
             conn.send_bytes(wire.dumps(message))
 
     latencies: list[float] = []
+    ack_gap = options.pop("ack_gap", ACK_GAP)
     try:
         journal = backends.Journal(backends.create_engine(url))
         writer = JournalWriter(journal, registry=CollectorRegistry(), observe_latency=latencies.append,
@@ -118,7 +120,7 @@ def main(conn: Connection) -> None:
         last_lsn, error = None, str(exc)
     send(("ready", last_lsn, error))
     writer.start()
-    acker = _Acker(writer, send, latencies)
+    acker = _Acker(writer, send, latencies, ack_gap)
     acker.start()
     close_timeout: float | None = 30.0
     try:
@@ -134,8 +136,10 @@ def main(conn: Connection) -> None:
                     received += chunk
                 rejected, batch = _unwrap(received)
                 acker.dropped += rejected + writer.extend(batch)
+                acker.received += len(received)
                 if data[:1] == wire.FLUSH:
                     writer.hurry()  # the scheduler waits for these: no commit interval for them
+                    acker.hurry()
                 continue
             message = wire.loads(data)
             kind = message[0]
@@ -172,10 +176,14 @@ def _unwrap(batch: list[Any]) -> tuple[int, list[Record]]:
 class _Acker:
     """Child thread: tells the parent how many records have settled, and the counters."""
 
-    def __init__(self, writer: JournalWriter, send: Callable[[Any], None], latencies: list[float]) -> None:
-        self.writer, self.send, self.latencies = writer, send, latencies
+    def __init__(self, writer: JournalWriter, send: Callable[[Any], None], latencies: list[float],
+                 gap: float = ACK_GAP) -> None:
+        self.writer, self.send, self.latencies, self.gap = writer, send, latencies, gap
         self.dropped = 0  # records settled without the writer: refused on append, or rejected by the parent
+        self.received = 0  # records received from the parent (the main thread's count)
+        self._flush_target = 0  # a flush waits until this many have settled: acknowledge without a gap
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kruntimes-journal-acker", daemon=True)
 
     def start(self) -> None:
@@ -183,7 +191,13 @@ class _Acker:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         self._thread.join(5.0)
+
+    def hurry(self) -> None:
+        """(Main thread.) The parent waits for every record received so far: report each step at once."""
+        self._flush_target = self.received
+        self._wake.set()
 
     def snapshot(self) -> tuple[int, metrics.WriterStats, int, list[float]]:
         latencies = self.latencies[:]
@@ -194,7 +208,12 @@ class _Acker:
     def _run(self) -> None:
         last: tuple[Any, ...] | None = None
         settled = 0
-        while not self._stop.wait(ACK_GAP):
+        while not self._stop.is_set():
+            if last is None or last[0] >= self._flush_target:
+                self._wake.wait(self.gap)
+                self._wake.clear()
+                if self._stop.is_set():
+                    return
             settled = self.writer.progress(settled, ACK_INTERVAL)
             snapshot = self.snapshot()
             if snapshot[3] or (snapshot[0], snapshot[1], snapshot[2]) != last:
@@ -203,8 +222,6 @@ class _Acker:
                     self.send(("ack", *snapshot))
                 except (OSError, ValueError):
                     return
-
-
 
 
 if __name__ == "__main__":

@@ -209,6 +209,16 @@ def test_flush_does_not_wait_out_the_child_s_commit_interval(journal: backends.J
     assert [r.lsn for r in stored(journal)] == [1, 2]
 
 
+def test_flush_does_not_wait_out_the_child_s_acknowledgement_gap(journal: backends.Journal, make_writer: Any) -> None:
+    w = make_writer(ack_gap=5.0)
+    for lsn in range(1, 4):
+        started = time.monotonic()
+        w.append(record(lsn))
+        assert w.flush(WAIT)
+        assert time.monotonic() - started < 2.5  # acknowledged at once, not after the gap
+    assert [r.lsn for r in stored(journal)] == [1, 2, 3]
+
+
 def test_the_drop_policy_accounts_for_every_record(journal: backends.Journal, make_writer: Any) -> None:
     w = make_writer(policy="drop", buffer_size=50)
     accepted = [r.lsn for r in (record(lsn) for lsn in range(1, 5001)) if w.append(r)]
