@@ -10,10 +10,15 @@ when every record is durable (the writer's flush returns inside the timed region
 each record is in the database or the spool); stopping the writer afterwards, which
 takes the writer process 30-100 ms to exit, is not scheduling and is not timed.
 
-Also printed: the scheduler thread's CPU time per cycle, and "off, busy neighbour":
-journal off while an unrelated process churns memory on the other core. On a
-machine whose cores slow each other down, that row is the price of any work on the
-second core, journal or not.
+Also printed: the scheduler thread's CPU time per cycle, and two rows that split
+the journal's price in two:
+
+- "own share": the journal on, but its records are pickled in chunks of 64 as the
+  process writer's producer does and then thrown away - no writer process, no
+  database. What the scheduling thread itself pays for the journal;
+- "off, busy neighbour": journal off while an unrelated process churns memory on
+  the other core. On a machine whose cores slow each other down, that row is the
+  price of any work on the second core, journal or not.
 
 The process applies the scheduler's garbage-collector settings (kruntimes.gctuning)
 before measuring, as ``kruntimes scheduler`` does: the same for every row.
@@ -38,7 +43,10 @@ import sqlalchemy as sa
 
 from kruntimes import demo, gctuning
 from kruntimes.api import ingest
+from kruntimes.journal import intake, wire
 from kruntimes.journal.backends import Journal
+from kruntimes.journal.process import SEAL_AT
+from kruntimes.journal.recorder import JournalRecorder
 from kruntimes.journal.session import JournalSession
 from kruntimes.memory.api import MemoryApi
 from kruntimes.scheduler.cache import ClusterCache
@@ -118,6 +126,25 @@ def with_journal(url: str, spool: str, writer: str) -> tuple[int, float, float, 
     return cycles, seconds, cpu, int(total), float(size or 0)
 
 
+class _Discard:
+    """A sink that does what the process writer's producer does with a record, then forgets it."""
+
+    accepts_deferred = True
+
+    def __init__(self) -> None:
+        self._in = intake.Intake(10 * SEAL_AT, "block", bound_unsettled=False, seal=self._seal, seal_at=SEAL_AT)
+        self.append = self._in.append
+
+    def _seal(self) -> None:
+        buffer = self._in.buffer
+        wire.dumps(list(map(tuple, buffer)))
+        buffer.clear()
+
+
+def own_share() -> tuple[int, float, float]:
+    return schedule(JournalRecorder(_Discard(), start_lsn=0))
+
+
 def busy_neighbour(seconds: float) -> Callable[[], tuple[int, float, float]]:
     def run() -> tuple[int, float, float]:
         churn = subprocess.Popen([sys.executable, "-c", CHURN, str(seconds)])
@@ -150,6 +177,7 @@ def main() -> None:
         for name, url in backends:
             settings.append((f"{name}, {writer}", lambda url=url, name=name, writer=writer: with_journal(
                 url, f"{tmp}/{name}-{writer}.spool", writer)))
+    settings.append(("own share", own_share))
     settings.append(("off, busy neighbour", busy_neighbour(30)))
 
     rates: dict[str, list[float]] = defaultdict(list)
