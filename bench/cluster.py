@@ -3,7 +3,7 @@
 Setup (untimed): the emulator starts in its own process (so its JSON, copies and
 watch fan-out do not share this process's GIL), then 1,000 Runtime Pods (Ready,
 `runs` capacity 10, fresh heartbeat) and 10,000 Pending Runs are created through the
-client. Timed: a `ClusterScheduler` (journal on, SQLite in a temporary directory)
+client. Timed: a `ClusterScheduler` (journal on: SQLite in a temporary directory, or `--journal`)
 starts, lists, wins the lease, and binds every Run - one
 `replace_namespaced_custom_object_status` per Run - until its informer has seen
 them all Scheduled. Every Run fits, so every cycle binds.
@@ -18,12 +18,14 @@ queue, metrics). The informers' time applying watch events is shown apart.
     python bench/cluster.py --pods 200 --runs 2000 --workers 8
     python bench/cluster.py --in-process        # emulator in this process (shares the GIL)
     python bench/cluster.py --journal-writer thread   # or --no-journal
+    python bench/cluster.py --journal postgresql+psycopg://postgres@127.0.0.1:5432/test  # a fresh schema there
     python bench/cluster.py --profile           # cProfile of the workers' cycles, top 25 cumulative
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import multiprocessing
@@ -43,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.emulator, 
 import kubernetes.client  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
+from bench.journal_append import fresh_postgres  # noqa: E402
 from kruntimes.api import models  # noqa: E402
 from kruntimes.cluster.runner import ClusterScheduler  # noqa: E402
 from kruntimes.cluster.settings import ClusterSettings, LeaseSettings  # noqa: E402
@@ -167,12 +170,12 @@ def scheduled(scheduler: ClusterScheduler) -> int:
 
 
 # -- one measurement ----------------------------------------------------------------------------
-def measure(host: str, args: argparse.Namespace, journal_dir: str) -> dict[str, Any]:
+def measure(host: str, args: argparse.Namespace, journal_dir: str, journal_url: str | None) -> dict[str, Any]:
     api = api_client(host, pool=args.workers + 8)
     lease = LeaseSettings(name="bench", namespace=NAMESPACE, identity="bench", duration=15, renew_deadline=10,
                           retry_period=2)
     settings = ClusterSettings(namespace=NAMESPACE, workers=args.workers, lease=lease,
-                               journal_url=None if args.no_journal else f"sqlite:///{journal_dir}/journal.db",
+                               journal_url=journal_url,
                                journal_spool=f"{journal_dir}/journal.spool", journal_writer=args.journal_writer,
                                request_timeout=60.0)
     scheduler = ClusterScheduler(api, settings, registry=CollectorRegistry())
@@ -219,7 +222,8 @@ def report(args: argparse.Namespace, r: dict[str, Any], setup: float) -> None:
     rows = [
         ("Runtime Pods / Runs / workers", f"{args.pods:,} / {args.runs:,} / {args.workers}"),
         ("emulator", "in this process (shares the GIL)" if args.in_process else "separate process"),
-        ("journal", "off" if args.no_journal else f"SQLite (WAL), summary detail, {args.journal_writer} writer"),
+        ("journal", "off" if args.no_journal else
+         f"{'PostgreSQL' if args.journal else 'SQLite (WAL)'}, summary detail, {args.journal_writer} writer"),
         ("setup (create pods and Runs, untimed)", f"{setup:.1f} s"),
         ("start -> caches synced (list)", f"{r['synced']:.2f} s"),
         ("start -> leading (relist, checkpoint)", f"{r['leading']:.2f} s"),
@@ -254,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--no-journal", action="store_true")
     parser.add_argument("--journal-writer", choices=("process", "thread"), default="process")
+    parser.add_argument("--journal", metavar="URL", help="a PostgreSQL journal (each run uses a fresh schema);"
+                                                         " default SQLite in a temporary directory")
     parser.add_argument("--in-process", action="store_true", help="run the emulator in this process")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--timeout", type=float, default=600)
@@ -269,8 +275,11 @@ def main(argv: list[str] | None = None) -> int:
         populate(api, args.pods, args.runs, args.capacity)
         setup = time.perf_counter() - started
         api.close()
-        with tempfile.TemporaryDirectory() as journal_dir:
-            result = measure(emulator.host, args, journal_dir)
+        with tempfile.TemporaryDirectory() as journal_dir, contextlib.ExitStack() as stack:
+            url = None if args.no_journal else f"sqlite:///{journal_dir}/journal.db"
+            if args.journal and not args.no_journal:
+                url = stack.enter_context(fresh_postgres(args.journal))
+            result = measure(emulator.host, args, journal_dir, url)
     finally:
         emulator.stop()
     report(args, result, setup)
