@@ -39,14 +39,13 @@ import os
 import subprocess
 import threading
 import time
-from collections import deque
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, child, errors, intake, metrics, payloads, records, wire
+from kruntimes.journal import backends, child, errors, intake, metrics, outbox, payloads, records, wire
 from kruntimes.journal.writer import Policy, Record
 
 log = logging.getLogger(__name__)
@@ -97,7 +96,9 @@ class ProcessJournalWriter:
             "policy": policy, "commit_interval": COMMIT_INTERVAL, **writer_options, "ack_gap": ack_gap,
         }
         self._max_payload_bytes = writer_options.get("max_payload_bytes", records.DEFAULT_MAX_PAYLOAD_BYTES)
-        self._rejected = dict.fromkeys(metrics.REJECT_REASONS, 0)  # by the sender, before the child
+        self._rejected = dict.fromkeys(metrics.REJECT_REASONS, 0)  # by the producer, before the child
+        self._unpicklable = 0  # records whose data would not pickle: rejected as malformed, before the child
+        self._unpicklable_lock = threading.Lock()
         self._start_timeout = start_timeout
         self._closed_by_child = False  # the child confirmed close: its pipe ends on purpose
 
@@ -106,9 +107,7 @@ class ProcessJournalWriter:
         # _send_lock (taken before the intake's lock, never after it), so the chunks
         # reach each child once and in order; _child_base is the receiver thread's own.
         self._send_lock = threading.Lock()
-        self._sealed = 0  # records sealed into chunks so far
-        self._unacked: deque[tuple[int, int, bytes]] = deque()  # (index of the first record, count, chunk)
-        self._unsent: deque[bytes] = deque()
+        self._outbox = outbox.Outbox()
         self._flushing = False  # a flush waits: the next message says so
         self._child_base = 0  # parent index of the current child's first record
         self._close_sent = False
@@ -222,6 +221,7 @@ class ProcessJournalWriter:
         total.dropped += self._in.dropped
         for reason, n in self._rejected.items():
             total.rejected[reason] = total.rejected.get(reason, 0) + n
+        total.rejected["malformed"] = total.rejected.get("malformed", 0) + self._unpicklable
         total.buffer_depth = self._in.appended - self._in.settled
         return total
 
@@ -251,34 +251,30 @@ class ProcessJournalWriter:
         Called by the producer every ``SEAL_AT`` records, and by the sender or ``flush``
         for what is left. Only the bytes are kept (for a resend), so the records
         themselves die young instead of aging into the scheduler's oldest
-        garbage-collector generation while the child stores them. Never raises: a
-        record that cannot be pickled is rejected and counted, like an invalid one.
+        garbage-collector generation while the child stores them - except a
+        checkpoint's, which the sender pickles later, outside every lock (`outbox`).
+        Never raises: a record that cannot be pickled is rejected and counted, like an
+        invalid one.
         """
         i = self._in
         batch = list(i.buffer)
         i.buffer.clear()
-        encoded = self._encode(batch)
-        try:
-            chunk = wire.dumps(encoded)
-        except Exception:  # noqa: BLE001 - some record's data will not pickle: find it, send the rest
-            chunk = wire.dumps([self._picklable(r) for r in encoded])
-        n = len(batch)
-        self._trim_unacked()
-        self._unacked.append((self._sealed, n, chunk))
-        self._sealed += n
-        self._unsent.append(chunk)
+        self._outbox.trim(i.settled)
+        self._outbox.seal(self._encode(batch), self._dumps)  # a checkpoint is pickled later, by the sender
 
-    def _trim_unacked(self) -> None:
-        """(Intake lock held.) Forget the chunks whose every record the child has settled."""
-        settled = self._in.settled
-        while self._unacked and self._unacked[0][0] + self._unacked[0][1] <= settled:
-            self._unacked.popleft()
+    def _dumps(self, records: list[Any]) -> bytes:
+        """The chunk of ``records``; one whose data will not pickle goes as None (rejected, counted)."""
+        try:
+            return wire.dumps(records)
+        except Exception:  # noqa: BLE001 - some record's data will not pickle: find it, send the rest
+            return wire.dumps([self._picklable(r) for r in records])
 
     def _picklable(self, record: Any) -> Any:
         try:
             wire.dumps(record)
         except Exception as exc:  # noqa: BLE001
-            self._rejected["malformed"] += 1
+            with self._unpicklable_lock:  # the producer (intake lock held) and the sender (not) get here
+                self._unpicklable += 1
             log.error("journal writer rejected a record whose data cannot be pickled: %s", exc)
             return None
         return record
@@ -287,23 +283,23 @@ class ProcessJournalWriter:
         i = self._in
         while True:
             with i.lock:
-                while not self._unsent and not i.buffer and not self._flushing:
+                while not self._outbox and not i.buffer and not self._flushing:
                     if i.stopping:
                         return
                     i.consumer_waiting = True  # the next append wakes us
                     i.has_work.wait()
                 if not i.stopping and not self._flushing:
                     i.has_work.wait(LINGER_SECONDS)  # let chunks gather; flush and close wake us early
-                if i.buffer and not self._unsent:
+                if i.buffer and not self._outbox:
                     self._seal()  # nothing sealed for a whole linger: what waited goes now
             with self._send_lock:
                 with i.lock:
-                    chunks = list(self._unsent)
-                    self._unsent.clear()
+                    chunks = self._outbox.take_unsent()
                     flushing, self._flushing = self._flushing, False
                 # One pipe message for every chunk sealed since the last: the child
                 # pays per message (a read, a hand-over to its writer, an acknowledgement).
-                self._send_bytes(wire.chunks_message(chunks, flush=flushing))
+                # A checkpoint is pickled here, with no lock a scheduler thread waits for.
+                self._send_bytes(wire.chunks_message([c.pickle(self._dumps) for c in chunks], flush=flushing))
                 del chunks
 
     def _encode(self, batch: list[Record]) -> list[Any]:
@@ -383,15 +379,9 @@ class ProcessJournalWriter:
         with self._send_lock:
             self._process, self._conn = process, conn
             with self._in.lock:
-                self._trim_unacked()
-                # Whole chunks go again, those never written to the dead child too: the
-                # new child settles the records the dead one had stored once more (skipped,
-                # same LSN and content), so it counts from the first record of the first one.
-                self._child_base = self._unacked[0][0] if self._unacked else self._sealed
-                resend = [chunk for _, _, chunk in self._unacked]
-                self._unsent.clear()
+                self._child_base, resend = self._outbox.resend(self._in.settled)
             if resend:
-                self._send_bytes(wire.chunks_message(resend))
+                self._send_bytes(wire.chunks_message([c.pickle(self._dumps) for c in resend]))
             if self._close_sent:
                 self._send(("close", None))
         return True

@@ -7,6 +7,7 @@ journal table under the child's feet, so its inserts fail until it is renamed ba
 
 from __future__ import annotations
 
+import operator
 import os
 import signal
 import threading
@@ -21,10 +22,11 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import backends, errors, payloads, records
-from kruntimes.journal.process import ProcessJournalWriter
+from kruntimes.journal.process import SEAL_AT, ProcessJournalWriter
 from kruntimes.journal.session import JournalSession
 from kruntimes.scheduler.config import SchedulerConfig
-from tests.journal.factories import record
+from tests import builders
+from tests.journal.factories import INCARNATION, T0, record
 from tests.replay import journals
 
 WAIT = 30.0
@@ -217,6 +219,36 @@ def test_flush_does_not_wait_out_the_child_s_acknowledgement_gap(journal: backen
         assert w.flush(WAIT)
         assert time.monotonic() - started < 2.5  # acknowledged at once, not after the gap
     assert [r.lsn for r in stored(journal)] == [1, 2, 3]
+
+
+class _Witness:
+    """Stands for a pod in a checkpoint's data; notes the thread that pickles it, which gets the pod."""
+
+    threads: list[str] = []
+
+    def __init__(self, info: Any) -> None:
+        self.info = info
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        _Witness.threads.append(threading.current_thread().name)
+        return operator.itemgetter(0), ((self.info,),)
+
+
+def test_a_checkpoint_is_pickled_by_the_sender_not_by_the_thread_that_appends_it(
+        journal: backends.Journal, make_writer: Any) -> None:
+    # The appending thread holds the cache lock: pickling the whole cache there would stop
+    # every worker (~0.7 s at 100,000 objects). A chunk of ordinary records is sealed here.
+    _Witness.threads.clear()
+    w = make_writer()
+    state = {"pods": [_Witness(builders.pod("p0"))], "runs": [], "assumed": []}
+    w.append(payloads.DeferredRecord(INCARNATION, 1, T0, "checkpoint", state, "summary", 5))
+    for lsn in range(2, SEAL_AT + 2):
+        w.append(record(lsn))
+    assert w.flush(WAIT)
+    assert _Witness.threads == ["kruntimes-journal-sender"]
+    written = stored(journal)
+    assert [r.lsn for r in written] == list(range(1, SEAL_AT + 2))
+    assert [p["name"] for p in records.decode(written[0]).payload["pods"]] == ["p0"]
 
 
 def test_the_drop_policy_accounts_for_every_record(journal: backends.Journal, make_writer: Any) -> None:
