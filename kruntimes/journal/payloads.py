@@ -16,6 +16,7 @@ candidates and a digest of the full outcome; the `full` detail adds every pod.
 
 from __future__ import annotations
 
+import operator
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, NamedTuple
 
@@ -74,9 +75,15 @@ def mutation_payload(data: dict[str, Any]) -> dict[str, Any]:
             "uid": obj.uid, "resource_version": obj.resource_version, "object": encoded}
 
 
+_BY_NAME = operator.attrgetter("namespace", "name")
+_BY_RUN_UID = operator.attrgetter("namespace", "run_uid")
+
+
 def checkpoint_payload(state: dict[str, Any]) -> dict[str, Any]:
-    return {"pods": [codec.pod_to(p) for p in state["pods"]], "runs": [codec.run_to(r) for r in state["runs"]],
-            "assumed": [codec.assumption_to(a) for a in state["assumed"]]}
+    """The cache's objects in key order (``ClusterCache.state``'s), however the state lists them."""
+    return {"pods": [codec.pod_to(p) for p in sorted(state["pods"], key=_BY_NAME)],
+            "runs": [codec.run_to(r) for r in sorted(state["runs"], key=_BY_NAME)],
+            "assumed": [codec.assumption_to(a) for a in sorted(state["assumed"], key=_BY_RUN_UID)]}
 
 
 def _plain(data: dict[str, Any]) -> dict[str, Any]:

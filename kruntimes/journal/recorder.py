@@ -51,7 +51,7 @@ class Sink(Protocol):
 
 
 class StateSource(Protocol):
-    def state(self) -> dict[str, Any]: ...
+    def checkpoint_state(self) -> dict[str, Any]: ...
 
     def state_size(self) -> int: ...
 
@@ -122,7 +122,7 @@ class JournalRecorder:
     def checkpoint(self) -> int:
         """The full projected cache state and the assumed cache, as of this LSN."""
         assert self.state_source is not None, "attach the cluster cache first"
-        lsn = self.record("checkpoint", self.state_source.state())
+        lsn = self.record("checkpoint", self.state_source.checkpoint_state())
         self._since_checkpoint = 0
         return lsn
 

@@ -70,6 +70,10 @@ class AssumedCache:
         """Idempotent: popping an absent key returns None."""
         return self._entries.pop(key, None)
 
+    def entries(self) -> list[Assumption]:
+        """Every entry, in no particular order."""
+        return list(self._entries.values())
+
     def __iter__(self) -> Iterator[Assumption]:
         """Entries in key order, so anything derived from them is deterministic."""
         return iter([self._entries[k] for k in sorted(self._entries)])

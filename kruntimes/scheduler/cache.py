@@ -113,10 +113,7 @@ class ClusterCache:
 
     # -- slot bookkeeping --------------------------------------------------------------
     def _slot(self, ns: str, pod_name: str) -> _Slot:
-        slot = self._slots.get((ns, pod_name))
-        if slot is None:
-            slot = self._slots[(ns, pod_name)] = _Slot()
-        return slot
+        return self._slots.get((ns, pod_name)) or self._slots.setdefault((ns, pod_name), _Slot())
 
     def _touch(self, ns: str, slot: _Slot) -> None:
         slot.view = None
@@ -126,10 +123,7 @@ class ClusterCache:
                 group.touch(slot.info.name)
 
     def _group(self, ns: str, runtime: str) -> _Group:
-        group = self._groups.get((ns, runtime))
-        if group is None:
-            group = self._groups[(ns, runtime)] = _Group()
-        return group
+        return self._groups.get((ns, runtime)) or self._groups.setdefault((ns, runtime), _Group())
 
     def _wake(self, ns: str, runtime: str | None, source: str) -> list[Wakeup]:
         group = self._groups.get((ns, runtime)) if runtime is not None else None
@@ -389,6 +383,12 @@ class ClusterCache:
         """Every projection and assumption, sorted: what a checkpoint records and tests compare."""
         with self.lock:
             return {"pods": list(self.pods()), "runs": list(self.runs()), "assumed": list(self.assumed)}
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """`state()` unsorted, copied under the lock: its payload sorts it (~40 ms at 100,000 objects)."""
+        with self.lock:
+            return {"pods": [s.info for s in self._slots.values() if s.info is not None],
+                    "runs": list(self._runs.values()), "assumed": self.assumed.entries()}
 
     def usage(self, namespace: str, pod_name: str) -> dict[str, int]:
         """Effective usage of a pod (active + assumed), for tests and summaries."""

@@ -17,7 +17,9 @@ import pytest
 from bench import journal_overhead
 from kruntimes.journal import errors, payloads, records
 from kruntimes.journal.recorder import JournalRecorder
+from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
+from tests import builders
 
 
 class ListSink:
@@ -61,3 +63,24 @@ def test_what_the_fast_path_does_not_trust_it_still_refuses(fields: tuple[Any, .
     deferred: Any = payloads.DeferredRecord("7f0c1d2e3b4a59687766554433221100", lsn, at, kind, data, "summary", 5)
     with pytest.raises(errors.RecordRejected, match=message):
         payloads.encoded(deferred, max_payload_bytes=records.DEFAULT_MAX_PAYLOAD_BYTES)
+
+
+def test_a_checkpoint_lists_the_cache_in_key_order_however_its_state_was_copied() -> None:
+    # The recorder copies the cache unsorted under its lock; the payload sorts, off that lock.
+    cache = ClusterCache()
+    for name in ("p2", "p10", "p1"):
+        cache.upsert_pod(builders.pod(name, capacity={"runs": 4}), now=builders.NOW, event="ADDED")
+    for name, pod in (("r3", "p2"), ("r1", "p1"), ("r2", "p10")):
+        cache.upsert_run(builders.active(name, on=pod), event="ADDED")
+    for name in ("b", "a"):
+        run = builders.run(name)
+        cache.upsert_run(run, event="ADDED")
+        assert cache.reserve(run, "p2")
+    unsorted = cache.checkpoint_state()
+    assert [p.name for p in unsorted["pods"]] == ["p2", "p10", "p1"]  # insertion order: a real test of the sort
+    payload = payloads.checkpoint_payload(unsorted)
+    assert payload == payloads.checkpoint_payload(cache.state())
+    assert [p["name"] for p in payload["pods"]] == ["p1", "p10", "p2"]
+    assert [r["name"] for r in payload["runs"]] == ["a", "b", "r1", "r2", "r3"]
+    assert [a["run_uid"] for a in payload["assumed"]] == sorted(a.run_uid for a in unsorted["assumed"])
+    assert len(payload["assumed"]) == 2

@@ -30,7 +30,7 @@ class State:
     def __init__(self, objects: int) -> None:
         self.objects = objects
 
-    def state(self) -> dict[str, Any]:
+    def checkpoint_state(self) -> dict[str, Any]:
         return {"pods": [], "runs": [{"n": i} for i in range(self.objects)], "assumed": []}
 
     def state_size(self) -> int:
