@@ -209,12 +209,18 @@ class _Acker:
         last: tuple[Any, ...] | None = None
         settled = 0
         while not self._stop.is_set():
-            if last is None or last[0] >= self._flush_target:
+            target = self._flush_target
+            if last is None or last[0] >= target:
                 self._wake.wait(self.gap)
                 self._wake.clear()
                 if self._stop.is_set():
                     return
-            settled = self.writer.progress(settled, ACK_INTERVAL)
+                settled = self.writer.progress(settled, ACK_INTERVAL)
+            else:
+                # A flush waits: report once all it waits for has settled (not every commit
+                # on the way, which with one-record batches meant thousands of messages a
+                # second), and every gap meanwhile.
+                settled = self.writer.progress(target - self.dropped - 1, self.gap)
             snapshot = self.snapshot()
             if snapshot[3] or (snapshot[0], snapshot[1], snapshot[2]) != last:
                 last = snapshot[:3]
