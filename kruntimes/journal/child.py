@@ -34,8 +34,9 @@ SPOOL_WAIT_SECONDS = 30.0
 #: Acknowledgements go out on progress, and at least this often with fresh counters.
 ACK_INTERVAL = 0.25
 #: ... but not more often than this, each one wakes a thread of the scheduler's;
-#: unless the scheduler waits in ``flush`` for records not yet acknowledged.
+#: and this often while the scheduler waits in ``flush`` for records not yet acknowledged.
 ACK_GAP = 0.025
+FLUSH_ACK_GAP = 0.005
 
 
 def launch(url: str, options: dict[str, Any], timeout: float) -> tuple[subprocess.Popen[bytes], Connection, int | None, str | None]:
@@ -208,19 +209,15 @@ class _Acker:
     def _run(self) -> None:
         last: tuple[Any, ...] | None = None
         settled = 0
-        while not self._stop.is_set():
-            target = self._flush_target
-            if last is None or last[0] >= target:
-                self._wake.wait(self.gap)
-                self._wake.clear()
-                if self._stop.is_set():
-                    return
-                settled = self.writer.progress(settled, ACK_INTERVAL)
-            else:
-                # A flush waits: report once all it waits for has settled (not every commit
-                # on the way, which with one-record batches meant thousands of messages a
-                # second), and every gap meanwhile.
-                settled = self.writer.progress(target - self.dropped - 1, self.gap)
+        while True:
+            # While a flush waits for records not yet reported, the short gap: waiting for
+            # exactly its last record instead would wake this thread on every commit.
+            hurried = last is not None and last[0] < self._flush_target
+            self._wake.wait(FLUSH_ACK_GAP if hurried else self.gap)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            settled = self.writer.progress(settled, ACK_INTERVAL)
             snapshot = self.snapshot()
             if snapshot[3] or (snapshot[0], snapshot[1], snapshot[2]) != last:
                 last = snapshot[:3]
