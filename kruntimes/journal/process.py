@@ -6,8 +6,8 @@ the scheduler. This front keeps the scheduler's share to numbering a change (the
 recorder, under the cache lock), a buffer push, and pickling the change's
 immutable data in chunks (`wire`); a child process builds the payloads, encodes
 and writes them with the same ``JournalWriter`` (batching, spool, retries), on
-another core. On the demo workload the scheduler keeps ~0.75 of its journal-off
-throughput this way, ~0.55 with the thread writer (bench/journal_overhead.py).
+another core. On the demo workload the scheduler keeps ~0.83 of its journal-off
+throughput this way, ~0.6 with the thread writer (bench/journal_overhead.py).
 
 The parent side:
 
