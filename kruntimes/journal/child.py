@@ -182,7 +182,7 @@ class _Acker:
         self.writer, self.send, self.latencies, self.gap = writer, send, latencies, gap
         self.dropped = 0  # records settled without the writer: refused on append, or rejected by the parent
         self.received = 0  # records received from the parent (the main thread's count)
-        self._flush_target = 0  # a flush waits until this many have settled: acknowledge without a gap
+        self._flush_target = 0  # a flush waits until this many have settled: acknowledge in short gaps
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kruntimes-journal-acker", daemon=True)
@@ -196,7 +196,7 @@ class _Acker:
         self._thread.join(5.0)
 
     def hurry(self) -> None:
-        """(Main thread.) The parent waits for every record received so far: report each step at once."""
+        """(Main thread.) The parent waits for every record received so far: report now, then in short gaps."""
         self._flush_target = self.received
         self._wake.set()
 

@@ -262,12 +262,12 @@ class ProcessJournalWriter:
         self._outbox.trim(i.settled)
         self._outbox.seal(self._encode(batch), self._dumps)  # a checkpoint is pickled later, by the sender
 
-    def _dumps(self, records: list[Any]) -> bytes:
-        """The chunk of ``records``; one whose data will not pickle goes as None (rejected, counted)."""
+    def _dumps(self, batch: list[Any]) -> bytes:
+        """The chunk of ``batch``; a record whose data will not pickle goes as None (rejected, counted)."""
         try:
-            return wire.dumps(records)
+            return wire.dumps(batch)
         except Exception:  # noqa: BLE001 - some record's data will not pickle: find it, send the rest
-            return wire.dumps([self._picklable(r) for r in records])
+            return wire.dumps([self._picklable(r) for r in batch])
 
     def _picklable(self, record: Any) -> Any:
         try:
