@@ -82,7 +82,7 @@ class JournalRecorder:
         self.incarnation = incarnation or uuid.uuid4().hex
         self.state_source: StateSource | None = None
         self.top_candidates = DEFAULT_TOP_CANDIDATES
-        self._since_checkpoint = 0
+        self._counted_from = self.lsn  # changes after this LSN count towards the next checkpoint
 
     @property
     def sink(self) -> Sink:
@@ -102,7 +102,7 @@ class JournalRecorder:
             "top_candidates": top_candidates, "detail": self.detail, "checkpoint_every": self.checkpoint_every,
             "checkpoint_size_ratio": self.checkpoint_size_ratio,
         })
-        self._since_checkpoint -= 1  # changes count towards a checkpoint; the incarnation record is none
+        self._counted_from = lsn  # the incarnation record is no change
         return lsn
 
     def settled(self) -> int | None:
@@ -112,7 +112,7 @@ class JournalRecorder:
         been recorded but not yet applied - so a checkpoint is always exactly the
         state after the record before it. Returns the checkpoint's LSN, if one was taken.
         """
-        since, source = self._since_checkpoint, self.state_source
+        since, source = self.lsn - self._counted_from, self.state_source
         if since < self.checkpoint_every or source is None:
             return None
         if since < self.checkpoint_size_ratio * source.state_size():
@@ -123,13 +123,12 @@ class JournalRecorder:
         """The full projected cache state and the assumed cache, as of this LSN."""
         assert self.state_source is not None, "attach the cluster cache first"
         lsn = self.record("checkpoint", self.state_source.checkpoint_state())
-        self._since_checkpoint = 0
+        self._counted_from = lsn
         return lsn
 
     def record(self, kind: str, data: Any) -> int:
         """Number the change and hand it to the sink; its LSN. Called under the cache lock."""
         self.lsn += 1
-        self._since_checkpoint += 1
         if self._defer:
             # The default clock as integer microseconds: no datetime to build or pickle
             # here; payloads.realize turns it into the same UTC instant. The tuple is
