@@ -66,11 +66,8 @@ while time.monotonic() < end:
 """
 
 
-def schedule(recorder: object | None, *, every: int = 1) -> tuple[int, float, float]:
-    """Schedule the demo workload (every `every`-th Run of it) single-threaded.
-
-    Returns (cycles, seconds, scheduler CPU seconds).
-    """
+def prepare(recorder: object | None, *, every: int = 1) -> Scheduler:
+    """The demo's pods in a fresh cache and every `every`-th Run of it queued, nothing scheduled."""
     config = SchedulerConfig(workers=1)
     cache = ClusterCache(config, recorder)  # type: ignore[arg-type]
     if recorder is not None:
@@ -85,6 +82,11 @@ def schedule(recorder: object | None, *, every: int = 1) -> tuple[int, float, fl
         scheduler.on_pod(info)
     for obj in workload.runs[::every]:
         api.create(ingest.run_info(obj))
+    return scheduler
+
+
+def drain(scheduler: Scheduler) -> tuple[int, float, float]:
+    """Schedule everything queued on this thread; (cycles, seconds, this thread's CPU seconds)."""
     started, cpu = time.perf_counter(), time.thread_time()
     while True:
         key = scheduler.queue.get(timeout=0)
@@ -97,6 +99,14 @@ def schedule(recorder: object | None, *, every: int = 1) -> tuple[int, float, fl
         finally:
             scheduler.queue.done(key)
     return sum(scheduler.results.values()), time.perf_counter() - started, time.thread_time() - cpu
+
+
+def schedule(recorder: object | None, *, every: int = 1) -> tuple[int, float, float]:
+    """Schedule the demo workload (every `every`-th Run of it) single-threaded.
+
+    Returns (cycles, seconds, scheduler CPU seconds).
+    """
+    return drain(prepare(recorder, every=every))
 
 
 def _empty(url: str) -> None:
@@ -127,17 +137,21 @@ def with_journal(url: str, spool: str, writer: str) -> tuple[int, float, float, 
 
 
 class _Discard:
-    """A sink that does what the process writer's producer does with a record, then forgets it."""
+    """A sink that does what the process writer's producer does with a record, then forgets it.
+
+    With ``pickle=False`` it only buffers: the 64 records are dropped unpickled."""
 
     accepts_deferred = True
 
-    def __init__(self) -> None:
+    def __init__(self, *, pickle: bool = True) -> None:
         self._in = intake.Intake(10 * SEAL_AT, "block", bound_unsettled=False, seal=self._seal, seal_at=SEAL_AT)
+        self._pickle = pickle
         self.append = self._in.append
 
     def _seal(self) -> None:
         buffer = self._in.buffer
-        wire.dumps(list(map(tuple, buffer)))
+        if self._pickle:
+            wire.dumps(list(map(tuple, buffer)))
         buffer.clear()
 
 
