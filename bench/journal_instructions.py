@@ -22,7 +22,7 @@ the writer process on the other core, its sender and receiver threads here, and 
 cost of memory traffic that instructions do not count - journal_overhead.py's
 seconds include those.
 
-    python bench/journal_instructions.py [--every 10]     # ~3 minutes on 2 CPUs
+    python bench/journal_instructions.py [--every 10]     # ~5 minutes on 2 CPUs
 """
 
 from __future__ import annotations
@@ -53,13 +53,13 @@ def collected(valgrind_stderr: str) -> int:
 
 def child(setting: str, every: int, setup_only: bool) -> int:
     """Prepare (and unless ``setup_only``, schedule) the workload; the number of cycles run."""
-    from bench.journal_overhead import _Discard, drain, prepare
+    from bench.journal_overhead import Discard, drain, prepare
     from kruntimes import gctuning
     from kruntimes.journal.recorder import JournalRecorder
 
     gctuning.tune()
     recorder = None if setting == "journal off" else JournalRecorder(
-        _Discard(pickle=setting == "own share"), start_lsn=0)
+        Discard(pickle=setting == "own share"), start_lsn=0)
     scheduler = prepare(recorder, every=every)
     return 0 if setup_only else drain(scheduler)[0]
 

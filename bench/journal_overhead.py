@@ -136,7 +136,7 @@ def with_journal(url: str, spool: str, writer: str) -> tuple[int, float, float, 
     return cycles, seconds, cpu, int(total), float(size or 0)
 
 
-class _Discard:
+class Discard:
     """A sink that does what the process writer's producer does with a record, then forgets it.
 
     With ``pickle=False`` it only buffers: the 64 records are dropped unpickled."""
@@ -156,7 +156,7 @@ class _Discard:
 
 
 def own_share() -> tuple[int, float, float]:
-    return schedule(JournalRecorder(_Discard(), start_lsn=0))
+    return schedule(JournalRecorder(Discard(), start_lsn=0))
 
 
 def busy_neighbour(seconds: float) -> Callable[[], tuple[int, float, float]]:
