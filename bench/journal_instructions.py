@@ -54,10 +54,8 @@ def collected(valgrind_stderr: str) -> int:
 def child(setting: str, every: int, setup_only: bool) -> int:
     """Prepare (and unless ``setup_only``, schedule) the workload; the number of cycles run."""
     from bench.journal_overhead import Discard, drain, prepare
-    from kruntimes import gctuning
     from kruntimes.journal.recorder import JournalRecorder
 
-    gctuning.tune()
     recorder = None if setting == "journal off" else JournalRecorder(
         Discard(pickle=setting == "own share"), start_lsn=0)
     scheduler = prepare(recorder, every=every)
@@ -83,7 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", choices=SETTINGS, help=argparse.SUPPRESS)
     parser.add_argument("--setup-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.every < 1:
+        parser.error("--every must be at least 1")
     if args.child:
+        from kruntimes import gctuning
+
+        gctuning.tune()  # as the scheduler and journal_overhead.py do; here, not in child(), which tests call
         print(child(args.child, args.every, args.setup_only))
         return 0
     if shutil.which("valgrind") is None:
