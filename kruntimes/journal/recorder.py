@@ -14,10 +14,11 @@ path; any other sink gets the finished `JournalRecord`.
 Every so often it also writes the full projected cache state and the assumed cache
 (a checkpoint), so replay never has to start from the beginning: once at least
 `checkpoint_every` records, and at least `checkpoint_size_ratio` times as many
-records as the cache holds objects, have been written since the last one. A checkpoint costs about a fifth of what recording as many changes as it holds
-objects does, so the ratio bounds checkpoints to a fixed share of the journal's cost
-however large the cluster; replaying any cycle applies at most that many records
-after restoring its checkpoint.
+records as the cache holds objects, have been written since the last one. A
+checkpoint costs about a fifth of what recording as many changes as it holds objects
+does, so the ratio bounds checkpoints to a fixed share of the journal's cost however
+large the cluster; replaying any cycle applies at most that many records after
+restoring its checkpoint.
 """
 
 from __future__ import annotations
