@@ -2,7 +2,9 @@
 
 No label ever carries a runtime, Run, pod, namespace, selector or resource name:
 the values below, and the Filter plugins' declared reasons, are the only ones any
-code path can produce, and a test enumerates them.
+code path can produce, and a test enumerates them. The helpers refuse any other
+value with `UndeclaredLabelValue`, an ordinary check rather than an `assert`, so
+the bound holds under `python -O` too.
 """
 
 from __future__ import annotations
@@ -11,7 +13,22 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 RESULTS = ("scheduled", "unschedulable", "invalid", "conflict", "error")
 STAGES = ("reserve", "bind")
-SOURCES = ("runtime_pod", "capacity_released")
+SOURCES = ("runtime_pod", "capacity_released", "affinity_target")
+
+
+class UndeclaredLabelValue(ValueError):
+    """A metric label value outside its declared set: a programming error, never user data."""
+
+    def __init__(self, label: str, value: object, allowed: tuple[str, ...]) -> None:
+        # The value is not echoed: it might carry exactly the user data the bound keeps out.
+        super().__init__(f"metric label {label!r} got a value outside its declared set {allowed}")
+        self.label = label
+
+
+def _declared(label: str, value: str, allowed: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise UndeclaredLabelValue(label, value, allowed)
+    return value
 
 
 class SchedulerMetrics:
@@ -39,17 +56,14 @@ class SchedulerMetrics:
             ["stage"], registry=self.registry)
         self.wakeups = Counter(
             "kruntimes_scheduler_pending_run_wakeups",
-            "Pending Run keys emitted by runtime pod and capacity release events.",
+            "Pending Run keys emitted by wake-ups: runtime pod, capacity release and affinity target events.",
             ["source"], registry=self.registry)
 
     def result(self, result: str) -> None:
-        assert result in RESULTS, result
-        self.results.labels(result=result).inc()
+        self.results.labels(result=_declared("result", result, RESULTS)).inc()
 
     def conflict(self, stage: str) -> None:
-        assert stage in STAGES, stage
-        self.reservation_conflicts.labels(stage=stage).inc()
+        self.reservation_conflicts.labels(stage=_declared("stage", stage, STAGES)).inc()
 
     def wakeup(self, source: str) -> None:
-        assert source in SOURCES, source
-        self.wakeups.labels(source=source).inc()
+        self.wakeups.labels(source=_declared("source", source, SOURCES)).inc()

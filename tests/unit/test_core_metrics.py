@@ -10,7 +10,10 @@ label value is in its declared set.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from prometheus_client import generate_latest
@@ -146,7 +149,11 @@ def test_the_drive_produced_every_declared_label_value(scraped) -> None:
     _, families = scraped
     assert _values(families, "kruntimes_scheduler_schedule_results", "result") == set(metrics.RESULTS)
     assert _values(families, "kruntimes_scheduler_reservation_conflicts", "stage") == set(metrics.STAGES)
-    assert _values(families, "kruntimes_scheduler_pending_run_wakeups", "source") == set(metrics.SOURCES)
+    # `affinity_target` (SPEC §3.1) is emitted by the affinity wake-up index, which issue 12
+    # lands on another branch; once it is merged the drive emits it and this exception goes.
+    not_emitted_yet = {"affinity_target"}
+    assert _values(families, "kruntimes_scheduler_pending_run_wakeups", "source") == (
+        set(metrics.SOURCES) - not_emitted_yet)
     pairs = {(dict(s.labels)["plugin"], dict(s.labels)["reason"]) for f in families
              if f.name == "kruntimes_scheduler_filter_rejections" for s in f.samples
              if s.name.endswith("_total") and s.value > 0}
@@ -156,13 +163,30 @@ def test_the_drive_produced_every_declared_label_value(scraped) -> None:
 def test_the_declared_sets_are_constants_of_the_code() -> None:
     for values in (metrics.RESULTS, metrics.STAGES, metrics.SOURCES, *FILTER_REASONS.values()):
         assert values and all(isinstance(v, str) and v.isascii() for v in values)
-    assert set(metrics.SOURCES) == {"runtime_pod", "capacity_released"}
+    assert set(metrics.SOURCES) == {"runtime_pod", "capacity_released", "affinity_target"}
     assert set(metrics.STAGES) == {"reserve", "bind"}
 
 
 @pytest.mark.parametrize("call", ["result", "conflict", "wakeup"])
-def test_the_metrics_helpers_refuse_an_undeclared_label_value(call: str) -> None:
+@pytest.mark.parametrize("value", [M, None, 3], ids=["a user string", "None", "a number"])
+def test_the_metrics_helpers_refuse_an_undeclared_label_value(call: str, value: object) -> None:
     m = metrics.SchedulerMetrics()
-    with pytest.raises(AssertionError):
-        getattr(m, call)(M)
+    with pytest.raises(metrics.UndeclaredLabelValue) as refused:
+        getattr(m, call)(value)
+    assert M not in str(refused.value)
     assert M not in generate_latest(m.registry).decode()
+
+
+def test_the_label_bounds_hold_under_python_dash_o() -> None:
+    # `assert` statements vanish under -O; the bound must not.
+    code = ("from kruntimes.scheduler import metrics\n"
+            "m = metrics.SchedulerMetrics()\n"
+            "for call in ('result', 'conflict', 'wakeup'):\n"
+            "    try:\n"
+            "        getattr(m, call)('zq7marker')\n"
+            "    except metrics.UndeclaredLabelValue:\n"
+            "        continue\n"
+            "    raise SystemExit(call + ' accepted an undeclared value')\n")
+    done = subprocess.run([sys.executable, "-O", "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stdout + done.stderr
