@@ -12,16 +12,20 @@ Checked continuously by a monitor thread and again at the end:
 - at the end: no Run Pending, no assumption left, and the incrementally kept usage
   equals the usage recomputed from the API's final state.
 
-Two deliberate choices, both because of known bugs (see the xfail tests):
+Two deliberate choices. Both began as workarounds for bugs that were fixed in
+e8c3e3f; the fixes are pinned by ordinary (passing) regression tests, named below,
+and the choices stay because they model the real system:
 - "runtimed" finishes only Runs whose Scheduled version the scheduler's informer has
-  delivered, as the real runtimed acts on its own watch; finishing a Run the instant
-  the API shows it Scheduled can race the binding worker's event delivery, which
-  MemoryApi does outside its lock (test_core_memory_api.py).
+  delivered, as the real runtimed acts on its own watch. Finishing a Run the instant
+  the API shows it Scheduled used to race the binding worker's event delivery, which
+  MemoryApi then did outside its lock (test_core_memory_api.py::
+  test_watchers_see_the_versions_of_one_run_in_write_order_even_with_concurrent_writers).
 - "quiet" ignores keys parked in backoff, and when the system is quiet with Runs
   still Pending and nothing left to finish, the queue's clock is moved forward so
   due retries run: a bind-conflict storm while the informer lags inflates backoffs
-  to minutes (test_core_loop.py::test_bind_conflicts_of_stale_runs_...). A Run
-  that is Pending with neither a wake-up nor a retry coming still fails the test.
+  (test_core_loop.py::test_bind_conflicts_of_stale_runs_back_off_instead_of_waking_each_other_forever),
+  and the property must not wait for them in real time. A Run that is Pending with
+  neither a wake-up nor a retry coming still fails the test.
 """
 
 from __future__ import annotations

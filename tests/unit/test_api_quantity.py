@@ -129,10 +129,48 @@ def test_any_non_negative_int_is_a_count_or_too_large(n: int) -> None:
         assert n > quantity.MAX_COUNT and "too large" in str(exc)
 
 
-@given(st.text())
-def test_any_text_is_a_count_or_raises_invalid_quantity(text: str) -> None:
+# Whole-number quantities with a known value, in every spelling SPEC §2.2 accepts: the
+# fuzz tests below must see these accepted, so a parser that rejects everything fails.
+_COUNT = st.integers(min_value=0, max_value=10**15)
+_VALID_TEXT = st.one_of(
+    _COUNT.map(lambda n: (str(n), n)),
+    _COUNT.map(lambda n: (f"+{n}", n)),
+    _COUNT.map(lambda n: (f"00{n}", n)),
+    _COUNT.map(lambda n: (f"{n}.000", n)),
+    _COUNT.map(lambda n: (f"{n}k", n * 1000)),
+    _COUNT.map(lambda n: (f"{n * 1000}m", n)),
+    _COUNT.map(lambda n: (f"{n}Ki", n * 1024)),
+    _COUNT.map(lambda n: (f"{n}e2", n * 100)),
+    st.just((str(quantity.MAX_COUNT), quantity.MAX_COUNT)),
+)
+
+
+def _expected_for_text(text: str) -> int | None:
+    """The value plain digit strings must have; None where the fuzz test accepts either answer."""
+    if text.isascii() and text.isdigit() and int(text) <= quantity.MAX_COUNT:
+        return int(text)
+    return None
+
+
+def _check(value: object, expected: int | None) -> None:
+    if expected is not None:
+        assert quantity.parse_count(value) == expected
+        return
     with contextlib.suppress(quantity.InvalidQuantity):
-        assert quantity.parse_count(text) >= 0
+        assert quantity.parse_count(value) >= 0
+
+
+@given(st.one_of(st.text().map(lambda t: (t, _expected_for_text(t))), _VALID_TEXT))
+def test_any_text_is_a_count_or_raises_invalid_quantity_and_valid_text_is_accepted(case: tuple[str, int | None]) -> None:
+    _check(*case)
+
+
+def _expected_for_json(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        return None
+    if isinstance(value, str):
+        return _expected_for_text(value)
+    return value if 0 <= value <= quantity.MAX_COUNT else None
 
 
 _JSON = st.recursive(
@@ -142,10 +180,19 @@ _JSON = st.recursive(
 )
 
 
-@given(_JSON)
-def test_any_json_value_is_a_count_or_raises_invalid_quantity(value: object) -> None:
-    with contextlib.suppress(quantity.InvalidQuantity):
-        assert quantity.parse_count(value) >= 0
+@given(st.one_of(_JSON.map(lambda v: (v, _expected_for_json(v))), _VALID_TEXT,
+                 st.integers(min_value=0, max_value=quantity.MAX_COUNT).map(lambda n: (n, n))))
+def test_any_json_value_is_a_count_or_raises_invalid_quantity_and_valid_counts_are_accepted(
+        case: tuple[object, int | None]) -> None:
+    _check(*case)
+
+
+@given(st.one_of(st.booleans(), st.none(), st.lists(st.integers(), max_size=2),
+                 st.dictionaries(st.text(), st.integers(), max_size=2), st.integers(max_value=-1),
+                 st.integers(min_value=quantity.MAX_COUNT + 1)))
+def test_booleans_null_containers_negatives_and_values_above_int64_are_never_counts(value: object) -> None:
+    with pytest.raises(quantity.InvalidQuantity):
+        quantity.parse_count(value)
 
 
 @given(st.from_regex(quantity.QUANTITY_PATTERN, fullmatch=True))
