@@ -72,13 +72,20 @@ def _describe_one(error: dict[str, Any], root: type[pydantic.BaseModel] | None) 
 def _phrase(error: dict[str, Any], parent: Any, loc: tuple[Any, ...]) -> str:
     kind = str(error.get("type", ""))
     context = error.get("ctx") or {}
-    shown = quantity.describe_input(error.get("input"))
     if "detail" in context:  # a kruntimes error (models._invalid): verbatim
         return str(context["detail"])
     if kind == "missing":
         return "is required" + _field_hint(parent, loc)
     if kind == "extra_forbidden":
         return _unknown_field(parent, loc)
+    # Bounds (docs/api-bounds.md): the input itself is never rendered, it may be huge.
+    if kind == "too_long":
+        actual = context.get("actual_length")
+        got = f" (got {actual})" if isinstance(actual, int) else ""
+        return f"at most {context.get('max_length')} entries are allowed{got}"
+    if kind == "string_too_long":
+        return f"must be at most {context.get('max_length')} characters"
+    shown = quantity.describe_input(error.get("input"))
     if kind == "literal_error":
         return f"must be one of {context.get('expected', '?')} (got {shown})"
     if kind == "greater_than_equal":

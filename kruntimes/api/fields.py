@@ -2,23 +2,29 @@
 
 Every rule a single field obeys lives here once - whole-number quantities,
 qualified resource names, label keys and values, affinity weights, the one
-topology key - as an annotated type that carries both its validator and the JSON
-schema the CRD needs. `models` composes them into Run and Runtime.
+topology key, Runtime and workspace names - as an annotated type that carries both
+its validator and the JSON schema the CRD needs, bounds included (their values come
+from `scheduler.validation`, the one place PreFilter and the CRD share; issue 12).
+`models` composes them into Run and Runtime.
 """
 
+import re
 from typing import Annotated, Any, Final
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, PlainValidator, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, Strict, WithJsonSchema
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from kruntimes.api import names, quantity
+from kruntimes.scheduler import validation as bounds
 
 GROUP = "kruntimes.io"
 VERSION = "v1alpha1"
 # Final, so that type checkers see the literal the `apiVersion` Literal fields expect.
 API_VERSION: Final = "kruntimes.io/v1alpha1"
 RUNTIME_LABEL = "kruntimes.io/runtime"
+# SPEC §2.1: the controller writes the JSON form; readers also accept per-resource keys.
+CAPACITY_ANNOTATION = "kruntimes.io/capacity"
 CAPACITY_ANNOTATION_PREFIX = "kruntimes.io/capacity."
 HEARTBEAT_ANNOTATION = "kruntimes.io/runtimed-heartbeat"
 RUNTIME_POD_TOPOLOGY = "kruntimes.io/runtime-pod"
@@ -68,6 +74,25 @@ def _check_label_value(value: str) -> str:
     return value
 
 
+def _check_object_name(name: str, *, field: str, bound: int) -> str:
+    # A DNS-1123 subdomain of at most `bound` characters; the length is checked first by
+    # the schema (max_length), so the pattern only ever sees a short string.
+    if not _DNS1123_SUBDOMAIN.fullmatch(name):
+        shown = quantity.describe_input(name)
+        raise invalid(f"invalid_{field}_name",
+                      f"{shown} is not a valid {field} name: use at most {bound} lowercase letters, "
+                      "digits, '-' or '.', starting and ending with a letter or digit (e.g. \"python\")")
+    return name
+
+
+def _check_runtime_name(name: str) -> str:
+    return _check_object_name(name, field="Runtime", bound=bounds.MAX_RUNTIME_NAME)
+
+
+def _check_workspace_name(name: str) -> str:
+    return _check_object_name(name, field="workspace", bound=bounds.MAX_WORKSPACE_NAME)
+
+
 def _check_weight(weight: int) -> int:
     if not 1 <= weight <= 100:
         raise invalid("invalid_weight", f"must be between 1 and 100 (got {weight})")
@@ -98,9 +123,47 @@ Count = Annotated[
         }
     ),
 ]
+# The qualified-name and label-value grammars as JSON-schema patterns (apimachinery's
+# IsQualifiedName / IsValidLabelValue; the part lengths are checked by the validators).
+_DNS1123_SUBDOMAIN_PATTERN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_DNS1123_SUBDOMAIN = re.compile(_DNS1123_SUBDOMAIN_PATTERN, re.ASCII)
+_NAME_PART_PATTERN = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+QUALIFIED_NAME_PATTERN = f"^({_DNS1123_SUBDOMAIN_PATTERN}/)?{_NAME_PART_PATTERN}$"
+LABEL_VALUE_PATTERN = f"^({_NAME_PART_PATTERN})?$"
+
+# Map keys carry no JSON schema (a structural CRD has no propertyNames); the validators
+# check their grammar and part lengths, and KEYS_ARE_QUALIFIED_NAMES bounds them in the CRD.
 ResourceName = Annotated[str, AfterValidator(_check_resource_name)]
-LabelKey = Annotated[str, AfterValidator(_check_label_key)]
-LabelValue = Annotated[str, AfterValidator(_check_label_value)]
+MapLabelKey = Annotated[str, AfterValidator(_check_label_key)]
+LabelKey = Annotated[
+    str,
+    Field(max_length=bounds.MAX_QUALIFIED_NAME, json_schema_extra={"pattern": QUALIFIED_NAME_PATTERN}),
+    AfterValidator(_check_label_key),
+]
+LabelValue = Annotated[
+    str,
+    Field(max_length=bounds.MAX_NAME_PART, json_schema_extra={"pattern": LABEL_VALUE_PATTERN}),
+    AfterValidator(_check_label_value),
+]
+# A Runtime's name is also its pods' `kruntimes.io/runtime` label value: a DNS subdomain
+# that fits a label value. A workspace name follows the same rule.
+RuntimeName = Annotated[
+    str,
+    Field(min_length=1, max_length=bounds.MAX_RUNTIME_NAME,
+          json_schema_extra={"pattern": f"^{_DNS1123_SUBDOMAIN_PATTERN}$"}),
+    AfterValidator(_check_runtime_name),
+]
+WorkspaceName = Annotated[
+    str,
+    Field(min_length=1, max_length=bounds.MAX_WORKSPACE_NAME,
+          json_schema_extra={"pattern": f"^{_DNS1123_SUBDOMAIN_PATTERN}$"}),
+    AfterValidator(_check_workspace_name),
+]
+# Map keys cannot carry a schema of their own in a structural CRD: a CEL rule bounds them.
+KEYS_ARE_QUALIFIED_NAMES: dict[str, Any] = {"x-kubernetes-validations": [{
+    "rule": f"self.all(k, size(k) <= {bounds.MAX_QUALIFIED_NAME})",
+    "message": f"keys must be qualified names of at most {bounds.MAX_QUALIFIED_NAME} characters",
+}]}
 
 
 def _none_as_empty(value: object) -> object:
@@ -110,8 +173,10 @@ def _none_as_empty(value: object) -> object:
 
 # A map where ``null`` means the same as omitted.
 NullAsEmpty = BeforeValidator(_none_as_empty)
+# Strict, as the CRD's `type: integer` (SPEC §2.2): "10" and true are not weights.
 Weight = Annotated[
     int,
+    Strict(),
     AfterValidator(_check_weight),
     WithJsonSchema({"type": "integer", "minimum": 1, "maximum": 100}),
 ]

@@ -4,6 +4,11 @@ Everything else derives from these classes: the CRDs in ``deploy/`` are generate
 their JSON schema (hence a ``description`` on every field), the scheduler's PreFilter and
 runtimed validate with them, and replay reads the same shapes back from the journal.
 
+Every list, map and string a user writes is bounded (names 63/253 as in Kubernetes,
+label values 63, and the documented caps of `scheduler.validation`, listed in
+docs/api-bounds.md), so that no single Run makes an unbounded journal record or
+planner cycle; a Run over a bound fails PreFilter with the field and the bound.
+
 Field names are snake_case in Python and camelCase on the wire (``alias_generator``);
 dump with ``model_dump(by_alias=True, exclude_none=True)`` when writing to the API.
 Spec models reject unknown fields so a typo (``runtme``) fails loudly instead of being
@@ -17,22 +22,28 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
 
 from kruntimes.api import quantity
+from kruntimes.scheduler import validation as bounds
 from kruntimes.api.fields import (  # noqa: F401 - constants and types re-exported for callers
     API_VERSION,
+    CAPACITY_ANNOTATION,
     CAPACITY_ANNOTATION_PREFIX,
     Count,
     GROUP,
     HEARTBEAT_ANNOTATION,
+    KEYS_ARE_QUALIFIED_NAMES,
     LabelKey,
     LabelValue,
+    MapLabelKey,
     NullAsEmpty,
     PRESERVE_UNKNOWN,
     RUNS_RESOURCE,
     RUNTIME_LABEL,
     RUNTIME_POD_TOPOLOGY,
     ResourceName,
+    RuntimeName,
     VERSION,
     Weight,
+    WorkspaceName,
     check_topology_key,
     invalid,
 )
@@ -71,7 +82,9 @@ class LabelSelectorRequirement(_Spec):
     )
     values: list[LabelValue] = Field(
         default_factory=list,
-        description="Values for In and NotIn (at least one); empty for Exists and DoesNotExist.",
+        max_length=bounds.MAX_VALUES,
+        description="Values for In and NotIn (at least one); empty for Exists and DoesNotExist. "
+        f"At most {bounds.MAX_VALUES}.",
     )
 
     @model_validator(mode="after")
@@ -92,11 +105,18 @@ class LabelSelectorRequirement(_Spec):
 class LabelSelector(_Spec):
     """Selects Runs by label; ``{}`` selects every Run (Kubernetes semantics)."""
 
-    match_labels: dict[LabelKey, LabelValue] | None = Field(
-        default=None, description="Labels a Run must carry with exactly these values."
+    match_labels: dict[MapLabelKey, LabelValue] | None = Field(
+        default=None,
+        max_length=bounds.MAX_MATCH_LABELS,
+        description="Labels a Run must carry with exactly these values. "
+        f"At most {bounds.MAX_MATCH_LABELS}.",
+        json_schema_extra=KEYS_ARE_QUALIFIED_NAMES,
     )
     match_expressions: list[LabelSelectorRequirement] | None = Field(
-        default=None, description="Requirements a Run's labels must all satisfy."
+        default=None,
+        max_length=bounds.MAX_EXPRESSIONS,
+        description="Requirements a Run's labels must all satisfy. "
+        f"At most {bounds.MAX_EXPRESSIONS}.",
     )
 
 
@@ -108,7 +128,8 @@ class RunAffinityTerm(_Spec):
         description="Runs this term matches; missing matches nothing, {} matches every Run.",
     )
     topology_key: Annotated[str, AfterValidator(check_topology_key)] = Field(
-        description=f'Co-location domain; only "{RUNTIME_POD_TOPOLOGY}" is supported.'
+        description=f'Co-location domain; only "{RUNTIME_POD_TOPOLOGY}" is supported.',
+        json_schema_extra={"enum": [RUNTIME_POD_TOPOLOGY]},
     )
 
 
@@ -123,10 +144,14 @@ class RunAffinityRules(_Spec):
     """Hard (``required``) and soft (``preferred``) terms of one direction."""
 
     required: list[RunAffinityTerm] = Field(
-        default_factory=list, description="Terms every candidate pod must satisfy."
+        default_factory=list,
+        max_length=bounds.MAX_TERMS,
+        description=f"Terms every candidate pod must satisfy. At most {bounds.MAX_TERMS}.",
     )
     preferred: list[WeightedRunAffinityTerm] = Field(
-        default_factory=list, description="Terms that raise or lower a pod's score."
+        default_factory=list,
+        max_length=bounds.MAX_TERMS,
+        description=f"Terms that raise or lower a pod's score. At most {bounds.MAX_TERMS}.",
     )
 
 
@@ -146,7 +171,10 @@ class ResourceRequirements(_Spec):
 
     requests: Annotated[dict[ResourceName, Count], NullAsEmpty] = Field(
         default_factory=lambda: {RUNS_RESOURCE: 1},
-        description="Resource name to non-negative whole quantity; runs defaults to 1.",
+        max_length=bounds.MAX_RESOURCES,
+        description="Resource name to non-negative whole quantity; runs defaults to 1. "
+        f"At most {bounds.MAX_RESOURCES} resources.",
+        json_schema_extra=KEYS_ARE_QUALIFIED_NAMES,
     )
 
     @model_validator(mode="before")
@@ -170,10 +198,21 @@ class ResourceRequirements(_Spec):
         return {name: count for name, count in sorted(with_default.items()) if count > 0}
 
 
+# Bounds of a task's command line: generous for a real command, small enough that the
+# stored Run stays far below etcd's 1.5 MiB object limit. Longer programs belong in the image.
+MAX_ARGS = 256
+MAX_ARG_CHARS = 4096
+
+
 class TaskMode(_Spec):
     """Run to completion: execute ``args`` as a process."""
 
-    args: list[str] = Field(min_length=1, description="Command and arguments to execute.")
+    args: list[Annotated[str, Field(max_length=MAX_ARG_CHARS)]] = Field(
+        min_length=1,
+        max_length=MAX_ARGS,
+        description=f"Command and arguments to execute: at most {MAX_ARGS}, "
+        f"each at most {MAX_ARG_CHARS} characters.",
+    )
 
 
 class FunctionMode(_Object):
@@ -227,7 +266,10 @@ class RunSpec(_Spec):
         }
     )
 
-    runtime: str = Field(min_length=1, description="Name of a Runtime in the Run's namespace.")
+    runtime: RuntimeName = Field(
+        description="Name of a Runtime in the Run's namespace (a DNS subdomain of at most "
+        f"{bounds.MAX_RUNTIME_NAME} characters, as it is also its pods' label value)."
+    )
     resources: Annotated[ResourceRequirements, NullAsEmpty] = Field(
         default_factory=ResourceRequirements,
         description="Logical resource requests; immutable after creation.",
@@ -241,8 +283,10 @@ class RunSpec(_Spec):
     affinity: RunAffinitySpec | None = Field(
         default=None, description="Run-to-Run affinity and anti-affinity."
     )
-    workspace: str | None = Field(
-        default=None, description="Workspace name; its Runs share one Runtime Pod."
+    workspace: WorkspaceName | None = Field(
+        default=None,
+        description="Workspace name; its Runs share one Runtime Pod. A DNS subdomain of at "
+        f"most {bounds.MAX_WORKSPACE_NAME} characters.",
     )
 
 
@@ -305,7 +349,10 @@ class RuntimeCapacity(_Spec):
 
     resources: Annotated[dict[ResourceName, Count], NullAsEmpty] = Field(
         default_factory=dict,
-        description="Resource name to whole quantity; 0 is kept (it admits nothing).",
+        max_length=bounds.MAX_RESOURCES,
+        description="Resource name to whole quantity; 0 is kept (it admits nothing). "
+        f"At most {bounds.MAX_RESOURCES} resources.",
+        json_schema_extra=KEYS_ARE_QUALIFIED_NAMES,
     )
 
     @field_validator("resources")

@@ -70,6 +70,26 @@ PROJECTION_CASES: list[tuple[str, dict[str, Any], str]] = [
      "spec.affinity.runAntiAffinity.preferred[0].weight"),
     ("a bad operator in a preferred term", dict(affinity=affinity(preferred=[(5, _sel_with(expr("k", "Gt", "1")))])),
      "spec.affinity.runAffinity.preferred[0].term.labelSelector.matchExpressions[0].operator"),
+    ("a request amount above 2^63-1", dict(raw_requests=(("runs", 2**63),)),
+     "spec.resources.requests['runs']: must be a non-negative whole number of at most 9223372036854775807"),
+    ("thirty-three requests", dict(raw_requests=tuple((f"r{i:02d}", 1) for i in range(33))),
+     "spec.resources.requests: at most 32 entries are allowed (got 33)"),
+    ("nine required anti-affinity terms", dict(affinity=affinity(anti=[Selector()] * 9)),
+     "spec.affinity.runAntiAffinity.required: at most 8 entries are allowed (got 9)"),
+    ("nine preferred terms", dict(affinity=affinity(preferred=[(1, Selector())] * 9)),
+     "spec.affinity.runAffinity.preferred: at most 8 entries are allowed (got 9)"),
+    ("ten thousand matchExpressions", dict(affinity=affinity(required=[
+        Selector(match_expressions=(expr("k", "Exists"),) * 10_000)])),
+     "spec.affinity.runAffinity.required[0].labelSelector.matchExpressions: at most 16 entries are allowed"),
+    ("seventeen values", dict(affinity=affinity(required=[_sel_with(expr("k", "In", *map(str, range(17))))])),
+     "matchExpressions[0].values: at most 16 entries are allowed (got 17)"),
+    ("seventeen matchLabels", dict(affinity=affinity(required=[
+        Selector(match_labels=tuple((f"k{i:02d}", "v") for i in range(17)))])),
+     "labelSelector.matchLabels: at most 16 entries are allowed (got 17)"),
+    ("a 64-character label value", dict(affinity=affinity(required=[Selector(match_labels=(("k", "v" * 64),))])),
+     "a label value is at most 63 characters"),
+    ("a 5-megabyte workspace", dict(workspace="w" * 5_000_000), "spec.workspace: must be at most 63 characters"),
+    ("a 64-character runtime", dict(runtime="r" * 64), "spec.runtime: must be at most 63 characters"),
     ("a problem found when the object was read",
      dict(problems=('spec.mode must set exactly one of "task" or "function" (got "weird")',)),
      'spec.mode must set exactly one of "task" or "function"'),
@@ -132,6 +152,10 @@ def _term(*exprs: dict[str, Any]) -> dict[str, Any]:
     return {"labelSelector": {"matchExpressions": list(exprs)}, "topologyKey": TOPO}
 
 
+def _weighted(weight: Any) -> dict[str, Any]:
+    return {"weight": weight, "term": {"labelSelector": {}, "topologyKey": TOPO}}
+
+
 OBJECT_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("a negative quantity", _spec(resources=_req(runs="-1")), 'spec.resources.requests["runs"]'),
     ("a fractional quantity", _spec(resources=_req(runs="500m")), 'spec.resources.requests["runs"]'),
@@ -161,6 +185,47 @@ OBJECT_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("an unsupported topologyKey",
      _spec(affinity={"runAffinity": {"required": [{"labelSelector": {}, "topologyKey": "zone"}]}}),
      "spec.affinity.runAffinity.required[0].topologyKey"),
+    # Loose types (issue 12 defect 5): the CRD says integer 1..100, and int64 quantities.
+    ("a weight written as a string", _spec(affinity={"runAffinity": {"preferred": [_weighted("10")]}}),
+     "spec.affinity.runAffinity.preferred[0].weight"),
+    ("a boolean weight", _spec(affinity={"runAntiAffinity": {"preferred": [_weighted(True)]}}),
+     "spec.affinity.runAntiAffinity.preferred[0].weight"),
+    ("a fractional weight", _spec(affinity={"runAffinity": {"preferred": [_weighted(10.5)]}}),
+     "spec.affinity.runAffinity.preferred[0].weight"),
+    ("a quantity above 2^63-1", _spec(resources=_req(runs=str(2**63))), 'spec.resources.requests["runs"]'),
+    ("an integer quantity above 2^63-1", _spec(resources=_req(runs=2**63)), 'spec.resources.requests["runs"]'),
+    # Bounds (issue 12 defect 9, docs/api-bounds.md).
+    ("nine required terms", _spec(affinity={"runAffinity": {"required": [_term()] * 9}}),
+     "spec.affinity.runAffinity.required: at most 8 entries are allowed (got 9)"),
+    ("nine preferred anti-affinity terms", _spec(affinity={"runAntiAffinity": {"preferred": [_weighted(1)] * 9}}),
+     "spec.affinity.runAntiAffinity.preferred: at most 8 entries are allowed (got 9)"),
+    ("ten thousand matchExpressions",
+     _spec(affinity={"runAffinity": {"required": [_term(*[{"key": "a", "operator": "Exists"}] * 10_000)]}}),
+     "spec.affinity.runAffinity.required[0].labelSelector.matchExpressions: at most 16 entries are allowed"),
+    ("seventeen values",
+     _spec(affinity={"runAffinity": {"required": [_term({"key": "a", "operator": "In",
+                                                           "values": [str(i) for i in range(17)]})]}}),
+     "matchExpressions[0].values: at most 16 entries are allowed (got 17)"),
+    ("seventeen matchLabels",
+     _spec(affinity={"runAffinity": {"required": [{"labelSelector": {"matchLabels": {f"k{i}": "v" for i in range(17)}},
+                                                   "topologyKey": TOPO}]}}),
+     "spec.affinity.runAffinity.required[0].labelSelector.matchLabels: at most 16 entries are allowed"),
+    ("a 64-character label value",
+     _spec(affinity={"runAffinity": {"required": [{"labelSelector": {"matchLabels": {"k": "v" * 64}}, "topologyKey": TOPO}]}}),
+     'spec.affinity.runAffinity.required[0].labelSelector.matchLabels["k"]'),
+    ("a 318-character label key", _spec(affinity={"runAffinity": {"required": [
+        _term({"key": "a" * 254 + "/" + "b" * 63, "operator": "Exists"})]}}),
+     "spec.affinity.runAffinity.required[0].labelSelector.matchExpressions[0].key: must be at most 317 characters"),
+    ("a 64-character workspace", _spec(workspace="w" * 64), "spec.workspace: must be at most 63 characters"),
+    ("a five-megabyte workspace", _spec(workspace="w" * 5_000_000), "spec.workspace: must be at most 63 characters"),
+    ("a workspace that is not a DNS subdomain", _spec(workspace="My Workspace"), "spec.workspace"),
+    ("a 64-character runtime", _spec(runtime="r" * 64), "spec.runtime: must be at most 63 characters"),
+    ("a runtime that is not a DNS subdomain", _spec(runtime="Py_1"), "spec.runtime"),
+    ("thirty-three requests", _spec(resources=_req(**{f"r{i}": "1" for i in range(33)})),
+     "spec.resources.requests: at most 32 entries are allowed"),
+    ("257 args", _spec(mode={"task": {"args": ["x"] * 257}}), "spec.mode.task.args: at most 256 entries are allowed"),
+    ("an argument of 4097 characters", _spec(mode={"task": {"args": ["x" * 4097]}}),
+     "spec.mode.task.args[0]: must be at most 4096 characters"),
 ]
 
 

@@ -264,6 +264,35 @@ def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     _Case(name="function settings are free-form", patch={"mode": {"function": {"anything": {"x": 1}}}},
           accepted=True),
     _Case(name="an empty runtime is refused", patch={"runtime": ""}, accepted=False),
+    # Loose types (issue 12 defect 5): the schema says integer, so no string and no boolean.
+    _Case(name="a weight written as a string is refused", accepted=False, patch={"affinity": {"runAffinity": {
+        "preferred": [{"weight": "10", "term": {"topologyKey": "kruntimes.io/runtime-pod"}}]}}}),
+    _Case(name="a boolean weight is refused", accepted=False, patch={"affinity": {"runAffinity": {
+        "preferred": [{"weight": True, "term": {"topologyKey": "kruntimes.io/runtime-pod"}}]}}}),
+    # Bounds (issue 12 defect 9, docs/api-bounds.md): the API server refuses what PreFilter would fail.
+    _Case(name="eight required terms are accepted", accepted=True, patch={"affinity": {"runAffinity": {
+        "required": [{"topologyKey": "kruntimes.io/runtime-pod"}] * 8}}}),
+    _Case(name="nine required terms are refused", accepted=False, patch={"affinity": {"runAffinity": {
+        "required": [{"topologyKey": "kruntimes.io/runtime-pod"}] * 9}}}),
+    _Case(name="seventeen matchExpressions are refused", accepted=False, patch={"affinity": {"runAffinity": {
+        "required": [{"topologyKey": "kruntimes.io/runtime-pod", "labelSelector": {
+            "matchExpressions": [{"key": "a", "operator": "Exists"}] * 17}}]}}}),
+    _Case(name="seventeen values are refused", accepted=False, patch={"affinity": {"runAffinity": {
+        "required": [{"topologyKey": "kruntimes.io/runtime-pod", "labelSelector": {
+            "matchExpressions": [{"key": "a", "operator": "In", "values": [str(i) for i in range(17)]}]}}]}}}),
+    _Case(name="a 64-character label value is refused", accepted=False, patch={"affinity": {"runAffinity": {
+        "required": [{"topologyKey": "kruntimes.io/runtime-pod", "labelSelector": {"matchLabels": {"a": "v" * 64}}}]}}}),
+    _Case(name="a 63-character label value is accepted", accepted=True, patch={"affinity": {"runAffinity": {
+        "required": [{"topologyKey": "kruntimes.io/runtime-pod", "labelSelector": {"matchLabels": {"a": "v" * 63}}}]}}}),
+    _Case(name="another topologyKey is refused", accepted=False, patch={"affinity": {"runAffinity": {
+        "required": [{"topologyKey": "kubernetes.io/hostname"}]}}}),
+    _Case(name="a 64-character workspace is refused", patch={"workspace": "w" * 64}, accepted=False),
+    _Case(name="a runtime name that is not a DNS subdomain is refused", patch={"runtime": "Py_1"}, accepted=False),
+    _Case(name="thirty-three requests are refused", accepted=False,
+          patch={"resources": {"requests": {f"r{i}": "1" for i in range(33)}}}),
+    _Case(name="257 args are refused", patch={"mode": {"task": {"args": ["x"] * 257}}}, accepted=False),
+    _Case(name="an argument over 4096 characters is refused", patch={"mode": {"task": {"args": ["x" * 4097]}}},
+          accepted=False),
 ], ids=lambda case: case.name)
 def test_the_schema_judges_run_specs(case: _Case) -> None:
     run = {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "metadata": {"name": "r"},

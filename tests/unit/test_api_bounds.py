@@ -1,0 +1,56 @@
+"""The bounds of a Run (issue 12 defect 9, docs/api-bounds.md): the largest Run the
+models accept still makes a journal record far below the journal's limit, and the
+bounds the docs promise are the ones the code enforces."""
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from kruntimes.api import ingest, models
+from kruntimes.journal import codec, records
+from kruntimes.scheduler import validation as bounds
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPO = models.RUNTIME_POD_TOPOLOGY
+
+
+def _key(i: int) -> str:
+    # A qualified name of the full 317 characters: a 253-character DNS prefix, "/", 63 characters.
+    prefix = (".".join(["p" * 62] * 4) + f".{i:02d}")[:253]
+    return f"{prefix}/{'n' * 61}{i:02d}"
+
+
+def _largest_selector() -> dict[str, Any]:
+    return {"matchLabels": {_key(i): "v" * 63 for i in range(bounds.MAX_MATCH_LABELS)},
+            "matchExpressions": [{"key": _key(i), "operator": "In",
+                                  "values": [f"{j:02d}" + "v" * 61 for j in range(bounds.MAX_VALUES)]}
+                                 for i in range(bounds.MAX_EXPRESSIONS)]}
+
+
+def _largest_run() -> dict[str, Any]:
+    term = {"labelSelector": _largest_selector(), "topologyKey": TOPO}
+    rules = {"required": [term] * bounds.MAX_TERMS,
+             "preferred": [{"weight": 100, "term": term}] * bounds.MAX_TERMS}
+    return {"metadata": {"name": "largest", "namespace": "ns", "uid": "u"},
+            "spec": {"runtime": "r" * bounds.MAX_RUNTIME_NAME, "workspace": "w" * bounds.MAX_WORKSPACE_NAME,
+                     "resources": {"requests": {_key(i): str(bounds.MAX_QUANTITY)
+                                                for i in range(bounds.MAX_RESOURCES)}},
+                     "mode": {"task": {"args": ["x" * models.MAX_ARG_CHARS] * models.MAX_ARGS}},
+                     "affinity": {"runAffinity": rules, "runAntiAffinity": rules}}}
+
+
+def test_the_largest_valid_run_is_accepted_and_makes_a_record_under_one_mebibyte() -> None:
+    info = ingest.run_info(_largest_run())
+    assert info.problems == () and bounds.validate_run(info) is None
+    size = len(json.dumps(codec.run_to(info)).encode())
+    assert 500_000 < size < 1024 * 1024 < records.DEFAULT_MAX_PAYLOAD_BYTES
+
+
+def test_the_documented_bounds_are_the_enforced_ones() -> None:
+    text = (ROOT / "docs" / "api-bounds.md").read_text()
+    documented = {name: int(value) for name, value in re.findall(r"`(MAX_[A-Z_]+)` \| (\d+)", text)}
+    enforced = {name: getattr(bounds, name, None) or getattr(models, name) for name in documented}
+    assert documented == enforced
+    assert {"MAX_TERMS", "MAX_EXPRESSIONS", "MAX_VALUES", "MAX_MATCH_LABELS", "MAX_RESOURCES",
+            "MAX_RUNTIME_NAME", "MAX_WORKSPACE_NAME", "MAX_ARGS", "MAX_ARG_CHARS"} <= set(documented)
