@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
+from kruntimes.api import capacity as capacity_annotations
 from kruntimes.api import ingest, models
 from kruntimes.journal import history
 from kruntimes.journal.backends import Journal
@@ -51,7 +52,7 @@ class Workload:
 
 
 def _pod(ns: str, runtime: str, i: int, capacity: dict[str, str], ready: bool, fresh: bool) -> dict[str, Any]:
-    annotations = {models.CAPACITY_ANNOTATION_PREFIX + k: v for k, v in capacity.items()}
+    annotations = capacity_annotations.annotations(capacity)  # the Runtime controller's form (SPEC §2.1)
     beat = NOW - timedelta(seconds=5 if fresh else 600)
     annotations[models.HEARTBEAT_ANNOTATION] = beat.isoformat().replace("+00:00", "Z")
     return {"apiVersion": "v1", "kind": "Pod",

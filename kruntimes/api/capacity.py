@@ -102,10 +102,11 @@ def parse(annotations: Mapping[Any, Any]) -> dict[str, int]:
     return reading.resources
 
 
-def render(resources: Mapping[str, int]) -> str:
+def render(resources: Mapping[str, int | str]) -> str:
     """The ``kruntimes.io/capacity`` value for ``resources``: compact JSON, keys sorted.
 
-    Counts are written as decimal strings (``{"example.com/gpu":"1","runs":"4"}``), so
+    ``resources`` holds counts or quantity strings (a Runtime's ``spec.capacity``);
+    counts are written as decimal strings (``{"example.com/gpu":"1","runs":"4"}``), so
     `read` gives back exactly ``resources``; anything it would refuse raises instead.
     """
     if len(resources) > validation.MAX_RESOURCES:
@@ -116,7 +117,7 @@ def render(resources: Mapping[str, int]) -> str:
     return json.dumps(rendered, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
-def annotations(resources: Mapping[str, int]) -> dict[str, str]:
+def annotations(resources: Mapping[str, int | str]) -> dict[str, str]:
     """The annotation a Runtime Pod carries for ``resources`` (what the controller writes)."""
     return {CAPACITY_ANNOTATION: render(resources)}
 

@@ -146,8 +146,9 @@ class RunInfo:
 class PodInfo:
     """What the scheduler knows of one Runtime Pod.
 
-    `capacity` is only what the pod's `kruntimes.io/capacity.*` annotations
-    declare; the default `runs` capacity is a scheduler setting applied by the
+    `capacity` is only what the pod's capacity annotations declare (the JSON
+    `kruntimes.io/capacity` and the `kruntimes.io/capacity.<name>` keys, SPEC §2.1);
+    the default `runs` capacity is a scheduler setting applied by the
     planner, so that replay can ask "what if the default were 2". A malformed
     annotation sets `capacity_problem` (a bounded reason, not the user's text).
     """

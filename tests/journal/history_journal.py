@@ -28,6 +28,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from kruntimes.api import capacity as capacity_annotations
 from kruntimes.api import ingest, models
 from kruntimes.journal import backends, records
 from kruntimes.journal.recorder import JournalRecorder
@@ -89,7 +90,7 @@ class Generated:
 
 
 def _pod(runtime: str, i: int, capacity: dict[str, str], ready: bool = True) -> dict[str, Any]:
-    annotations = {models.CAPACITY_ANNOTATION_PREFIX + k: v for k, v in capacity.items()}
+    annotations = capacity_annotations.annotations(capacity)  # the Runtime controller's form (SPEC §2.1)
     annotations[models.HEARTBEAT_ANNOTATION] = (PLANNER_NOW - timedelta(seconds=5)).isoformat()
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"{runtime}-{i:03d}", "namespace": NS, "uid": f"{NS}-{runtime}-{i}",

@@ -1,6 +1,8 @@
 """Capacity annotations (SPEC §2.1, amended 2026-12-01): both forms read, one form written."""
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -119,3 +121,20 @@ def test_any_annotations_are_read_without_raising(annotations: dict[Any, Any]) -
     reading = capacity.read(annotations)
     assert reading.problem is None or reading.problem in capacity.PROBLEMS
     assert all(isinstance(k, str) and type(v) is int and 0 <= v <= INT64_MAX for k, v in reading.resources.items())
+
+
+def test_no_example_doc_or_demo_writes_a_capacity_key_a_real_api_server_refuses() -> None:
+    # `kruntimes.io/capacity.example.com/gpu` holds two '/': the JSON form is used instead.
+    root = Path(__file__).resolve().parents[2]
+    files = [root / "README.md", root / "kruntimes" / "demo.py",
+             *(p for d in ("docs", "deploy") for p in (root / d).rglob("*") if p.suffix in (".md", ".yaml", ".json"))]
+    refused = re.compile(r"kruntimes\.io/capacity\.[A-Za-z0-9._-]*/")
+    assert [str(p.relative_to(root)) for p in files if refused.search(p.read_text())] == []
+
+
+def test_the_demo_pods_carry_the_json_capacity_annotation() -> None:
+    from kruntimes import demo
+    pods = demo.generate().pods
+    gpu = next(p for p in pods if "example.com/gpu" in p["metadata"]["annotations"].get(JSON_KEY, ""))
+    assert json.loads(gpu["metadata"]["annotations"][JSON_KEY]) == {"example.com/gpu": "2", "runs": "8"}
+    assert not any(k.startswith(KEY) for p in pods for k in p["metadata"]["annotations"])

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from kruntimes import simulate
-from kruntimes.api import models
+from kruntimes.api import capacity, models
 from kruntimes.journal import backends
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -570,8 +570,8 @@ def test_the_example_runs_are_all_placed_once_the_runtime_pods_are_up() -> None:
     now = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
     [runtime] = [e for e in _examples() if e["kind"] == "Runtime"]
     name, spec = runtime["metadata"]["name"], runtime["spec"]
-    annotations = {models.HEARTBEAT_ANNOTATION: now.isoformat()} | {
-        f"{models.CAPACITY_ANNOTATION_PREFIX}{r}": q for r, q in spec["capacity"]["resources"].items()}
+    annotations = {models.HEARTBEAT_ANNOTATION: now.isoformat(),
+                   **capacity.annotations(spec["capacity"]["resources"])}
     pods = [{"apiVersion": "v1", "kind": "Pod",
              "metadata": {"name": f"{name}-{i}", "namespace": "team-a",
                           "labels": {models.RUNTIME_LABEL: name}, "annotations": annotations},
