@@ -93,6 +93,10 @@ def _phrase(error: dict[str, Any], parent: Any, loc: tuple[Any, ...]) -> str:
     if kind == "too_short":
         least = context.get("min_length", 1)
         return "must not be empty" if least == 1 else f"must have at least {least} items"
+    if kind == "int_type" and isinstance(error.get("input"), (str, bool)):
+        # Strict integers (weights, SPEC §2.2): "10" and true look right but are not numbers.
+        what = "a string" if isinstance(error.get("input"), str) else "a boolean"
+        return f"must be a whole number written without quotes, not {what} (got {shown})"
     if kind in _PHRASES:
         return f"{_PHRASES[kind]} (got {shown})"
     message = str(error.get("msg", "is invalid"))

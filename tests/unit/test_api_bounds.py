@@ -1,13 +1,19 @@
-"""The bounds of a Run (issue 12 defect 9, docs/api-bounds.md): the largest Run the
-models accept still makes a journal record far below the journal's limit, and the
-bounds the docs promise are the ones the code enforces."""
+"""The bounds and strict types of a Run (issue 12 defects 5 and 9, docs/api-bounds.md).
+
+The largest Run the models accept still makes a journal record far below the
+journal's limit, the bounds the docs promise are the ones the code enforces, and
+loosely typed values get a message that says what is wrong with them.
+"""
 
 import json
 import re
 from pathlib import Path
 from typing import Any
 
-from kruntimes.api import ingest, models
+import pydantic
+import pytest
+
+from kruntimes.api import errors, ingest, models
 from kruntimes.journal import codec, records
 from kruntimes.scheduler import validation as bounds
 
@@ -54,3 +60,24 @@ def test_the_documented_bounds_are_the_enforced_ones() -> None:
     assert documented == enforced
     assert {"MAX_TERMS", "MAX_EXPRESSIONS", "MAX_VALUES", "MAX_MATCH_LABELS", "MAX_RESOURCES",
             "MAX_RUNTIME_NAME", "MAX_WORKSPACE_NAME", "MAX_ARGS", "MAX_ARG_CHARS"} <= set(documented)
+
+
+def _weighted(weight: Any) -> dict[str, Any]:
+    return {"runtime": "rt", "affinity": {"runAffinity": {"preferred": [
+        {"weight": weight, "term": {"topologyKey": TOPO}}]}}}
+
+
+@pytest.mark.parametrize("spec, message", [
+    (_weighted("10"), "spec.affinity.runAffinity.preferred[0].weight: must be a whole number written without "
+                      'quotes, not a string (got "10")'),
+    (_weighted(True), "spec.affinity.runAffinity.preferred[0].weight: must be a whole number written without "
+                      "quotes, not a boolean (got true)"),
+    (_weighted(10.0), "spec.affinity.runAffinity.preferred[0].weight: must be a whole number (got 10.0)"),
+    ({"runtime": "rt", "resources": {"requests": {"runs": str(2**63)}}},
+     'spec.resources.requests["runs"]: quantity "9223372036854775808" is too large (at most 9223372036854775807)'),
+], ids=["a weight written as a string is malformed", "a boolean weight is malformed",
+        "a weight written as a float is malformed", "a quantity above 2^63-1 is malformed"])
+def test_loosely_typed_values_are_malformed_with_a_message_saying_why(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(pydantic.ValidationError) as refused:
+        models.Run.model_validate({"metadata": {"name": "r"}, "spec": spec})
+    assert errors.describe_validation_error(refused.value) == f"invalid Run: {message}"
