@@ -85,7 +85,10 @@ def _check_object_name(name: str, *, field: str, bound: int) -> str:
     return name
 
 
-def _check_runtime_name(name: str) -> str:
+def check_runtime_name(name: str) -> str:
+    """``name`` if it can name a Runtime (its pods' label value too), else a validation error."""
+    if len(name) > bounds.MAX_RUNTIME_NAME:
+        raise invalid("runtime_name_too_long", f"a Runtime name is at most {bounds.MAX_RUNTIME_NAME} characters")
     return _check_object_name(name, field="Runtime", bound=bounds.MAX_RUNTIME_NAME)
 
 
@@ -151,7 +154,7 @@ RuntimeName = Annotated[
     str,
     Field(min_length=1, max_length=bounds.MAX_RUNTIME_NAME,
           json_schema_extra={"pattern": f"^{_DNS1123_SUBDOMAIN_PATTERN}$"}),
-    AfterValidator(_check_runtime_name),
+    AfterValidator(check_runtime_name),
 ]
 WorkspaceName = Annotated[
     str,
@@ -159,6 +162,12 @@ WorkspaceName = Annotated[
           json_schema_extra={"pattern": f"^{_DNS1123_SUBDOMAIN_PATTERN}$"}),
     AfterValidator(_check_workspace_name),
 ]
+# Bounds of a task's command line: generous for a real command, small enough that the
+# stored Run stays far below etcd's 1.5 MiB object limit. Longer programs belong in the image.
+MAX_ARGS = 256
+MAX_ARG_CHARS = 4096
+Arg = Annotated[str, Field(max_length=MAX_ARG_CHARS)]
+
 # Map keys cannot carry a schema of their own in a structural CRD: a CEL rule bounds them.
 KEYS_ARE_QUALIFIED_NAMES: dict[str, Any] = {"x-kubernetes-validations": [{
     "rule": f"self.all(k, size(k) <= {bounds.MAX_QUALIFIED_NAME})",

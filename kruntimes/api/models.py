@@ -4,10 +4,9 @@ Everything else derives from these classes: the CRDs in ``deploy/`` are generate
 their JSON schema (hence a ``description`` on every field), the scheduler's PreFilter and
 runtimed validate with them, and replay reads the same shapes back from the journal.
 
-Every list, map and string a user writes is bounded (names 63/253 as in Kubernetes,
-label values 63, and the documented caps of `scheduler.validation`, listed in
-docs/api-bounds.md), so that no single Run makes an unbounded journal record or
-planner cycle; a Run over a bound fails PreFilter with the field and the bound.
+Every list, map and string a user writes is bounded (Kubernetes' name lengths and the
+caps of `scheduler.validation`, listed in docs/api-bounds.md), so no single Run makes an
+unbounded journal record or planner cycle; one over a bound fails PreFilter, saying so.
 
 Field names are snake_case in Python and camelCase on the wire (``alias_generator``);
 dump with ``model_dump(by_alias=True, exclude_none=True)`` when writing to the API.
@@ -22,33 +21,15 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
 
 from kruntimes.api import quantity
-from kruntimes.scheduler import validation as bounds
 from kruntimes.api.fields import (  # noqa: F401 - constants and types re-exported for callers
-    API_VERSION,
-    CAPACITY_ANNOTATION,
-    CAPACITY_ANNOTATION_PREFIX,
-    Count,
-    GROUP,
-    HEARTBEAT_ANNOTATION,
-    KEYS_ARE_QUALIFIED_NAMES,
-    LabelKey,
-    LabelValue,
-    MapLabelKey,
-    NullAsEmpty,
-    PRESERVE_UNKNOWN,
-    RUNS_RESOURCE,
-    RUNTIME_LABEL,
-    RUNTIME_POD_TOPOLOGY,
-    ResourceName,
-    RuntimeName,
-    VERSION,
-    Weight,
-    WorkspaceName,
-    check_topology_key,
-    invalid,
+    API_VERSION, CAPACITY_ANNOTATION, CAPACITY_ANNOTATION_PREFIX, GROUP, HEARTBEAT_ANNOTATION,
+    KEYS_ARE_QUALIFIED_NAMES, MAX_ARG_CHARS, MAX_ARGS, PRESERVE_UNKNOWN, RUNS_RESOURCE, RUNTIME_LABEL,
+    RUNTIME_POD_TOPOLOGY, VERSION, Arg, Count, LabelKey, LabelValue, MapLabelKey, NullAsEmpty, ResourceName,
+    RuntimeName, Weight, WorkspaceName, check_runtime_name, check_topology_key, invalid,
 )
 from kruntimes.api.fields import Object as _Object
 from kruntimes.api.fields import Spec as _Spec
+from kruntimes.scheduler import validation as bounds
 
 
 class ObjectMeta(_Object):
@@ -198,16 +179,10 @@ class ResourceRequirements(_Spec):
         return {name: count for name, count in sorted(with_default.items()) if count > 0}
 
 
-# Bounds of a task's command line: generous for a real command, small enough that the
-# stored Run stays far below etcd's 1.5 MiB object limit. Longer programs belong in the image.
-MAX_ARGS = 256
-MAX_ARG_CHARS = 4096
-
-
 class TaskMode(_Spec):
     """Run to completion: execute ``args`` as a process."""
 
-    args: list[Annotated[str, Field(max_length=MAX_ARG_CHARS)]] = Field(
+    args: list[Arg] = Field(
         min_length=1,
         max_length=MAX_ARGS,
         description=f"Command and arguments to execute: at most {MAX_ARGS}, "
@@ -386,6 +361,12 @@ class RuntimeStatus(_Object):
 class Runtime(_Object):
     """A pool declaration: pod template, replica count and per-pod capacity."""
 
+    # Its name is its pods' kruntimes.io/runtime label value: at most 63 characters.
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
+        "rule": f"size(self.metadata.name) <= {bounds.MAX_RUNTIME_NAME}",
+        "message": f"a Runtime name is at most {bounds.MAX_RUNTIME_NAME} characters: "
+        "it is also its pods' kruntimes.io/runtime label value"}]})
+
     api_version: Literal["kruntimes.io/v1alpha1"] = Field(
         default=API_VERSION, description="Always kruntimes.io/v1alpha1."
     )
@@ -393,3 +374,9 @@ class Runtime(_Object):
     metadata: ObjectMeta = Field(description="Standard object metadata.")
     spec: RuntimeSpec = Field(description="The pool.")
     status: RuntimeStatus | None = Field(default=None, description="Observed state.")
+
+    @field_validator("metadata")
+    @classmethod
+    def _name_fits_the_runtime_label(cls, metadata: ObjectMeta) -> ObjectMeta:
+        check_runtime_name(metadata.name)
+        return metadata

@@ -13,7 +13,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from kruntimes.api import errors, ingest, models
+from kruntimes.api import crds, errors, fields, ingest, models
 from kruntimes.journal import codec, records
 from kruntimes.scheduler import validation as bounds
 
@@ -42,7 +42,7 @@ def _largest_run() -> dict[str, Any]:
             "spec": {"runtime": "r" * bounds.MAX_RUNTIME_NAME, "workspace": "w" * bounds.MAX_WORKSPACE_NAME,
                      "resources": {"requests": {_key(i): str(bounds.MAX_QUANTITY)
                                                 for i in range(bounds.MAX_RESOURCES)}},
-                     "mode": {"task": {"args": ["x" * models.MAX_ARG_CHARS] * models.MAX_ARGS}},
+                     "mode": {"task": {"args": ["x" * fields.MAX_ARG_CHARS] * fields.MAX_ARGS}},
                      "affinity": {"runAffinity": rules, "runAntiAffinity": rules}}}
 
 
@@ -56,7 +56,7 @@ def test_the_largest_valid_run_is_accepted_and_makes_a_record_under_one_mebibyte
 def test_the_documented_bounds_are_the_enforced_ones() -> None:
     text = (ROOT / "docs" / "api-bounds.md").read_text()
     documented = {name: int(value) for name, value in re.findall(r"`(MAX_[A-Z_]+)` \| (\d+)", text)}
-    enforced = {name: getattr(bounds, name, None) or getattr(models, name) for name in documented}
+    enforced = {name: getattr(bounds, name, None) or getattr(fields, name) for name in documented}
     assert documented == enforced
     assert {"MAX_TERMS", "MAX_EXPRESSIONS", "MAX_VALUES", "MAX_MATCH_LABELS", "MAX_RESOURCES",
             "MAX_RUNTIME_NAME", "MAX_WORKSPACE_NAME", "MAX_ARGS", "MAX_ARG_CHARS"} <= set(documented)
@@ -81,3 +81,13 @@ def test_loosely_typed_values_are_malformed_with_a_message_saying_why(spec: dict
     with pytest.raises(pydantic.ValidationError) as refused:
         models.Run.model_validate({"metadata": {"name": "r"}, "spec": spec})
     assert errors.describe_validation_error(refused.value) == f"invalid Run: {message}"
+
+
+def test_a_runtime_whose_name_cannot_be_its_pods_label_value_is_refused() -> None:
+    body = {"metadata": {"name": "r" * 64}, "spec": {"template": {}}}
+    with pytest.raises(pydantic.ValidationError) as refused:
+        models.Runtime.model_validate(body)
+    assert "a Runtime name is at most 63 characters" in errors.describe_validation_error(refused.value, kind="Runtime")
+    models.Runtime.model_validate({**body, "metadata": {"name": "r" * 63}})
+    [rule] = crds.openapi_schema(models.Runtime)["x-kubernetes-validations"]
+    assert rule["rule"] == "size(self.metadata.name) <= 63"
