@@ -11,7 +11,8 @@ from `scheduler.validation`, the one place PreFilter and the CRD share; issue 12
 import re
 from typing import Annotated, Any, Final
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, Strict, WithJsonSchema
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, Strict,
+                      WithJsonSchema)
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 

@@ -110,7 +110,8 @@ def test_what_render_writes_read_gives_back_exactly(resources: dict[str, int]) -
 
 
 _VALUES = st.one_of(st.text(max_size=20), st.integers(), st.booleans(), st.none(), st.floats(),
-                    st.lists(st.text(max_size=3), max_size=2), st.dictionaries(st.text(max_size=3), st.text(max_size=3)))
+                    st.lists(st.text(max_size=3), max_size=2),
+                    st.dictionaries(st.text(max_size=3), st.text(max_size=3)))
 _KEYS = st.one_of(st.just(JSON_KEY), st.text(max_size=12).map(lambda t: KEY + t), st.text(max_size=12), st.integers())
 _JSON_TEXT = st.dictionaries(st.text(max_size=12), st.one_of(st.text(max_size=6), st.integers()), max_size=4).map(
     json.dumps)

@@ -161,7 +161,8 @@ def _check(value: object, expected: int | None) -> None:
 
 
 @given(st.one_of(st.text().map(lambda t: (t, _expected_for_text(t))), _VALID_TEXT))
-def test_any_text_is_a_count_or_raises_invalid_quantity_and_valid_text_is_accepted(case: tuple[str, int | None]) -> None:
+def test_any_text_is_a_count_or_raises_invalid_quantity_and_valid_text_is_accepted(
+        case: tuple[str, int | None]) -> None:
     _check(*case)
 
 

@@ -211,7 +211,8 @@ OBJECT_CASES: list[tuple[str, dict[str, Any], str]] = [
                                                    "topologyKey": TOPO}]}}),
      "spec.affinity.runAffinity.required[0].labelSelector.matchLabels: at most 16 entries are allowed"),
     ("a 64-character label value",
-     _spec(affinity={"runAffinity": {"required": [{"labelSelector": {"matchLabels": {"k": "v" * 64}}, "topologyKey": TOPO}]}}),
+     _spec(affinity={"runAffinity": {"required": [{"labelSelector": {"matchLabels": {"k": "v" * 64}},
+                                                   "topologyKey": TOPO}]}}),
      'spec.affinity.runAffinity.required[0].labelSelector.matchLabels["k"]'),
     ("a 318-character label key", _spec(affinity={"runAffinity": {"required": [
         _term({"key": "a" * 254 + "/" + "b" * 63, "operator": "Exists"})]}}),

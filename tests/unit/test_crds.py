@@ -281,9 +281,11 @@ def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
         "required": [{"topologyKey": "kruntimes.io/runtime-pod", "labelSelector": {
             "matchExpressions": [{"key": "a", "operator": "In", "values": [str(i) for i in range(17)]}]}}]}}}),
     _Case(name="a 64-character label value is refused", accepted=False, patch={"affinity": {"runAffinity": {
-        "required": [{"topologyKey": "kruntimes.io/runtime-pod", "labelSelector": {"matchLabels": {"a": "v" * 64}}}]}}}),
+        "required": [{"topologyKey": "kruntimes.io/runtime-pod",
+                      "labelSelector": {"matchLabels": {"a": "v" * 64}}}]}}}),
     _Case(name="a 63-character label value is accepted", accepted=True, patch={"affinity": {"runAffinity": {
-        "required": [{"topologyKey": "kruntimes.io/runtime-pod", "labelSelector": {"matchLabels": {"a": "v" * 63}}}]}}}),
+        "required": [{"topologyKey": "kruntimes.io/runtime-pod",
+                      "labelSelector": {"matchLabels": {"a": "v" * 63}}}]}}}),
     _Case(name="another topologyKey is refused", accepted=False, patch={"affinity": {"runAffinity": {
         "required": [{"topologyKey": "kubernetes.io/hostname"}]}}}),
     _Case(name="a 64-character workspace is refused", patch={"workspace": "w" * 64}, accepted=False),
