@@ -90,7 +90,8 @@ class ClusterCache:
         if cached and slot.view is not None:
             return slot.view
         # A what-if with another default is built, never cached.
-        view = make_view(slot.info, slot.actual_for(slot.info.uid), slot.assumed, config.default_runs_capacity)
+        uid = slot.info.uid
+        view = make_view(slot.info, slot.actual_for(uid), slot.assumed_for(uid), config.default_runs_capacity)
         if cached:
             slot.view = view
         return view
@@ -155,8 +156,11 @@ class ClusterCache:
                 group.invalidate()
             slot.info = info
             self._touch(ns, slot)
+            self._ns_targets(ns).pod_seen(info.name, info.uid)
             self._record("mutation", {"kind": "Pod", "event": event, "object": info})
-            if old is None or wake_rules.availability_changed(old, info, now, self.config):
+            # A new UID under a known name (a DELETE was missed) is a new pod: nothing that
+            # counted on the earlier one counts here, so what fits may have changed.
+            if old is None or old.uid != info.uid or wake_rules.availability_changed(old, info, now, self.config):
                 return self._wake(ns, info.runtime, SOURCE_RUNTIME_POD)
             return []
 
@@ -172,6 +176,7 @@ class ClusterCache:
             slot.view = None
             if slot.empty():
                 del self._slots[(namespace, name)]
+            self._ns_targets(namespace).pod_gone(name)
             self._record("mutation", {"kind": "Pod", "event": "DELETED", "object": info})
             return self._wake(namespace, info.runtime, SOURCE_RUNTIME_POD)
 
@@ -288,10 +293,14 @@ class ClusterCache:
         if slot.empty():
             del self._slots[(run.namespace, run.pod_name)]
 
-    def _refresh_target(self, ns: str, uid: str) -> None:
+    def _ns_targets(self, ns: str) -> NamespaceTargets:
         targets = self._targets.get(ns)
         if targets is None:
             targets = self._targets[ns] = NamespaceTargets()
+        return targets
+
+    def _refresh_target(self, ns: str, uid: str) -> None:
+        targets = self._ns_targets(ns)
         key = self._run_by_uid.get((ns, uid))
         target = target_of(self._runs.get(key) if key else None, self.assumed.get((ns, uid)))
         if target is None:
@@ -301,12 +310,17 @@ class ClusterCache:
 
     # -- assumptions ----------------------------------------------------------------------
     @settles
-    def reserve(self, run: RunInfo, pod_name: str) -> bool:
-        """Atomically re-check that `run` still fits `pod_name` given every assumption, then assume it."""
+    def reserve(self, run: RunInfo, pod_name: str, pod_uid: str | None = None) -> bool:
+        """Atomically re-check that `run` still fits `pod_name` given every assumption, then assume it.
+
+        With `pod_uid`, the pod of that name must still be that UID: a pod replaced
+        since the plan is another pod (SPEC §2.2).
+        """
         with self.lock:
             slot = self._slots.get((run.namespace, pod_name))
             current = self._runs.get(run.key)
             if (slot is None or slot.info is None or current is None or current.uid != run.uid
+                    or (pod_uid is not None and slot.info.uid != pod_uid)
                     or not current.eligible or (run.namespace, run.uid) in self.assumed):
                 return False
             free = self._view(slot, self.config).free
@@ -322,7 +336,7 @@ class ClusterCache:
     def _assume(self, a: Assumption) -> None:
         self.assumed.add(a)
         slot = self._slot(a.namespace, a.pod_name)
-        _add(slot.assumed, a.requests, 1)
+        slot.charge_assumed(a.pod_uid, a.requests, 1)
         self._touch(a.namespace, slot)
         self._refresh_target(a.namespace, a.run_uid)
 
@@ -345,7 +359,7 @@ class ClusterCache:
     def _unassume(self, a: Assumption) -> None:
         self.assumed.pop(a.key)
         slot = self._slot(a.namespace, a.pod_name)
-        _add(slot.assumed, a.requests, -1)
+        slot.charge_assumed(a.pod_uid, a.requests, -1)
         self._touch(a.namespace, slot)
         if slot.empty():
             del self._slots[(a.namespace, a.pod_name)]

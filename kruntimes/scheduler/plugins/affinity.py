@@ -29,6 +29,7 @@ EXISTING_ANTI_AFFINITY = "existing run anti-affinity"
 
 @dataclass(frozen=True, slots=True)
 class _State:
+    # Sets of pod UIDs.
     allowed: frozenset[str] | None  # None: required affinity passes on every pod
     anti: frozenset[str]
     symmetric: frozenset[str]
@@ -60,12 +61,12 @@ class RunAffinity:
             return [None] * len(pods)
         verdicts: list[str | None] = []
         for view in pods:
-            name = view.info.name
-            if st.allowed is not None and name not in st.allowed:
+            uid = view.info.uid  # targets are on pods by UID (SPEC §2.2)
+            if st.allowed is not None and uid not in st.allowed:
                 verdicts.append(AFFINITY_UNSATISFIED)
-            elif name in st.anti:
+            elif uid in st.anti:
                 verdicts.append(ANTI_AFFINITY)
-            elif name in st.symmetric:
+            elif uid in st.symmetric:
                 verdicts.append(EXISTING_ANTI_AFFINITY)
             else:
                 verdicts.append(None)
