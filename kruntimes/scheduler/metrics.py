@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 RESULTS = ("scheduled", "unschedulable", "invalid", "conflict", "error")
 STAGES = ("reserve", "bind")
-SOURCES = ("runtime_pod", "capacity_released")
+SOURCES = ("runtime_pod", "capacity_released", "affinity_target")
 
 
 class SchedulerMetrics:
@@ -39,7 +39,7 @@ class SchedulerMetrics:
             ["stage"], registry=self.registry)
         self.wakeups = Counter(
             "kruntimes_scheduler_pending_run_wakeups",
-            "Pending Run keys emitted by runtime pod and capacity release events.",
+            "Pending Run keys emitted by runtime pod, capacity release and affinity target events.",
             ["source"], registry=self.registry)
 
     def result(self, result: str) -> None:

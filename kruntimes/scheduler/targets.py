@@ -67,8 +67,10 @@ class NamespaceTargets:
         return current
 
     # -- targets ----------------------------------------------------------------------------
-    def put(self, target: Target) -> None:
-        self.remove(target.uid)
+    def put(self, target: Target) -> bool:
+        """Index `target`. True when it is on a pod and that pod or its labels changed:
+        then it may satisfy a Run waiting for its cohort (SPEC §3.1 `affinity_target`)."""
+        before = self.remove(target.uid)
         self.targets[target.uid] = target
         for key, value in target.labels.items():
             self._by_label[(key, value)].add(target.uid)
@@ -77,6 +79,8 @@ class NamespaceTargets:
             self._anti_holders.add(target.uid)
         if target.workspace is not None:
             self._workspace_pods[target.workspace][(target.pod_name, target.pod_uid)] += 1
+        on = self.pod_of(target)
+        return on is not None and (before is None or before.labels != target.labels or self.pod_of(before) != on)
 
     def remove(self, uid: str) -> Target | None:
         target = self.targets.pop(uid, None)

@@ -98,9 +98,11 @@ def _drive() -> Harness:
     h.scheduler.binder = h.api
     h.create(run(_m("reserve-conflict"), ns=NS, runtime=RT, labels={LABEL: _m("r")}))
     h.drain(retries=True)
-    # Wake-ups from both sources.
+    # Wake-ups from every source.
     h.scheduler.on_pod(pod(_m("not-ready"), ns=NS, runtime=RT, capacity={"runs": 10, RES: 5}), event="MODIFIED")
     h.api.finish((NS, _m("x")), "Succeeded", NOW)
+    h.drain(retries=True)
+    h.create(run(_m("cohort"), ns=NS, runtime=RT, labels={LABEL: _m("absent")}))  # the target "affinity" waits for
     h.drain(retries=True)
     return h
 
@@ -156,7 +158,7 @@ def test_the_drive_produced_every_declared_label_value(scraped) -> None:
 def test_the_declared_sets_are_constants_of_the_code() -> None:
     for values in (metrics.RESULTS, metrics.STAGES, metrics.SOURCES, *FILTER_REASONS.values()):
         assert values and all(isinstance(v, str) and v.isascii() for v in values)
-    assert set(metrics.SOURCES) == {"runtime_pod", "capacity_released"}
+    assert set(metrics.SOURCES) == {"runtime_pod", "capacity_released", "affinity_target"}  # SPEC §3.8
     assert set(metrics.STAGES) == {"reserve", "bind"}
 
 
