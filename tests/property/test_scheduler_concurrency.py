@@ -12,7 +12,7 @@ Checked continuously by a monitor thread and again at the end:
 - at the end: no Run Pending, no assumption left, and the incrementally kept usage
   equals the usage recomputed from the API's final state.
 
-Two deliberate choices, both because of known bugs (see the xfail tests):
+Two deliberate choices, both working around behaviour pinned by the unit tests named below:
 - "runtimed" finishes only Runs whose Scheduled version the scheduler's informer has
   delivered, as the real runtimed acts on its own watch; finishing a Run the instant
   the API shows it Scheduled can race the binding worker's event delivery, which

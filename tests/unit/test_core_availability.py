@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from kruntimes.api import ingest
 from kruntimes.scheduler.config import SchedulerConfig
 from kruntimes.scheduler.plugins import availability as av
 from tests.builders import NOW, active, assume, cache_of, plan, pod, run, verdicts
@@ -57,7 +58,6 @@ def test_a_missing_heartbeat_is_stale() -> None:
         "an annotation ahead of now is fresh"])
 def test_the_heartbeat_annotation_read_from_a_pod_decides_freshness(annotation: str | None,
                                                                     reason: str | None) -> None:
-    ingest = pytest.importorskip("kruntimes.api.ingest")
     annotations = {"kruntimes.io/capacity.runs": "4"}
     if annotation is not None:
         annotations["kruntimes.io/runtimed-heartbeat"] = annotation

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kruntimes.api import ingest
 from kruntimes.scheduler.config import SchedulerConfig
 from kruntimes.scheduler.plugins import availability as av
 from tests.builders import active, assume, cache_of, plan, pod, run, verdicts
@@ -83,7 +84,6 @@ def test_a_pod_with_a_malformed_capacity_annotation_is_not_schedulable() -> None
 
 
 def test_a_malformed_capacity_annotation_read_from_a_pod_makes_it_unschedulable_with_a_bounded_reason() -> None:
-    ingest = pytest.importorskip("kruntimes.api.ingest")
     info = ingest.pod_info({"metadata": {"name": "p", "namespace": "ns", "uid": "u",
                                          "labels": {"kruntimes.io/runtime": "rt"},
                                          "annotations": {"kruntimes.io/capacity.runs": "1.5",
@@ -160,7 +160,6 @@ def test_releasing_a_function_frees_its_capacity() -> None:
 
 
 def test_an_old_active_run_with_a_malformed_request_counts_only_its_runs_default() -> None:
-    ingest = pytest.importorskip("kruntimes.api.ingest")
     old = ingest.run_info({
         "metadata": {"name": "old", "namespace": "ns", "uid": "u-old"},
         "spec": {"runtime": "rt", "mode": {"task": {"args": []}},

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from kruntimes.api import ingest
 from kruntimes.memory.api import MemoryApi
 from kruntimes.scheduler import status as st
 from kruntimes.scheduler import validation
@@ -165,7 +166,6 @@ OBJECT_CASES: list[tuple[str, dict[str, Any], str]] = [
 
 @pytest.mark.parametrize("spec, field", [c[1:] for c in OBJECT_CASES], ids=[c[0] for c in OBJECT_CASES])
 def test_a_malformed_run_object_becomes_terminal_failed_naming_the_field(spec: dict[str, Any], field: str) -> None:
-    ingest = pytest.importorskip("kruntimes.api.ingest")
     info = ingest.run_info({"metadata": {"name": "bad", "namespace": "ns", "uid": "u-bad"}, "spec": spec})
     assert info.problems
     h = Harness()
