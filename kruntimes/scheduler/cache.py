@@ -1,11 +1,11 @@
 """The cluster cache: pods, Runs and assumptions, with usage maintained incrementally.
 
 Everything a cycle reads lives here, guarded by one lock: the projections the
-informers deliver, the assumed cache, per-pod usage (active Runs plus assumptions),
-the affinity target index and the indexes that say which parked Pending Runs an
-event wakes (`parking`). Usage is kept up
-to date on every mutation, so a cycle never walks the Run list; that is what keeps
-per-cycle cost flat in the number of active Runs.
+informers deliver, the assumed cache, per-pod usage (active Runs plus assumptions,
+both by pod UID), the affinity target index and the indexes that say which parked
+Pending Runs an event wakes (`parking`). Usage is kept up to date on every
+mutation, so a cycle never walks the Run list; that is what keeps per-cycle cost
+flat in the number of active Runs.
 
 Every mutation is handed to the recorder (`recording`) while the lock is held,
 which assigns its log sequence number at the moment the change happens. "The state a cycle saw" is
