@@ -186,7 +186,7 @@ class Rebuilder:
         except (KeyError, TypeError, AttributeError) as exc:
             raise errors.CorruptRecord(record.lsn, f"the assumption cannot be decoded: {exc!r}") from exc
         run = self.cache.run((a.namespace, a.run_name))
-        if run is None or run.uid != a.run_uid or not self.cache.reserve(run, a.pod_name):
+        if run is None or run.uid != a.run_uid or not self.cache.reserve(run, a.pod_name, a.pod_uid):
             why = _why_not(self.cache, run, a) or "the cache refuses it"
             raise errors.InconsistentHistory(
                 record.lsn, f"reserving Run {a.namespace}/{a.run_name} on pod {a.pod_name} cannot succeed on the "
@@ -219,6 +219,8 @@ def _why_not(cache: ClusterCache, run: RunInfo | None, a: Any) -> str | None:
     view = cache.pod_view(a.namespace, a.pod_name)
     if view is None:
         return "the pod is not there"
+    if view.info.uid != a.pod_uid:
+        return f"the pod of that name is uid {view.info.uid}, the assumption names uid {a.pod_uid}"
     short = [f"{r} needs {q}, {view.free.get(r, 0)} free" for r, q in run.requests if view.free.get(r, -1) < q]
     return "; ".join(short) if short else None
 

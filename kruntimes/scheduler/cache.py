@@ -1,10 +1,11 @@
 """The cluster cache: pods, Runs and assumptions, with usage maintained incrementally.
 
 Everything a cycle reads lives here, guarded by one lock: the projections the
-informers deliver, the assumed cache, per-pod usage (active Runs plus assumptions),
-the affinity target index and the runtime index of Pending Runs. Usage is kept up
-to date on every mutation, so a cycle never walks the Run list; that is what keeps
-per-cycle cost flat in the number of active Runs.
+informers deliver, the assumed cache, per-pod usage (active Runs plus assumptions,
+both by pod UID), the affinity target index and the indexes that say which parked
+Pending Runs an event wakes (`parking`). Usage is kept up to date on every
+mutation, so a cycle never walks the Run list; that is what keeps per-cycle cost
+flat in the number of active Runs.
 
 Every mutation is handed to the recorder (`recording`) while the lock is held,
 which assigns its log sequence number at the moment the change happens. "The state a cycle saw" is
@@ -17,24 +18,20 @@ from __future__ import annotations
 import bisect
 import threading
 from datetime import datetime
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from kruntimes.scheduler import assumed as assumed_mod
-from kruntimes.scheduler import wake_rules
+from kruntimes.scheduler import parking, wake_rules
 from kruntimes.scheduler.config import SchedulerConfig
+from kruntimes.scheduler.parking import (SOURCE_CAPACITY_RELEASED, SOURCE_RUNTIME_POD, RunKey,  # noqa: F401
+                                         Wakeup)
+from kruntimes.scheduler.plugins.affinity import AFFINITY_UNSATISFIED
 from kruntimes.scheduler.projection import Assumption, PodInfo, RunInfo
 from kruntimes.scheduler.recording import CountingRecorder, Recorder, settles
 from kruntimes.scheduler.snapshot import Snapshot
 from kruntimes.scheduler.targets import NamespaceTargets, target_of
 from kruntimes.scheduler.slots import Group as _Group, Slot as _Slot, add as _add
 from kruntimes.scheduler.views import PodView, make_view
-
-RunKey = tuple[str, str]
-#: A wake-up: the Pending Run key to enqueue and the metric source that emitted it
-#: (None when a Run event enqueues that Run itself, which is not a counted wake-up).
-Wakeup = tuple[RunKey, str | None]
-SOURCE_RUNTIME_POD = "runtime_pod"
-SOURCE_CAPACITY_RELEASED = "capacity_released"
 
 
 class ClusterCache:
@@ -49,6 +46,7 @@ class ClusterCache:
         self._slots: dict[tuple[str, str], _Slot] = {}
         self._groups: dict[tuple[str, str], _Group] = {}
         self._targets: dict[str, NamespaceTargets] = {}
+        self._parking = parking.Parking(self._groups)
 
     # -- recording ---------------------------------------------------------------
     def _record(self, kind: str, data: dict[str, Any]) -> int:
@@ -90,7 +88,8 @@ class ClusterCache:
         if cached and slot.view is not None:
             return slot.view
         # A what-if with another default is built, never cached.
-        view = make_view(slot.info, slot.actual_for(slot.info.uid), slot.assumed, config.default_runs_capacity)
+        uid = slot.info.uid
+        view = make_view(slot.info, slot.actual_for(uid), slot.assumed_for(uid), config.default_runs_capacity)
         if cached:
             slot.view = view
         return view
@@ -125,15 +124,6 @@ class ClusterCache:
     def _group(self, ns: str, runtime: str) -> _Group:
         return self._groups.get((ns, runtime)) or self._groups.setdefault((ns, runtime), _Group())
 
-    def _wake(self, ns: str, runtime: str | None, source: str) -> list[Wakeup]:
-        group = self._groups.get((ns, runtime)) if runtime is not None else None
-        if group is None:
-            return []
-        group.wakes += 1
-        names = sorted(group.parked)
-        group.parked.clear()
-        return [((ns, name), source) for name in names]
-
     def _runtime_of_pod(self, ns: str, pod_name: str | None) -> str | None:
         slot = self._slots.get((ns, pod_name)) if pod_name else None
         return slot.info.runtime if slot and slot.info else None
@@ -155,9 +145,12 @@ class ClusterCache:
                 group.invalidate()
             slot.info = info
             self._touch(ns, slot)
+            self._ns_targets(ns).pod_seen(info.name, info.uid)
             self._record("mutation", {"kind": "Pod", "event": event, "object": info})
-            if old is None or wake_rules.availability_changed(old, info, now, self.config):
-                return self._wake(ns, info.runtime, SOURCE_RUNTIME_POD)
+            # A new UID under a known name (a DELETE was missed) is a new pod: nothing that
+            # counted on the earlier one counts here, so what fits may have changed.
+            if old is None or old.uid != info.uid or wake_rules.availability_changed(old, info, now, self.config):
+                return self._parking.wake_runtime(ns, info.runtime, SOURCE_RUNTIME_POD)
             return []
 
     @settles
@@ -172,8 +165,9 @@ class ClusterCache:
             slot.view = None
             if slot.empty():
                 del self._slots[(namespace, name)]
+            self._ns_targets(namespace).pod_gone(name)
             self._record("mutation", {"kind": "Pod", "event": "DELETED", "object": info})
-            return self._wake(namespace, info.runtime, SOURCE_RUNTIME_POD)
+            return self._parking.wake_runtime(namespace, info.runtime, SOURCE_RUNTIME_POD)
 
     def _leave_group(self, ns: str, info: PodInfo) -> None:
         group = self._groups.get((ns, info.runtime))
@@ -218,15 +212,7 @@ class ClusterCache:
         run = new or old
         assert run is not None
         ns = run.namespace
-        was = (ns, old.runtime) if old is not None and old.eligible else None
-        now = (ns, new.runtime) if new is not None and new.eligible else None
-        if was != now:
-            left = self._groups.get(was) if was else None
-            if left is not None and old is not None:
-                left.pending.discard(old.name)
-                left.parked.discard(old.name)
-            if now is not None and new is not None:
-                self._group(*now).pending.add(new.name)
+        moved = self._parking.move_pending(old, new, self._group)
         wakeups: list[Wakeup] = []
         if old is not None and old.active:
             self._charge(old, -1)
@@ -234,21 +220,21 @@ class ClusterCache:
             self._charge(new, 1)
         if old is not None and old.active and not (new is not None and new.active):
             runtime = self._runtime_of_pod(ns, old.pod_name) or old.runtime
-            wakeups = self._wake(ns, runtime, SOURCE_CAPACITY_RELEASED)
+            wakeups = self._parking.wake_runtime(ns, runtime, SOURCE_CAPACITY_RELEASED)
         assumption = self.assumed.get((ns, run.uid))
         if assumption is not None:
             why = assumed_mod.handoff(assumption, new)
             if why is not None:
-                self._drop(assumption, why)
+                wakeups += self._drop(assumption, why)
                 if why != assumed_mod.DROP_OBSERVED:
                     # The Run ended, vanished or moved before its bind was seen: the
                     # capacity it held on the assumed pod is free now.
                     runtime = self._runtime_of_pod(ns, assumption.pod_name)
-                    wakeups += [w for w in self._wake(ns, runtime, SOURCE_CAPACITY_RELEASED)
+                    wakeups += [w for w in self._parking.wake_runtime(ns, runtime, SOURCE_CAPACITY_RELEASED)
                                 if w[0][1] != run.name and w not in wakeups]
-        self._refresh_target(ns, run.uid)
-        if new is not None and new.eligible and (was != now or not wake_rules.status_only(old, new)
-                                                 or new.name not in self._group(ns, new.runtime).parked):
+        wakeups += self._refresh_target(ns, run.uid)
+        if new is not None and new.eligible and (moved or not wake_rules.status_only(old, new)
+                                                 or not self._parking.parked(new)):
             # The Run itself: enqueued, not a counted wake-up. A parked Run whose update
             # is only the scheduler's own status write stays parked: nothing it is
             # planned on changed. An unparked one may have been skipped waiting for
@@ -256,26 +242,23 @@ class ClusterCache:
             wakeups.append(((ns, new.name), None))
         return wakeups
 
-    # -- parking (the runtime index's unschedulable Runs) ------------------------------------
-    def wakes(self, run: RunInfo) -> int:
-        """How many wake-ups the Run's runtime has seen; read at the start of a cycle."""
-        group = self._groups.get((run.namespace, run.runtime))
-        return group.wakes if group is not None else 0
+    # -- parking (SPEC §3.1; the indexes live in `parking`) ----------------------------------
+    def wakes(self, run: RunInfo) -> parking.Seen:
+        """What the Run's runtime and namespace have seen of wake-ups; read at the start of a cycle."""
+        return self._parking.seen(run)
 
-    def park(self, run: RunInfo, wakes_seen: int) -> bool:
-        """Park an unschedulable Run until a pod or capacity event wakes its runtime.
+    def park(self, run: RunInfo, wakes_seen: parking.Seen,
+             rejections: Iterable[tuple[str, str] | None] = ()) -> bool:
+        """Park an unschedulable Run until an event that can change its answer wakes it.
 
+        `rejections` are its cycle's (plugin, reason) per pod: a Run some pod rejected
+        for unsatisfied required affinity also waits for a target that satisfies it.
         False when a wake-up happened since the cycle started: the caller must
         requeue the Run, because the event it waited for may already have passed.
         """
         with self.lock:
-            group = self._groups.get((run.namespace, run.runtime))
-            if group is None or run.name not in group.pending:
-                return True
-            if group.wakes != wakes_seen:
-                return False
-            group.parked.add(run.name)
-            return True
+            cohort = any(r is not None and r[1] == AFFINITY_UNSATISFIED for r in rejections)
+            return self._parking.park(run, wakes_seen, cohort)
 
     def _charge(self, run: RunInfo, sign: int) -> None:
         assert run.pod_name is not None
@@ -288,43 +271,59 @@ class ClusterCache:
         if slot.empty():
             del self._slots[(run.namespace, run.pod_name)]
 
-    def _refresh_target(self, ns: str, uid: str) -> None:
+    def _ns_targets(self, ns: str) -> NamespaceTargets:
         targets = self._targets.get(ns)
-        if targets is None:
-            targets = self._targets[ns] = NamespaceTargets()
+        return targets if targets is not None else self._targets.setdefault(ns, NamespaceTargets())
+
+    def _refresh_target(self, ns: str, uid: str) -> list[Wakeup]:
+        """Re-index the Run as a target; one that lands on a pod wakes the waiters it satisfies."""
+        targets = self._ns_targets(ns)
         key = self._run_by_uid.get((ns, uid))
         target = target_of(self._runs.get(key) if key else None, self.assumed.get((ns, uid)))
         if target is None:
             targets.remove(uid)
-        else:
-            targets.put(target)
+            return []
+        if not targets.put(target):
+            return []
+        pod = self.pod((ns, target.pod_name))
+        assert pod is not None
+        return self._parking.wake_cohort(ns, target, pod.runtime)
 
     # -- assumptions ----------------------------------------------------------------------
+    def reserve(self, run: RunInfo, pod_name: str, pod_uid: str | None = None) -> bool:
+        """Atomically re-check that `run` still fits `pod_name` given every assumption, then assume it.
+
+        With `pod_uid`, the pod of that name must still be that UID: a pod replaced
+        since the plan is another pod (SPEC §2.2).
+        """
+        return self.reserve_waking(run, pod_name, pod_uid) is not None
+
     @settles
-    def reserve(self, run: RunInfo, pod_name: str) -> bool:
-        """Atomically re-check that `run` still fits `pod_name` given every assumption, then assume it."""
+    def reserve_waking(self, run: RunInfo, pod_name: str, pod_uid: str | None = None) -> list[Wakeup] | None:
+        """`reserve`, returning None when it fails, else the Pending Runs the new target wakes (§3.1)."""
         with self.lock:
             slot = self._slots.get((run.namespace, pod_name))
             current = self._runs.get(run.key)
             if (slot is None or slot.info is None or current is None or current.uid != run.uid
+                    or (pod_uid is not None and slot.info.uid != pod_uid)
                     or not current.eligible or (run.namespace, run.uid) in self.assumed):
-                return False
+                return None
             free = self._view(slot, self.config).free
             if any(free.get(r, -1) < q for r, q in run.requests):
-                return False
+                return None
             a = Assumption(namespace=run.namespace, run_uid=run.uid, run_name=run.name,
                            pod_name=pod_name, pod_uid=slot.info.uid, requests=run.requests,
                            labels=run.labels, affinity=run.affinity, workspace=run.workspace)
-            self._assume(a)
+            wakeups = self._assume(a)
             self._record("reserve", {"assumption": a})
-            return True
+            return wakeups
 
-    def _assume(self, a: Assumption) -> None:
+    def _assume(self, a: Assumption) -> list[Wakeup]:
         self.assumed.add(a)
         slot = self._slot(a.namespace, a.pod_name)
-        _add(slot.assumed, a.requests, 1)
+        slot.charge_assumed(a.pod_uid, a.requests, 1)
         self._touch(a.namespace, slot)
-        self._refresh_target(a.namespace, a.run_uid)
+        return self._refresh_target(a.namespace, a.run_uid)
 
     @settles
     def release(self, namespace: str, run_uid: str, why: str) -> list[Wakeup]:
@@ -333,23 +332,24 @@ class ClusterCache:
             a = self.assumed.get((namespace, run_uid))
             if a is None:
                 return []
-            self._unassume(a)
+            wakeups = self._unassume(a)
             self._record("release", {"namespace": namespace, "run_uid": run_uid, "why": why})
-            return [w for w in self._wake(namespace, self._runtime_of_pod(namespace, a.pod_name),
+            return wakeups + [w for w in self._parking.wake_runtime(namespace, self._runtime_of_pod(namespace, a.pod_name),
                                           SOURCE_CAPACITY_RELEASED) if w[0][1] != a.run_name]
 
-    def _drop(self, a: Assumption, why: str) -> None:
-        self._unassume(a)
+    def _drop(self, a: Assumption, why: str) -> list[Wakeup]:
+        wakeups = self._unassume(a)
         self._record("drop", {"namespace": a.namespace, "run_uid": a.run_uid, "why": why})
+        return wakeups
 
-    def _unassume(self, a: Assumption) -> None:
+    def _unassume(self, a: Assumption) -> list[Wakeup]:
         self.assumed.pop(a.key)
         slot = self._slot(a.namespace, a.pod_name)
-        _add(slot.assumed, a.requests, -1)
+        slot.charge_assumed(a.pod_uid, a.requests, -1)
         self._touch(a.namespace, slot)
         if slot.empty():
             del self._slots[(a.namespace, a.pod_name)]
-        self._refresh_target(a.namespace, a.run_uid)
+        return self._refresh_target(a.namespace, a.run_uid)
 
     # -- whole-state views -------------------------------------------------------------------
     def restore(self, state: dict[str, Any], lsn: int) -> None:

@@ -173,11 +173,15 @@ class Scheduler:
             wakes_seen = cache.wakes(run)
             snapshot = cache.snapshot(run, self.clock())
             outcome = self.planner.plan(snapshot)
-            reserved = outcome.status == out.SCHEDULED and cache.reserve(run, outcome.chosen or "")
+            # The new assumption is an affinity target: it wakes the Runs waiting for it (§3.1).
+            woken = (cache.reserve_waking(run, outcome.chosen or "", outcome.chosen_uid)
+                     if outcome.status == out.SCHEDULED else None)
+            reserved = woken is not None
+        self._enqueue(woken or ())
         for plugin, reason, n in outcome.rejection_counts():
             self.metrics.filter_rejections.labels(plugin=plugin, reason=reason).inc(n)
         result = self._act(key, run, outcome, reserved)
-        if result == "unschedulable" and not cache.park(run, wakes_seen):
+        if result == "unschedulable" and not cache.park(run, wakes_seen, outcome.rejections):
             self.queue.add(key)  # its runtime was woken mid-cycle: try again now
         duration = time.perf_counter() - started
         self.metrics.cycle_duration.observe(duration)

@@ -1,7 +1,10 @@
 """Usage slots and runtime groups: the cluster cache's bookkeeping, one concept each.
 
 A `Slot` holds what counts on one (namespace, pod name): the pod's projection,
-active usage by assignment UID and assumed usage, and its cached view. A `Group`
+active and assumed usage, both by pod UID, and its cached view. Usage is filed
+under the UID it names, so a pod re-added under the same name with a new UID
+(after a missed DELETE) is a new pod with none of the earlier pod's usage
+(SPEC §2.2 "One pod identity everywhere"). A `Group`
 holds the pods of one (namespace, runtime), their views patched in place between
 snapshots, and the runtime index of Pending Runs. Both are mutated only under the
 cluster cache lock.
@@ -33,7 +36,7 @@ class Slot:
     def __init__(self) -> None:
         self.info: PodInfo | None = None
         self.actual: dict[str | None, dict[str, int]] = {}  # by assignment.podUID (None: name only)
-        self.assumed: dict[str, int] = {}
+        self.assumed: dict[str, dict[str, int]] = {}  # by the assumption's pod UID
         self.view: PodView | None = None
 
     def actual_for(self, uid: str) -> dict[str, int]:
@@ -44,6 +47,16 @@ class Slot:
         merged = dict(by_uid or {})
         add(merged, tuple(by_name.items()), 1)
         return merged
+
+    def assumed_for(self, uid: str) -> dict[str, int]:
+        """Assumed usage on the pod with `uid`: assumptions made onto another UID never count."""
+        return self.assumed.get(uid) or {}
+
+    def charge_assumed(self, uid: str, amounts: tuple[tuple[str, int], ...], sign: int) -> None:
+        usage = self.assumed.setdefault(uid, {})
+        add(usage, amounts, sign)
+        if not usage:
+            del self.assumed[uid]
 
     def empty(self) -> bool:
         return self.info is None and not self.actual and not self.assumed

@@ -6,6 +6,14 @@ selector"; answering that by walking every Run would make a cycle's cost grow wi
 the number of active Runs, so targets are indexed by (label key, value) and by
 label key, and a selector is answered from the index, checking the full selector
 only against the candidates the index returns.
+
+A target is on the pod its assignment's `podUID` names (SPEC §2.2, "One pod
+identity everywhere"): the index knows the UID of the current pod of every name
+in the namespace, and a target whose UID no current pod has is on no pod - it
+matches nothing, repels nothing and binds no workspace until (if ever) that pod
+is observed again. An assignment without a UID is on the current pod of its name.
+Answers are therefore sets of pod UIDs, which a Filter compares with the UID of
+the view it is handed.
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from kruntimes.scheduler.projection import Assumption, RunInfo, Selector, Term
 
@@ -24,6 +32,7 @@ class Target:
     name: str
     labels: Mapping[str, str]
     pod_name: str
+    pod_uid: str | None  # None: an assignment by name only
     required_anti: tuple[Term, ...]
     workspace: str | None
     assumed: bool
@@ -37,13 +46,31 @@ class NamespaceTargets:
         self._by_label: defaultdict[tuple[str, str], set[str]] = defaultdict(set)
         self._by_key: defaultdict[str, set[str]] = defaultdict(set)
         self._anti_holders: set[str] = set()
-        self._workspace_pods: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        self._workspace_pods: defaultdict[str, Counter[tuple[str, str | None]]] = defaultdict(Counter)
+        self._pod_uids: dict[str, str] = {}  # name -> UID of the namespace's current pods (every runtime)
 
     def __len__(self) -> int:
         return len(self.targets)
 
-    def put(self, target: Target) -> None:
-        self.remove(target.uid)
+    # -- the namespace's pods -------------------------------------------------------------
+    def pod_seen(self, name: str, uid: str) -> None:
+        self._pod_uids[name] = uid
+
+    def pod_gone(self, name: str) -> None:
+        self._pod_uids.pop(name, None)
+
+    def pod_of(self, target: Target) -> str | None:
+        """The UID of the current pod `target` is on, or None when it is on no pod."""
+        current = self._pod_uids.get(target.pod_name)
+        if current is None or (target.pod_uid is not None and target.pod_uid != current):
+            return None
+        return current
+
+    # -- targets ----------------------------------------------------------------------------
+    def put(self, target: Target) -> bool:
+        """Index `target`. True when it is on a pod and that pod or its labels changed:
+        then it may satisfy a Run waiting for its cohort (SPEC §3.1 `affinity_target`)."""
+        before = self.remove(target.uid)
         self.targets[target.uid] = target
         for key, value in target.labels.items():
             self._by_label[(key, value)].add(target.uid)
@@ -51,7 +78,9 @@ class NamespaceTargets:
         if target.required_anti:
             self._anti_holders.add(target.uid)
         if target.workspace is not None:
-            self._workspace_pods[target.workspace][target.pod_name] += 1
+            self._workspace_pods[target.workspace][(target.pod_name, target.pod_uid)] += 1
+        on = self.pod_of(target)
+        return on is not None and (before is None or before.labels != target.labels or self.pod_of(before) != on)
 
     def remove(self, uid: str) -> Target | None:
         target = self.targets.pop(uid, None)
@@ -63,18 +92,38 @@ class NamespaceTargets:
         self._anti_holders.discard(uid)
         if target.workspace is not None:
             pods = self._workspace_pods[target.workspace]
-            pods[target.pod_name] -= 1
-            if pods[target.pod_name] <= 0:
-                del pods[target.pod_name]
+            at = (target.pod_name, target.pod_uid)
+            pods[at] -= 1
+            if pods[at] <= 0:
+                del pods[at]
             if not pods:
                 del self._workspace_pods[target.workspace]
         return target
 
-    def select(self, selector: Selector | None, exclude_uid: str) -> Iterable[Target]:
-        """Targets matching `selector` (Kubernetes semantics), never the excluded Run itself."""
-        if selector is None:
-            return ()
+    def select(self, selector: Selector | None, exclude_uid: str) -> list[Target]:
+        """Targets on a current pod matching `selector` (Kubernetes semantics), never the excluded Run."""
+        return self.select_all((selector,), exclude_uid)
+
+    def select_all(self, selectors: Sequence[Selector | None], exclude_uid: str) -> list[Target]:
+        """Targets on a current pod matching every one of `selectors`; none when `selectors` is empty."""
+        if not selectors or any(s is None for s in selectors):
+            return []
         candidates: set[str] | None = None
+        for selector in selectors:
+            candidates = self._candidates(selector, candidates)  # type: ignore[arg-type]
+        uids: Iterable[str] = self.targets.keys() if candidates is None else candidates
+        found = []
+        for uid in uids:
+            if uid == exclude_uid:
+                continue
+            target = self.targets[uid]
+            if self.pod_of(target) is not None and all(
+                    s.matches(target.labels) for s in selectors):  # type: ignore[union-attr, arg-type]
+                found.append(target)
+        return found
+
+    def _candidates(self, selector: Selector, candidates: set[str] | None) -> set[str] | None:
+        """Narrow `candidates` (None: every target) by what the label index can answer for `selector`."""
         for key, value in selector.match_labels:
             candidates = _narrow(candidates, self._by_label.get((key, value), set()))
         for req in selector.match_expressions:
@@ -85,28 +134,39 @@ class NamespaceTargets:
                 candidates = _narrow(candidates, found)
             elif req.operator == "Exists":
                 candidates = _narrow(candidates, self._by_key.get(req.key, set()))
-        uids: Iterable[str] = self.targets.keys() if candidates is None else candidates
-        return [t for uid in uids if uid != exclude_uid
-                for t in (self.targets[uid],) if selector.matches(t.labels)]  # type: ignore[arg-type]
+        return candidates
 
     def pods_matching(self, selector: Selector | None, exclude_uid: str) -> frozenset[str]:
-        return frozenset(t.pod_name for t in self.select(selector, exclude_uid))
+        """UIDs of the pods holding a target that matches `selector`."""
+        return self.pods_of(self.select(selector, exclude_uid))
+
+    def pods_of(self, targets: Iterable[Target]) -> frozenset[str]:
+        return frozenset(uid for t in targets for uid in (self.pod_of(t),) if uid is not None)
 
     def pods_rejecting(self, labels: Mapping[str, str], exclude_uid: str) -> frozenset[str]:
-        """Pods holding a target whose own required anti-affinity matches `labels` (symmetry)."""
+        """UIDs of the pods holding a target whose own required anti-affinity matches `labels` (symmetry)."""
         pods = set()
         for uid in self._anti_holders:
             if uid == exclude_uid:
                 continue
             target = self.targets[uid]
-            if any(term.selector is not None and term.selector.matches(labels)  # type: ignore[arg-type]
-                   for term in target.required_anti):
-                pods.add(target.pod_name)
+            pod_uid = self.pod_of(target)
+            if pod_uid is not None and any(term.selector is not None and term.selector.matches(labels)  # type: ignore[arg-type]
+                                           for term in target.required_anti):
+                pods.add(pod_uid)
         return frozenset(pods)
 
     def workspace_pods(self, workspace: str) -> frozenset[str]:
+        """UIDs of the current pods an active or assumed Run of `workspace` is on."""
         pods = self._workspace_pods.get(workspace)
-        return frozenset(pods) if pods else frozenset()
+        if not pods:
+            return frozenset()
+        found = set()
+        for name, uid in pods:
+            current = self._pod_uids.get(name)
+            if current is not None and (uid is None or uid == current):
+                found.add(current)
+        return frozenset(found)
 
 
 def _narrow(current: set[str] | None, found: set[str]) -> set[str]:
@@ -130,9 +190,9 @@ def target_of(run: RunInfo | None, assumption: Assumption | None) -> Target | No
     if run is not None and run.active:
         assert run.pod_name is not None
         return Target(uid=run.uid, name=run.name, labels=frozen_labels(run.labels), pod_name=run.pod_name,
-                      required_anti=run.affinity.required_anti, workspace=run.workspace, assumed=False)
+                      pod_uid=run.pod_uid, required_anti=run.affinity.required_anti, workspace=run.workspace, assumed=False)
     if assumption is not None:
         return Target(uid=assumption.run_uid, name=assumption.run_name, labels=frozen_labels(assumption.labels),
-                      pod_name=assumption.pod_name, required_anti=assumption.affinity.required_anti,
+                      pod_name=assumption.pod_name, pod_uid=assumption.pod_uid, required_anti=assumption.affinity.required_anti,
                       workspace=assumption.workspace, assumed=True)
     return None

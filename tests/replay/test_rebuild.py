@@ -60,6 +60,34 @@ def test_restore_rebuilds_usage_targets_and_assumptions_from_a_checkpoints_three
     assert a | {"snapshot_lsn": 0} == b | {"snapshot_lsn": 0}
 
 
+def test_restore_keeps_runs_and_assumptions_on_an_earlier_pod_uid_on_no_pod() -> None:
+    # SPEC §2.2 one pod identity: pod "a" re-added under a new UID (a missed DELETE). The
+    # checkpoint holds only projections, so the UID keying is rebuilt, not stored.
+    live = ClusterCache(SchedulerConfig())
+    live.upsert_pod(pod("a", uid="uid-a-1"), now=NOW)
+    live.upsert_pod(pod("b"), now=NOW)
+    live.upsert_run(active("old", on="a", pod_uid="uid-a-1", labels={"team": "red"},
+                           affinity=affinity(anti=[sel(team="blue")]), workspace="ws"))
+    assumed = run("assumed", labels={"team": "red"})
+    live.upsert_run(assumed)
+    assert live.reserve(assumed, "a", "uid-a-1")
+    live.upsert_pod(pod("a", uid="uid-a-2"), now=NOW)
+    rebuilt = ClusterCache(SchedulerConfig())
+    rebuilt.restore(live.state(), lsn=7)
+    assert rebuilt.state() == live.state()
+    assert _views(rebuilt) == _views(live) and rebuilt.usage("ns", "a") == {}
+    planner = Planner(SchedulerConfig())
+    for probe in (run("blue", labels={"team": "blue"}, workspace="ws"),
+                  run("red", affinity=affinity(required=[sel(team="red")]))):
+        outcomes = []
+        for cache in (live, rebuilt):
+            cache.upsert_run(probe)
+            with cache.lock:
+                outcomes.append(planner.plan(cache.snapshot(probe, NOW)).encode() | {"snapshot_lsn": 0})
+        assert outcomes[0] == outcomes[1]
+        assert outcomes[0]["status"] == ("scheduled" if probe.name == "blue" else "unschedulable")
+
+
 def _mid_deletion_journal(tmp_path: Path) -> tuple[str, int, int]:
     """A Run deleted in the record right before a checkpoint; then a cycle that needs its capacity."""
     url = f"sqlite:///{tmp_path}/j.db"

@@ -25,11 +25,14 @@ def test_required_affinity_counts_assumed_targets() -> None:
     assert verdicts(outcome) == {"a": af.AFFINITY_UNSATISFIED, "b": af.AFFINITY_UNSATISFIED, "c": None}
 
 
-def test_every_required_affinity_term_must_match_a_target_on_the_pod() -> None:
+def test_every_required_affinity_term_must_match_one_and_the_same_target_on_the_pod() -> None:
+    # SPEC §3.3 amended 2026-12-01 (kube's rule): t2 and t3 on "b" each match one term,
+    # which does not add up to a satisfying target; t4 on "c" matches both.
     cache = cache_of(PODS, [active("t1", "a", labels={"app": "db"}), active("t2", "b", labels={"app": "db"}),
-                            active("t3", "b", labels={"app": "cache"})])
-    outcome = plan(cache, run("r", affinity=affinity(required=[sel(app="db"), sel(app="cache")])))
-    assert verdicts(outcome) == {"a": af.AFFINITY_UNSATISFIED, "b": None, "c": af.AFFINITY_UNSATISFIED}
+                            active("t3", "b", labels={"tier": "cache"}),
+                            active("t4", "c", labels={"app": "db", "tier": "cache"})])
+    outcome = plan(cache, run("r", affinity=affinity(required=[sel(app="db"), sel(tier="cache")])))
+    assert verdicts(outcome) == {"a": af.AFFINITY_UNSATISFIED, "b": af.AFFINITY_UNSATISFIED, "c": None}
 
 
 def test_targets_of_other_namespaces_never_count() -> None:

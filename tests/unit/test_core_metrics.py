@@ -101,9 +101,11 @@ def _drive() -> Harness:
     h.scheduler.binder = h.api
     h.create(run(_m("reserve-conflict"), ns=NS, runtime=RT, labels={LABEL: _m("r")}))
     h.drain(retries=True)
-    # Wake-ups from both sources.
+    # Wake-ups from every source.
     h.scheduler.on_pod(pod(_m("not-ready"), ns=NS, runtime=RT, capacity={"runs": 10, RES: 5}), event="MODIFIED")
     h.api.finish((NS, _m("x")), "Succeeded", NOW)
+    h.drain(retries=True)
+    h.create(run(_m("cohort"), ns=NS, runtime=RT, labels={LABEL: _m("absent")}))  # the target "affinity" waits for
     h.drain(retries=True)
     return h
 
@@ -149,11 +151,7 @@ def test_the_drive_produced_every_declared_label_value(scraped) -> None:
     _, families = scraped
     assert _values(families, "kruntimes_scheduler_schedule_results", "result") == set(metrics.RESULTS)
     assert _values(families, "kruntimes_scheduler_reservation_conflicts", "stage") == set(metrics.STAGES)
-    # `affinity_target` (SPEC §3.1) is emitted by the affinity wake-up index, which issue 12
-    # lands on another branch; once it is merged the drive emits it and this exception goes.
-    not_emitted_yet = {"affinity_target"}
-    assert _values(families, "kruntimes_scheduler_pending_run_wakeups", "source") == (
-        set(metrics.SOURCES) - not_emitted_yet)
+    assert _values(families, "kruntimes_scheduler_pending_run_wakeups", "source") == set(metrics.SOURCES)
     pairs = {(dict(s.labels)["plugin"], dict(s.labels)["reason"]) for f in families
              if f.name == "kruntimes_scheduler_filter_rejections" for s in f.samples
              if s.name.endswith("_total") and s.value > 0}

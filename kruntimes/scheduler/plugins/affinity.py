@@ -1,15 +1,25 @@
 """RunAffinity: required Run-to-Run affinity and anti-affinity (SPEC §3.3.2).
 
 Targets are active and assumed Runs of the namespace, so a cohort sees its
-earlier members before their binds are observed. PreFilter turns each term into
-the set of pods holding a matching target (from the label index, not by walking
-Runs), so Filter is a set lookup per pod.
+earlier members before their binds are observed. PreFilter turns the terms into
+sets of pod UIDs (from the label index, not by walking Runs), so Filter is a set
+lookup per pod.
 
-The bootstrap rule is kube-scheduler's: when no required term has a matching
-target anywhere in the namespace and the Run's own labels match every term, the
-Run seeds its cohort and affinity passes everywhere. Nothing else bootstraps: two
-Runs that each require only the other's labels wait, with an affinity reason,
-until a matching target appears.
+The semantics are kube-scheduler's InterPodAffinity, with the Runtime Pod as the
+only topology (SPEC §3.3, amended 2026-12-01):
+
+- required affinity: a target *satisfies* the Run when it matches ALL of the
+  Run's required terms, and the pod must hold at least one satisfying target;
+  targets that each match some of the terms do not add up to one;
+- bootstrap: when no target anywhere in the namespace (any pod, available or not)
+  satisfies the Run and the Run's own labels match all its required terms, the
+  Run seeds its cohort and affinity passes everywhere. Nothing else bootstraps:
+  two Runs that each require only the other's labels wait, with an affinity
+  reason, until a satisfying target appears;
+- required anti-affinity: each term on its own rejects the pods holding a target
+  it matches;
+- symmetry: a target whose own required anti-affinity matches the incoming Run
+  rejects its pod.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ EXISTING_ANTI_AFFINITY = "existing run anti-affinity"
 
 @dataclass(frozen=True, slots=True)
 class _State:
+    # Sets of pod UIDs.
     allowed: frozenset[str] | None  # None: required affinity passes on every pod
     anti: frozenset[str]
     symmetric: frozenset[str]
@@ -43,11 +54,11 @@ class RunAffinity:
         labels = run.label_map()
         allowed: frozenset[str] | None = None
         if aff.required:
-            per_term = [targets.pods_matching(t.selector, uid) for t in aff.required]
-            seeds_cohort = not any(per_term) and all(
-                t.selector is not None and t.selector.matches(labels) for t in aff.required)
+            selectors = [t.selector for t in aff.required]
+            satisfying = targets.select_all(selectors, uid)
+            seeds_cohort = not satisfying and all(s is not None and s.matches(labels) for s in selectors)
             if not seeds_cohort:
-                allowed = frozenset.intersection(*per_term)
+                allowed = targets.pods_of(satisfying)
         anti = frozenset().union(*(targets.pods_matching(t.selector, uid) for t in aff.required_anti))
         symmetric = targets.pods_rejecting(labels, uid)
         if allowed is None and not anti and not symmetric:
@@ -60,12 +71,12 @@ class RunAffinity:
             return [None] * len(pods)
         verdicts: list[str | None] = []
         for view in pods:
-            name = view.info.name
-            if st.allowed is not None and name not in st.allowed:
+            uid = view.info.uid  # targets are on pods by UID (SPEC §2.2)
+            if st.allowed is not None and uid not in st.allowed:
                 verdicts.append(AFFINITY_UNSATISFIED)
-            elif name in st.anti:
+            elif uid in st.anti:
                 verdicts.append(ANTI_AFFINITY)
-            elif name in st.symmetric:
+            elif uid in st.symmetric:
                 verdicts.append(EXISTING_ANTI_AFFINITY)
             else:
                 verdicts.append(None)

@@ -29,7 +29,7 @@ WORKSPACE_ELSEWHERE = "workspace bound to another pod"
 @dataclass(frozen=True, slots=True)
 class _State:
     fresh_since: datetime
-    workspace_pods: frozenset[str]
+    workspace_pods: frozenset[str]  # pod UIDs
 
 
 class RuntimePodAvailability:
@@ -60,7 +60,7 @@ class RuntimePodAvailability:
                 append(before)
             elif heartbeat is None or heartbeat < since:
                 append(STALE)
-            elif bound and view.info.name not in bound:
+            elif bound and view.info.uid not in bound:
                 append(WORKSPACE_ELSEWHERE)
             else:
                 append(after)

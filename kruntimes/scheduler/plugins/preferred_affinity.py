@@ -21,7 +21,7 @@ class PreferredRunAffinity:
     name = "PreferredRunAffinity"
 
     def pre_filter(self, snapshot: Snapshot, run: RunInfo) -> Mapping[str, int]:
-        raw: dict[str, int] = {}
+        raw: dict[str, int] = {}  # by pod UID
         aff = run.affinity
         for sign, weighted in ((1, aff.preferred), (-1, aff.preferred_anti)):
             for wt in weighted:
@@ -33,7 +33,7 @@ class PreferredRunAffinity:
         raw: Mapping[str, int] = state.of(self.name)
         if not raw:
             return [0] * len(pods)
-        return [raw.get(view.info.name, 0) for view in pods]
+        return [raw.get(view.info.uid, 0) for view in pods]
 
     def normalize(self, state: CycleState, raws: Sequence[int]) -> list[int]:  # type: ignore[override]
         if not state.of(self.name):
