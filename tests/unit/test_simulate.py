@@ -53,10 +53,13 @@ spec: {{runtime: r}}
 
 
 def test_heartbeats_are_judged_against_now() -> None:
-    pod = (EXAMPLES / "cohort.yaml").read_text()
+    docs = load_documents([("cohort.yaml", (EXAMPLES / "cohort.yaml").read_text())])
     later = datetime(2026, 11, 29, 13, 0, tzinfo=timezone.utc)
-    placements = simulate(load_documents([("cohort.yaml", pod)]), later)
-    assert all(p.phase != "Scheduled" for p in placements)
+    assert "Scheduled" in [p.phase for p in simulate(docs, NOW)]  # the same pods are fresh at NOW
+    placements = simulate(docs, later)
+    assert [(p.name, p.phase, p.reason) for p in placements if p.name != "typo"] == [
+        (name, "Pending", "0/3 runtime pods available: 3 runtimed stale")
+        for name in ("train-1", "train-2", "web-1", "web-2", "web-3", "train-3")]
 
 
 @pytest.mark.parametrize("text, needle", [
