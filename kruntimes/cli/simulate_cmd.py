@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from rich.console import Console
 from rich.table import Table
 
+from kruntimes import bounded_yaml
 from kruntimes.api.ingest import parse_time
 from kruntimes.simulate import InputError, load_documents, simulate
 
@@ -35,10 +36,10 @@ def run(args: argparse.Namespace) -> int:
             return 2
         now = parsed
     try:
-        sources = [("<stdin>", sys.stdin.read()) if name == "-" else (name, _read(name))
-                   for name in args.filename]
+        sources = [("<stdin>", bounded_yaml.read_text("<stdin>", sys.stdin.buffer)) if name == "-"
+                   else (name, bounded_yaml.read_text(name)) for name in args.filename]
         placements = simulate(load_documents(sources), now)
-    except InputError as exc:
+    except (InputError, bounded_yaml.Unreadable) as exc:
         print(f"kruntimes simulate: {exc}", file=sys.stderr)
         return 2
     if args.json:
@@ -52,10 +53,3 @@ def run(args: argparse.Namespace) -> int:
     Console().print(table)
     return 0
 
-
-def _read(name: str) -> str:
-    try:
-        with open(name, encoding="utf-8") as fh:
-            return fh.read()
-    except OSError as exc:
-        raise InputError(f"{name}: cannot read ({exc.strerror})") from exc
