@@ -63,7 +63,7 @@ def test_heartbeats_are_judged_against_now() -> None:
 
 
 @pytest.mark.parametrize("text, needle", [
-    ("a: [", "x.yaml line 1: not valid YAML"),
+    ("a: b\n  c: d\n", "x.yaml line 2: not valid YAML"),
     ("- 1\n- 2\n", "x.yaml document 1: expected a Kubernetes object"),
     ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n", "x.yaml document 1: unsupported object"),
     ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n", "has no kruntimes.io/runtime label"),
