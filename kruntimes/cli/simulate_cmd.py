@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import datetime, timezone
 
 from rich.console import Console
 from rich.table import Table
 
 from kruntimes import bounded_yaml
-from kruntimes.api.ingest import parse_time
+from kruntimes.cli import times
 from kruntimes.simulate import InputError, load_documents, simulate
 
 
@@ -21,20 +20,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                    "against the Runtime Pods in the same files.")
     p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
                    help="YAML file with v1 Pods and kruntimes.io/v1alpha1 Runs ('-' for stdin); repeatable")
-    p.add_argument("--now", help="judge runtimed heartbeats at this RFC 3339 time (default: now)")
+    p.add_argument("--now", help="judge runtimed heartbeats at this time: RFC 3339 (no zone means UTC) "
+                                 "or an age such as 2h (default: now)")
     p.add_argument("--json", action="store_true", help="print a JSON list in input order")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    now = datetime.now(timezone.utc)
-    if args.now:
-        parsed = parse_time(args.now)
-        if parsed is None:
-            print(f"kruntimes simulate: --now {args.now!r} is not an RFC 3339 time with a zone "
-                  "(e.g. 2026-11-29T12:00:00Z)", file=sys.stderr)
-            return 2
-        now = parsed
+    try:
+        now = times.parse(args.now or "now", what="--now")
+    except times.NotATime as exc:
+        print(f"kruntimes simulate: {exc}", file=sys.stderr)
+        return 2
     try:
         sources = [("<stdin>", bounded_yaml.read_text("<stdin>", sys.stdin.buffer)) if name == "-"
                    else (name, bounded_yaml.read_text(name)) for name in args.filename]

@@ -83,9 +83,9 @@ def test_the_cli_reports_bad_input_on_stderr_with_exit_code_2() -> None:
     assert "<stdin> document 1: unsupported object" in result.stderr
 
 
-def test_the_cli_rejects_a_now_without_a_zone() -> None:
+def test_the_cli_rejects_a_now_that_is_not_a_time() -> None:
     result = _cli("simulate", "-f", str(EXAMPLES / "cohort.yaml"), "--now", "yesterday")
-    assert result.returncode == 2 and "RFC 3339" in result.stderr
+    assert result.returncode == 2 and "--now 'yesterday' is not a time: use RFC 3339" in result.stderr
 
 
 ONE_SLOT_POD = """apiVersion: v1
