@@ -151,6 +151,9 @@ def load_all(name: str, text: str) -> Iterator[tuple[int, Any]]:
         loader = _BoundedLoader(text)  # the reader refuses control characters here, at once
     except yaml.YAMLError as exc:
         raise Unreadable(_message(name, 0, exc)) from exc
+    except UnicodeEncodeError as exc:  # a lone surrogate: only text built in Python, never a file, has one
+        raise Unreadable(f"{name}: not valid YAML (character U+{ord(exc.object[exc.start]):04X} at offset "
+                         f"{exc.start} is not allowed in YAML)") from exc
     number = 0
     try:
         while True:
