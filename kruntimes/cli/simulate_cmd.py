@@ -8,6 +8,7 @@ import sys
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from kruntimes import bounded_yaml
 from kruntimes.cli import times
@@ -46,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     for column in ("NAMESPACE", "RUN", "PHASE", "POD", "REASON"):
         table.add_column(column)
     for p in placements:
-        table.add_row(p.namespace, p.name, p.phase, p.pod or "-", p.reason or "")
+        # Text, not markup: names and reasons are the user's, and "[/b]" in them is not a style.
+        table.add_row(*(Text(cell) for cell in (p.namespace, p.name, p.phase, p.pod or "-", p.reason or "")))
     Console().print(table)
     return 0
 

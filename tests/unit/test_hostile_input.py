@@ -68,6 +68,14 @@ def test_a_binary_file_given_to_simulate_is_a_one_line_error_naming_it(tmp_path:
     _one_line_error(_cli("simulate", "-f", "-", stdin=path.read_bytes()), "simulate", "<stdin>: not UTF-8 text")
 
 
+def test_a_name_and_a_reason_that_look_like_markup_are_printed_as_they_are() -> None:
+    text = ('apiVersion: kruntimes.io/v1alpha1\nkind: Run\nmetadata: {name: "[/b]x", namespace: n}\n'
+            'spec: {runtime: r, resources: {requests: {runs: "[red]"}}}\n')
+    result = _cli("simulate", "-f", "-", stdin=text.encode())
+    assert result.returncode == 0, result.stderr
+    assert "[/b]x" in result.stdout and "\"[red]\"" in result.stdout  # rich wraps at spaces only
+
+
 def test_a_billion_laughs_file_is_a_clear_error_within_a_few_hundred_megabytes(tmp_path: Path) -> None:
     path = tmp_path / "laughs.yaml"
     path.write_text(BILLION_LAUGHS)
