@@ -86,13 +86,14 @@ def simulate(documents: list[tuple[str, dict[str, Any]]], now: datetime,
         meta = _metadata(where, doc)
         namespace, name = meta.get("namespace") or "default", meta["name"]
         uid = meta.get("uid") or f"{namespace}/{name}"
-        _once(seen, (kind, namespace, name), where, f"{kind} {namespace}/{name} is already in {{}}")
-        _once(seen, (kind, "uid", uid), where, f"{kind} {namespace}/{name} has uid {uid!r}, as does {{}}")
+        shown = f"{kind} {_plain(namespace)}/{_plain(name)}"
+        _once(seen, (kind, namespace, name), where, f"{shown} is already in")
+        _once(seen, (kind, "uid", uid), where, f"{shown} has uid {describe_input(uid, 63)}, as does")
         _status(where, doc)
         if kind == "Pod":
             pod = ingest.pod_info({**doc, "metadata": {**meta, "uid": uid}})
             if pod is None:
-                raise InputError(f"{where}: pod {name} has no {models.RUNTIME_LABEL} label, "
+                raise InputError(f"{where}: pod {_plain(name)} has no {models.RUNTIME_LABEL} label, "
                                  "so it is not a Runtime Pod")
             cache.upsert_pod(pod, now=now)
         else:
@@ -145,7 +146,7 @@ def _status(where: str, doc: dict[str, Any]) -> None:
 def _once(seen: dict[tuple[str, ...], str], key: tuple[str, ...], where: str, problem: str) -> None:
     """Each object once: an API server holds one object per key, so a second is a mistake."""
     if key in seen:
-        raise InputError(f"{where}: {problem.format(seen[key])}; each object may appear once")
+        raise InputError(f"{where}: {problem} {seen[key]}; each object may appear once")
     seen[key] = where
 
 

@@ -141,8 +141,11 @@ def test_an_unparsable_creation_timestamp_is_an_error_naming_the_file_and_docume
     (ONE_SLOT_POD, "y.yaml document 1: Pod n/p is already in x.yaml document 1"),
     ("apiVersion: kruntimes.io/v1alpha1\nkind: Run\nmetadata: {name: u, namespace: n, uid: x}\n---\n"
      "apiVersion: kruntimes.io/v1alpha1\nkind: Run\nmetadata: {name: v, namespace: n, uid: x}\n",
-     "y.yaml document 2: Run n/v has uid 'x', as does y.yaml document 1"),
-], ids=["a Run", "a Runtime Pod", "a uid"])
+     'y.yaml document 2: Run n/v has uid "x", as does y.yaml document 1'),
+    ("apiVersion: kruntimes.io/v1alpha1\nkind: Run\nmetadata: {name: '{0}{x}', namespace: n}\n---\n"
+     "apiVersion: kruntimes.io/v1alpha1\nkind: Run\nmetadata: {name: '{0}{x}', namespace: n}\n",
+     "y.yaml document 2: Run n/{0}{x} is already in y.yaml document 1"),
+], ids=["a Run", "a Runtime Pod", "a uid", "a name with braces"])
 def test_an_object_given_twice_is_an_error_naming_both_documents(text: str, needle: str) -> None:
     with pytest.raises(InputError) as caught:
         simulate(load_documents([("x.yaml", ONE_SLOT_POD + _runs(("a", '"2026-11-29T09:00:00Z"'))),
