@@ -156,18 +156,21 @@ def _creation_time(where: str, value: Any) -> datetime:
         return ZERO_TIME
     if isinstance(value, datetime):
         # YAML 1.1: a timestamp without a zone is UTC.
-        return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
-    parsed = ingest.parse_time(value) if isinstance(value, str) else None
+        parsed: datetime | None = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    else:
+        parsed = ingest.parse_time(value) if isinstance(value, str) else None
     if parsed is None:
         raise InputError(f"{where}: metadata.creationTimestamp {describe_input(value)} is not an RFC 3339 "
                          "time with a zone (e.g. 2026-11-29T10:00:00Z)")
-    return parsed
+    try:
+        return parsed.astimezone(timezone.utc)
+    except OverflowError:  # 0001-01-01T00:30:00+01:00 is before the first instant Python can hold
+        raise InputError(f"{where}: metadata.creationTimestamp {describe_input(value)} is outside "
+                         "the years 1 to 9999 in UTC") from None
 
 
 def _rfc3339(instant: datetime) -> str:
-    if instant == ZERO_TIME:
-        return ""
-    return instant.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    return "" if instant == ZERO_TIME else instant.isoformat().replace("+00:00", "Z")
 
 
 def _placement(cache: ClusterCache, run: RunInfo, outcome: out.CycleOutcome) -> Placement:

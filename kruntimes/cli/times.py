@@ -33,7 +33,7 @@ def parse(text: str, *, now: datetime | None = None, what: str = "time") -> date
         if age:
             return (now - timedelta(**{_UNITS[age.group(2)]: int(age.group(1))})).astimezone(timezone.utc)
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except (ValueError, OverflowError):  # OverflowError: an age beyond the calendar, such as 99999999d
+        return parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed.astimezone(timezone.utc)
+    except (ValueError, OverflowError):  # OverflowError: beyond the calendar, such as 99999999d
         raise NotATime(f"{what} {text!r} is not a time: use RFC 3339 (2026-11-29T10:00:00Z;"
                        " no zone means UTC) or an age such as 30m, 2h, 1d") from None
-    return parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed.astimezone(timezone.utc)

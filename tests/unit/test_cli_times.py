@@ -36,8 +36,9 @@ def test_a_time_is_read_as_the_instant_it_names_in_utc(text: str, expected: date
     assert parsed == expected and parsed.utcoffset() == timedelta(0)
 
 
-@pytest.mark.parametrize("text", ["yesterday", "", "10x", "99999999999d", "2026-13-01"],
-                         ids=["a word", "nothing", "an unknown unit", "an age beyond the calendar", "no such month"])
+@pytest.mark.parametrize("text", ["yesterday", "", "10x", "99999999999d", "2026-13-01", "0001-01-01T00:30:00+01:00"],
+                         ids=["a word", "nothing", "an unknown unit", "an age beyond the calendar", "no such month",
+                              "an instant before year 1 in UTC"])
 def test_text_that_is_not_a_time_is_an_error_naming_the_option(text: str) -> None:
     with pytest.raises(times.NotATime, match=r"^--since .* is not a time: use RFC 3339"):
         times.parse(text, now=NOW, what="--since")
