@@ -20,6 +20,8 @@ one ``Unreadable`` whose message names the file (and document and line, when kno
 Kubernetes objects are far inside these limits: the API server refuses request bodies
 over 3 MiB, and a Run or a kubeconfig has a few dozen to a few thousand nodes.
 sigs.k8s.io/yaml, which kubectl uses, refuses "excessive aliasing" for the same reason.
+The SPEC says nothing of input files; its preamble sends us to what a user of a
+Kubernetes scheduler expects, and kubectl answers such files with an error, not a crash.
 """
 
 from __future__ import annotations
