@@ -120,8 +120,9 @@ class _BoundedLoader(yaml.composer.Composer, yaml.constructor.SafeConstructor, y
             return super().construct_object(node, deep)
         except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError) as exc:
             shown = node.value[:40] if isinstance(node.value, str) else ""
-            tag = node.tag.removeprefix("tag:yaml.org,2002:")
-            raise yaml.constructor.ConstructorError(None, None, f"cannot read {shown!r} as !!{tag} ({exc})",
+            tag = node.tag.removeprefix("tag:yaml.org,2002:")[:40]
+            reason = " ".join(str(exc).split())[:80]  # int("...") repeats the whole value
+            raise yaml.constructor.ConstructorError(None, None, f"cannot read {shown!r} as !!{tag} ({reason})",
                                                     node.start_mark) from exc
 
 
