@@ -191,7 +191,9 @@ def _message(name: str, number: int, exc: yaml.YAMLError) -> str:
     if isinstance(exc, _Bounded):
         return f"{where}: {exc.problem} (document {number})"
     parts = [getattr(exc, "context", None), getattr(exc, "problem", None)]
-    problem = "; ".join(p for p in parts if p) or type(exc).__name__
+    problem = " ".join("; ".join(p for p in parts if p).split()) or type(exc).__name__
+    if len(problem) > 200:  # PyYAML quotes tags and anchors whole, and a file may hold a 16 MiB one
+        problem = problem[:199] + "…"
     return f"{where}: not valid YAML ({problem})"
 
 

@@ -131,16 +131,17 @@ def test_describing_a_list_that_contains_itself_shows_its_start() -> None:
     ("a: !!python/object:os.system x\n", "line 1: not valid YAML (could not determine a constructor"),
     ("a: b\x00\n", "x.yaml: not valid YAML (character U+0000 at offset 4 is not allowed in YAML)"),
     ("a: \ud800\n", "x.yaml: not valid YAML (character U+D800 at offset 3 is not allowed in YAML)"),
+    ("a: !" + "t" * 100_000 + " x\n", "line 1: not valid YAML (could not determine a constructor for the tag '!ttt"),
     ("---\na: 1\n---\nb: &b [[1, 2, 3]]\nc: [" + ", ".join(["*b"] * 25_000) + "]\n",
      "line 5: a document of more than 100,000 nodes (aliases counted as the nodes they stand for) (document 2)"),
 ], ids=["a recursive alias", "deep nesting", "an explicit tag on the wrong value", "a day that does not exist",
-        "a Python tag", "a control character", "a lone surrogate in text built in Python",
+        "a Python tag", "a control character", "a lone surrogate in text built in Python", "a long unknown tag",
         "many aliases of a small node"])
 def test_hostile_yaml_is_an_error_naming_the_file_and_line(text: str, needle: str) -> None:
     with pytest.raises(bounded_yaml.Unreadable) as caught:
         list(bounded_yaml.load_all("x.yaml", text))
     assert str(caught.value).startswith("x.yaml") and needle in str(caught.value)
-    assert "\n" not in str(caught.value)
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < 300
 
 
 def test_the_nodes_of_a_file_are_bounded_across_its_documents(monkeypatch: pytest.MonkeyPatch) -> None:
