@@ -181,3 +181,8 @@ def test_a_document_of_the_wrong_shape_is_an_error_naming_it(text: str, needle: 
     with pytest.raises(InputError) as caught:
         simulate(load_documents([("x.yaml", text)]), NOW)
     assert str(caught.value).startswith("x.yaml document 1: ") and needle in str(caught.value)
+
+
+def test_a_run_without_a_creation_timestamp_is_placed_first_as_kube_reads_a_zero_time() -> None:
+    text = _runs(("a", '"2026-11-29T10:00:00Z"'), ("b", "null"))
+    assert _first_scheduled(text) == "b"
