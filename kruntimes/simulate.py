@@ -5,22 +5,35 @@ loads them into a cluster cache exactly as the informers would, then schedules
 every Pending Run once, in creation order, through the same planner and the same
 reserve/assume path as the live scheduler - each Run sees the assumptions of the
 Runs before it. Nothing is bound and nothing is written.
+
+Creation order is the order of instants (then namespace, then name), whatever form the
+timestamp takes: RFC 3339 text with any offset or fraction (as ``metav1.Time`` reads it),
+or the datetime PyYAML makes of an unquoted timestamp. The input is a user's file, not
+an API server's answer, so what the API server would guarantee is checked here, with an
+error naming the document: one object per kind/namespace/name, one per uid, metadata
+and status of the types the planner's ingest reads (SPEC §2.2: a malformed *spec* is
+the Run's own Failed outcome; a malformed *file* is the user's error). Files are read
+through ``bounded_yaml``, so a hostile file is an error too, never a traceback.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Iterable
 
-import yaml
-
+from kruntimes import bounded_yaml
 from kruntimes.api import ingest, models
+from kruntimes.api.quantity import describe_input
 from kruntimes.scheduler import outcome as out
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
 from kruntimes.scheduler.framework import Planner
 from kruntimes.scheduler.projection import RunInfo
+
+
+# A Run without a creationTimestamp sorts first: Go's zero metav1.Time, as kube would read it.
+ZERO_TIME = datetime.min.replace(tzinfo=timezone.utc)
 
 
 class InputError(ValueError):
@@ -45,18 +58,15 @@ def load_documents(sources: Iterable[tuple[str, str]]) -> list[tuple[str, dict[s
     documents = []
     for name, text in sources:
         try:
-            loaded = list(yaml.safe_load_all(text))
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            at = f" line {mark.line + 1}" if mark is not None else ""
-            raise InputError(f"{name}{at}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from exc
-        for i, doc in enumerate(loaded, start=1):
-            if doc is None:
-                continue
-            where = f"{name} document {i}"
-            if not isinstance(doc, dict):
-                raise InputError(f"{where}: expected a Kubernetes object (a mapping), got {type(doc).__name__}")
-            documents.append((where, doc))
+            for i, doc in bounded_yaml.load_all(name, text):
+                if doc is None:
+                    continue
+                where = f"{name} document {i}"
+                if not isinstance(doc, dict):
+                    raise InputError(f"{where}: expected a Kubernetes object (a mapping), got {type(doc).__name__}")
+                documents.append((where, doc))
+        except bounded_yaml.Unreadable as exc:
+            raise InputError(str(exc)) from exc
     return documents
 
 
@@ -66,32 +76,101 @@ def simulate(documents: list[tuple[str, dict[str, Any]]], now: datetime,
     cache = ClusterCache(config)
     planner = Planner(config)
     runs: list[RunInfo] = []
+    created: dict[tuple[str, str], datetime] = {}
+    seen: dict[tuple[str, ...], str] = {}  # (kind, namespace, name) and (kind, uid) -> where
     for where, doc in documents:
         kind, api_version = doc.get("kind"), doc.get("apiVersion")
-        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
         if (api_version, kind) not in (("v1", "Pod"), (models.API_VERSION, "Run")):
-            raise InputError(f"{where}: unsupported object {api_version}/{kind}; "
+            raise InputError(f"{where}: unsupported object {_plain(api_version)}/{_plain(kind)}; "
                              f"expected v1/Pod or {models.API_VERSION}/Run")
-        if not meta.get("name"):
-            raise InputError(f"{where}: metadata.name is required")
-        uid = meta.get("uid") or f"{meta.get('namespace') or 'default'}/{meta['name']}"
-        doc = {**doc, "metadata": {**meta, "uid": uid}}
+        meta = _metadata(where, doc)
+        namespace, name = meta.get("namespace") or "default", meta["name"]
+        uid = meta.get("uid") or f"{namespace}/{name}"
+        shown = f"{kind} {_plain(namespace)}/{_plain(name)}"
+        _once(seen, (kind, namespace, name), where, f"{shown} is already in")
+        _once(seen, (kind, "uid", uid), where, f"{shown} has uid {describe_input(uid, 63)}, as does")
+        _status(where, doc)
         if kind == "Pod":
-            pod = ingest.pod_info(doc)
+            pod = ingest.pod_info({**doc, "metadata": {**meta, "uid": uid}})
             if pod is None:
-                raise InputError(f"{where}: pod {meta['name']} has no {models.RUNTIME_LABEL} label, "
+                raise InputError(f"{where}: pod {_plain(name)} has no {models.RUNTIME_LABEL} label, "
                                  "so it is not a Runtime Pod")
             cache.upsert_pod(pod, now=now)
         else:
-            run = ingest.run_info(doc)
+            instant = _creation_time(where, meta.get("creationTimestamp"))
+            run = ingest.run_info({**doc, "metadata": {**meta, "uid": uid, "creationTimestamp": _rfc3339(instant)}})
+            created[run.key] = instant
             cache.upsert_run(run)
             runs.append(run)
     results: dict[tuple[str, str], Placement] = {}
-    for run in sorted((r for r in runs if r.eligible), key=lambda r: (r.created, r.namespace, r.name)):
+    for run in sorted((r for r in runs if r.eligible), key=lambda r: (created[r.key], r.namespace, r.name)):
         with cache.lock:
             outcome = planner.plan(cache.snapshot(run, now))
         results[run.key] = _placement(cache, run, outcome)
     return [results.get(r.key) or Placement(r.namespace, r.name, r.phase, r.pod_name, None) for r in runs]
+
+
+def _plain(value: Any) -> str:
+    """A short string as it is; anything else as a bounded rendering."""
+    return value if isinstance(value, str) and len(value) <= 63 else describe_input(value, 63)
+
+
+def _metadata(where: str, doc: dict[str, Any]) -> dict[str, Any]:
+    """metadata with the types the API server guarantees; name is required."""
+    meta = doc.get("metadata")
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise InputError(f"{where}: metadata must be a mapping, got {describe_input(meta)}")
+    if not meta.get("name"):
+        raise InputError(f"{where}: metadata.name is required")
+    for field in ("name", "namespace", "uid"):
+        if meta.get(field) is not None and not isinstance(meta[field], str):
+            raise InputError(f"{where}: metadata.{field} must be a string, got {describe_input(meta[field])}")
+    for field in ("labels", "annotations"):
+        if meta.get(field) is not None and not isinstance(meta[field], dict):
+            raise InputError(f"{where}: metadata.{field} must be a mapping, got {describe_input(meta[field])}")
+    return meta
+
+
+def _status(where: str, doc: dict[str, Any]) -> None:
+    status = doc.get("status")
+    if status is None:
+        return
+    if not isinstance(status, dict):
+        raise InputError(f"{where}: status must be a mapping, got {describe_input(status)}")
+    if status.get("conditions") is not None and not isinstance(status["conditions"], list):
+        raise InputError(f"{where}: status.conditions must be a list, got {describe_input(status['conditions'])}")
+
+
+def _once(seen: dict[tuple[str, ...], str], key: tuple[str, ...], where: str, problem: str) -> None:
+    """Each object once: an API server holds one object per key, so a second is a mistake."""
+    if key in seen:
+        raise InputError(f"{where}: {problem} {seen[key]}; each object may appear once")
+    seen[key] = where
+
+
+def _creation_time(where: str, value: Any) -> datetime:
+    """The instant a Run was created: RFC 3339 text, or a timestamp PyYAML has already read."""
+    if value is None:
+        return ZERO_TIME
+    if isinstance(value, datetime):
+        # YAML 1.1: a timestamp without a zone is UTC.
+        parsed: datetime | None = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    else:
+        parsed = ingest.parse_time(value) if isinstance(value, str) else None
+    if parsed is None:
+        raise InputError(f"{where}: metadata.creationTimestamp {describe_input(value)} is not an RFC 3339 "
+                         "time with a zone (e.g. 2026-11-29T10:00:00Z)")
+    try:
+        return parsed.astimezone(timezone.utc)
+    except OverflowError:  # 0001-01-01T00:30:00+01:00 is before the first instant Python can hold
+        raise InputError(f"{where}: metadata.creationTimestamp {describe_input(value)} is outside "
+                         "the years 1 to 9999 in UTC") from None
+
+
+def _rfc3339(instant: datetime) -> str:
+    return "" if instant == ZERO_TIME else instant.isoformat().replace("+00:00", "Z")
 
 
 def _placement(cache: ClusterCache, run: RunInfo, outcome: out.CycleOutcome) -> Placement:

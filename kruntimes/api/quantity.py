@@ -20,8 +20,10 @@ integers it produces and never load the Kubernetes client.
 import json
 import math
 import re
+from datetime import date, time, timedelta
 from decimal import Decimal, localcontext
 from fractions import Fraction
+from typing import Iterator
 
 from kubernetes.utils.quantity import parse_quantity
 
@@ -57,12 +59,83 @@ class InvalidQuantity(ValueError):
 
 
 def describe_input(value: object, limit: int = 40) -> str:
-    """Render a user-supplied value for a message: JSON-like, and never unbounded."""
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=repr)
-    except (TypeError, ValueError, RecursionError):
-        text = object.__repr__(value)
+    """Render a user-supplied value for a message: JSON-like, and never unbounded.
+
+    The value may be anything a YAML file holds, including a "billion laughs" graph of
+    shared lists that stands for 10**9 nodes, or a list that contains itself. So it is
+    rendered piece by piece, without recursion, and rendering stops as soon as more
+    than ``limit`` characters are out: the work depends on ``limit``, never on the
+    value. Up to the cut, the text is what ``json.dumps`` would print; sets and
+    other objects without a JSON form are shown by their type.
+    """
+    out: list[str] = []
+    size = 0
+    stack: list[Iterator[object]] = [iter((value,))]
+    while stack and size <= limit:
+        item = next(stack[-1], _END)
+        if item is _END:
+            stack.pop()
+        elif isinstance(item, _Text):
+            out.append(item)
+            size += len(item)
+        elif isinstance(item, dict):
+            stack.append(_mapping_parts(item, limit))
+        elif isinstance(item, (list, tuple)):
+            stack.append(_sequence_parts(item))
+        else:
+            text = _scalar(item, limit - size + 1)
+            out.append(text)
+            size += len(text)
+    text = "".join(out)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class _Text(str):
+    """Punctuation and keys: emitted as they are, never rendered again."""
+
+
+_END = object()
+
+
+def _sequence_parts(items: list[object] | tuple[object, ...]) -> Iterator[object]:
+    yield _Text("[")
+    for i, item in enumerate(items):
+        if i:
+            yield _Text(", ")
+        yield item
+    yield _Text("]")
+
+
+def _mapping_parts(mapping: dict[object, object], limit: int) -> Iterator[object]:
+    yield _Text("{")
+    for i, (key, item) in enumerate(mapping.items()):
+        if i:
+            yield _Text(", ")
+        shown = key[: limit + 1] if isinstance(key, str) else _scalar(key, limit + 1).strip('"')
+        yield _Text(json.dumps(shown, ensure_ascii=False) + ": ")
+        yield item
+    yield _Text("}")
+
+
+def _scalar(value: object, room: int) -> str:
+    """JSON text of one value that is not a list or mapping; at least ``room`` characters if it is longer."""
+    if value is None or isinstance(value, (bool, float)):
+        return json.dumps(value)
+    if isinstance(value, int):
+        try:
+            return str(value)
+        except ValueError:  # more digits than Python will convert
+            return f"<an integer of {value.bit_length():,} bits>"
+    if isinstance(value, str):
+        return json.dumps(value[:room], ensure_ascii=False)
+    if isinstance(value, (bytes, bytearray)):
+        return json.dumps(repr(bytes(value[:room])))
+    if isinstance(value, (Decimal, Fraction, date, time, timedelta)):
+        return json.dumps(repr(value)[:room])
+    if isinstance(value, (set, frozenset)):
+        # Iteration order follows string hashing, so no items: a message must be the same on every run.
+        return f"<a set of {len(value):,} items>"
+    return f"<{type(value).__name__}>"
 
 
 def parse_count(value: object) -> int:

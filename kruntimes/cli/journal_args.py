@@ -12,10 +12,9 @@ import argparse
 import functools
 import json
 import os
-import re
 import sys
 from collections.abc import Callable
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +22,10 @@ import sqlalchemy as sa
 from alembic.util import CommandError
 from sqlalchemy import exc as sa_exc
 
+from kruntimes.cli import times
 from kruntimes.journal import backends, errors
 
 URL_ENV = "KRUNTIMES_JOURNAL_URL"
-_DURATION = re.compile(r"(\d+)\s*(s|m|h|d|w)", re.ASCII)
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
 class UsageError(Exception):
@@ -83,22 +81,10 @@ def parse_key(text: str, what: str = "NAMESPACE/NAME") -> tuple[str, str]:
 
 def parse_time(text: str, *, now: datetime | None = None, what: str = "time") -> datetime:
     """An instant from RFC 3339 / ISO 8601 (no zone means UTC), ``now``, or an age like ``90m``, ``2h``, ``1d``."""
-    value = text.strip()
-    now = now or datetime.now(timezone.utc)
-    if value == "now":
-        return now
-    age = _DURATION.fullmatch(value)
-    if age:
-        return now - timedelta(**{_UNITS[age.group(2)]: int(age.group(1))})
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        try:
-            parsed = datetime.combine(date.fromisoformat(value), datetime.min.time())
-        except ValueError:
-            raise UsageError(f"{what} {text!r} is not a time: use RFC 3339 (2026-11-29T10:00:00Z;"
-                             " no zone means UTC) or an age such as 30m, 2h, 1d") from None
-    return parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed.astimezone(timezone.utc)
+        return times.parse(text, now=now, what=what)
+    except times.NotATime as exc:
+        raise UsageError(str(exc)) from None
 
 
 def print_json(value: Any) -> None:

@@ -21,9 +21,10 @@ from typing import Any, Callable
 
 import kubernetes.client
 import kubernetes.config
+import yaml
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
-from kruntimes import gctuning
+from kruntimes import bounded_yaml, gctuning
 from kruntimes.cli import journal_args
 from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO
 from kruntimes.cluster import logs
@@ -36,6 +37,7 @@ from kruntimes.scheduler.config import ConfigError
 log = logging.getLogger("kruntimes.cli.scheduler")
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+KUBECONFIG_DEFAULT = "~/.kube/config"
 
 
 class UsageError(Exception):
@@ -184,14 +186,47 @@ def api_client(args: argparse.Namespace, pool_size: int) -> kubernetes.client.Ap
         if not args.kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
             kubernetes.config.load_incluster_config(client_configuration=configuration)
         else:
-            kubernetes.config.load_kube_config(config_file=args.kubeconfig, context=args.context,
-                                               client_configuration=configuration)
+            paths = args.kubeconfig or KUBECONFIG_DEFAULT
+            check_kubeconfig(paths)
+            try:
+                kubernetes.config.load_kube_config(config_file=paths, context=args.context,
+                                                   client_configuration=configuration)
+            except (kubernetes.config.ConfigException, OSError, yaml.YAMLError,
+                    ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
+                # The client trusts the file's shape: a cluster entry that is a number fails deep inside it.
+                raise UsageError(f"kubeconfig {paths}: not usable ({_first_line(exc)}); pass --kubeconfig PATH "
+                                 "or run in a pod") from exc
     except (kubernetes.config.ConfigException, OSError) as exc:
-        raise UsageError(f"no usable Kubernetes configuration ({exc}); pass --kubeconfig PATH or run in a pod") \
-            from exc
+        raise UsageError(f"no usable Kubernetes configuration ({_first_line(exc)}); pass --kubeconfig PATH "
+                         "or run in a pod") from exc
     # Three watches, the elector and every worker each hold a connection at times.
     configuration.connection_pool_maxsize = pool_size
     return kubernetes.client.ApiClient(configuration)
+
+
+def check_kubeconfig(paths: str) -> None:
+    """Read each kubeconfig the client will read, bounded, so a bad file is one line naming it.
+
+    The client reads with ``yaml.safe_load`` and formats its entries into strings: a
+    binary file raised ``UnicodeDecodeError``, an alias bomb would exhaust memory, and a
+    file that is a list raised ``TypeError``. Like the client (and kubectl), ``paths``
+    may list several files separated by ``os.pathsep``; missing ones are skipped.
+    """
+    for path in paths.split(os.pathsep):
+        path = os.path.expanduser(path)
+        if not path or not os.path.exists(path):
+            continue
+        try:
+            config = bounded_yaml.load(path, bounded_yaml.read_text(path))
+        except bounded_yaml.Unreadable as exc:
+            raise UsageError(f"kubeconfig {exc}") from exc
+        if config is not None and not isinstance(config, dict):
+            raise UsageError(f"kubeconfig {path}: not a kubeconfig (expected a YAML mapping, got a "
+                             f"{type(config).__name__})")
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def check_journal(url: str | None) -> None:

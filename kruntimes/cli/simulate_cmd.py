@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import datetime, timezone
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from kruntimes.api.ingest import parse_time
+from kruntimes import bounded_yaml
+from kruntimes.cli import times
 from kruntimes.simulate import InputError, load_documents, simulate
 
 
@@ -20,25 +21,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                    "against the Runtime Pods in the same files.")
     p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
                    help="YAML file with v1 Pods and kruntimes.io/v1alpha1 Runs ('-' for stdin); repeatable")
-    p.add_argument("--now", help="judge runtimed heartbeats at this RFC 3339 time (default: now)")
+    p.add_argument("--now", help="judge runtimed heartbeats at this time: RFC 3339 (no zone means UTC) "
+                                 "or an age such as 2h (default: now)")
     p.add_argument("--json", action="store_true", help="print a JSON list in input order")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    now = datetime.now(timezone.utc)
-    if args.now:
-        parsed = parse_time(args.now)
-        if parsed is None:
-            print(f"kruntimes simulate: --now {args.now!r} is not an RFC 3339 time with a zone "
-                  "(e.g. 2026-11-29T12:00:00Z)", file=sys.stderr)
-            return 2
-        now = parsed
     try:
-        sources = [("<stdin>", sys.stdin.read()) if name == "-" else (name, _read(name))
-                   for name in args.filename]
+        now = times.parse(args.now or "now", what="--now")
+    except times.NotATime as exc:
+        print(f"kruntimes simulate: {exc}", file=sys.stderr)
+        return 2
+    try:
+        sources = [("<stdin>", bounded_yaml.read_text("<stdin>", sys.stdin.buffer)) if name == "-"
+                   else (name, bounded_yaml.read_text(name)) for name in args.filename]
         placements = simulate(load_documents(sources), now)
-    except InputError as exc:
+    except (InputError, bounded_yaml.Unreadable) as exc:
         print(f"kruntimes simulate: {exc}", file=sys.stderr)
         return 2
     if args.json:
@@ -48,14 +47,8 @@ def run(args: argparse.Namespace) -> int:
     for column in ("NAMESPACE", "RUN", "PHASE", "POD", "REASON"):
         table.add_column(column)
     for p in placements:
-        table.add_row(p.namespace, p.name, p.phase, p.pod or "-", p.reason or "")
+        # Text, not markup: names and reasons are the user's, and "[/b]" in them is not a style.
+        table.add_row(*(Text(cell) for cell in (p.namespace, p.name, p.phase, p.pod or "-", p.reason or "")))
     Console().print(table)
     return 0
 
-
-def _read(name: str) -> str:
-    try:
-        with open(name, encoding="utf-8") as fh:
-            return fh.read()
-    except OSError as exc:
-        raise InputError(f"{name}: cannot read ({exc.strerror})") from exc

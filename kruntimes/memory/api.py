@@ -6,6 +6,12 @@ HTTP 409), a successful write bumps the version, and the new object is delivered
 back to watchers like an informer would - inline, or after a delay on a delivery
 thread to model informer lag. Conflicts can be injected: a seeded fraction of
 writes find that "someone else" updated the Run first.
+
+Inline delivery happens after the write has released the API lock, like a watch:
+versions are queued under the lock, in write order, and delivered one at a time by
+whichever writer finds no delivery in progress. A watcher that is slow (or that
+writes back) therefore holds up no other writer, and still sees every Run's versions
+in the order they were written (SPEC §3.1 relies on watch order, never on timing).
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ Watcher = Callable[[RunInfo], None]
 class MemoryApi:
     def __init__(self, *, conflict_rate: float = 0.0, delay: tuple[float, float] = (0.0, 0.0),
                  seed: int = 0, error_rate: float = 0.0) -> None:
-        self._lock = threading.RLock()  # watchers may read the API back while it emits
+        self._lock = threading.RLock()
+        self._outbox: deque[RunInfo] = deque()  # inline delivery: versions in write order
+        self._delivering = False  # a thread is delivering the outbox; guarded by _lock
         self._runs: dict[tuple[str, str], RunInfo] = {}
         self._status: dict[tuple[str, str], dict[str, Any]] = {}
         self._rv = itertools.count(1)
@@ -53,6 +61,7 @@ class MemoryApi:
             stored = replace(run, resource_version=str(next(self._rv)))
             self._runs[run.key] = stored
             self._emit(stored)
+        self._flush()
         return stored
 
     def get(self, key: tuple[str, str]) -> RunInfo | None:
@@ -72,6 +81,7 @@ class MemoryApi:
         with self._lock:
             stored = self._runs[key] = replace(self._runs[key], resource_version=str(next(self._rv)))
             self._emit(stored)
+        self._flush()
         return stored
 
     def finish(self, key: tuple[str, str], phase: str, now: datetime, reason: str = "Completed") -> RunInfo:
@@ -80,6 +90,7 @@ class MemoryApi:
             body = st.terminal_status(self._status.get(key), phase, reason, f"run {phase.lower()}", now)
             stored = self._apply(self._runs[key], body)
             self._emit(stored)
+        self._flush()
         return stored
 
     # -- the Binder ------------------------------------------------------------------------
@@ -100,9 +111,10 @@ class MemoryApi:
             else:
                 self.writes += 1
                 current = self._apply(current, status)
-            # Emitted under the lock: two writers of one Run can never deliver their
+            # Queued under the lock: two writers of one Run can never deliver their
             # versions out of order (a watch never does).
             self._emit(current)
+        self._flush()
         if injected:
             raise st.Conflict(f"run {run.namespace}/{run.name} changed (resourceVersion)")
 
@@ -119,13 +131,33 @@ class MemoryApi:
 
     # -- watch delivery ----------------------------------------------------------------------
     def _emit(self, run: RunInfo) -> None:
+        """Queue a new version for delivery; called under the API lock, so in write order."""
         if self._deliverer is None:
-            for watcher in self.watchers:
-                watcher(run)
+            self._outbox.append(run)
             return
         with self._cv:
             self._pending.append((time.monotonic() + self._rng.uniform(*self.delay), run))
             self._cv.notify()
+
+    def _flush(self) -> None:
+        """Deliver the outbox, outside the API lock, unless another thread is delivering it.
+
+        That thread delivers what was queued meanwhile too, so nothing waits for a slow
+        watcher but the thread running it, and a watcher's own writes are delivered after
+        the version it is handling, not inside it.
+        """
+        while True:
+            with self._lock:
+                if self._delivering or not self._outbox:
+                    return
+                self._delivering = True
+                run = self._outbox.popleft()
+            try:
+                for watcher in self.watchers:
+                    watcher(run)
+            finally:
+                with self._lock:
+                    self._delivering = False
 
     def _deliver_loop(self) -> None:
         # One delivery thread, FIFO: like a watch, events arrive late but in order.
@@ -145,8 +177,8 @@ class MemoryApi:
                 watcher(run)
 
     def idle(self) -> bool:
-        with self._cv:
-            return not self._pending
+        with self._lock, self._cv:
+            return not self._pending and not self._outbox and not self._delivering
 
     def close(self) -> None:
         with self._cv:

@@ -67,17 +67,18 @@ def test_delayed_delivery_keeps_the_order_of_writes_and_close_joins_the_thread()
     assert not [t for t in threading.enumerate() if t.name == "memory-api-watch"]
 
 
-def test_watchers_see_the_versions_of_one_run_in_write_order_even_with_concurrent_writers() -> None:
+def test_watchers_see_the_versions_of_one_run_in_write_order_and_a_slow_watcher_holds_up_no_writer() -> None:
     api = MemoryApi()
     seen: list[tuple[str, str]] = []
     writer_delivering = threading.Event()
     finished = threading.Event()
+    waits: list[bool] = []
 
     def slow_first_delivery(r) -> None:
         # The binding worker is preempted right after its write, before its event is out.
         if r.phase == "Scheduled" and threading.current_thread().name == "binder":
             writer_delivering.set()
-            finished.wait(5)
+            waits.append(finished.wait(5))
 
     api.watchers += [slow_first_delivery, lambda r: seen.append((r.phase, r.resource_version))]
     created = api.create(run("r"))
@@ -88,5 +89,6 @@ def test_watchers_see_the_versions_of_one_run_in_write_order_even_with_concurren
     api.finish(("ns", "r"), "Succeeded", NOW)  # runtimed, on another thread, sees Scheduled and finishes
     finished.set()
     binder.join(5)
+    assert waits == [True]  # runtimed's write went through while the binder's event was still out
     versions = [int(v) for _, v in seen]
-    assert versions == sorted(versions), seen
+    assert versions == sorted(versions) and [p for p, _ in seen] == ["Pending", "Scheduled", "Succeeded"], seen

@@ -53,14 +53,17 @@ spec: {{runtime: r}}
 
 
 def test_heartbeats_are_judged_against_now() -> None:
-    pod = (EXAMPLES / "cohort.yaml").read_text()
+    docs = load_documents([("cohort.yaml", (EXAMPLES / "cohort.yaml").read_text())])
     later = datetime(2026, 11, 29, 13, 0, tzinfo=timezone.utc)
-    placements = simulate(load_documents([("cohort.yaml", pod)]), later)
-    assert all(p.phase != "Scheduled" for p in placements)
+    assert "Scheduled" in [p.phase for p in simulate(docs, NOW)]  # the same pods are fresh at NOW
+    placements = simulate(docs, later)
+    assert [(p.name, p.phase, p.reason) for p in placements if p.name != "typo"] == [
+        (name, "Pending", "0/3 runtime pods available: 3 runtimed stale")
+        for name in ("train-1", "train-2", "web-1", "web-2", "web-3", "train-3")]
 
 
 @pytest.mark.parametrize("text, needle", [
-    ("a: [", "x.yaml line 1: not valid YAML"),
+    ("a: b\n  c: d\n", "x.yaml line 2: not valid YAML"),
     ("- 1\n- 2\n", "x.yaml document 1: expected a Kubernetes object"),
     ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n", "x.yaml document 1: unsupported object"),
     ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n", "has no kruntimes.io/runtime label"),
@@ -80,6 +83,106 @@ def test_the_cli_reports_bad_input_on_stderr_with_exit_code_2() -> None:
     assert "<stdin> document 1: unsupported object" in result.stderr
 
 
-def test_the_cli_rejects_a_now_without_a_zone() -> None:
+def test_the_cli_rejects_a_now_that_is_not_a_time() -> None:
     result = _cli("simulate", "-f", str(EXAMPLES / "cohort.yaml"), "--now", "yesterday")
-    assert result.returncode == 2 and "RFC 3339" in result.stderr
+    assert result.returncode == 2 and "--now 'yesterday' is not a time: use RFC 3339" in result.stderr
+
+
+ONE_SLOT_POD = """apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: n, labels: {kruntimes.io/runtime: r},
+           annotations: {kruntimes.io/capacity.runs: "1", kruntimes.io/runtimed-heartbeat: "2026-11-29T12:00:00Z"}}
+status: {conditions: [{type: Ready, status: "True"}]}
+"""
+
+
+def _runs(*runs: tuple[str, str]) -> str:
+    """Runs in namespace n; each created at the YAML text given (quote it to make it a string)."""
+    return "".join(f"---\napiVersion: kruntimes.io/v1alpha1\nkind: Run\n"
+                   f"metadata: {{name: {name}, namespace: n, creationTimestamp: {created}}}\nspec: {{runtime: r}}\n"
+                   for name, created in runs)
+
+
+def _first_scheduled(text: str) -> str:
+    placements = simulate(load_documents([("x.yaml", ONE_SLOT_POD + text)]), NOW)
+    return next(p.name for p in placements if p.phase == "Scheduled")
+
+
+@pytest.mark.parametrize("late, early", [
+    ('"2026-11-29T10:00:01.5Z"', '"2026-11-29T10:00:01Z"'),
+    ('"2026-11-29T10:00:00Z"', '"2026-11-29T11:00:00+02:00"'),
+    ("2026-11-29T10:00:00Z", '"2026-11-29T09:59:59Z"'),
+    ("2026-11-29 10:00:00", "2026-11-29T11:00:00+02:00"),
+], ids=["fractional seconds", "an offset", "an unquoted YAML timestamp against text",
+        "an unquoted timestamp without a zone is UTC"])
+def test_runs_are_placed_in_the_order_of_the_instants_they_were_created_not_of_the_timestamp_text(
+        late: str, early: str) -> None:
+    assert _first_scheduled(_runs(("late", late), ("early", early))) == "early"
+
+
+def test_runs_created_at_the_same_instant_are_placed_by_namespace_then_name() -> None:
+    text = _runs(("b", '"2026-11-29T10:00:00Z"'), ("a", '"2026-11-29T12:00:00.000+02:00"'))
+    assert _first_scheduled(text) == "a"
+
+
+@pytest.mark.parametrize("created", ['"yesterday"', '"2026-11-29T10:00:00"', "2026-11-29", "12", "[1]",
+                                     '"0001-01-01T00:30:00+01:00"', "9999-12-31T23:59:59-01:00"],
+                         ids=["words", "text without a zone", "a date", "a number", "a list",
+                              "text before year 1 in UTC", "a YAML timestamp after year 9999 in UTC"])
+def test_an_unparsable_creation_timestamp_is_an_error_naming_the_file_and_document(created: str) -> None:
+    with pytest.raises(InputError) as caught:
+        simulate(load_documents([("x.yaml", ONE_SLOT_POD + _runs(("a", '"2026-11-29T10:00:00Z"'),
+                                                                   ("b", created)))]), NOW)
+    assert str(caught.value).startswith("x.yaml document 3: metadata.creationTimestamp ")
+    assert "is not an RFC 3339 time with a zone" in str(caught.value) or "outside the years 1 to 9999" in str(
+        caught.value)
+
+
+@pytest.mark.parametrize("text, needle", [
+    (_runs(("a", '"2026-11-29T10:00:00Z"'), ("a", '"2026-11-29T10:00:01Z"')),
+     "y.yaml document 1: Run n/a is already in x.yaml document 2"),
+    (ONE_SLOT_POD, "y.yaml document 1: Pod n/p is already in x.yaml document 1"),
+    ("apiVersion: kruntimes.io/v1alpha1\nkind: Run\nmetadata: {name: u, namespace: n, uid: x}\n---\n"
+     "apiVersion: kruntimes.io/v1alpha1\nkind: Run\nmetadata: {name: v, namespace: n, uid: x}\n",
+     'y.yaml document 2: Run n/v has uid "x", as does y.yaml document 1'),
+    ("apiVersion: kruntimes.io/v1alpha1\nkind: Run\nmetadata: {name: '{0}{x}', namespace: n}\n---\n"
+     "apiVersion: kruntimes.io/v1alpha1\nkind: Run\nmetadata: {name: '{0}{x}', namespace: n}\n",
+     "y.yaml document 2: Run n/{0}{x} is already in y.yaml document 1"),
+], ids=["a Run", "a Runtime Pod", "a uid", "a name with braces"])
+def test_an_object_given_twice_is_an_error_naming_both_documents(text: str, needle: str) -> None:
+    with pytest.raises(InputError) as caught:
+        simulate(load_documents([("x.yaml", ONE_SLOT_POD + _runs(("a", '"2026-11-29T09:00:00Z"'))),
+                                 ("y.yaml", text)]), NOW)
+    assert str(caught.value) == needle + "; each object may appear once"
+
+
+def test_objects_of_the_same_name_in_other_namespaces_or_kinds_are_distinct() -> None:
+    text = ONE_SLOT_POD + _runs(("p", '"2026-11-29T10:00:00Z"')) + _runs(("p", '"2026-11-29T10:00:01Z"')).replace(
+        "namespace: n", "namespace: m")
+    assert [(p.namespace, p.name) for p in simulate(load_documents([("x.yaml", text)]), NOW)] == [
+        ("n", "p"), ("m", "p")]
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("apiVersion: v1\nkind: Pod\nmetadata: [p]\n", "metadata must be a mapping"),
+    ("apiVersion: v1\nkind: Pod\nmetadata: {name: [p]}\n", "metadata.name must be a string"),
+    ("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: 7}\n", "metadata.namespace must be a string"),
+    ("apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: [a]}\n", "metadata.labels must be a mapping"),
+    ("apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {kruntimes.io/runtime: r}}\nstatus: [1]\n",
+     "status must be a mapping"),
+    ("apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {kruntimes.io/runtime: r}}\nstatus: {conditions: 1}\n",
+     "status.conditions must be a list, got 1"),
+    ("apiVersion: kruntimes.io/v1alpha1\nkind: Run\nmetadata: {name: r}\nstatus: {conditions: 1}\n",
+     "status.conditions must be a list, got 1"),
+    ("apiVersion: [v1]\nkind: {a: b}\nmetadata: {name: r}\n", 'unsupported object ["v1"]/{"a": "b"}'),
+], ids=["metadata a list", "a name that is a list", "a namespace that is a number", "labels a list",
+        "status a list", "a pod's conditions a number", "a Run's conditions a number", "a kind that is a mapping"])
+def test_a_document_of_the_wrong_shape_is_an_error_naming_it(text: str, needle: str) -> None:
+    with pytest.raises(InputError) as caught:
+        simulate(load_documents([("x.yaml", text)]), NOW)
+    assert str(caught.value).startswith("x.yaml document 1: ") and needle in str(caught.value)
+
+
+def test_a_run_without_a_creation_timestamp_is_placed_first_as_kube_reads_a_zero_time() -> None:
+    text = _runs(("a", '"2026-11-29T10:00:00Z"'), ("b", "null"))
+    assert _first_scheduled(text) == "b"
