@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 from kruntimes import gctuning
 from kruntimes.cli import journal_args
 from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO
+from kruntimes.cluster import client as cluster_client
 from kruntimes.cluster import logs
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.runner import ClusterScheduler
@@ -191,7 +192,7 @@ def api_client(args: argparse.Namespace, pool_size: int) -> kubernetes.client.Ap
             from exc
     # Three watches, the elector and every worker each hold a connection at times.
     configuration.connection_pool_maxsize = pool_size
-    return kubernetes.client.ApiClient(configuration)
+    return kubernetes.client.ApiClient(cluster_client.configure(configuration))  # writes are never re-sent
 
 
 def check_journal(url: str | None) -> None:
