@@ -27,6 +27,7 @@ from kruntimes.cluster.intake import Intake, RuntimeStore
 from kruntimes.cluster.leader import LeaderElector, LeaseRecord
 from kruntimes.cluster.settings import ClusterSettings
 from kruntimes.cluster.term import Terms
+from kruntimes.cluster.throttling import Throttling
 from kruntimes.journal.session import JournalSession
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.recording import Recorder
@@ -49,9 +50,11 @@ class ClusterScheduler:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.identity = settings.lease.identity
         self.cache = ClusterCache(settings.scheduler_config(), recorder)
-        self.elector = LeaderElector(api, settings.lease, on_started=self._begin, on_stopped=self._end) \
-            if settings.leader_elect else None
-        self.binder = KubernetesBinder(api, fence=self._may_write, timeout=settings.write_timeout)
+        self.throttling = Throttling(self.registry)
+        self.elector = LeaderElector(api, settings.lease, on_started=self._begin, on_stopped=self._end,
+                                     throttling=self.throttling) if settings.leader_elect else None
+        self.binder = KubernetesBinder(api, fence=self._may_write, timeout=settings.write_timeout,
+                                       read_timeout=settings.request_timeout, throttling=self.throttling)
         self.scheduler = Scheduler(self.cache, self.binder, clock=clock, metrics=SchedulerMetrics(self.registry))
         self.intake = Intake(self.scheduler, clock)
         self.runtimes = RuntimeStore()
