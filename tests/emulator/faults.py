@@ -59,6 +59,7 @@ class Faults:
         self._pending: list[Fault] = []
         self.hits: collections.Counter[tuple[str, str]] = collections.Counter()
         self.fired: collections.Counter[str] = collections.Counter()
+        self.finished: collections.Counter[str] = collections.Counter()  # faulted requests fully handled
 
     def add(self, fault: Fault, count: int = 1) -> None:
         if count < 1:
@@ -76,6 +77,11 @@ class Faults:
                     self.fired[fault.kind] += 1
                     return fault
         return None
+
+    def finish(self, fault: Fault) -> None:
+        """The request `fault` hit is over (answered, dropped, or applied after its client left)."""
+        with self._lock:
+            self.finished[fault.kind] += 1
 
     def hits_of(self, match: Match) -> int:
         """How many requests that `match` accepts reached the server."""

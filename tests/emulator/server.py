@@ -223,19 +223,31 @@ class _Handler(BaseHTTPRequestHandler, watches.WatchStreaming):
         query = {key: values[-1] for key, values in parse_qs(url.query, keep_blank_values=True).items()}
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self._fault = fault = self.emulator.faults.arrived(method, url.path)
-        if fault is not None and not fault.apply_first:
-            if fault.kind == "drop":
-                self._drop()
-                return
-            if fault.kind == "delay":
-                self.emulator._stopping.wait(fault.seconds)
-            elif fault.kind == "throttle":
-                self._send_throttled(fault.retry_after)
-                return
-            elif fault.kind == "answer":
-                self._send(fault.code, ApiError(fault.code, _REASONS.get(fault.code, "InternalError"),
-                                                "injected by the test").status())
-                return
+        try:
+            self._handle_request(method, url, query, raw, fault)
+        finally:
+            if fault is not None:
+                self.emulator.faults.finish(fault)
+
+    def _handle_request(self, method: str, url: Any, query: dict[str, str], raw: bytes,
+                        fault: faults.Fault | None) -> None:
+        try:
+            if fault is not None and not fault.apply_first:
+                if fault.kind == "drop":
+                    self._drop()
+                    return
+                if fault.kind == "delay":
+                    self.emulator._stopping.wait(fault.seconds)
+                elif fault.kind == "throttle":
+                    self._send_throttled(fault.retry_after)
+                    return
+                elif fault.kind == "answer":
+                    self._send(fault.code, ApiError(fault.code, _REASONS.get(fault.code, "InternalError"),
+                                                    "injected by the test").status())
+                    return
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+            return
         try:
             self.emulator._before_request(method, url.path)
             if url.path == "/version":

@@ -61,7 +61,8 @@ def test_a_write_delayed_past_the_client_timeout_times_out_and_still_lands_after
     with pytest.raises(urllib3.exceptions.ReadTimeoutError):
         write_status(policy_client(emulator), current, "Scheduled", timeout=0.2)
     assert phase_of(emulator) is None  # held before it was applied
-    wait_until(lambda: phase_of(emulator) == "Scheduled")
+    wait_until(lambda: emulator.faults.finished["delay"] == 1)
+    assert phase_of(emulator) == "Scheduled"
     assert emulator.hits_of(status_write("r")) == 1
 
 
