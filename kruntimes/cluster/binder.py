@@ -95,10 +95,9 @@ class KubernetesBinder:
             if code in AMBIGUOUS_CODES:
                 self._count("ambiguous", started)
                 raise errors.BindAmbiguous(f"{what}: outcome unknown ({errors.describe(exc)})", code) from exc
-            if code == 429:
-                self.throttling.note("status_write", exc)
+            wait = self.throttling.note("status_write", exc) if code == 429 else None
             self._count("failures", started)
-            raise errors.ApiError(f"{what} failed: {errors.describe(exc)}", code) from exc
+            raise errors.ApiError(f"{what} failed: {errors.describe(exc)}", code, wait) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             if sent(exc):
                 self._count("ambiguous", started)
@@ -116,10 +115,9 @@ class KubernetesBinder:
         except ApiException as exc:
             if errors.status_code(exc) == 404:
                 return None
-            if errors.status_code(exc) == 429:
-                self.throttling.note("run_read", exc)
+            wait = self.throttling.note("run_read", exc) if errors.status_code(exc) == 429 else None
             raise errors.ApiError(f"reading Run {run.namespace}/{run.name} failed: {errors.describe(exc)}",
-                                  errors.status_code(exc)) from exc
+                                  errors.status_code(exc), wait) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise errors.ApiError(f"reading Run {run.namespace}/{run.name} failed: {errors.describe(exc)}") from exc
         metadata = obj.get("metadata") or {}

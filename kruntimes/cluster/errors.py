@@ -24,9 +24,10 @@ class ApiError(ClusterError, st.ApiError):
     `code` is the HTTP status when there was one (None for a timeout or a refused connection).
     """
 
-    def __init__(self, message: str, code: int | None = None) -> None:
+    def __init__(self, message: str, code: int | None = None, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.retry_after = retry_after
 
 
 class BindConflict(ClusterError, st.Conflict):

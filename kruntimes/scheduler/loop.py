@@ -269,7 +269,7 @@ class Scheduler:
                 self._record_bind(run, "unknown", type(exc).__name__)
                 log.warning("the outcome of a bind is unknown; its assumption is kept until the Run is "
                             "observed again: %s", exc)
-                self.queue.add_rate_limited(key)
+                self._back_off(key, exc)
                 return "error"
             if isinstance(exc, st.Conflict):
                 self._bind_failed(run, "conflict", assumed_mod.RELEASE_BIND_CONFLICT)
@@ -277,7 +277,7 @@ class Scheduler:
                 self.queue.add_rate_limited(key)
                 return "conflict"
             self._bind_failed(run, "error", assumed_mod.RELEASE_BIND_ERROR, type(exc).__name__)
-            self.queue.add_rate_limited(key)
+            self._back_off(key, exc)
             return "error"
         self._unsettled.pop(key, None)
         self._record_bind(run, "ok")
@@ -304,9 +304,9 @@ class Scheduler:
                 return None
         try:
             seen = self.binder.observe(run)
-        except Exception:  # noqa: BLE001 - still unknown: keep the assumption, try again later
+        except Exception as exc:  # noqa: BLE001 - still unknown: keep the assumption, try again later
             log.warning("could not read a Run to settle its bind; retrying with backoff", exc_info=True)
-            self.queue.add_rate_limited(key)
+            self._back_off(key, exc)
             return "error"
         if seen is not None and seen.uid == run.uid and seen.resource_version == bind.resource_version:
             return self._bind(key, run, bind)  # not landed yet: send the same guarded bind (see module doc)
@@ -325,6 +325,14 @@ class Scheduler:
         self._written[key] = run.resource_version
         return "conflict"
 
+    def _back_off(self, key: RunKey, exc: BaseException) -> None:
+        """Requeue after the key's backoff, or - a throttling server said when - after `retry_after`."""
+        wait = getattr(exc, "retry_after", None)
+        if isinstance(wait, (int, float)) and wait > 0:
+            self.queue.add_after(key, wait)
+        else:
+            self.queue.add_rate_limited(key)
+
     def _bind_failed(self, run: RunInfo, result: str, why: str, error: str | None = None) -> None:
         """Release the assumption (waking the Runs it kept out) and record the bind result."""
         self._enqueue(self.cache.release(run.namespace, run.uid, why))
@@ -342,9 +350,9 @@ class Scheduler:
         except st.Conflict:
             self.queue.add_rate_limited(key)  # a newer version is on its way; plan again on it
             return "conflict"
-        except Exception:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001
             log.warning("status write for a Run failed; retrying with backoff", exc_info=True)
-            self.queue.add_rate_limited(key)
+            self._back_off(key, exc)
             return "error"
         self._written[key] = run.resource_version
         self.queue.forget(key)

@@ -24,7 +24,10 @@ class Conflict(Exception):
 
 
 class ApiError(Exception):
-    """Any other failure to write; retried with backoff."""
+    """Any other failure to write; retried with backoff (not before `retry_after` seconds when
+    the server said so, as a throttling API server does)."""
+
+    retry_after: float | None = None
 
 
 class Ambiguous(ApiError):

@@ -179,3 +179,25 @@ def test_a_pod_deleted_between_plan_and_bind_is_a_bind_conflict() -> None:
     assert h.step() == (KEY, "conflict")
     assert binder.sends == 0 and h.sample(CONFLICTS, stage="bind") == 1
     assert ASSUMED not in h.cache.assumed and h.phase("r") == "Pending"
+
+
+def test_a_throttled_bind_is_retried_no_sooner_than_the_servers_retry_after() -> None:
+    h = one_slot()
+
+    class Throttled(Unanswered):
+        def update_status(self, r: RunInfo, body: dict[str, Any]) -> None:
+            if self.sends == 0:
+                self.sends += 1
+                error = st.ApiError("429: Too many requests")
+                error.retry_after = 30
+                raise error
+            super().update_status(r, body)
+
+    binder = Throttled(h)
+    h.create(run("r"))
+    assert h.step() == (KEY, "error")
+    assert ASSUMED not in h.cache.assumed  # refused before it was applied: released
+    h.qclock.now += 29
+    assert h.step() is None
+    h.qclock.now += 1
+    assert h.step() == (KEY, "scheduled") and binder.sends == 2
