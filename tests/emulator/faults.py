@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -60,6 +61,8 @@ class Faults:
         self.hits: collections.Counter[tuple[str, str]] = collections.Counter()
         self.fired: collections.Counter[str] = collections.Counter()
         self.finished: collections.Counter[str] = collections.Counter()  # faulted requests fully handled
+        # Every arrival: (monotonic time, method, path, the kind of fault it met or None).
+        self.arrivals: list[tuple[float, str, str, str | None]] = []
 
     def add(self, fault: Fault, count: int = 1) -> None:
         if count < 1:
@@ -71,12 +74,12 @@ class Faults:
         """Count the request and take the first pending fault that matches it, if any."""
         with self._lock:
             self.hits[(method, path)] += 1
-            for index, fault in enumerate(self._pending):
-                if fault.when is None or fault.when(method, path):
-                    del self._pending[index]
-                    self.fired[fault.kind] += 1
-                    return fault
-        return None
+            taken = next((i for i, f in enumerate(self._pending) if f.when is None or f.when(method, path)), None)
+            fault = self._pending.pop(taken) if taken is not None else None
+            if fault is not None:
+                self.fired[fault.kind] += 1
+            self.arrivals.append((time.monotonic(), method, path, fault.kind if fault else None))
+            return fault
 
     def finish(self, fault: Fault) -> None:
         """The request `fault` hit is over (answered, dropped, or applied after its client left)."""
@@ -87,6 +90,11 @@ class Faults:
         """How many requests that `match` accepts reached the server."""
         with self._lock:
             return sum(n for (method, path), n in self.hits.items() if match(method, path))
+
+    def arrivals_of(self, match: Match) -> list[tuple[float, str | None]]:
+        """(arrival time, fault kind or None) of each request `match` accepts, in arrival order."""
+        with self._lock:
+            return [(t, kind) for t, method, path, kind in self.arrivals if match(method, path)]
 
     @property
     def pending(self) -> int:

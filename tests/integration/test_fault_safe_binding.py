@@ -194,6 +194,12 @@ def test_throttled_lease_renewals_are_backed_off_visibly_and_never_re_sent_by_th
     assert sample(scheduler, THROTTLED, call="lease_write") == 2
     assert sample(scheduler, THROTTLED, call="status_write") == 1
     assert scheduler.leading and scheduler.elector.terms == 1  # backed off within the renew deadline
+    # The elector's own backoff honoured Retry-After: no Lease write came sooner after a 429
+    # (a lower bound only, which a slow machine cannot break).
+    wait_for(lambda: emulator.faults.arrivals_of(lease_write("PUT"))[-1][1] is None, what="a renewal after the 429s")
+    puts = emulator.faults.arrivals_of(lease_write("PUT"))
+    throttled = [i for i, (_, kind) in enumerate(puts) if kind == "throttle"]
+    assert len(throttled) == 2 and all(puts[i + 1][0] - puts[i][0] >= 1.0 for i in throttled)
     assert hits(emulator, "r") == 2 == scheduler.binder.writes + scheduler.binder.failures
     scheduler.stop()
     assert emulator.hits_of(lambda method, path: "/leases" in path) == scheduler.elector.requests
