@@ -16,8 +16,9 @@ passes the fence lands, if it ever does, before another scheduler can lead:
 
 - the fence is open at time `t` only while `t < renewed + renew_deadline`, where
   `renewed` is when the last successful renewal was SENT (`leader.is_leader`);
-- a standby takes over only `duration` after it first saw that renewal, which it
-  cannot see before it was sent: not before `renewed + duration`;
+- a standby takes over only `duration` after it first saw that renewal, timed from
+  the answer of the read that showed it (`leader`), which cannot come before the
+  renewal was sent: not before `renewed + duration`;
 - the write is over (answered, or abandoned by the client) by `t + d + timeout`,
   where `d` is the local delay between the fence check and the request going out.
   The client re-sends nothing, so `timeout` is the whole of it;

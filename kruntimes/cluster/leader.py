@@ -4,9 +4,9 @@ Exactly one scheduler plans at a time (SPEC §3.6). The rules:
 
 - Acquire when the Lease is free (no holder: never held or released) or expired.
   "Expired" is judged on THIS process's monotonic clock: a candidate notes when it
-  first saw the lease's current version and waits the holder's
-  `leaseDurationSeconds` from then, so clock skew between machines cannot make two
-  leaders. Every write is guarded by the lease's resourceVersion: of two candidates
+  first saw the lease's current version - when the read's answer arrived, which is
+  after that version was written - and waits the holder's `leaseDurationSeconds`
+  from then, so clock skew between machines cannot make two leaders. Every write is guarded by the lease's resourceVersion: of two candidates
   racing for it, one gets a 409.
 - Renew every retry period. A leader that has not renewed for the renew deadline has
   lost: `is_leader()` turns False at that instant (the binder's fence), and the
@@ -199,7 +199,9 @@ class LeaderElector:
             return False
         record = LeaseRecord.of(lease)
         if record.resource_version != self._observed_rv:
-            self._observed_rv, self._observed_at = record.resource_version, started
+            # Timed from the ANSWER, as client-go does: the version was written before the
+            # answer, but maybe after the request left, by up to the read's duration.
+            self._observed_rv, self._observed_at = record.resource_version, self._clock()
         if record.holder and record.holder != self.identity:
             if self._leading:
                 self._taken_by = record.holder
