@@ -53,8 +53,10 @@ class ClusterScheduler:
         self.throttling = Throttling(self.registry)
         self.elector = LeaderElector(api, settings.lease, on_started=self._begin, on_stopped=self._end,
                                      throttling=self.throttling) if settings.leader_elect else None
+        # The read that settles an unanswered bind decides a write: bounded like one, so that
+        # no worker outlives its term's end (`shutdown_timeout`) inside it.
         self.binder = KubernetesBinder(api, fence=self._may_write, timeout=settings.write_timeout,
-                                       read_timeout=settings.request_timeout, throttling=self.throttling)
+                                       read_timeout=settings.write_timeout, throttling=self.throttling)
         self.scheduler = Scheduler(self.cache, self.binder, clock=clock, metrics=SchedulerMetrics(self.registry))
         self.intake = Intake(self.scheduler, clock)
         self.runtimes = RuntimeStore()
