@@ -6,8 +6,9 @@ Exactly one scheduler plans at a time (SPEC §3.6). The rules:
   "Expired" is judged on THIS process's monotonic clock: a candidate notes when it
   first saw the lease's current version - when the read's answer arrived, which is
   after that version was written - and waits the holder's `leaseDurationSeconds`
-  from then, so clock skew between machines cannot make two leaders. Every write is guarded by the lease's resourceVersion: of two candidates
-  racing for it, one gets a 409.
+  from then, so clock skew between machines cannot make two leaders. Every write
+  is guarded by the lease's resourceVersion: of two candidates racing for it, one
+  gets a 409.
 - Renew every retry period. A leader that has not renewed for the renew deadline has
   lost: `is_leader()` turns False at that instant (the binder's fence), and the
   elector calls `on_stopped`, which stops the workers. Another candidate cannot take
@@ -164,7 +165,8 @@ class LeaderElector:
         while True:
             assert self._renewed_at is not None
             deadline = self._renewed_at + self.settings.renew_deadline
-            if stop.wait(min(self._after_throttling(self.settings.retry_period), max(0.0, deadline - self._clock()))):
+            pause = min(self._after_throttling(self.settings.retry_period), max(0.0, deadline - self._clock()))
+            if stop.wait(pause):
                 return SHUTDOWN
             if self._abandoned.is_set():
                 return "abandoned"
@@ -285,7 +287,7 @@ class LeaderElector:
 
     def _call(self, method: Callable[..., Any], *args: Any, timeout: float,
               call: str = "lease_write") -> dict[str, Any]:
-        """One client call, sent once, the raw JSON back as a dict; failures as `LeaseError` with the HTTP code."""
+        """One client call, sent once, its JSON as a dict; failures as `LeaseError` with the HTTP code."""
         self.requests += 1
         try:
             response = method(*args, _preload_content=False, _request_timeout=timeout)
