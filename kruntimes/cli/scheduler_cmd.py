@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 from kruntimes import bounded_yaml, gctuning
 from kruntimes.cli import journal_args
 from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO
+from kruntimes.cluster import client as cluster_client
 from kruntimes.cluster import logs
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.runner import ClusterScheduler
@@ -201,7 +202,7 @@ def api_client(args: argparse.Namespace, pool_size: int) -> kubernetes.client.Ap
                          "or run in a pod") from exc
     # Three watches, the elector and every worker each hold a connection at times.
     configuration.connection_pool_maxsize = pool_size
-    return kubernetes.client.ApiClient(configuration)
+    return kubernetes.client.ApiClient(cluster_client.configure(configuration))  # writes are never re-sent
 
 
 def check_kubeconfig(paths: str) -> None:

@@ -3,14 +3,33 @@
 `replace_namespaced_custom_object_status` with the Run's observed resourceVersion
 (and UID) in the body is an optimistic lock: if anyone changed the Run since the
 informer delivered it, the server answers 409 and the loop re-plans on the newer
-version. A 404 (the Run is gone) is the same kind of news. Anything else is an
-`ApiError`, which the loop retries with backoff.
+version. A 404 (the Run is gone) is the same kind of news. A write that was sent and
+not answered (a read timeout, a connection lost, a 504) is `BindAmbiguous`: it may
+have landed or may still land, and only a later observation of the Run (the watch,
+or `observe`, a GET) can tell (SPEC §3.2 step 6). The client never re-sends it
+(`client`); a write that never left (no connection) or that the server refused
+(429, other codes) is an `ApiError`, which the loop retries with backoff.
 
 The fence: before every write the binder asks whether this instance still holds the
-lease. A leader past its renew deadline may still have a cycle in flight; the fence
-turns its write into a local `NotLeader` instead of a write the next leader does not
-know about. The request timeout keeps a write that did go out within the time the
-lease still protects it (`LeaseSettings.fence_margin`).
+lease, and the write may take `timeout` at most. Why that is enough - a write that
+passes the fence lands, if it ever does, before another scheduler can lead:
+
+- the fence is open at time `t` only while `t < renewed + renew_deadline`, where
+  `renewed` is when the last successful renewal was SENT (`leader.is_leader`);
+- a standby takes over only `duration` after it first saw that renewal, timed from
+  the answer of the read that showed it (`leader`), which cannot come before the
+  renewal was sent: not before `renewed + duration`;
+- the write is over (answered, or abandoned by the client) by `t + d + timeout`,
+  where `d` is the local delay between the fence check and the request going out.
+  The client re-sends nothing, so `timeout` is the whole of it;
+- hence `t + d + timeout < renewed + duration` whenever `d + timeout <= fence_margin
+  = duration - renew_deadline`. `LeaseSettings.write_timeout` is half the margin: the
+  other half is for `d` (a loaded process, the GIL) and for the two machines' clocks
+  running at slightly different rates over one lease duration.
+
+The argument needs one thing from the server: a write the client abandoned is not
+applied long after it. The API server cancels a request whose client went away; a
+write already committing completes within moments.
 """
 
 from __future__ import annotations
@@ -26,21 +45,29 @@ from kubernetes.client import ApiException
 from kruntimes.api import models
 from kruntimes.cluster import errors
 from kruntimes.cluster.sources import RUNS
+from kruntimes.cluster.throttling import Throttling
+from kruntimes.scheduler import status as st
 from kruntimes.scheduler.projection import RunInfo
+
+#: Answers that say the server may still be processing the request.
+AMBIGUOUS_CODES = (504,)
 
 
 class KubernetesBinder:
     """Implements `kruntimes.scheduler.loop.Binder`; thread-safe (workers bind in parallel)."""
 
     def __init__(self, api: kubernetes.client.ApiClient, *, fence: Callable[[], bool] = lambda: True,
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, read_timeout: float | None = None,
+                 throttling: Throttling | None = None) -> None:
         self._custom = kubernetes.client.CustomObjectsApi(api)
         self._fence = fence
         self.timeout = timeout
+        self.read_timeout = read_timeout if read_timeout is not None else timeout
+        self.throttling = throttling if throttling is not None else Throttling()
         self._lock = threading.Lock()
         # Outcome counts and time spent in the client: for tests ("the standby writes
-        # nothing") and the benchmark (client vs planner).
-        self.writes = self.conflicts = self.failures = self.refused = 0
+        # nothing", "a write with no answer is never re-sent") and the benchmark.
+        self.writes = self.conflicts = self.failures = self.refused = self.ambiguous = self.reads = 0
         self.seconds = 0.0
 
     def update_status(self, run: RunInfo, status: dict[str, Any]) -> None:
@@ -55,6 +82,7 @@ class KubernetesBinder:
                 "metadata": {"name": run.name, "namespace": run.namespace, "uid": run.uid,
                              "resourceVersion": run.resource_version},
                 "status": status}
+        what = f"status write of Run {run.namespace}/{run.name} at resourceVersion {run.resource_version}"
         started = time.perf_counter()
         try:
             self._custom.replace_namespaced_custom_object_status(
@@ -65,17 +93,53 @@ class KubernetesBinder:
                 self._count("conflicts", started)
                 raise errors.BindConflict(f"Run {run.namespace}/{run.name} changed or vanished since "
                                           f"resourceVersion {run.resource_version}: {errors.describe(exc)}") from exc
+            if code in AMBIGUOUS_CODES:
+                self._count("ambiguous", started)
+                raise errors.BindAmbiguous(f"{what}: outcome unknown ({errors.describe(exc)})", code) from exc
+            wait = self.throttling.note("status_write", exc) if code == 429 else None
             self._count("failures", started)
-            raise errors.ApiError(f"status write of Run {run.namespace}/{run.name} failed: "
-                                  f"{errors.describe(exc)}", code) from exc
+            raise errors.ApiError(f"{what} failed: {errors.describe(exc)}", code, wait) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if sent(exc):
+                self._count("ambiguous", started)
+                raise errors.BindAmbiguous(f"{what}: outcome unknown ({errors.describe(exc)})") from exc
             self._count("failures", started)
-            raise errors.ApiError(f"status write of Run {run.namespace}/{run.name} failed: "
-                                  f"{errors.describe(exc)}") from exc
+            raise errors.ApiError(f"{what} failed before it was sent: {errors.describe(exc)}") from exc
         self._count("writes", started)
+
+    def observe(self, run: RunInfo) -> st.Observed | None:
+        """Read the Run (a GET, never a write): None when it is gone. Raises `ApiError`."""
+        self._count("reads")
+        try:
+            obj = self._custom.get_namespaced_custom_object(models.GROUP, models.VERSION, run.namespace, RUNS,
+                                                            run.name, _request_timeout=self.read_timeout)
+        except ApiException as exc:
+            if errors.status_code(exc) == 404:
+                return None
+            wait = self.throttling.note("run_read", exc) if errors.status_code(exc) == 429 else None
+            raise errors.ApiError(f"reading Run {run.namespace}/{run.name} failed: {errors.describe(exc)}",
+                                  errors.status_code(exc), wait) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise errors.ApiError(f"reading Run {run.namespace}/{run.name} failed: {errors.describe(exc)}") from exc
+        metadata = obj.get("metadata") or {}
+        status = obj.get("status") or {}
+        assignment = status.get("assignment") or {}
+        return st.Observed(uid=str(metadata.get("uid") or ""), resource_version=str(metadata.get("resourceVersion")),
+                           phase=str(status.get("phase") or "Pending"),
+                           pod_uid=assignment.get("podUID") if isinstance(assignment, dict) else None)
 
     def _count(self, outcome: str, started: float | None = None) -> None:
         with self._lock:
             setattr(self, outcome, getattr(self, outcome) + 1)
             if started is not None:
                 self.seconds += time.perf_counter() - started
+
+
+def sent(exc: BaseException) -> bool:
+    """Whether a failed request may have reached the server (False only when it surely did not)."""
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        exc = exc.reason
+    # No connection was made: a refused connection or one that timed out connecting.
+    # (NewConnectionError is a ConnectTimeoutError in urllib3 2.)
+    return not isinstance(exc, (urllib3.exceptions.ConnectTimeoutError, urllib3.exceptions.NewConnectionError,
+                                ConnectionRefusedError))

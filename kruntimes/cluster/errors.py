@@ -24,13 +24,19 @@ class ApiError(ClusterError, st.ApiError):
     `code` is the HTTP status when there was one (None for a timeout or a refused connection).
     """
 
-    def __init__(self, message: str, code: int | None = None) -> None:
+    def __init__(self, message: str, code: int | None = None, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.retry_after = retry_after
 
 
 class BindConflict(ClusterError, st.Conflict):
     """The Run changed (409) or vanished (404) since the scheduler read it: re-plan on the newer version."""
+
+
+class BindAmbiguous(ApiError, st.Ambiguous):
+    """A status write that was sent but not answered (timeout, connection lost, 504): it may
+    have landed, or may still land. The loop keeps the assumption until the Run is observed."""
 
 
 class NotLeader(ApiError):
@@ -53,6 +59,17 @@ def status_code(exc: BaseException) -> int | None:
     """The HTTP status of a client exception, if it has one."""
     status = getattr(exc, "status", None)
     return status if isinstance(status, int) and status > 0 else None
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """The seconds of a `Retry-After` header (429/503), if the answer had one in that form."""
+    headers: Any = getattr(exc, "headers", None)
+    value = headers.get("Retry-After") if headers is not None else None
+    try:
+        seconds = float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None  # the HTTP-date form: the API server never sends it
+    return seconds if seconds is not None and 0 <= seconds <= 3600 else None
 
 
 def describe(exc: BaseException) -> str:

@@ -152,7 +152,9 @@ class Informer:
                 if self._stopping.is_set():
                     break
                 self.stats.errors += 1
-                delay = self.backoff.next()
+                # A throttling server (429) says when to come back; the client never sleeps on it.
+                asked_wait = errors.retry_after(exc) or errors.retry_after(exc.__cause__ or exc) or 0.0
+                delay = max(self.backoff.next(), asked_wait)
                 log.warning("%s informer: %s; retrying in %.2fs", self.source.kind, errors.describe(exc), delay)
                 with self._lock:  # stop, or a new resync request (a new leader waiting), cuts it short
                     asked = self._resync_requested

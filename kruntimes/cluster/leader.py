@@ -4,10 +4,11 @@ Exactly one scheduler plans at a time (SPEC §3.6). The rules:
 
 - Acquire when the Lease is free (no holder: never held or released) or expired.
   "Expired" is judged on THIS process's monotonic clock: a candidate notes when it
-  first saw the lease's current version and waits the holder's
-  `leaseDurationSeconds` from then, so clock skew between machines cannot make two
-  leaders. Every write is guarded by the lease's resourceVersion: of two candidates
-  racing for it, one gets a 409.
+  first saw the lease's current version - when the read's answer arrived, which is
+  after that version was written - and waits the holder's `leaseDurationSeconds`
+  from then, so clock skew between machines cannot make two leaders. Every write
+  is guarded by the lease's resourceVersion: of two candidates racing for it, one
+  gets a 409.
 - Renew every retry period. A leader that has not renewed for the renew deadline has
   lost: `is_leader()` turns False at that instant (the binder's fence), and the
   elector calls `on_stopped`, which stops the workers. Another candidate cannot take
@@ -16,6 +17,11 @@ Exactly one scheduler plans at a time (SPEC §3.6). The rules:
 - On shutdown: `on_stopped("shutdown")` (finish the cycle in flight, flush the
   journal), then release the lease (clear the holder) so a standby takes over at
   once instead of after a lease duration.
+- Every Lease request is sent once (the client re-sends nothing, `client`). A 429
+  (API Priority and Fairness, with `Retry-After`) is logged and counted
+  (`throttling`) and the next attempt waits at least `Retry-After` - but a leader
+  never waits past its renew deadline: if throttling outlasts it, the lease is lost,
+  visibly, rather than renewed by a hidden re-send nobody accounted for.
 
 After losing the lease an elector goes back to being a candidate; a process is
 never leader twice at the same time, and each term starts from scratch.
@@ -38,6 +44,7 @@ from kubernetes.client import ApiException
 
 from kruntimes.cluster import errors
 from kruntimes.cluster.settings import LeaseSettings
+from kruntimes.cluster.throttling import Throttling
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +83,11 @@ class LeaderElector:
                  on_started: Callable[[LeaseRecord], None], on_stopped: Callable[[str], None],
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, throttling: Throttling | None = None) -> None:
         self._api = kubernetes.client.CoordinationV1Api(api)
+        self.throttling = throttling if throttling is not None else Throttling()
+        self._throttled_until = 0.0  # no Lease request before this (monotonic), after a 429
+        self.requests = 0  # Lease requests sent, for tests: the server must have seen exactly these
         self.settings = settings
         self.identity = settings.identity
         self._on_started = on_started
@@ -147,7 +157,7 @@ class LeaderElector:
         while not stop.is_set() and not self._abandoned.is_set():
             if self._try_acquire_or_renew(self.settings.renew_deadline):
                 return True
-            stop.wait(self.settings.retry_period * (1 + 0.2 * self._rng.random()))
+            stop.wait(self._after_throttling(self.settings.retry_period * (1 + 0.2 * self._rng.random())))
         return False
 
     def _hold(self, stop: threading.Event, failed: threading.Event) -> str:
@@ -155,7 +165,8 @@ class LeaderElector:
         while True:
             assert self._renewed_at is not None
             deadline = self._renewed_at + self.settings.renew_deadline
-            if stop.wait(min(self.settings.retry_period, max(0.0, deadline - self._clock()))):
+            pause = min(self._after_throttling(self.settings.retry_period), max(0.0, deadline - self._clock()))
+            if stop.wait(pause):
                 return SHUTDOWN
             if self._abandoned.is_set():
                 return "abandoned"
@@ -182,7 +193,7 @@ class LeaderElector:
                 # Someone else wrote it: read it and decide below.
         try:
             lease = self._call(self._api.read_namespaced_lease, self.settings.name, self.settings.namespace,
-                               timeout=timeout)
+                               timeout=timeout, call="lease_read")
         except errors.LeaseError as exc:
             if exc.code == 404:
                 return self._create(started, timeout)
@@ -190,7 +201,9 @@ class LeaderElector:
             return False
         record = LeaseRecord.of(lease)
         if record.resource_version != self._observed_rv:
-            self._observed_rv, self._observed_at = record.resource_version, started
+            # Timed from the ANSWER, as client-go does: the version was written before the
+            # answer, but maybe after the request left, by up to the read's duration.
+            self._observed_rv, self._observed_at = record.resource_version, self._clock()
         if record.holder and record.holder != self.identity:
             if self._leading:
                 self._taken_by = record.holder
@@ -268,8 +281,14 @@ class LeaderElector:
     def _lease_name(self) -> str:
         return f"{self.settings.namespace}/{self.settings.name}"
 
-    def _call(self, method: Callable[..., Any], *args: Any, timeout: float) -> dict[str, Any]:
-        """One client call, the raw JSON back as a dict; failures as `LeaseError` with the HTTP code."""
+    def _after_throttling(self, delay: float) -> float:
+        """`delay`, or longer while the server's last `Retry-After` has not passed."""
+        return max(delay, self._throttled_until - self._clock())
+
+    def _call(self, method: Callable[..., Any], *args: Any, timeout: float,
+              call: str = "lease_write") -> dict[str, Any]:
+        """One client call, sent once, its JSON as a dict; failures as `LeaseError` with the HTTP code."""
+        self.requests += 1
         try:
             response = method(*args, _preload_content=False, _request_timeout=timeout)
             try:
@@ -277,6 +296,9 @@ class LeaderElector:
             finally:
                 response.release_conn()
         except ApiException as exc:
+            if errors.status_code(exc) == 429:
+                wait = self.throttling.note(call, exc)
+                self._throttled_until = self._clock() + (wait if wait is not None else self.settings.retry_period)
             raise errors.LeaseError(f"lease {self._lease_name}: {errors.describe(exc)}",
                                     errors.status_code(exc)) from exc
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:

@@ -19,7 +19,7 @@ from typing import Callable
 import kubernetes.client
 from prometheus_client import CollectorRegistry, Gauge
 
-from kruntimes.cluster import sources
+from kruntimes.cluster import client, sources
 from kruntimes.cluster.backoff import Backoff
 from kruntimes.cluster.binder import KubernetesBinder
 from kruntimes.cluster.informer import Handler, Informer
@@ -27,6 +27,7 @@ from kruntimes.cluster.intake import Intake, RuntimeStore
 from kruntimes.cluster.leader import LeaderElector, LeaseRecord
 from kruntimes.cluster.settings import ClusterSettings
 from kruntimes.cluster.term import Terms
+from kruntimes.cluster.throttling import Throttling
 from kruntimes.journal.session import JournalSession
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.recording import Recorder
@@ -42,12 +43,20 @@ class ClusterScheduler:
                  recorder: Recorder | None = None) -> None:
         """`recorder` numbers (and may observe) the cache's changes whenever no journal term is open."""
         self.settings = settings
+        # Never a client that re-sends writes on its own (SPEC §3.2 step 6): a copy of
+        # `api` with kruntimes' retry policy unless it was built with it; closed on stop.
+        self._own_api = not client.never_retries_writes(api)
+        api = self.api = client.without_write_retries(api) if self._own_api else api
         self.registry = registry if registry is not None else CollectorRegistry()
         self.identity = settings.lease.identity
         self.cache = ClusterCache(settings.scheduler_config(), recorder)
-        self.elector = LeaderElector(api, settings.lease, on_started=self._begin, on_stopped=self._end) \
-            if settings.leader_elect else None
-        self.binder = KubernetesBinder(api, fence=self._may_write, timeout=settings.write_timeout)
+        self.throttling = Throttling(self.registry)
+        self.elector = LeaderElector(api, settings.lease, on_started=self._begin, on_stopped=self._end,
+                                     throttling=self.throttling) if settings.leader_elect else None
+        # The read that settles an unanswered bind decides a write: bounded like one, so that
+        # no worker outlives its term's end (`shutdown_timeout`) inside it.
+        self.binder = KubernetesBinder(api, fence=self._may_write, timeout=settings.write_timeout,
+                                       read_timeout=settings.write_timeout, throttling=self.throttling)
         self.scheduler = Scheduler(self.cache, self.binder, clock=clock, metrics=SchedulerMetrics(self.registry))
         self.intake = Intake(self.scheduler, clock)
         self.runtimes = RuntimeStore()
@@ -89,6 +98,7 @@ class ClusterScheduler:
                 log.error("the leader election thread did not stop within %.1fs", timeout)
         for informer in self.informers.values():
             informer.stop()
+        self._close_api()
 
     def kill(self) -> None:
         """Crash, for tests: stop every thread; no lease release, no leader record, no further writes."""
@@ -101,6 +111,12 @@ class ClusterScheduler:
         self.terms.crash()
         for informer in self.informers.values():
             informer.stop()
+        self._close_api()
+
+    def _close_api(self) -> None:
+        if self._own_api:
+            self._own_api = False
+            self.api.close()
 
     def wait_synced(self, timeout: float) -> bool:
         return all(i.wait_synced(timeout) for i in self.informers.values())

@@ -57,6 +57,12 @@ class LeaseSettings:
         """How long after its renew deadline a deposed leader's writes may still land safely."""
         return self.duration - self.renew_deadline
 
+    @property
+    def write_timeout(self) -> float:
+        """The longest a fenced write may take: half the fence margin (the binder's docstring
+        derives it; the other half covers the delay between the fence check and the send)."""
+        return self.fence_margin / 2
+
 
 @dataclass(frozen=True)
 class ClusterSettings:
@@ -106,4 +112,4 @@ class ClusterSettings:
     @property
     def write_timeout(self) -> float:
         """The request timeout of a status write: within the fence margin under leader election."""
-        return min(self.request_timeout, self.lease.fence_margin) if self.leader_elect else self.request_timeout
+        return min(self.request_timeout, self.lease.write_timeout) if self.leader_elect else self.request_timeout

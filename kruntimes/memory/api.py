@@ -72,6 +72,13 @@ class MemoryApi:
         with self._lock:
             return self._status.get(key)
 
+    def observe(self, run: RunInfo) -> st.Observed | None:
+        """The Binder's read: the Run as stored now (None when gone). Its writes always answer,
+        so the loop only calls this in tests that make an answer go missing."""
+        seen = self.get(run.key)
+        return None if seen is None else st.Observed(uid=seen.uid, resource_version=seen.resource_version,
+                                                     phase=seen.phase, pod_uid=seen.pod_uid)
+
     def runs(self) -> list[RunInfo]:
         with self._lock:
             return [self._runs[k] for k in sorted(self._runs)]

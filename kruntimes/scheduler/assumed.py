@@ -25,6 +25,8 @@ DROP_TERMINAL = "terminal"        # the Run finished or was released
 DROP_GONE = "gone"                # the Run was deleted (or recreated under a new UID)
 RELEASE_BIND_CONFLICT = "bind_conflict"
 RELEASE_BIND_ERROR = "bind_error"
+RELEASE_STALE_POD = "stale_pod"            # the chosen pod was deleted or replaced before the bind
+RELEASE_BIND_UNSETTLED = "bind_not_landed"  # an ambiguous bind was settled: it did not land, and cannot
 RELEASE_ABORTED = "aborted"
 
 

@@ -15,9 +15,23 @@ cycle, step by step (SPEC §3.2):
 3. no feasible pod: write the bounded Pending message, only when it changed;
 4. reserve: re-check the chosen pod against every assumption and assume (a
    defensive invariant check; a failure is counted as a reserve conflict);
-5. bind through the `Binder`: conflict -> release + requeue; other error ->
-   release + backoff; success -> KEEP the assumption until the informer shows the
-   Run bound (the cache drops it then).
+5. bind through the `Binder` (SPEC §3.2 step 6, amended 2026-12-01): first check
+   that the chosen pod is still that UID in the cache (deleted or replaced since the
+   snapshot: a bind-stage conflict, release + requeue); conflict -> release +
+   requeue; other error -> release + backoff; success -> KEEP the assumption until
+   the informer shows the Run bound (the cache drops it then);
+6. an ambiguous outcome (sent, no answer: it may have landed, or may still land)
+   KEEPS the assumption, and the key comes back with backoff to settle it:
+   - the informer showed the Run since: the hand-off rule already settled an active,
+     terminal or vanished Run; a Run still Pending at a NEWER version can no longer
+     take the write, which was guarded by the older one: release, plan again;
+   - otherwise a read (`Binder.observe`, a GET) settles it: landed on our pod -> as a
+     success; moved on without it -> release; still at the version the write was
+     guarded by -> the write has not landed but may yet, so releasing now could
+     hand its capacity to another Run just before it lands. The same bind (same pod,
+     same guarding version) is sent again instead: at most one of the two can apply,
+     both name the pod the assumption holds. This is the only write ever sent twice,
+     and only after a read showed the first had not landed.
 
 Nothing here reads the journal; the recorder only ever receives.
 """
@@ -28,6 +42,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Protocol
 
@@ -37,7 +52,7 @@ from kruntimes.scheduler import status as st
 from kruntimes.scheduler.cache import ClusterCache, RunKey, Wakeup
 from kruntimes.scheduler.framework import Planner
 from kruntimes.scheduler.metrics import SchedulerMetrics
-from kruntimes.scheduler.projection import PodInfo, RunInfo
+from kruntimes.scheduler.projection import ACTIVE_PHASES, PodInfo, RunInfo
 from kruntimes.scheduler.queue import QueueShutDown, WorkQueue
 
 log = logging.getLogger(__name__)
@@ -46,11 +61,26 @@ log = logging.getLogger(__name__)
 class Binder(Protocol):
     """Writes a Run's whole status, guarded by the resourceVersion the Run was read at.
 
-    Raises `status.Conflict` when the Run changed meanwhile (HTTP 409) and
-    `status.ApiError` (or any exception) for other failures.
+    Raises `status.Conflict` when the Run changed meanwhile (HTTP 409),
+    `status.Ambiguous` when the write may have landed (sent, not answered) and
+    `status.ApiError` (or any exception) for other failures. `observe` reads the Run
+    (None when it is gone); it is only called after an ambiguous bind.
     """
 
     def update_status(self, run: RunInfo, status: dict[str, Any]) -> None: ...
+
+    def observe(self, run: RunInfo) -> st.Observed | None: ...
+
+
+@dataclass(frozen=True)
+class Bind:
+    """One bind: what is written, guarded by which version, naming which pod."""
+
+    resource_version: str
+    run_uid: str
+    pod_name: str
+    pod_uid: str
+    body: dict[str, Any]
 
 
 def utc_now() -> datetime:
@@ -73,6 +103,8 @@ class Scheduler:
         # the informer shows a newer version, planning that Run again would only earn a
         # 409 (and, woken by each other's releases, two such Runs would ping-pong).
         self._written: dict[RunKey, str] = {}
+        # Binds whose outcome is unknown (their assumption is kept), until settled.
+        self._unsettled: dict[RunKey, Bind] = {}
         self.results: Counter[str] = Counter()
 
     # -- event intake (informer threads): apply, then only enqueue ----------------------
@@ -133,6 +165,7 @@ class Scheduler:
         stuck = any(t.is_alive() for t in self._threads)
         self._threads.clear()
         self._written.clear()
+        self._unsettled.clear()  # the term's end drops every assumption
         self.queue = WorkQueue(on_dequeue=self._dequeued)
         return drained and not stuck
 
@@ -159,6 +192,12 @@ class Scheduler:
         """Run one scheduling cycle for `key`; returns the result (or "skipped")."""
         started = time.perf_counter()
         cache = self.cache
+        if key in self._unsettled:
+            settled = self._settle(key)
+            if settled is not None:
+                self.metrics.result(settled)
+                self.results[settled] += 1
+                return settled
         with cache.lock:
             run = cache.run(key)
             written = self._written.get(key)
@@ -209,21 +248,94 @@ class Scheduler:
             self.queue.add_rate_limited(key)
             return "conflict"
         body = st.scheduled_status(None, outcome.chosen, outcome.chosen_uid, now)
-        try:
-            self.binder.update_status(run, body)
-        except st.Conflict:
-            self._bind_failed(run, "conflict", assumed_mod.RELEASE_BIND_CONFLICT)
+        return self._bind(key, run, Bind(run.resource_version, run.uid, outcome.chosen, outcome.chosen_uid, body))
+
+    # -- bind (SPEC §3.2 step 6) ---------------------------------------------------------------
+    def _bind(self, key: RunKey, run: RunInfo, bind: Bind) -> str:
+        """Write `bind` if its pod is still the one planned on; settle what the answer means."""
+        confirming = key in self._unsettled  # an earlier send of this very bind may still land
+        pod = self.cache.pod((run.namespace, bind.pod_name))
+        if pod is None or pod.uid != bind.pod_uid:
+            # Deleted or replaced since the snapshot. Releasing is safe even while an
+            # earlier send may land: it would name a pod UID that no longer counts.
+            self._unsettled.pop(key, None)
+            self._bind_failed(run, "conflict", assumed_mod.RELEASE_STALE_POD)
             self.metrics.conflict("bind")
             self.queue.add_rate_limited(key)
             return "conflict"
-        except Exception as exc:  # noqa: BLE001 - any API failure: release and retry
+        try:
+            self.binder.update_status(run, bind.body)
+        except Exception as exc:  # noqa: BLE001 - every failure is settled below
+            if confirming or isinstance(exc, st.Ambiguous):
+                # This send, or the earlier one, may have landed (a 409 now may be our own
+                # earlier send): keep the assumption until the Run is observed.
+                self._unsettled[key] = bind
+                self._record_bind(run, "unknown", type(exc).__name__)
+                log.warning("the outcome of a bind is unknown; its assumption is kept until the Run is "
+                            "observed again: %s", exc)
+                self._back_off(key, exc)
+                return "error"
+            if isinstance(exc, st.Conflict):
+                self._bind_failed(run, "conflict", assumed_mod.RELEASE_BIND_CONFLICT)
+                self.metrics.conflict("bind")
+                self.queue.add_rate_limited(key)
+                return "conflict"
             self._bind_failed(run, "error", assumed_mod.RELEASE_BIND_ERROR, type(exc).__name__)
-            self.queue.add_rate_limited(key)
+            self._back_off(key, exc)
             return "error"
+        self._unsettled.pop(key, None)
         self._record_bind(run, "ok")
         self._written[key] = run.resource_version
         self.queue.forget(key)
         return "scheduled"
+
+    def _settle(self, key: RunKey) -> str | None:
+        """Settle an ambiguous bind of `key`; None when it is settled and the cycle may plan."""
+        bind = self._unsettled[key]
+        with self.cache.lock:
+            run = self.cache.run(key)
+            if run is None or run.uid != bind.run_uid or (run.namespace, run.uid) not in self.cache.assumed:
+                # The informer settled it: the hand-off rule dropped the assumption of a
+                # Run seen active (on our pod or another), terminal or gone.
+                del self._unsettled[key]
+                return None
+            if run.resource_version != bind.resource_version:
+                # Seen Pending at a newer version: the write, guarded by the older one,
+                # can never land now.
+                del self._unsettled[key]
+                self._bind_failed(run, "conflict", assumed_mod.RELEASE_BIND_UNSETTLED)
+                self.metrics.conflict("bind")
+                return None
+        try:
+            seen = self.binder.observe(run)
+        except Exception as exc:  # noqa: BLE001 - still unknown: keep the assumption, try again later
+            log.warning("could not read a Run to settle its bind; retrying with backoff", exc_info=True)
+            self._back_off(key, exc)
+            return "error"
+        if seen is not None and seen.uid == run.uid and seen.resource_version == bind.resource_version:
+            return self._bind(key, run, bind)  # not landed yet: send the same guarded bind (see module doc)
+        del self._unsettled[key]
+        if seen is not None and seen.uid == run.uid and seen.pod_uid == bind.pod_uid \
+                and seen.phase in ACTIVE_PHASES:
+            # It landed: from here on as after a success; the informer hands the assumption over.
+            self._record_bind(run, "ok")
+            self._written[key] = run.resource_version
+            self.queue.forget(key)
+            return "scheduled"
+        # The Run moved on without this bind (or is gone): it can never land. Plan again
+        # once the informer shows the newer version (its event enqueues the key).
+        self._bind_failed(run, "conflict", assumed_mod.RELEASE_BIND_UNSETTLED)
+        self.metrics.conflict("bind")
+        self._written[key] = run.resource_version
+        return "conflict"
+
+    def _back_off(self, key: RunKey, exc: BaseException) -> None:
+        """Requeue after the key's backoff, or - a throttling server said when - after `retry_after`."""
+        wait = getattr(exc, "retry_after", None)
+        if isinstance(wait, (int, float)) and wait > 0:
+            self.queue.add_after(key, wait)
+        else:
+            self.queue.add_rate_limited(key)
 
     def _bind_failed(self, run: RunInfo, result: str, why: str, error: str | None = None) -> None:
         """Release the assumption (waking the Runs it kept out) and record the bind result."""
@@ -242,9 +354,9 @@ class Scheduler:
         except st.Conflict:
             self.queue.add_rate_limited(key)  # a newer version is on its way; plan again on it
             return "conflict"
-        except Exception:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001
             log.warning("status write for a Run failed; retrying with backoff", exc_info=True)
-            self.queue.add_rate_limited(key)
+            self._back_off(key, exc)
             return "error"
         self._written[key] = run.resource_version
         self.queue.forget(key)

@@ -8,6 +8,7 @@ Conditions keep their lastTransitionTime unless their status really changes.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -23,7 +24,25 @@ class Conflict(Exception):
 
 
 class ApiError(Exception):
-    """Any other failure to write; retried with backoff."""
+    """Any other failure to write; retried with backoff (not before `retry_after` seconds when
+    the server said so, as a throttling API server does)."""
+
+    retry_after: float | None = None
+
+
+class Ambiguous(ApiError):
+    """The write may or may not have landed (a timeout, a lost connection): only a later
+    observation of the object can tell. Never a reason to re-send blindly (SPEC §3.2 step 6)."""
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A Run as a read returned it: what settles a bind whose outcome was unknown."""
+
+    uid: str
+    resource_version: str
+    phase: str
+    pod_uid: str | None  # status.assignment.podUID, whatever the phase
 
 
 def rfc3339(t: datetime) -> str:

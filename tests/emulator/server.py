@@ -14,7 +14,11 @@ every connection and joins every thread it started. Object semantics live in
   An object that starts or stops matching the label selector arrives as ADDED or
   DELETED, as from the API server's watch cache.
 - Faults: ``fail_next(n)`` answers the next n requests with 500, ``set_latency(s)`` delays
-  every request, ``drop_watches()`` ends every open watch (cleanly, or abruptly with
+  every request; per request (``faults``): ``delay``, ``drop`` (the connection closed
+  without an answer, before or after the request was applied), ``throttle`` (429 with
+  ``Retry-After``, plain text, as API Priority and Fairness answers) and ``answer``
+  (any status). ``hits_of(match)`` counts every request that arrived, so a request the
+  client re-sent on its own shows; ``drop_watches()`` ends every open watch (cleanly, or abruptly with
   ``abrupt=True``, like a broken connection), ``compact()`` forgets the event history.
 
 Known gaps, on purpose: no authentication, no ``limit``/``continue`` paging (the whole
@@ -36,10 +40,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import kubernetes.client
 
-from tests.emulator import resources, schema, selectors, watches
+from tests.emulator import faults, resources, schema, selectors, watches
 from tests.emulator.store import ApiError, Store
 
 _POLL = 0.02  # how often serve_forever looks for shutdown()
+_REASONS = {400: "BadRequest", 404: "NotFound", 409: "Conflict", 422: "Invalid", 500: "InternalError",
+            503: "ServiceUnavailable", 504: "Timeout"}
 
 
 class Emulator:
@@ -51,6 +57,7 @@ class Emulator:
         self.bookmark_interval = bookmark_interval
         self.requests: collections.Counter[tuple[str, str, str | None]] = collections.Counter()
         self.errors: list[str] = []  # unexpected exceptions in the emulator itself
+        self.faults = faults.Faults()
         self._lock = threading.Lock()
         self._failures: list[tuple[int, Callable[[str, str], bool] | None]] = []
         self._latency = 0.0
@@ -109,6 +116,29 @@ class Emulator:
         """Answer the next ``count`` requests (those ``when(method, path)`` accepts) with ``code``."""
         with self._lock:
             self._failures.extend([(code, when)] * count)
+
+    def delay(self, seconds: float, when: faults.Match | None = None, *, count: int = 1,
+              apply_first: bool = False) -> None:
+        """Hold the next ``count`` matching requests ``seconds`` before handling them, or
+        (``apply_first``) handle them at once and answer ``seconds`` later."""
+        self.faults.add(faults.Fault("delay", when, seconds=seconds, apply_first=apply_first), count)
+
+    def drop(self, when: faults.Match | None = None, *, count: int = 1, apply_first: bool = False) -> None:
+        """Close the connection of the next ``count`` matching requests without answering;
+        with ``apply_first`` the request is applied first."""
+        self.faults.add(faults.Fault("drop", when, apply_first=apply_first), count)
+
+    def throttle(self, when: faults.Match | None = None, *, count: int = 1, retry_after: int = 1) -> None:
+        """Answer the next ``count`` matching requests 429 with ``Retry-After``, unhandled."""
+        self.faults.add(faults.Fault("throttle", when, retry_after=retry_after), count)
+
+    def answer(self, code: int, when: faults.Match | None = None, *, count: int = 1) -> None:
+        """Answer the next ``count`` matching requests with ``code`` (a Status body), unhandled."""
+        self.faults.add(faults.Fault("answer", when, code=code), count)
+
+    def hits_of(self, match: faults.Match) -> int:
+        """Requests that reached the server and ``match`` accepts, faulted or not."""
+        return self.faults.hits_of(match)
 
     def set_latency(self, seconds: float) -> None:
         """Delay every request by ``seconds`` before handling it (0 turns it off)."""
@@ -192,6 +222,32 @@ class _Handler(BaseHTTPRequestHandler, watches.WatchStreaming):
         url = urlsplit(self.path)
         query = {key: values[-1] for key, values in parse_qs(url.query, keep_blank_values=True).items()}
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._fault = fault = self.emulator.faults.arrived(method, url.path)
+        try:
+            self._handle_request(method, url, query, raw, fault)
+        finally:
+            if fault is not None:
+                self.emulator.faults.finish(fault)
+
+    def _handle_request(self, method: str, url: Any, query: dict[str, str], raw: bytes,
+                        fault: faults.Fault | None) -> None:
+        try:
+            if fault is not None and not fault.apply_first:
+                if fault.kind == "drop":
+                    self._drop()
+                    return
+                if fault.kind == "delay":
+                    self.emulator._stopping.wait(fault.seconds)
+                elif fault.kind == "throttle":
+                    self._send_throttled(fault.retry_after)
+                    return
+                elif fault.kind == "answer":
+                    self._send(fault.code, ApiError(fault.code, _REASONS.get(fault.code, "InternalError"),
+                                                    "injected by the test").status())
+                    return
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+            return
         try:
             self.emulator._before_request(method, url.path)
             if url.path == "/version":
@@ -269,6 +325,14 @@ class _Handler(BaseHTTPRequestHandler, watches.WatchStreaming):
     # --- plumbing --------------------------------------------------------------------
 
     def _send(self, code: int, body: dict[str, Any], warnings: list[str] | None = None) -> None:
+        fault = getattr(self, "_fault", None)
+        if fault is not None and fault.apply_first:  # the request has been handled: now misbehave
+            self._fault = None
+            if fault.kind == "drop":
+                self._drop()
+                return
+            if fault.kind == "delay":
+                self.emulator._stopping.wait(fault.seconds)
         data = json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -277,6 +341,22 @@ class _Handler(BaseHTTPRequestHandler, watches.WatchStreaming):
             self.send_header("Warning", f'299 - "{warning}"')
         self.end_headers()
         self.wfile.write(data)
+
+    def _drop(self) -> None:
+        """Close the connection without a byte of answer, as a crashed or cut-off server would."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _send_throttled(self, retry_after: int) -> None:
+        self.send_response(429)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Retry-After", str(retry_after))
+        self.send_header("Content-Length", str(len(faults.THROTTLED_BODY)))
+        self.end_headers()
+        self.wfile.write(faults.THROTTLED_BODY)
 
     def _count(self, verb: str, route: resources.Route) -> None:
         with self.emulator._lock:

@@ -8,6 +8,7 @@ their Ready condition and the Runs' terminal status are written as runtimed woul
 from __future__ import annotations
 
 import time
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
@@ -120,6 +121,27 @@ class Cluster:
             if condition.get("type") == "Scheduled" and condition.get("status") == "False":
                 return str(condition.get("message"))
         return None
+
+    def overcommit(self) -> int:
+        """Active Runs beyond their Runtime Pod's `runs` capacity, summed over the pods that exist.
+
+        Counted from the API (not the scheduler's cache): Runs per assigned pod UID against
+        the capacity annotation. A Run assigned to a pod UID that no longer exists is
+        `bound_to_missing_pods`, not counted here.
+        """
+        capacity = {pod.metadata.uid: int((pod.metadata.annotations or {}).get(
+            models.CAPACITY_ANNOTATION_PREFIX + "runs", "1"))
+            for pod in self.core.list_namespaced_pod(self.namespace).items}
+        active = Counter(run["status"]["assignment"]["podUID"] for run in self.runs().values()
+                         if (run.get("status") or {}).get("phase") in ("Scheduled", "Running"))
+        return sum(max(0, n - capacity[uid]) for uid, n in active.items() if uid in capacity)
+
+    def bound_to_missing_pods(self) -> list[str]:
+        """Active Runs whose assigned pod UID is not a pod of the namespace (deleted or replaced)."""
+        uids = {pod.metadata.uid for pod in self.core.list_namespaced_pod(self.namespace).items}
+        return sorted(name for name, run in self.runs().items()
+                      if (run.get("status") or {}).get("phase") in ("Scheduled", "Running")
+                      and run["status"]["assignment"]["podUID"] not in uids)
 
     def all_placed(self, names: list[str]) -> bool:
         phases = self.phases()

@@ -54,6 +54,8 @@ def test_an_injected_409_on_the_status_write_is_a_bind_conflict_not_an_error(
     emulator.fail_next(1, code=409, when=lambda method, path: method == "PUT" and path.endswith("/status"))
     cluster_api.add_run("r")
     wait_for(lambda: cluster_api.placements() == {"r": "python-0"}, what="the Run placed after the conflict")
+    # The status is visible before the cycle that wrote it ends: wait for its result.
+    wait_for(lambda: sample(scheduler, RESULTS, result="scheduled") == 1, what="the placing cycle's end")
     assert sample(scheduler, CONFLICTS, stage="bind") == 1
     assert sample(scheduler, RESULTS, result="conflict") == 1 and sample(scheduler, RESULTS, result="error") == 0
 

@@ -6,8 +6,11 @@ so they skip on a real cluster.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Callable
+
+import pytest
 
 from kruntimes.cluster.runner import ClusterScheduler
 from tests.emulator.server import Emulator
@@ -102,3 +105,17 @@ def test_bookmarks_keep_a_quiet_watch_fresh_so_a_reconnect_after_compaction_need
     emulator.drop_watches()
     wait_for(lambda: runtimes.stats.watches >= 2, what="the Runtime watch resumed")
     assert runtimes.stats.gone == 0 and runtimes.stats.lists == 1  # Runtimes are not relisted by a new term
+
+
+def test_a_throttled_list_is_retried_by_the_informer_no_sooner_than_retry_after(
+        emulator: Emulator, cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler],
+        caplog: pytest.LogCaptureFixture) -> None:
+    run_lists = lambda method, path: method == "GET" and path.endswith("/runs")  # noqa: E731
+    emulator.throttle(run_lists, retry_after=1)
+    cluster_api.add_pod("python-0", runs=1)
+    with caplog.at_level(logging.WARNING, logger="kruntimes.cluster.informer"):
+        scheduler = start_scheduler()  # backoff_max 0.5 s: only Retry-After makes the wait 1 s
+        wait_for(lambda: scheduler.informers["Run"].synced, what="the Run informer synced after the 429")
+    assert any("429" in r.getMessage() and "retrying in 1.00s" in r.getMessage() for r in caplog.records)
+    assert scheduler.informers["Run"].stats.errors == 1
+    assert emulator.faults.fired["throttle"] == 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -14,7 +15,9 @@ import pytest
 from kubernetes import client
 
 from kruntimes.cluster import errors
+from kruntimes.cluster.leader import LeaderElector
 from kruntimes.cluster.runner import ClusterScheduler
+from kruntimes.cluster.settings import LeaseSettings
 from kruntimes.journal.backends import Journal
 from kruntimes.scheduler.projection import RunInfo
 from tests.emulator.server import Emulator
@@ -213,3 +216,44 @@ def test_a_leader_whose_term_cannot_start_gives_the_lease_up_to_one_that_can(
     cluster_api.add_run("r")
     wait_for(lambda: cluster_api.placements() == {"r": "python-0"}, what="r placed by b")
     assert not a.leading and a.binder.writes == 0 and lease_holder(cluster_api) == "b"
+
+
+def test_a_candidate_times_a_lease_version_from_when_its_read_returned_not_from_when_it_was_sent(
+        emulator: Emulator, kube_namespace: str) -> None:
+    # A slow read that started before the holder renewed still returns the renewal. Timed
+    # from the read's start, the candidate would judge the lease expired up to one read's
+    # duration before the holder's protection ends, and two schedulers would lead.
+    api = emulator.api_client()
+    leases = client.CoordinationV1Api(api)
+    leases.create_namespaced_lease(kube_namespace, {"metadata": {"name": "l"}, "spec": {
+        "holderIdentity": "a", "leaseDurationSeconds": 10}})
+    now = [0.0]
+    candidate = LeaderElector(api, LeaseSettings(name="l", namespace=kube_namespace, identity="b", duration=10,
+                                                 renew_deadline=6.0, retry_period=1.0),
+                              on_started=lambda lease: None, on_stopped=lambda reason: None, clock=lambda: now[0])
+    read_arrived, renewed = threading.Event(), threading.Event()
+
+    def renew_while_the_read_is_held() -> None:
+        read_arrived.wait(10)
+        lease = leases.read_namespaced_lease("l", kube_namespace)
+        lease.spec.renew_time = datetime.now(timezone.utc)
+        leases.replace_namespaced_lease("l", kube_namespace, lease)  # a new version
+        now[0] = 5.0  # the read has taken 5 s (on the candidate's clock) by the time it returns
+        renewed.set()
+
+    def lease_read(method: str, path: str) -> bool:
+        if method == "GET" and path.endswith("/leases/l") and not read_arrived.is_set():
+            read_arrived.set()
+            return True
+        return False
+
+    emulator.delay(1.0, lease_read)
+    renewer = threading.Thread(target=renew_while_the_read_is_held)
+    renewer.start()
+    assert not candidate._try_acquire_or_renew(1.5)  # held by a, first seen now
+    renewer.join()
+    assert renewed.is_set()
+    now[0] = 10.5  # 10 s after the read was sent, 5.5 s after the renewal was seen
+    assert not candidate._try_acquire_or_renew(1.0), "took a lease its holder renewed 5.5 s ago"
+    now[0] = 15.5
+    assert candidate._try_acquire_or_renew(1.0)

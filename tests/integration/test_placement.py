@@ -8,10 +8,21 @@ from kruntimes.cluster.runner import ClusterScheduler
 from tests.integration.cluster import Cluster, wait_for
 
 WAKEUPS = "kruntimes_scheduler_pending_run_wakeups_total"
+RESULTS = "kruntimes_scheduler_schedule_results_total"
 
 
 def wakeups(scheduler: ClusterScheduler, source: str) -> float:
     return scheduler.registry.get_sample_value(WAKEUPS, {"source": source}) or 0.0
+
+
+def parked(scheduler: ClusterScheduler, unschedulable: int) -> None:
+    """Wait until `unschedulable` cycles have ENDED and nothing is queued: the Runs are parked.
+
+    Not the Pending status: it is written before the cycle parks its Run, and an event
+    observed in between wakes nothing (the Run is requeued, without a wake-up source).
+    """
+    wait_for(lambda: (scheduler.registry.get_sample_value(RESULTS, {"result": "unschedulable"}) or 0)
+             >= unschedulable and scheduler.scheduler.queue.idle(), what=f"{unschedulable} Runs parked")
 
 
 def test_runs_created_are_placed_on_runtime_pods_of_their_runtime(
@@ -53,6 +64,7 @@ def test_a_pending_run_is_woken_when_a_runtime_pod_becomes_ready(
     scheduler = start_scheduler()
     cluster_api.add_run("r")
     wait_for(lambda: cluster_api.pending_message("r"), what="a Pending message")
+    parked(scheduler, 1)
     assert wakeups(scheduler, "runtime_pod") == 0
     cluster_api.set_ready("python-0", True)
     wait_for(lambda: cluster_api.placements() == {"r": "python-0"}, what="the Run placed after the pod got ready")
@@ -68,6 +80,7 @@ def test_a_pending_run_is_woken_when_capacity_is_released(
     cluster_api.add_run("second")
     assert wait_for(lambda: cluster_api.pending_message("second"), what="the second Run Pending") == \
         "0/1 runtime pods available: 1 insufficient capacity"
+    parked(scheduler, 1)
     cluster_api.finish("first")
     wait_for(lambda: cluster_api.placements() == {"second": "python-0"}, what="the second Run placed")
     assert wakeups(scheduler, "capacity_released") == 1
@@ -80,11 +93,13 @@ def test_a_capacity_increase_on_a_pod_wakes_its_pending_runs(
     scheduler = start_scheduler()
     for name in ("a", "b", "c"):
         cluster_api.add_run(name)
-    wait_for(lambda: len(cluster_api.placements()) == 1 and cluster_api.pending_message("c") is not None
-             or cluster_api.pending_message("b") is not None, what="one placed, the others Pending")
+    wait_for(lambda: len(cluster_api.placements()) == 1
+             and all(cluster_api.pending_message(n) for n in ("a", "b", "c") if n not in cluster_api.placements()),
+             what="one placed, the others Pending")
+    parked(scheduler, 2)
     cluster_api.set_capacity("python-0", 3)
     wait_for(lambda: len(cluster_api.placements()) == 3, what="all three placed")
-    assert wakeups(scheduler, "runtime_pod") >= 2
+    assert wakeups(scheduler, "runtime_pod") == 2  # the two parked Runs, each once
 
 
 def test_an_invalid_run_becomes_terminal_failed_with_a_message_naming_the_field(
