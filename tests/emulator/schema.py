@@ -9,10 +9,13 @@ Runtime, in the API server's order:
 2. apply ``default`` values to missing fields;
 3. validate against the OpenAPI schema (``jsonschema``'s draft 4 validator: the parts a
    CRD uses are draft 4, and it ignores the ``x-kubernetes-*`` keys);
-4. on update, evaluate the ``x-kubernetes-validations`` transition rules. Only the
-   rule shapes the CRDs use are understood (``self == oldSelf`` and
-   ``has(self.f) == has(oldSelf.f)``); loading a CRD with any other rule fails, so a
-   new rule cannot go unenforced here without someone noticing.
+4. evaluate the ``x-kubernetes-validations`` rules wherever they sit (under
+   ``properties``, ``items`` and ``additionalProperties``): plain rules on every write,
+   transition rules (those naming ``oldSelf``) on update only, where both the old and
+   the new value exist. Only the rule shapes the CRDs use are understood
+   (``self == oldSelf``, ``has(self.f) == has(oldSelf.f)``, ``self.all(k, size(k) <= N)``
+   and ``size(self.metadata.name) <= N``); loading a CRD with any other rule fails, so
+   a new rule cannot go unenforced here without someone noticing.
 """
 
 from __future__ import annotations
@@ -31,15 +34,20 @@ import yaml
 DEFAULT_CRD_DIR = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 
 _HAS = re.compile(r"^has\(self\.(\w+)\) == has\(oldSelf\.(\w+)\)$")
+_ALL_KEYS_AT_MOST = re.compile(r"^self\.all\((\w+), size\(\1\) <= (\d+)\)$")
+_NAME_AT_MOST = re.compile(r"^size\(self\.metadata\.name\) <= (\d+)$")
 Rule = Callable[[Any, Any], bool]
+# Path steps that stand for every element of a list (``items``) or map (``additionalProperties``).
+_EACH_ITEM, _EACH_VALUE = "[*]", "{*}"
 
 
 @dataclass(frozen=True)
-class _TransitionRule:
+class _Rule:
     path: tuple[str, ...]
     rule: str
     message: str
     check: Rule
+    transition: bool
 
 
 class CustomResourceSchema:
@@ -70,12 +78,18 @@ class CustomResourceSchema:
         for error in sorted(self._validator.iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path]):
             where = ".".join(str(p) for p in error.absolute_path) or "<root>"
             problems.append(f"{where}: Invalid value: {error.message}")
-        if old is not None:
-            for rule in self._rules:
+        for rule in self._rules:
+            if rule.transition:
+                if old is None or _EACH_ITEM in rule.path or _EACH_VALUE in rule.path:
+                    continue
                 new_value, old_value = _at(obj, rule.path), _at(old, rule.path)
                 # Transition rules run only where both the old and the new value exist.
                 if new_value is not _MISSING and old_value is not _MISSING and not rule.check(new_value, old_value):
                     problems.append(f"{'.'.join(rule.path)}: Invalid value: \"object\": {rule.message}")
+                continue
+            for where, value in _each(obj, rule.path, ()):
+                if not rule.check(value, None):
+                    problems.append(f"{'.'.join(where) or '<root>'}: Invalid value: \"object\": {rule.message}")
         return pruned, problems
 
 
@@ -108,6 +122,22 @@ def _at(obj: Any, path: tuple[str, ...]) -> Any:
     return obj
 
 
+def _each(obj: Any, path: tuple[str, ...], where: tuple[str, ...]) -> Any:
+    """(concrete path, value) for every value ``path`` reaches in ``obj``, through wildcards."""
+    if not path:
+        yield where, obj
+        return
+    step, rest = path[0], path[1:]
+    if step == _EACH_ITEM:
+        for i, item in enumerate(obj if isinstance(obj, list) else ()):
+            yield from _each(item, rest, where[:-1] + (f"{where[-1] if where else ''}[{i}]",))
+    elif step == _EACH_VALUE:
+        for key, item in (obj.items() if isinstance(obj, dict) else ()):
+            yield from _each(item, rest, where + (str(key),))
+    elif isinstance(obj, dict) and step in obj:
+        yield from _each(obj[step], rest, where + (step,))
+
+
 def _compile(rule: str) -> Rule:
     if rule == "self == oldSelf":
         return lambda new, old: bool(new == old)
@@ -115,6 +145,14 @@ def _compile(rule: str) -> Rule:
     if found and found.group(1) == found.group(2):
         field = found.group(1)
         return lambda new, old: (field in new) == (field in old)
+    found = _ALL_KEYS_AT_MOST.match(rule)
+    if found:
+        limit = int(found.group(2))
+        return lambda new, old: not isinstance(new, dict) or all(len(k) <= limit for k in new)
+    found = _NAME_AT_MOST.match(rule)
+    if found:
+        limit = int(found.group(1))
+        return lambda new, old: len(str(_at(new, ("metadata", "name")) or "")) <= limit
     raise NotImplementedError(
         f"the API emulator cannot evaluate the CEL rule {rule!r}; teach tests/emulator/schema.py "
         "its meaning so the emulator keeps enforcing what the CRD does")
@@ -122,16 +160,13 @@ def _compile(rule: str) -> Rule:
 
 def _collect_rules(schema: dict[str, Any], path: tuple[str, ...]) -> Any:
     for entry in schema.get("x-kubernetes-validations", []):
-        yield _TransitionRule(path, entry["rule"], entry.get("message", entry["rule"]), _compile(entry["rule"]))
+        rule = entry["rule"]
+        yield _Rule(path, rule, entry.get("message", rule), _compile(rule), "oldSelf" in rule)
     for name, child in schema.get("properties", {}).items():
         yield from _collect_rules(child, path + (name,))
-    for nested in ("items", "additionalProperties"):
-        if isinstance(schema.get(nested), dict) and _has_rules(schema[nested]):
-            raise NotImplementedError(f"{'.'.join(path)}: rules under {nested} are not emulated")
-
-
-def _has_rules(schema: dict[str, Any]) -> bool:
-    return "x-kubernetes-validations" in str(schema)
+    for nested, step in (("items", _EACH_ITEM), ("additionalProperties", _EACH_VALUE)):
+        if isinstance(schema.get(nested), dict):
+            yield from _collect_rules(schema[nested], path + (step,))
 
 
 def _prune(value: Any, schema: dict[str, Any], path: str, pruned: list[str]) -> Any:
