@@ -122,19 +122,21 @@ def test_a_pod_replaced_between_plan_and_bind_is_a_bind_conflict_and_the_run_goe
         cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler], emulator: Emulator) -> None:
     old = cluster_api.add_pod("python-0", runs=1)
     scheduler = start_scheduler()
-    cache, lookup = scheduler.cache, scheduler.cache.pod
+    cache, loop = scheduler.cache, scheduler.scheduler
+    bind = loop._bind
     replaced: list[str] = []
 
-    def pod_replaced_first(key: tuple[str, str]) -> Any:
-        # The bind's UID check is the first lookup after the plan: replace the pod (same
-        # name, new UID) and let the informer deliver it before the check reads it.
+    def replace_then_bind(key: Any, run: Any, planned: Any) -> str:
+        # After the cycle planned and reserved (and let go of the cache lock), before the
+        # bind checks the pod: replace it (same name, new UID) and let the informer deliver it.
         if not replaced:
             cluster_api.core.delete_namespaced_pod("python-0", cluster_api.namespace)
             replaced.append(cluster_api.add_pod("python-0", runs=1)["uid"])
-            wait_for(lambda: (lookup(key) or old).uid == replaced[0], what="the new pod in the cache")
-        return lookup(key)
+            wait_for(lambda: (cache.pod((cluster_api.namespace, "python-0")) or old).uid == replaced[0],
+                     what="the new pod in the cache")
+        return bind(key, run, planned)
 
-    cache.pod = pod_replaced_first  # type: ignore[method-assign]
+    loop._bind = replace_then_bind  # type: ignore[method-assign]
     cluster_api.add_run("r")
     wait_for(lambda: cluster_api.placements() == {"r": "python-0"}, what="r placed")
     assert cluster_api.run("r")["status"]["assignment"]["podUID"] == replaced[0] != old["uid"]

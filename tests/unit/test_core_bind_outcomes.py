@@ -138,14 +138,14 @@ def test_a_failed_read_leaves_the_bind_unsettled_and_keeps_the_assumption() -> N
 
 def pod_changes_after_reserve(h: Harness, change: Any) -> None:
     """Right after the cycle reserves, the informer delivers `change` (before the bind)."""
-    reserve = h.cache.reserve
+    reserve = h.cache.reserve_waking
 
-    def reserve_then_change(r: RunInfo, pod_name: str) -> bool:
-        reserved = reserve(r, pod_name)
+    def reserve_then_change(r: RunInfo, pod_name: str, pod_uid: str | None = None) -> Any:
+        woken = reserve(r, pod_name, pod_uid)
         change()
-        return reserved
+        return woken
 
-    h.cache.reserve = reserve_then_change  # type: ignore[method-assign]
+    h.cache.reserve_waking = reserve_then_change  # type: ignore[method-assign]
 
 
 def test_a_pod_replaced_between_plan_and_bind_is_a_bind_conflict_and_nothing_is_written() -> None:
