@@ -1,0 +1,52 @@
+"""API objects into the admission guard's inputs, through the project's own readers (SPEC §2.1, §2.2, §4.1).
+
+runtimed must count a Run's request and a pod's capacity exactly as the scheduler
+does, or the two guards would disagree about what fits. So nothing is parsed here:
+requests come from `kruntimes.api.ingest.run_info` (validated, or the lenient
+reading that an old active Run with a malformed entry still counts) and capacity
+from `kruntimes.api.ingest.pod_info` (every capacity annotation form it accepts),
+plus the same default `runs` capacity the scheduler applies.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from kruntimes.api import ingest
+from kruntimes.runtimed.admission import AssignedRun, Capacity
+from kruntimes.scheduler.projection import RunInfo
+from kruntimes.scheduler.views import effective_capacity
+
+NOT_A_RUNTIME_POD = "the pod carries no kruntimes.io/runtime label, so it declares no capacity"
+
+
+def pod_capacity(pod: Mapping[str, Any], default_runs_capacity: int = 1) -> Capacity:
+    """The pod's effective capacity; a malformed annotation is a problem, never a guess."""
+    info = ingest.pod_info(pod)
+    if info is None:
+        return Capacity(problem=NOT_A_RUNTIME_POD)
+    if info.capacity_problem is not None:
+        return Capacity(problem=info.capacity_problem)
+    # Zero capacities are kept: a declared 0 admits no positive request (SPEC §2.3).
+    return Capacity(tuple(sorted(effective_capacity(info, default_runs_capacity).items())))
+
+
+def assigned_run(run: Mapping[str, Any]) -> tuple[AssignedRun, RunInfo]:
+    """The guard's view of a Run, and the full projection (phase, problems) beside it."""
+    info = ingest.run_info(run)
+    return AssignedRun(
+        namespace=info.namespace, name=info.name, uid=info.uid, requests=info.requests,
+        pod_name=info.pod_name, pod_uid=info.pod_uid, assigned_at=_assigned_at(run),
+        resource_version=info.resource_version,
+    ), info
+
+
+def _assigned_at(run: Mapping[str, Any]) -> Any:
+    """When the scheduler assigned the Run: its `Scheduled=True` condition's transition time."""
+    status = run.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for condition in conditions if isinstance(conditions, list) else []:
+        if isinstance(condition, Mapping) and condition.get("type") == "Scheduled" \
+                and condition.get("status") == "True":
+            return ingest.parse_time(condition.get("lastTransitionTime"))
+    return None
