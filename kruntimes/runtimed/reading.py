@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from kruntimes.api import ingest
+import pydantic
+
+from kruntimes.api import ingest, models
 from kruntimes.runtimed.admission import AssignedRun, Capacity
 from kruntimes.scheduler.projection import RunInfo
 from kruntimes.scheduler.views import effective_capacity
@@ -39,6 +41,26 @@ def assigned_run(run: Mapping[str, Any]) -> tuple[AssignedRun, RunInfo]:
         pod_name=info.pod_name, pod_uid=info.pod_uid, assigned_at=_assigned_at(run),
         resource_version=info.resource_version,
     ), info
+
+
+def execution_mode(run: Mapping[str, Any]) -> tuple[str, list[str] | None] | None:
+    """("task", args) or ("function", args or None) from `spec.mode`; None when there is nothing to execute.
+
+    A function's settings belong to the Runtime Server; the one runtimed uses is an
+    optional `args` list, the process kept until the Run is released.
+    """
+    try:
+        mode = models.Run.model_validate({"metadata": {"name": "-"}, "spec": run.get("spec")}).spec.mode
+    except pydantic.ValidationError:
+        return None
+    if mode is None:
+        return None
+    if mode.task is not None:
+        return "task", list(mode.task.args)
+    args = (mode.function.model_extra or {}).get("args") if mode.function is not None else None
+    if isinstance(args, list) and args and all(isinstance(a, str) for a in args):
+        return "function", list(args)
+    return "function", None
 
 
 def _assigned_at(run: Mapping[str, Any]) -> Any:

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from kruntimes.runtimed.admission import Capacity
-from kruntimes.runtimed.reading import NOT_A_RUNTIME_POD, assigned_run, pod_capacity
+from kruntimes.runtimed.reading import NOT_A_RUNTIME_POD, assigned_run, execution_mode, pod_capacity
 
 
 def pod(annotations: dict[str, str], labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -53,3 +53,14 @@ def test_a_run_with_a_malformed_request_still_counts_its_runs_default_and_carrie
     run, info = assigned_run(obj)
     assert run.requests == (("runs", 1),) and run.assigned_at is None and run.pod_uid is None
     assert info.problems
+
+
+def test_the_execution_mode_is_a_task_argv_or_a_function_with_optional_args() -> None:
+    def spec(mode: Any) -> dict[str, Any]:
+        return {"metadata": {"name": "r"}, "spec": {"runtime": "rt", "mode": mode}}
+
+    assert execution_mode(spec({"task": {"args": ["python", "train.py"]}})) == ("task", ["python", "train.py"])
+    assert execution_mode(spec({"function": {"args": ["serve"]}})) == ("function", ["serve"])
+    assert execution_mode(spec({"function": {}})) == ("function", None)
+    assert execution_mode(spec(None)) is None
+    assert execution_mode(spec({"task": {"args": []}})) is None
