@@ -135,6 +135,11 @@ class AdmissionGuard:
             return run.pod_uid == self.pod_uid
         return run.pod_name == self.pod_name
 
+    def holds(self, uid: str) -> bool:
+        """Whether the Run is admitted here (reserved or claimed)."""
+        with self._lock:
+            return uid in self._admitted
+
     def usage(self) -> dict[str, int]:
         """What the admitted Runs (reserved or claimed) hold, per resource."""
         with self._lock:

@@ -164,6 +164,10 @@ class Executor:
         """Release a function Run: stop its process (if any) and report it released. False if unknown."""
         return self._stop(uid, "released", functions_only=True)
 
+    def stop(self, uid: str) -> bool:
+        """Stop a Run's execution because the Run ended elsewhere or was deleted; False if unknown."""
+        return self._stop(uid, "interrupted", functions_only=False)
+
     def stop_all(self) -> None:
         """runtimed is stopping: stop every process; each Run ends Failed, saying runtimed stopped."""
         for run in self.active():
