@@ -18,7 +18,9 @@ here knows how. The steps, each as SPEC §4.1 states it:
    first. Capacity is freed only once the end is written, so the API never shows
    more Runs active on this pod than it holds.
 3. After a restart (`recover`), Running Runs of this pod are counted first, whatever
-   their fit; those whose process this runtimed does not have end Failed.
+   their fit; those whose process this runtimed does not have end Failed. So does a
+   Running Run of this pod seen later that this runtimed never claimed. A claim
+   whose answer was lost (timeout) is read back, never guessed.
 4. A function Run is released by the annotation `kruntimes.io/release: "true"`.
 5. A Run that is malformed (the scheduler would have failed it) or has no mode ends
    Failed with a reason that says what to fix; a Run another writer ended, or one
@@ -105,7 +107,8 @@ class Lifecycle:
         for ended in outcomes.lost_executions(running, self.executor.has):
             self._finish(ended)
         for obj in objs:
-            self.observe(obj)
+            if (obj.get("status") or {}).get("phase") != "Running":
+                self.observe(obj)
 
     def observe(self, obj: dict[str, Any]) -> None:
         """A Run was added or changed (watch event, list entry or fresh read)."""
@@ -119,6 +122,13 @@ class Lifecycle:
             return
         if info.phase == "Running" and admitted_here and self._release_requested(obj):
             threading.Thread(target=self.executor.release, args=(run.uid,), daemon=True).start()
+            return
+        if info.phase == "Running" and not admitted_here and info.active and self.guard.is_mine(run):
+            # Running on this pod, yet not claimed by this runtimed (a claim whose answer
+            # was lost and could not be re-read, a status someone else wrote): its process
+            # is not here. Count it, then end it as lost; the guarded write settles races.
+            self.guard.adopt(run)
+            self._finish(Ended(_ref(run), "Failed", outcomes.REASON_EXECUTION_LOST, outcomes.EXECUTION_LOST))
             return
         if info.phase != "Scheduled":
             return
@@ -170,14 +180,22 @@ class Lifecycle:
         except st.Conflict:
             # 409: drop the reservation, re-read, offer again (it may have ended or moved).
             self._claim_all(self.guard.release(run.uid))
-            fresh = self._reader.read_run(run.namespace, run.name)
+            fresh = self._read_quietly(run.namespace, run.name)
             if fresh is not None:
                 self.observe(fresh)
             return
         except st.ApiError as exc:
-            log.warning("claiming Run %s/%s failed, will retry on its next event: %s", run.namespace, run.name, exc)
-            self._claim_all(self.guard.release(run.uid))
-            return
+            # Ambiguous: the claim may have landed. Read it back rather than guess.
+            log.warning("claiming Run %s/%s failed: %s; reading it back", run.namespace, run.name, exc)
+            fresh = self._read_quietly(run.namespace, run.name)
+            landed = fresh is not None and (fresh.get("status") or {}).get("phase") == "Running" \
+                and assigned_run(fresh)[0].uid == run.uid
+            if not landed:
+                self._claim_all(self.guard.release(run.uid))
+                if fresh is not None:
+                    self.observe(fresh)
+                return
+            self._remember(fresh)
         self.guard.claimed(run.uid)
         mode = execution_mode(obj)
         ref = _ref(run)
@@ -216,13 +234,20 @@ class Lifecycle:
                 self._writer.update_status(info, outcomes.ended_status(obj.get("status"), ended, self._clock()))
                 break
             except st.Conflict:
-                fresh = self._reader.read_run(run.namespace, run.name)
+                fresh = self._read_quietly(run.namespace, run.name)
                 if fresh is None or fresh.get("metadata", {}).get("uid") != run.uid:
                     break
                 self._remember(fresh)
             except st.ApiError as exc:
                 log.warning("writing the end of Run %s failed: %s", run.label, exc)
         self._claim_all(self.guard.release(run.uid))
+
+    def _read_quietly(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self._reader.read_run(namespace, name)
+        except st.ApiError as exc:
+            log.warning("reading Run %s/%s failed: %s", namespace, name, exc)
+            return None
 
     # -- state -----------------------------------------------------------------------
 

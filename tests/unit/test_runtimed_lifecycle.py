@@ -32,6 +32,7 @@ class FakeApi:
         self.lock = threading.RLock()
         self.lifecycle: Lifecycle | None = None
         self.conflict_next: set[str] = set()
+        self.fail_next: dict[str, bool] = {}  # name -> whether the failed write landed anyway
         self.phases: dict[str, list[str]] = {}
 
     def add(self, name: str, phase: str = "Scheduled", *, args: list[str] | None = None, function: bool = False,
@@ -48,6 +49,12 @@ class FakeApi:
 
     def update_status(self, run: RunInfo, status: dict[str, Any]) -> None:
         with self.lock:
+            if run.name in self.fail_next:
+                if self.fail_next.pop(run.name):
+                    self.objects[run.name]["status"] = copy.deepcopy(status)
+                    self.objects[run.name]["metadata"]["resourceVersion"] += "0"
+                    self.phases.setdefault(run.name, []).append(status.get("phase", ""))
+                raise st.ApiError("timed out")
             obj = self.objects.get(run.name)
             if obj is None or obj["metadata"]["resourceVersion"] != run.resource_version or \
                     run.name in self.conflict_next:
@@ -189,3 +196,22 @@ def test_a_run_another_writer_ended_is_stopped_here_and_not_overwritten(api: Fak
     life.observe(ended)
     wait_for(lambda: life.guard.usage() == {} and not life.executor.has("uid-a"))
     assert api.phases["a"] == ["Running"]
+
+
+@pytest.mark.parametrize("landed", [True, False], ids=["the write landed", "the write was lost"])
+def test_a_claim_whose_answer_was_lost_is_read_back_and_the_run_executes_once(
+        api: FakeApi, tmp_path: Path, landed: bool) -> None:
+    life = start(api, tmp_path)
+    api.fail_next["a"] = landed
+    life.observe(api.add("a", args=[PY, "-c", "print('once')"]))
+    wait_for(lambda: api.phase("a") == "Succeeded")
+    assert api.phases["a"] == ["Running", "Succeeded"]
+
+
+def test_a_running_run_of_this_pod_that_this_runtimed_never_claimed_ends_failed_as_lost(
+        api: FakeApi, tmp_path: Path) -> None:
+    life = start(api, tmp_path, runs=1)
+    life.observe(api.add("stray", phase="Running"))
+    assert api.phase("stray") == "Failed"
+    assert api.condition("stray", "Completed")["reason"] == outcomes.REASON_EXECUTION_LOST
+    assert life.guard.usage() == {}
