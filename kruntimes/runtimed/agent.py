@@ -133,8 +133,7 @@ class _PodEvents:
             self._agent.lifecycle.set_capacity(pod_capacity(obj, self._agent.settings.default_runs_capacity))
 
     def delete(self, namespace: str, name: str) -> None:
-        # Not on this (the informer's) thread: stopping joins it.
-        threading.Thread(target=self._agent.stop, name="runtimed-stop", daemon=True).start()
+        self._agent.stop()  # the pod is gone: nothing here may run any more
 
 
 class Agent:
@@ -158,15 +157,25 @@ class Agent:
         self._stopping = threading.Event()
 
     def run(self, sync_timeout: float = 60.0) -> None:
-        """Sync, recover, then renew the heartbeat until `stop`."""
-        self.pod_informer.start()
-        self.run_informer.start()
-        if not (self.pod_informer.wait_synced(sync_timeout) and self.run_informer.wait_synced(sync_timeout)):
-            raise errors.ApiError(f"runtimed could not list its pod and Runs within {sync_timeout:.0f}s")
-        self._runs.recover()
-        while not self._stopping.is_set():
-            self.heartbeat()
-            self._stopping.wait(self.settings.heartbeat_period)
+        """Sync, recover, then renew the heartbeat until `stop`; stops every execution on the way out."""
+        try:
+            self.pod_informer.start()
+            self.run_informer.start()
+            synced = self.pod_informer.wait_synced(sync_timeout) and self.run_informer.wait_synced(sync_timeout)
+            if not synced and not self._stopping.is_set():
+                raise errors.ApiError(f"runtimed could not list its pod and Runs within {sync_timeout:.0f}s")
+            if self._stopping.is_set():
+                return
+            self._runs.recover()
+            log.info("runtimed started", extra={"pod": self.settings.pod_name,
+                                                "admitted": len(self.lifecycle.guard.admitted())})
+            while not self._stopping.is_set():
+                self.heartbeat()
+                self._stopping.wait(self.settings.heartbeat_period)
+        finally:
+            self.lifecycle.shutdown()
+            self.run_informer.stop()
+            self.pod_informer.stop()
 
     def heartbeat(self) -> None:
         body = {"metadata": {"annotations": {models.HEARTBEAT_ANNOTATION: rfc3339(datetime.now(timezone.utc))}}}
@@ -178,7 +187,5 @@ class Agent:
             log.warning("renewing the heartbeat of pod %s failed: %s", self.settings.pod_name, errors.describe(exc))
 
     def stop(self) -> None:
+        """Ask `run` to return (from any thread or a signal handler); it cleans up on its own thread."""
         self._stopping.set()
-        self.lifecycle.shutdown()
-        self.run_informer.stop()
-        self.pod_informer.stop()
