@@ -1,12 +1,12 @@
-"""runtimed over the real Kubernetes client: watches, guarded writes, heartbeat (SPEC §4.1). A SKETCH.
+"""runtimed over the real Kubernetes client: watches, guarded writes, heartbeat (SPEC §4.1).
 
-Not yet behind a `kruntimes runtimed` command: it has not run against the API
-emulator or a cluster (issue 13 items 6-8). What is settled is the seams - each a
+`kruntimes runtimed` runs one `Agent`. It has run against the API emulator (with the
+live scheduler, and as a process), not yet against a real cluster. Its seams, each a
 small piece the tests can replace:
 
-- `Settings.from_env()`: the pod's identity from the downward API, as the Runtime
-  controller injects it (`kruntimes.controller.reconcile.POD_ENV`), and the work
-  directory on a writable volume.
+- `Settings`: the pod's identity (from the downward API, as the Runtime controller
+  injects it: `kruntimes.controller.reconcile.POD_ENV`) and the work directory on a
+  writable volume.
 - Runs: an `Informer` (the scheduler's: paged list, resumable watch, relist on 410,
   no duplicates) over Runs assigned to this pod. With `run_field_selector` it asks
   the server for `status.assignment.podName=<pod>` (needs the CRD's
@@ -27,7 +27,6 @@ small piece the tests can replace:
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -63,18 +62,6 @@ class Settings:
     heartbeat_period: float = 10.0
     run_field_selector: bool = False
     request_timeout: float = 30.0
-
-    @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
-        """From the downward-API variables; a missing one is a deployment error that says which."""
-        env = dict(os.environ if env is None else env)
-        missing = [n for n in ("KRUNTIMES_POD_NAME", "KRUNTIMES_POD_NAMESPACE", "KRUNTIMES_POD_UID") if not env.get(n)]
-        if missing:
-            raise ValueError(f"runtimed needs {', '.join(missing)} from the downward API; the Runtime controller "
-                             "sets them on the runtimed container of every Runtime Pod")
-        return cls(pod_name=env["KRUNTIMES_POD_NAME"], pod_namespace=env["KRUNTIMES_POD_NAMESPACE"],
-                   pod_uid=env["KRUNTIMES_POD_UID"], work_dir=Path(env.get("KRUNTIMES_WORK_DIR", "/tmp/kruntimes-runs")),
-                   default_runs_capacity=int(env.get("KRUNTIMES_DEFAULT_RUNS_CAPACITY", "1")))
 
 
 class _Reader:
