@@ -23,7 +23,7 @@ def _loaded_after_import(module: str) -> set[str]:
     "kruntimes.scheduler.loop", "kruntimes.scheduler.cache", "kruntimes.scheduler.framework",
     "kruntimes.scheduler.registry", "kruntimes.memory.api",
     "kruntimes.runtimed.admission", "kruntimes.runtimed.outcomes", "kruntimes.runtimed.executor",
-    "kruntimes.controller.reconcile",
+    "kruntimes.controller.reconcile", "kruntimes.controller.apply",
 ], ids=lambda m: f"{m} imports no Kubernetes client, SQL, API layer or journal")
 def test_the_planner_core_imports_no_adapter(module: str) -> None:
     loaded = _loaded_after_import(module)
