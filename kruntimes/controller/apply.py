@@ -73,7 +73,7 @@ def apply(plan: Plan, runtime: RuntimeSpecView, current_status: Mapping[str, Any
              lambda p=pod, m=patch: (api.patch_pod(ns, p.name, m), done.patched.append(p.name)))
     for lost in plan.lost:
         _try(done, f"failing Run {lost.run.namespace}/{lost.run.name}", lambda x=lost: _fail_lost(x, api, now, done))
-    if _comparable(plan.status) != _comparable(current_status or {}):
+    if _changed(plan.status, current_status or {}):
         _try(done, "writing the Runtime's status",
              lambda: (api.write_runtime_status(runtime, plan.status), setattr(done, "status_written", True)))
     return done
@@ -99,13 +99,17 @@ def _fail_lost(lost: LostRun, api: ControllerApi, now: datetime, done: Applied) 
     done.failed_runs.append(f"{run.namespace}/{run.name}")
 
 
-def _comparable(status: Mapping[str, Any]) -> Any:
-    # Observed statuses come back from the server; compare as plain data.
-    return {k: status.get(k) for k in ("replicas", "readyReplicas", "observedGeneration", "conditions")}
+def _changed(wanted: Mapping[str, Any], observed: Mapping[str, Any]) -> bool:
+    # observedGeneration is compared only when the server kept it: the Runtime CRD's
+    # status schema does not declare it yet, so a server prunes it, and comparing it
+    # then would rewrite an unchanged status on every pass.
+    keys = ["replicas", "readyReplicas", "conditions"] + (["observedGeneration"] if "observedGeneration" in observed
+                                                          else [])
+    return any(wanted.get(k) != observed.get(k) for k in keys)
 
 
 def _try(done: Applied, what: str, action: Any) -> None:
     try:
         action()
-    except st.ApiError as exc:
+    except (st.ApiError, st.Conflict) as exc:  # a conflict too: the next pass plans on the newer version
         done.errors.append(f"{what}: {exc}")
