@@ -27,17 +27,26 @@ MERGE_PATCH = "application/merge-patch+json"
 class KubernetesControllerApi:
     """Implements `kruntimes.controller.apply.ControllerApi`; thread-safe like the client."""
 
-    def __init__(self, api: kubernetes.client.ApiClient, *, timeout: float = 30.0) -> None:
+    def __init__(self, api: kubernetes.client.ApiClient, *, timeout: float = 30.0,
+                 fence: Callable[[], bool] = lambda: True) -> None:
         self._core = kubernetes.client.CoreV1Api(api)
         self._custom = kubernetes.client.CustomObjectsApi(api)
         self._timeout = timeout
+        self._fence = fence
+
+    def _may_write(self, what: str) -> None:
+        # A leader past its renew deadline may still have a pass in flight: its writes stop here.
+        if not self._fence():
+            raise errors.NotLeader(f"not {what}: this controller does not hold the leader lease")
 
     def create_pod(self, namespace: str, body: dict[str, Any]) -> str:
+        self._may_write("creating a pod")
         pod = _call(f"creating a pod in {namespace}", self._core.create_namespaced_pod, namespace, body,
                     _request_timeout=self._timeout)
         return str(pod.metadata.name)
 
     def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        self._may_write(f"deleting pod {name}")
         options = {"preconditions": {"uid": uid}}
         try:
             _call(f"deleting pod {namespace}/{name}", self._core.delete_namespaced_pod, name, namespace,
@@ -46,6 +55,7 @@ class KubernetesControllerApi:
             pass  # gone already, or the name now belongs to another pod: nothing of ours to delete
 
     def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self._may_write(f"patching pod {name}")
         _call(f"patching pod {namespace}/{name}", self._core.patch_namespaced_pod, name, namespace, patch,
               _content_type=MERGE_PATCH, _request_timeout=self._timeout)
 
@@ -67,6 +77,7 @@ class KubernetesControllerApi:
 
     def write_run_status(self, run: Mapping[str, Any], status: dict[str, Any]) -> None:
         meta = run["metadata"]
+        self._may_write(f"writing the status of Run {meta['name']}")
         body = {"apiVersion": f"{models.GROUP}/{models.VERSION}", "kind": "Run",
                 "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta.get("uid"),
                              "resourceVersion": meta.get("resourceVersion")},
@@ -76,6 +87,7 @@ class KubernetesControllerApi:
               meta["namespace"], RUNS, meta["name"], body, _request_timeout=self._timeout)
 
     def write_runtime_status(self, runtime: RuntimeSpecView, status: dict[str, Any]) -> None:
+        self._may_write(f"writing the status of Runtime {runtime.name}")
         _call(f"writing the status of Runtime {runtime.namespace}/{runtime.name}",
               self._custom.patch_namespaced_custom_object_status, models.GROUP, models.VERSION, runtime.namespace,
               RUNTIMES, runtime.name, {"status": status}, _content_type=MERGE_PATCH, _request_timeout=self._timeout)

@@ -30,6 +30,8 @@ import kubernetes.client
 from kruntimes.api import models
 from kruntimes.cluster import sources
 from kruntimes.cluster.informer import Informer
+from kruntimes.cluster.leader import LeaderElector
+from kruntimes.cluster.settings import LeaseSettings
 from kruntimes.controller import apply as applying
 from kruntimes.controller.kube import KubernetesControllerApi
 from kruntimes.controller.reading import active_run, runtime_pod, runtime_view
@@ -85,10 +87,13 @@ class ControllerRunner:
 
     def __init__(self, api: kubernetes.client.ApiClient, namespace: str | None, *,
                  defaults: PodDefaults = PodDefaults(), resync_period: float = 30.0,
-                 expectation_ttl: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 expectation_ttl: float = 300.0, clock: Callable[[], float] = time.monotonic,
+                 lease: LeaseSettings | None = None) -> None:
         self.lock = threading.Lock()
         self.queue: WorkQueue[Key] = WorkQueue(base_delay=0.1, max_delay=30.0)
-        self.api = KubernetesControllerApi(api)
+        self.elector = None if lease is None else LeaderElector(
+            api, lease, on_started=lambda record: self.start_work(), on_stopped=lambda reason: self.stop_work())
+        self.api = KubernetesControllerApi(api, fence=self._may_write)
         self.defaults = defaults
         self.resync_period = resync_period
         self._ttl, self._clock = expectation_ttl, clock
@@ -99,23 +104,37 @@ class ControllerRunner:
         self.informers = [Informer(sources.runtimes(api, namespace), self.runtimes),
                           Informer(sources.runtime_pods(api, namespace), self.pods),
                           Informer(sources.runs(api, namespace), self.runs)]
-        self._stop = threading.Event()
+        self._stop = threading.Event()      # ends the work (a lost or released lease)
+        self._shutdown = threading.Event()  # ends everything
+        self._campaign: threading.Thread | None = None
         self._threads: list[threading.Thread] = []
         self.passes = 0
 
     # -- lifecycle -------------------------------------------------------------------
 
     def start(self, sync_timeout: float = 60.0) -> ControllerRunner:
+        """Start the informers, wait for their first lists, then work (or campaign for the lease)."""
         for informer in self.informers:
             informer.start()
         for informer in self.informers:
             informer.wait_synced(sync_timeout)
-        self.start_work()
+        if self.elector is None:
+            self.start_work()
+        else:
+            self._campaign = threading.Thread(target=self.elector.run, args=(self._shutdown,),
+                                              name="kruntimes-controller-elector", daemon=True)
+            self._campaign.start()
         return self
 
+    def _may_write(self) -> bool:
+        return self.elector is None or self.elector.is_leader()
+
     def start_work(self) -> None:
-        """Begin writing (the leader's part): the worker and the periodic resync."""
+        """Begin writing (the leader's part): the worker and the periodic resync; every Runtime is queued."""
         self._stop.clear()
+        for obj in self.runtimes.values():
+            meta = obj.get("metadata") or {}
+            self.queue.add((str(meta.get("namespace") or "default"), str(meta.get("name"))))
         self._threads = [threading.Thread(target=self._work, name="kruntimes-controller-worker", daemon=True),
                          threading.Thread(target=self._resync, name="kruntimes-controller-resync", daemon=True)]
         for thread in self._threads:
@@ -128,6 +147,9 @@ class ControllerRunner:
             thread.join(10)
 
     def stop(self) -> None:
+        self._shutdown.set()
+        if self._campaign is not None:
+            self._campaign.join(10)  # the elector stops the work and releases the lease
         self.stop_work()
         self.queue.shut_down()
         for informer in self.informers:

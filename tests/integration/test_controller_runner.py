@@ -13,6 +13,7 @@ import pytest
 from kubernetes.client import ApiClient
 
 from kruntimes.api import models
+from kruntimes.cluster.settings import LeaseSettings
 from kruntimes.controller.reconcile import CAPACITY_ANNOTATION
 from kruntimes.controller.runner import ControllerRunner
 from tests.emulator import manifests
@@ -135,3 +136,27 @@ def test_scaling_down_deletes_the_idle_pod_and_keeps_the_busy_one(
     remaining = wait_pods(cluster_api, 1)
     assert remaining[0].metadata.name == busy.metadata.name
     assert json.loads(remaining[0].metadata.annotations[CAPACITY_ANNOTATION]) == {"runs": "2"}
+
+
+def test_with_leader_election_only_the_leader_writes_and_a_standby_takes_over_when_it_stops(
+        cluster_api: Cluster, kube_api: ApiClient, kube_namespace: str) -> None:
+    def elected(identity: str) -> ControllerRunner:
+        lease = LeaseSettings(name="kruntimes-controller", namespace=kube_namespace, identity=identity,
+                              duration=2, renew_deadline=1.0, retry_period=0.1)
+        return ControllerRunner(kube_api, kube_namespace, resync_period=0.5, lease=lease).start()
+
+    first = elected("controller-a")
+    wait_for(lambda: first.elector is not None and first.elector.is_leader(), timeout=10, what="a leader")
+    second = elected("controller-b")
+    try:
+        create_runtime(cluster_api, 2, {"runs": "1"})
+        wait_pods(cluster_api, 2)
+        wait_for(lambda: first.passes > 0, timeout=10, what="the leader's first pass")
+        assert second.passes == 0
+        first.stop()
+        patch_runtime(cluster_api, {"replicas": 3})
+        wait_pods(cluster_api, 3)
+        wait_for(lambda: second.passes > 0, timeout=10, what="the standby's first pass")  # counted after its writes
+    finally:
+        first.stop()
+        second.stop()
