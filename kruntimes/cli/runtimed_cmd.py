@@ -22,6 +22,7 @@ from kruntimes.cli.scheduler_cmd import UsageError, api_client
 from kruntimes.cluster import logs
 from kruntimes.cluster.errors import ApiError
 from kruntimes.runtimed.agent import Agent, Settings
+from kruntimes.runtimed.executor import become_subreaper
 
 log = logging.getLogger("kruntimes.cli.runtimed")
 
@@ -70,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as exc:
         print(f"kruntimes runtimed: {exc}", file=sys.stderr)
         return 2
+    # Processes a Run leaves behind are re-parented to runtimed (not to an init that
+    # may not reap them), which stops them with the Run and reaps them.
+    become_subreaper()
     agent = Agent(api, Settings(pod_name=args.pod_name, pod_namespace=args.pod_namespace, pod_uid=args.pod_uid,
                                 work_dir=args.work_dir, default_runs_capacity=args.default_runs_capacity,
                                 heartbeat_period=args.heartbeat_period))

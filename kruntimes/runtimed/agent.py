@@ -19,6 +19,8 @@ small piece the tests can replace:
 - Heartbeat: a merge patch of `kruntimes.io/runtimed-heartbeat` on the own pod,
   every `heartbeat_period` seconds (default 10 s, a third of the scheduler's 30 s
   staleness window, so one lost renewal never makes the pod stale).
+- Orphans: on every heartbeat, exited processes that Runs left behind and that were
+  re-parented to runtimed are reaped (`Executor.reap_orphans`).
 - Start-up order: both informers synced, then `Lifecycle.recover` with everything
   the Run informer listed (Running Runs counted before any Scheduled one is
   admitted), then live events.
@@ -158,6 +160,7 @@ class Agent:
                                                 "admitted": len(self.lifecycle.guard.admitted())})
             while not self._stopping.is_set():
                 self.heartbeat()
+                self.lifecycle.executor.reap_orphans()
                 self._stopping.wait(self.settings.heartbeat_period)
         finally:
             self.lifecycle.shutdown()

@@ -70,6 +70,7 @@ class Executor:
         self._grace = stop_grace_seconds
         self._keep = keep_workdirs
         self._lock = threading.Lock()
+        self._spawn_lock = threading.Lock()
         self._executions: dict[str, _Execution] = {}
         self._threads: list[threading.Thread] = []
 
@@ -104,11 +105,12 @@ class Executor:
             return
         try:
             execution.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            execution.process = subprocess.Popen(
-                args, cwd=execution.workdir, env=self._process_env(run, execution.workdir),
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: stopping it stops its children too
-            )
+            with self._spawn_lock:  # the orphan reaper must never see this child before it is known
+                execution.process = subprocess.Popen(
+                    args, cwd=execution.workdir, env=self._process_env(run, execution.workdir),
+                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own process group: stopping it stops its children too
+                )
         except OSError as exc:
             self._finish(execution, outcomes.start_failed(run, args, exc))
             return
@@ -191,6 +193,30 @@ class Executor:
             _signal_group(execution.process, signal.SIGKILL)
         return True
 
+    def reap_orphans(self) -> int:
+        """Reap exited processes re-parented to runtimed; returns how many.
+
+        A Run's process may leave children behind; once they exit they become zombies
+        of whatever adopted them, and in a container that is runtimed (PID 1, or a
+        child subreaper: see `become_subreaper`). Python reaps only its own `Popen`
+        children, so without this they would pile up for the pod's lifetime. Only
+        zombies that are not a current execution's process are reaped, so no
+        `Popen.wait` ever loses its exit code. Linux only (reads /proc); elsewhere 0.
+        """
+        me, reaped = os.getpid(), 0
+        with self._spawn_lock:
+            with self._lock:
+                own = {e.process.pid for e in self._executions.values() if e.process is not None}
+            for pid in _zombie_children(me):
+                if pid in own:
+                    continue
+                try:
+                    if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                        reaped += 1
+                except ChildProcessError:
+                    pass
+        return reaped
+
     def join(self, timeout: float | None = None) -> None:
         """Wait for the threads following processes (tests; shutdown)."""
         with self._lock:
@@ -199,6 +225,34 @@ class Executor:
             thread.join(timeout)
         with self._lock:
             self._threads = [t for t in self._threads if t.is_alive()]
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants of this process its children (Linux prctl), so `reap_orphans` can reap them."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def _zombie_children(parent: int) -> list[int]:
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return []
+    zombies = []
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()  # the name in (...) may hold spaces
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 1 and fields[0] == "Z" and fields[1] == str(parent):
+            zombies.append(int(entry))
+    return zombies
 
 
 def _reap_leftovers(process: subprocess.Popen[bytes]) -> None:

@@ -7,6 +7,7 @@ executor's report; nothing is mocked below the subprocess boundary.
 from __future__ import annotations
 
 import queue
+import subprocess
 import sys
 import threading
 import time
@@ -157,3 +158,32 @@ def test_one_run_cannot_be_started_twice(h: Harness) -> None:
     h.executor.start_function(RUN)
     with pytest.raises(ValueError, match="already executing"):
         h.executor.start_task(RUN, [PY, "-c", "pass"])
+
+
+def test_children_a_run_leaves_behind_are_reaped_once_they_exit_so_no_zombies_pile_up(tmp_path: Path) -> None:
+    # In a fresh interpreter made a child subreaper, as runtimed is in its container:
+    # the task's child is killed with the task's process group and adopted by it.
+    script = f"""
+import os, queue, sys, time
+from pathlib import Path
+from kruntimes.runtimed.executor import Executor, _zombie_children, become_subreaper
+assert become_subreaper()
+ended = queue.Queue()
+executor = Executor(Path({str(tmp_path)!r}), ended.put, log=lambda line: None)
+code = "import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])"
+executor.start_task(__import__('kruntimes.runtimed.outcomes', fromlist=['RunRef']).RunRef('ns', 'r', 'u'),
+                    [sys.executable, '-c', code])
+ended.get(timeout=20)
+executor.join(20)
+deadline = time.monotonic() + 10
+while not _zombie_children(os.getpid()) and time.monotonic() < deadline:
+    time.sleep(0.05)
+assert _zombie_children(os.getpid()), "expected the left-behind child as a zombie"
+reaped = executor.reap_orphans()
+assert reaped >= 1 and _zombie_children(os.getpid()) == [], (reaped, _zombie_children(os.getpid()))
+print("ok", reaped)
+"""
+    result = subprocess.run([PY, "-c", script], capture_output=True, text=True, timeout=60,
+                            cwd=Path(__file__).resolve().parents[2])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("ok")
