@@ -29,6 +29,7 @@ here knows how. The steps, each as SPEC §4.1 states it:
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 from datetime import datetime, timezone
@@ -51,6 +52,7 @@ REASON_WAITING = "InsufficientCapacity"
 REASON_NO_MODE = "NothingToExecute"
 NO_MODE = "spec.mode sets neither task nor function, so there is nothing to execute; set spec.mode.task.args"
 MAX_END_WRITES = 5
+MAX_REMEMBERED_ENDS = 10_000
 
 
 class StatusWriter(Protocol):
@@ -92,7 +94,10 @@ class Lifecycle:
         self.executor = Executor(work_root, self._ended, log=log_line, stop_grace_seconds=stop_grace_seconds)
         self._writer, self._reader, self._clock = writer, reader, clock
         self._lock = threading.Lock()
-        self._latest: dict[str, dict[str, Any]] = {}  # uid -> the newest object seen
+        self._latest: dict[str, dict[str, Any]] = {}  # uid -> the newest object seen, for Runs of this pod
+        # Runs that ended here: a late event showing one still active (the watch lags
+        # our own writes) is old news, not a Run to adopt. Bounded: terminal is final.
+        self._ended_uids: collections.OrderedDict[str, None] = collections.OrderedDict()
 
     # -- events ----------------------------------------------------------------------
 
@@ -100,8 +105,9 @@ class Lifecycle:
         """Start-up: count this pod's Running Runs first, end those without a process, then the rest."""
         running: list[RunRef] = []
         for obj in objs:
-            run, info = self._remember(obj)
+            run, info = assigned_run(obj)
             if info.phase == "Running" and info.active and self.guard.is_mine(run):
+                self._remember(obj)
                 self.guard.adopt(run)
                 running.append(RunRef(run.namespace, run.name, run.uid))
         for ended in outcomes.lost_executions(running, self.executor.has):
@@ -112,14 +118,25 @@ class Lifecycle:
 
     def observe(self, obj: dict[str, Any]) -> None:
         """A Run was added or changed (watch event, list entry or fresh read)."""
-        run, info = self._remember(obj)
+        run, info = assigned_run(obj)
         admitted_here = self.guard.holds(run.uid)
         if info.terminal or info.deleting:
+            with self._lock:
+                self._latest.pop(run.uid, None)
             if self.executor.has(run.uid):  # someone else ended it, or it is being deleted: stop it here
                 threading.Thread(target=self.executor.stop, args=(run.uid,), daemon=True).start()
             elif admitted_here:
                 self._claim_all(self.guard.release(run.uid))
             return
+        with self._lock:
+            if run.uid in self._ended_uids:
+                return
+        if not (admitted_here or self.guard.is_mine(run)):
+            with self._lock:
+                self._latest.pop(run.uid, None)
+            self.guard.offer(run)  # forgets it if it was waiting here
+            return
+        self._remember(obj)
         if info.phase == "Running" and admitted_here and self._release_requested(obj):
             threading.Thread(target=self.executor.release, args=(run.uid,), daemon=True).start()
             return
@@ -130,10 +147,7 @@ class Lifecycle:
             self.guard.adopt(run)
             self._finish(Ended(_ref(run), "Failed", outcomes.REASON_EXECUTION_LOST, outcomes.EXECUTION_LOST))
             return
-        if info.phase != "Scheduled":
-            return
-        if not self.guard.is_mine(run):
-            self.guard.offer(run)  # forgets it if it was waiting here
+        if info.phase != "Scheduled" or not self.guard.is_mine(run):
             return
         if info.problems:
             self._finish(Ended(_ref(run), "Failed", st.REASON_INVALID, "; ".join(info.problems)))
@@ -240,6 +254,11 @@ class Lifecycle:
                 self._remember(fresh)
             except st.ApiError as exc:
                 log.warning("writing the end of Run %s failed: %s", run.label, exc)
+        with self._lock:
+            self._latest.pop(run.uid, None)
+            self._ended_uids[run.uid] = None
+            while len(self._ended_uids) > MAX_REMEMBERED_ENDS:
+                self._ended_uids.popitem(last=False)
         self._claim_all(self.guard.release(run.uid))
 
     def _read_quietly(self, namespace: str, name: str) -> dict[str, Any] | None:

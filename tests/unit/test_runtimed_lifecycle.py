@@ -215,3 +215,25 @@ def test_a_running_run_of_this_pod_that_this_runtimed_never_claimed_ends_failed_
     assert api.phase("stray") == "Failed"
     assert api.condition("stray", "Completed")["reason"] == outcomes.REASON_EXECUTION_LOST
     assert life.guard.usage() == {}
+
+
+def test_a_late_event_showing_a_run_still_running_after_it_ended_here_changes_nothing(
+        api: FakeApi, tmp_path: Path) -> None:
+    life = start(api, tmp_path)
+    life.observe(api.add("a"))
+    wait_for(lambda: api.phase("a") == "Succeeded")
+    with api.lock:
+        stale = copy.deepcopy(api.objects["a"])
+    stale["status"]["phase"] = "Running"
+    stale["metadata"]["resourceVersion"] = "2"
+    life.observe(stale)
+    assert api.phases["a"] == ["Running", "Succeeded"]
+    assert life.guard.usage() == {}
+
+
+def test_runs_of_other_pods_are_neither_remembered_nor_counted(api: FakeApi, tmp_path: Path) -> None:
+    life = start(api, tmp_path)
+    other = api.add("elsewhere")
+    other["status"]["assignment"] = {"podName": "python-zzzzz", "podUID": "uid-other"}
+    life.observe(other)
+    assert life._latest == {} and life.guard.usage() == {}  # noqa: SLF001 - memory held per namespace Run
