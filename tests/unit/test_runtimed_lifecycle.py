@@ -34,6 +34,7 @@ class FakeApi:
         self.conflict_next: set[str] = set()
         self.fail_next: dict[str, bool] = {}  # name -> whether the failed write landed anyway
         self.phases: dict[str, list[str]] = {}
+        self.attempts: dict[str, int] = {}
 
     def add(self, name: str, phase: str = "Scheduled", *, args: list[str] | None = None, function: bool = False,
             minute: int = 0, requests: dict[str, str] | None = None) -> dict[str, Any]:
@@ -49,6 +50,7 @@ class FakeApi:
 
     def update_status(self, run: RunInfo, status: dict[str, Any]) -> None:
         with self.lock:
+            self.attempts[run.name] = self.attempts.get(run.name, 0) + 1
             if run.name in self.fail_next:
                 if self.fail_next.pop(run.name):
                     self.objects[run.name]["status"] = copy.deepcopy(status)
@@ -226,8 +228,9 @@ def test_a_late_event_showing_a_run_still_running_after_it_ended_here_changes_no
         stale = copy.deepcopy(api.objects["a"])
     stale["status"]["phase"] = "Running"
     stale["metadata"]["resourceVersion"] = "2"
+    attempts = api.attempts["a"]
     life.observe(stale)
-    assert api.phases["a"] == ["Running", "Succeeded"]
+    assert api.attempts["a"] == attempts and api.phases["a"] == ["Running", "Succeeded"]
     assert life.guard.usage() == {}
 
 
