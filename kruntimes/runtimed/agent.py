@@ -118,10 +118,15 @@ class _PodEvents:
         self._agent = agent
 
     def upsert(self, obj: dict[str, Any], event: str) -> None:
-        if (obj.get("metadata") or {}).get("uid") == self._agent.settings.pod_uid:
-            self._agent.lifecycle.set_capacity(pod_capacity(obj, self._agent.settings.default_runs_capacity))
+        meta = obj.get("metadata") or {}
+        if meta.get("uid") != self._agent.settings.pod_uid:
+            return
+        if meta.get("deletionTimestamp"):
+            self._agent.lifecycle.pod_leaving()
+        self._agent.lifecycle.set_capacity(pod_capacity(obj, self._agent.settings.default_runs_capacity))
 
     def delete(self, namespace: str, name: str) -> None:
+        self._agent.lifecycle.pod_leaving()
         self._agent.stop()  # the pod is gone: nothing here may run any more
 
 

@@ -98,6 +98,7 @@ class Lifecycle:
         # Runs that ended here: a late event showing one still active (the watch lags
         # our own writes) is old news, not a Run to adopt. Bounded: terminal is final.
         self._ended_uids: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._pod_leaving = False
 
     # -- events ----------------------------------------------------------------------
 
@@ -179,6 +180,15 @@ class Lifecycle:
         """runtimed stops: every execution ends Failed, saying so."""
         self.executor.stop_all()
 
+    def pod_leaving(self) -> None:
+        """The pod is being deleted (or is gone): executions stopped from now on end `RuntimePodLost`.
+
+        Deleting a pod sends runtimed SIGTERM; it would otherwise say only that it was
+        stopped, while the controller says `RuntimePodLost` for the same event when
+        runtimed could not write. One event, one reason.
+        """
+        self._pod_leaving = True
+
     # -- steps -----------------------------------------------------------------------
 
     def _claim_all(self, decisions: list[Decision]) -> None:
@@ -236,6 +246,8 @@ class Lifecycle:
     def _finish(self, ended: Ended) -> None:
         """Write the end (unless the Run already ended or is gone), then free its capacity."""
         run = ended.run
+        if ended.reason == outcomes.REASON_INTERRUPTED and self._pod_leaving:
+            ended = outcomes.pod_lost(run, self.guard.pod_name)
         for _ in range(MAX_END_WRITES):
             with self._lock:
                 obj = self._latest.get(run.uid)

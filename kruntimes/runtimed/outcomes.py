@@ -26,12 +26,13 @@ REASON_START_FAILED = "StartFailed"
 REASON_RELEASED = "Released"
 REASON_EXECUTION_LOST = "ExecutionLost"
 REASON_INTERRUPTED = "RuntimedStopped"
+REASON_POD_LOST = "RuntimePodLost"  # the controller's reason for a Run whose pod is gone (SPEC §4.2)
 
 MAX_MESSAGE_CHARS = 1000  # as the API layer's messages (kruntimes.api.errors)
 
 EXECUTION_LOST = ("runtimed restarted and no longer has this Run's process, so it was interrupted "
                   "and its result is unknown; create the Run again to retry it")
-INTERRUPTED = "runtimed was stopped (its pod is shutting down) while this Run was executing"
+INTERRUPTED = "runtimed was stopped while this Run was executing; create the Run again to retry it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,13 @@ def released(run: RunRef) -> Ended:
 
 def interrupted(run: RunRef) -> Ended:
     return Ended(run, "Failed", REASON_INTERRUPTED, INTERRUPTED)
+
+
+def pod_lost(run: RunRef, pod_name: str) -> Ended:
+    """An execution stopped because its pod is being deleted: the reason the controller would write."""
+    return Ended(run, "Failed", REASON_POD_LOST,
+                 f"runtime pod {pod_name} is being deleted; the Run was stopped with it; create the Run again "
+                 "to retry it")
 
 
 def ended_status(previous: dict[str, Any] | None, ended: Ended, now: datetime) -> dict[str, Any]:

@@ -136,3 +136,21 @@ def test_runtimed_killed_mid_run_restarts_ends_the_lost_run_and_admits_the_waiti
         second.send_signal(signal.SIGTERM)
         second.communicate(timeout=30)
     assert second.returncode == 0
+
+
+def test_a_pod_deleted_under_a_running_run_stops_it_and_the_run_ends_runtime_pod_lost(
+        cluster_api: cluster.Cluster, kube_api: ApiClient, kube_namespace: str, tmp_path: Path) -> None:
+    pod = cluster_api.add_pod("p1", runs=1)
+    agent, thread = start_agent(kube_api, kube_namespace, pod, tmp_path / "work")
+    try:
+        assign(cluster_api, "long", pod, mode=sleeper(60))
+        cluster.wait_for(lambda: cluster_api.phases()["long"] == "Running", timeout=20, what="long Running")
+        cluster_api.core.delete_namespaced_pod("p1", kube_namespace, grace_period_seconds=0)
+        cluster.wait_for(lambda: cluster_api.phases()["long"] == "Failed", timeout=30, what="long Failed")
+        completed = next(c for c in cluster_api.run("long")["status"]["conditions"] if c["type"] == "Completed")
+        assert completed["reason"] == "RuntimePodLost"
+        thread.join(20)
+        assert not thread.is_alive()  # runtimed stopped with its pod
+    finally:
+        agent.stop()
+        thread.join(10)

@@ -240,3 +240,21 @@ def test_runs_of_other_pods_are_neither_remembered_nor_counted(api: FakeApi, tmp
     other["status"]["assignment"] = {"podName": "python-zzzzz", "podUID": "uid-other"}
     life.observe(other)
     assert life._latest == {} and life.guard.usage() == {}  # noqa: SLF001 - memory held per namespace Run
+
+
+def test_runs_stopped_because_the_pod_is_being_deleted_end_runtime_pod_lost(api: FakeApi, tmp_path: Path) -> None:
+    life = start(api, tmp_path)
+    life.observe(api.add("a", args=[PY, "-c", "import time; time.sleep(60)"]))
+    wait_for(lambda: api.phase("a") == "Running")
+    life.pod_leaving()
+    life.shutdown()
+    assert api.phase("a") == "Failed"
+    assert api.condition("a", "Completed")["reason"] == outcomes.REASON_POD_LOST
+
+
+def test_runs_stopped_with_runtimed_on_a_pod_that_stays_end_runtimed_stopped(api: FakeApi, tmp_path: Path) -> None:
+    life = start(api, tmp_path)
+    life.observe(api.add("a", args=[PY, "-c", "import time; time.sleep(60)"]))
+    wait_for(lambda: api.phase("a") == "Running")
+    life.shutdown()
+    assert api.condition("a", "Completed")["reason"] == outcomes.REASON_INTERRUPTED
