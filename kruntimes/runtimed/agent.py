@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes.client
+import urllib3
 from kubernetes.client import ApiException
 
 from kruntimes.api import models
@@ -168,6 +169,7 @@ class Agent:
                 self.lifecycle.executor.reap_orphans()
                 self._stopping.wait(self.settings.heartbeat_period)
         finally:
+            self._check_pod_leaving()
             self.lifecycle.shutdown()
             self.run_informer.stop()
             self.pod_informer.stop()
@@ -180,6 +182,21 @@ class Agent:
                                             _request_timeout=self.settings.request_timeout)
         except (ApiException, OSError) as exc:
             log.warning("renewing the heartbeat of pod %s failed: %s", self.settings.pod_name, errors.describe(exc))
+
+    def _check_pod_leaving(self) -> None:
+        # SIGTERM from the kubelet may come before the pod watch shows the deletion:
+        # one read decides how the Runs stopped now are worded (RuntimePodLost or not).
+        try:
+            pod = self._core.read_namespaced_pod(self.settings.pod_name, self.settings.pod_namespace,
+                                                 _request_timeout=2.0)
+        except ApiException as exc:
+            if errors.status_code(exc) == 404:
+                self.lifecycle.pod_leaving()
+            return
+        except (OSError, urllib3.exceptions.HTTPError):
+            return
+        if pod.metadata.uid != self.settings.pod_uid or pod.metadata.deletion_timestamp is not None:
+            self.lifecycle.pod_leaving()
 
     def stop(self) -> None:
         """Ask `run` to return (from any thread or a signal handler); it cleans up on its own thread."""
