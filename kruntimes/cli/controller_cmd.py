@@ -1,7 +1,9 @@
 """`kruntimes controller`: the Runtime controller, in a cluster or against a kubeconfig (SPEC §4.2).
 
 Leader-elected on a Lease like the scheduler (the same flags, another Lease name),
-so two replicas never both create pods. Logs are JSON lines on stderr. SIGTERM (or
+so two replicas never both create pods. Logs are JSON lines on stderr; `/healthz`
+(informers alive), `/readyz` (caches synced, on standbys too) and `/metrics` share
+one port. SIGTERM (or
 Ctrl-C) stops the pass in flight, releases the lease and exits 0. A bad setting is
 one line on stderr and exit code 2.
 """
@@ -14,9 +16,12 @@ import signal
 import sys
 import threading
 
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+
 from kruntimes import __version__
 from kruntimes.cli.scheduler_cmd import UsageError, _boolean, _env, _lease_namespace, _positive, api_client
 from kruntimes.cluster import logs
+from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.settings import LeaseSettings, default_identity
 from kruntimes.controller.reconcile import PodDefaults
 from kruntimes.controller.runner import ControllerRunner
@@ -51,6 +56,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    metavar="NAMESPACE", help="the Lease's namespace (default: the pod's own, or 'default')")
     p.add_argument("--leader-elect-identity", default=_env("KRUNTIMES_LEASE_IDENTITY"), metavar="ID",
                    help="this replica's holder identity (default: $POD_NAME, else host name and a nonce)")
+    p.add_argument("--http-address", default=_env("KRUNTIMES_HTTP_ADDRESS", "0.0.0.0"), metavar="ADDRESS",
+                   help="address of /metrics, /healthz and /readyz")
+    p.add_argument("--http-port", type=int, default=int(_env("KRUNTIMES_HTTP_PORT", 8080)), metavar="PORT",
+                   help="port of /metrics, /healthz and /readyz (0: any free port; default 8080)")
     p.add_argument("--log-level", default=_env("KRUNTIMES_LOG_LEVEL", "info"),
                    choices=["debug", "info", "warning", "error"])
 
@@ -72,7 +81,18 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signum, lambda signum, frame: stop.set())
     runner = ControllerRunner(api, args.namespace or None, defaults=PodDefaults(runtimed_image=args.runtimed_image),
                               resync_period=args.resync_period, lease=lease)
-    log.info("starting", extra={"namespace": args.namespace or "*", "leader_elect": lease is not None})
+    registry = CollectorRegistry()
+    for collector in (ProcessCollector, PlatformCollector, GCCollector):
+        collector(registry=registry)
+    try:
+        probes = ProbeServer(registry, healthy=runner.healthy, ready=runner.ready, address=args.http_address,
+                             port=args.http_port).start()
+    except OSError as exc:
+        print(f"kruntimes controller: cannot listen on {args.http_address}:{args.http_port}: {exc}", file=sys.stderr)
+        api.close()
+        return 2
+    log.info("starting", extra={"namespace": args.namespace or "*", "leader_elect": lease is not None,
+                                "http_port": probes.port})
     try:
         runner.start()
         while not stop.wait(0.5):
@@ -80,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         log.info("shutting down")
     finally:
         runner.stop()
+        probes.stop()
         api.close()
     log.info("stopped")
     return 0

@@ -126,6 +126,14 @@ class ControllerRunner:
             self._campaign.start()
         return self
 
+    def healthy(self) -> bool:
+        """For /healthz: every informer thread is alive (a dead one would leave the caches stale)."""
+        return all(informer.alive for informer in self.informers)
+
+    def ready(self) -> bool:
+        """For /readyz: every cache has its first list (on standbys too, so rollouts and drains work)."""
+        return all(informer.synced for informer in self.informers)
+
     def _may_write(self) -> bool:
         return self.elector is None or self.elector.is_leader()
 
