@@ -1,7 +1,8 @@
 """The architecture's boundaries, checked so they cannot rot (STYLE §2).
 
 The planner core decides; it must not reach for the Kubernetes client, SQL or the
-API layer. Replay must work from the journal alone, so it never loads the client.
+API layer. runtimed's admission guard and executor, and the Runtime controller's
+reconcile step, are pure in the same way: adapters read API objects and write. Replay must work from the journal alone, so it never loads the client.
 """
 
 import subprocess
@@ -21,6 +22,8 @@ def _loaded_after_import(module: str) -> set[str]:
 @pytest.mark.parametrize("module", [
     "kruntimes.scheduler.loop", "kruntimes.scheduler.cache", "kruntimes.scheduler.framework",
     "kruntimes.scheduler.registry", "kruntimes.memory.api",
+    "kruntimes.runtimed.admission", "kruntimes.runtimed.outcomes", "kruntimes.runtimed.executor",
+    "kruntimes.controller.reconcile", "kruntimes.controller.apply",
 ], ids=lambda m: f"{m} imports no Kubernetes client, SQL, API layer or journal")
 def test_the_planner_core_imports_no_adapter(module: str) -> None:
     loaded = _loaded_after_import(module)

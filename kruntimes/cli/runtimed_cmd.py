@@ -1,0 +1,90 @@
+"""`kruntimes runtimed`: the agent in a Runtime Pod (SPEC §4.1).
+
+It knows its pod from the downward API (`KRUNTIMES_POD_NAME`, `_NAMESPACE`, `_UID`,
+which the Runtime controller sets on the runtimed container), or from flags when run
+outside a pod (a demo playing kubelet, a test). The pod log (stdout) carries the
+Runs' output, one `namespace/name: line` at a time; runtimed's own logs are JSON
+lines on stderr. SIGTERM (or Ctrl-C) stops every execution (each Run ends Failed,
+saying runtimed stopped) and exits 0. A missing identity or configuration is one
+line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from kruntimes.cli.scheduler_cmd import UsageError, api_client
+from kruntimes.cluster import logs
+from kruntimes.cluster.errors import ApiError
+from kruntimes.runtimed.agent import Agent, Settings
+from kruntimes.runtimed.executor import become_subreaper
+
+log = logging.getLogger("kruntimes.cli.runtimed")
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    return os.environ.get(name) or default
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("runtimed", help="run the agent of one Runtime Pod: admit, execute and end its Runs",
+                       description="Admit the Runs assigned to this Runtime Pod against its capacity, execute "
+                                   "them and write their end; renew the pod's heartbeat.")
+    p.set_defaults(run=run)
+    p.add_argument("--kubeconfig", default=_env("KUBECONFIG"), metavar="PATH",
+                   help="kubeconfig (env KUBECONFIG); default: in-cluster configuration in a pod")
+    p.add_argument("--context", default=_env("KRUNTIMES_KUBE_CONTEXT"), help="kubeconfig context")
+    p.add_argument("--pod-name", default=_env("KRUNTIMES_POD_NAME"), help="this pod (env KRUNTIMES_POD_NAME)")
+    p.add_argument("--pod-namespace", default=_env("KRUNTIMES_POD_NAMESPACE"),
+                   help="its namespace (env KRUNTIMES_POD_NAMESPACE)")
+    p.add_argument("--pod-uid", default=_env("KRUNTIMES_POD_UID"), help="its UID (env KRUNTIMES_POD_UID)")
+    p.add_argument("--work-dir", type=Path, default=Path(_env("KRUNTIMES_WORK_DIR", "/tmp/kruntimes-runs") or ""),
+                   help="where each Run gets its working directory (env KRUNTIMES_WORK_DIR)")
+    p.add_argument("--heartbeat-period", type=float, default=float(_env("KRUNTIMES_HEARTBEAT_PERIOD", "10") or 10),
+                   metavar="SECONDS", help="heartbeat renewal period; keep it well inside the scheduler's "
+                                           "staleness (env KRUNTIMES_HEARTBEAT_PERIOD; default 10)")
+    p.add_argument("--default-runs-capacity", type=int,
+                   default=int(_env("KRUNTIMES_DEFAULT_RUNS_CAPACITY", "1") or 1), metavar="N",
+                   help="runs capacity of a pod that declares none; the scheduler's setting (default 1)")
+    p.add_argument("--log-level", default=_env("KRUNTIMES_LOG_LEVEL", "info"),
+                   choices=["debug", "info", "warning", "error"])
+
+
+def run(args: argparse.Namespace) -> int:
+    logs.configure(args.log_level)
+    missing = [flag for flag, value in (("--pod-name", args.pod_name), ("--pod-namespace", args.pod_namespace),
+                                        ("--pod-uid", args.pod_uid)) if not value]
+    if missing:
+        print(f"kruntimes runtimed: this pod's identity is missing ({', '.join(missing)}); in a Runtime Pod the "
+              "controller sets KRUNTIMES_POD_NAME, _NAMESPACE and _UID from the downward API", file=sys.stderr)
+        return 2
+    if args.heartbeat_period <= 0:
+        print("kruntimes runtimed: --heartbeat-period must be positive", file=sys.stderr)
+        return 2
+    try:
+        api = api_client(args, pool_size=8)
+    except UsageError as exc:
+        print(f"kruntimes runtimed: {exc}", file=sys.stderr)
+        return 2
+    # Processes a Run leaves behind are re-parented to runtimed (not to an init that
+    # may not reap them), which stops them with the Run and reaps them.
+    become_subreaper()
+    agent = Agent(api, Settings(pod_name=args.pod_name, pod_namespace=args.pod_namespace, pod_uid=args.pod_uid,
+                                work_dir=args.work_dir, default_runs_capacity=args.default_runs_capacity,
+                                heartbeat_period=args.heartbeat_period))
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda signum, frame: agent.stop())
+    try:
+        agent.run()
+    except ApiError as exc:
+        print(f"kruntimes runtimed: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        api.close()
+    log.info("stopped")
+    return 0

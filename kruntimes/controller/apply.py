@@ -1,0 +1,115 @@
+"""Carrying out a reconcile `Plan` through a small API seam (SPEC §4.2).
+
+The plan says what should change; this module changes it, one write at a time,
+with the care each write needs:
+- a pod is deleted only with its UID as precondition, so a replacement that took
+  its name is never deleted by mistake; a pod already gone is fine;
+- a Run is failed `RuntimePodLost` only after a direct read shows its pod really
+  gone (the controller's cache may not have seen a brand-new pod yet) and a fresh
+  read of the Run shows it still active on that same pod; the write is guarded by
+  that read's resourceVersion, and a conflict leaves it to the next pass;
+- `Runtime.status` is written only when it changed.
+One failed write does not stop the others: every error is collected, and the
+adapter requeues the Runtime with backoff when there were any.
+
+The seam (`ControllerApi`) is what a Kubernetes implementation provides; no client here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping, Protocol
+
+from kruntimes.controller.reconcile import LostRun, Plan, RuntimeSpecView
+from kruntimes.scheduler import status as st
+
+
+class ControllerApi(Protocol):
+    def create_pod(self, namespace: str, body: dict[str, Any]) -> str:
+        """Create a pod from `body` (generateName); return the name the server gave it."""
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        """Delete the pod with that name only if it still has that UID; a missing pod is not an error."""
+
+    def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """Apply a JSON merge patch to the pod's metadata."""
+
+    def pod_present(self, namespace: str, name: str, uid: str | None) -> bool:
+        """A direct read: is there a pod of that name (and, when given, that UID)?"""
+
+    def read_run(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def write_run_status(self, run: Mapping[str, Any], status: dict[str, Any]) -> None:
+        """Replace the Run's status at `run`'s resourceVersion; `status.Conflict` when it changed."""
+
+    def write_runtime_status(self, runtime: RuntimeSpecView, status: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class Applied:
+    """What one pass changed, and what failed (the adapter requeues the Runtime when `errors`)."""
+
+    created: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    patched: list[str] = field(default_factory=list)
+    failed_runs: list[str] = field(default_factory=list)
+    status_written: bool = False
+    errors: list[str] = field(default_factory=list)
+
+
+def apply(plan: Plan, runtime: RuntimeSpecView, current_status: Mapping[str, Any] | None, api: ControllerApi,
+          now: datetime) -> Applied:
+    """Carry out `plan` for `runtime`; `current_status` is the Runtime's status as observed."""
+    done = Applied()
+    ns = runtime.namespace
+    for pod in plan.delete:
+        _try(done, f"deleting pod {pod.name}", lambda p=pod: (api.delete_pod(ns, p.name, p.uid),
+                                                              done.deleted.append(p.name)))
+    for body in plan.create:
+        _try(done, "creating a pod", lambda b=body: done.created.append(api.create_pod(ns, b)))
+    for pod, patch in plan.patch:
+        _try(done, f"re-projecting capacity onto pod {pod.name}",
+             lambda p=pod, m=patch: (api.patch_pod(ns, p.name, m), done.patched.append(p.name)))
+    for lost in plan.lost:
+        _try(done, f"failing Run {lost.run.namespace}/{lost.run.name}", lambda x=lost: _fail_lost(x, api, now, done))
+    if _changed(plan.status, current_status or {}):
+        _try(done, "writing the Runtime's status",
+             lambda: (api.write_runtime_status(runtime, plan.status), setattr(done, "status_written", True)))
+    return done
+
+
+def _fail_lost(lost: LostRun, api: ControllerApi, now: datetime, done: Applied) -> None:
+    run = lost.run
+    if api.pod_present(run.namespace, run.pod_name, run.pod_uid):
+        return  # the cache had not seen it yet: not lost
+    fresh = api.read_run(run.namespace, run.name)
+    if fresh is None or (fresh.get("metadata") or {}).get("uid") != run.uid:
+        return  # gone or recreated: nothing of this Run is active any more
+    status = fresh.get("status") or {}
+    assignment = status.get("assignment") or {}
+    still_active = status.get("phase") in ("Scheduled", "Running") and not status.get("released")
+    same_pod = assignment.get("podName") == run.pod_name and assignment.get("podUID") == run.pod_uid
+    if not (still_active and same_pod):
+        return
+    try:
+        api.write_run_status(fresh, st.terminal_status(status, "Failed", lost.reason, lost.message, now))
+    except st.Conflict:
+        return  # it changed meanwhile; the next pass sees the new version
+    done.failed_runs.append(f"{run.namespace}/{run.name}")
+
+
+def _changed(wanted: Mapping[str, Any], observed: Mapping[str, Any]) -> bool:
+    # observedGeneration is compared only when the server kept it: the Runtime CRD's
+    # status schema does not declare it yet, so a server prunes it, and comparing it
+    # then would rewrite an unchanged status on every pass.
+    keys = ["replicas", "readyReplicas", "conditions"] + (["observedGeneration"] if "observedGeneration" in observed
+                                                          else [])
+    return any(wanted.get(k) != observed.get(k) for k in keys)
+
+
+def _try(done: Applied, what: str, action: Any) -> None:
+    try:
+        action()
+    except (st.ApiError, st.Conflict) as exc:  # a conflict too: the next pass plans on the newer version
+        done.errors.append(f"{what}: {exc}")

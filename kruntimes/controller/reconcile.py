@@ -1,0 +1,261 @@
+"""The Runtime controller's decision: from one Runtime and its pods, what to change (SPEC §2.1, §4.2).
+
+One pure function, `reconcile`, computes the whole desired change for a Runtime as
+a `Plan`: pods to create from the template, pods to delete, capacity annotations to
+re-project onto existing pods, active Runs whose pod is gone (to end Failed with
+`RuntimePodLost`), and the Runtime's status. The adapter reads the inputs from its
+caches and carries the plan out; keeping the decision pure makes every rule a table
+test and keeps the Kubernetes client out of it (the layering test checks).
+
+Rules:
+- `spec.replicas` live pods: a pod that is terminating, Succeeded or Failed does not
+  count (as a ReplicaSet's "active pods"); a finished pod is deleted and replaced.
+  Pods created but not yet seen in the cache count, so a lagging cache never causes
+  a second create (kube's controller expectations, reduced to a number).
+- Scale down deletes idle pods first: fewest active Runs, then not Ready before
+  Ready, then newest, then name (deterministic).
+- New pods: `generateName: <runtime>-`, a controller owner reference to the Runtime
+  (deletion cascades), the label `kruntimes.io/runtime`, the capacity as ONE JSON
+  annotation with sorted keys (§2.1), and a `runtimed` container that has its pod's
+  identity from the downward API and a writable work directory (the image's root
+  filesystem may be read-only).
+- Capacity changes are re-projected as an annotation merge patch; seed-style
+  per-resource keys are removed, since the reader would union them with the JSON.
+- Invalid capacity (the reader says what is wrong): no pod is created and no pod
+  annotation is touched; the `CapacityValid` condition says what to fix.
+- A Run is lost when the pod its assignment names (by UID; by name when the
+  assignment has no UID) is not among the Runtime's pods. The adapter confirms with a
+  direct read before failing it: a pod the cache has not seen yet is not lost.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping
+
+from kruntimes.scheduler.status import set_condition
+
+RUNTIME_LABEL = "kruntimes.io/runtime"
+CAPACITY_ANNOTATION = "kruntimes.io/capacity"
+CAPACITY_KEY_PREFIX = "kruntimes.io/capacity."
+API_VERSION = "kruntimes.io/v1alpha1"
+RUNTIMED_CONTAINER = "runtimed"
+WORK_VOLUME = "kruntimes-work"
+WORK_DIR = "/var/lib/kruntimes/runs"
+#: Downward-API environment every runtimed gets (SPEC §4.1: it knows its own pod).
+POD_ENV = (("KRUNTIMES_POD_NAME", "metadata.name"), ("KRUNTIMES_POD_NAMESPACE", "metadata.namespace"),
+           ("KRUNTIMES_POD_UID", "metadata.uid"))
+
+REASON_POD_LOST = "RuntimePodLost"
+CONDITION_CAPACITY = "CapacityValid"
+CONDITION_AVAILABLE = "Available"
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeSpecView:
+    """One Runtime as the controller needs it; `capacity` is None when `capacity_problem` says why."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    replicas: int
+    template: Mapping[str, Any]
+    capacity: Mapping[str, int] | None
+    capacity_problem: str | None = None
+    conditions: tuple[Mapping[str, Any], ...] = ()  # the current status conditions, to keep transition times
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimePod:
+    """One pod labelled for the Runtime; only `owned` pods (controller reference) are managed."""
+
+    name: str
+    uid: str
+    owned: bool = True
+    phase: str = "Pending"
+    ready: bool = False
+    terminating: bool = False
+    created: str = ""  # RFC 3339; newer pods go first on scale down
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def live(self) -> bool:
+        return not self.terminating and self.phase not in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveRun:
+    """A Scheduled or Running (not released) Run of this Runtime, with its assignment."""
+
+    namespace: str
+    name: str
+    uid: str
+    pod_name: str
+    pod_uid: str | None
+    resource_version: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LostRun:
+    run: ActiveRun
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    create: tuple[dict[str, Any], ...] = ()
+    delete: tuple[RuntimePod, ...] = ()
+    patch: tuple[tuple[RuntimePod, dict[str, Any]], ...] = ()
+    lost: tuple[LostRun, ...] = ()
+    status: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PodDefaults:
+    """What the controller adds when the template lacks it."""
+
+    runtimed_image: str = "ghcr.io/kruntimes/kruntimes:0.1.0"
+    max_creates: int = 50  # per pass, so a typo like replicas: 10000 ramps up instead of flooding
+
+
+def capacity_annotation(capacity: Mapping[str, int]) -> str:
+    """The JSON form of SPEC §2.1: sorted keys, quantities as strings, no spaces (idempotent)."""
+    return json.dumps({name: str(amount) for name, amount in capacity.items()}, sort_keys=True,
+                      separators=(",", ":"))
+
+
+def reconcile(runtime: RuntimeSpecView, pods: list[RuntimePod], runs: list[ActiveRun], now: datetime, *,
+              unobserved_creates: int = 0, defaults: PodDefaults = PodDefaults()) -> Plan:
+    """Everything that should change for `runtime`, given its pods and its active Runs."""
+    owned = [p for p in pods if p.owned]
+    live = sorted((p for p in owned if p.live), key=lambda p: p.name)
+    finished = sorted((p for p in owned if not p.terminating and not p.live), key=lambda p: p.name)
+    busy = _active_counts(runs, pods)
+
+    # 1. Scale: create the missing, delete the surplus (idle first) and the finished.
+    missing = runtime.replicas - len(live) - unobserved_creates
+    creates: list[dict[str, Any]] = []
+    if missing > 0 and runtime.capacity is not None:
+        creates = [pod_body(runtime, runtime.capacity, defaults) for _ in range(min(missing, defaults.max_creates))]
+    surplus = max(len(live) - runtime.replicas, 0)
+    victims = sorted(live, key=lambda p: (busy.get(p.uid, 0), p.ready, _newest_first(p.created), p.name))[:surplus]
+    deletes = tuple(finished) + tuple(sorted(victims, key=lambda p: p.name))
+
+    # 2. Re-project capacity onto the pods that stay.
+    patches: list[tuple[RuntimePod, dict[str, Any]]] = []
+    if runtime.capacity is not None:
+        staying = [p for p in live if p not in victims]
+        patches = [(p, patch) for p in staying if (patch := capacity_patch(p, runtime.capacity)) is not None]
+
+    # 3. Runs whose pod is gone.
+    lost = tuple(LostRun(run, REASON_POD_LOST, _lost_message(run)) for run in sorted(runs, key=lambda r: r.name)
+                 if _pod_of(run, pods) is None)
+
+    status = runtime_status(runtime, live, now)
+    return Plan(tuple(creates), deletes, tuple(patches), lost, status)
+
+
+def pod_body(runtime: RuntimeSpecView, capacity: Mapping[str, int], defaults: PodDefaults) -> dict[str, Any]:
+    """A new Runtime Pod from the template, with everything kruntimes owns set (SPEC §4.2)."""
+    template = copy.deepcopy(dict(runtime.template))
+    meta = dict(template.get("metadata") or {})
+    labels = {**(meta.get("labels") or {}), RUNTIME_LABEL: runtime.name}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not _owned_annotation(k)}
+    annotations[CAPACITY_ANNOTATION] = capacity_annotation(capacity)
+    spec = dict(template.get("spec") or {})
+    spec["containers"] = _with_runtimed([dict(c) for c in spec.get("containers") or []], defaults)
+    volumes = [v for v in spec.get("volumes") or [] if v.get("name") != WORK_VOLUME]
+    spec["volumes"] = volumes + [{"name": WORK_VOLUME, "emptyDir": {}}]
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "generateName": f"{runtime.name}-", "namespace": runtime.namespace,
+            "labels": dict(sorted(labels.items())), "annotations": dict(sorted(annotations.items())),
+            "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Runtime", "name": runtime.name,
+                                 "uid": runtime.uid, "controller": True, "blockOwnerDeletion": True}],
+        },
+        "spec": spec,
+    }
+
+
+def capacity_patch(pod: RuntimePod, capacity: Mapping[str, int]) -> dict[str, Any] | None:
+    """A JSON merge patch that makes `pod` declare `capacity`; None when it already does."""
+    wanted = capacity_annotation(capacity)
+    changes: dict[str, Any] = {k: None for k in sorted(pod.annotations) if k.startswith(CAPACITY_KEY_PREFIX)}
+    if pod.annotations.get(CAPACITY_ANNOTATION) != wanted:
+        changes[CAPACITY_ANNOTATION] = wanted
+    return {"metadata": {"annotations": changes}} if changes else None
+
+
+def runtime_status(runtime: RuntimeSpecView, live: list[RuntimePod], now: datetime) -> dict[str, Any]:
+    """Runtime.status: counts, observedGeneration and conditions that keep their transition times."""
+    ready = sum(1 for p in live if p.ready)
+    conditions = [dict(c) for c in runtime.conditions]
+    if runtime.capacity_problem is not None:
+        conditions = set_condition(conditions, CONDITION_CAPACITY, "False", "InvalidCapacity",
+                                   f"{runtime.capacity_problem}; no Runtime Pod is created or re-projected "
+                                   f"until spec.capacity.resources is fixed", now)
+    else:
+        conditions = set_condition(conditions, CONDITION_CAPACITY, "True", "Valid",
+                                   "capacity is projected onto every Runtime Pod", now)
+    if ready >= runtime.replicas:
+        conditions = set_condition(conditions, CONDITION_AVAILABLE, "True", "ReplicasReady",
+                                   f"{ready} of {runtime.replicas} runtime pods ready", now)
+    else:
+        conditions = set_condition(conditions, CONDITION_AVAILABLE, "False", "ReplicasNotReady",
+                                   f"{ready} of {runtime.replicas} runtime pods ready", now)
+    for condition in conditions:
+        condition["observedGeneration"] = runtime.generation
+    return {"replicas": len(live), "readyReplicas": ready, "observedGeneration": runtime.generation,
+            "conditions": conditions}
+
+
+def _with_runtimed(containers: list[dict[str, Any]], defaults: PodDefaults) -> list[dict[str, Any]]:
+    runtimed = next((c for c in containers if c.get("name") == RUNTIMED_CONTAINER), None)
+    if runtimed is None:
+        runtimed = {"name": RUNTIMED_CONTAINER, "image": defaults.runtimed_image}
+        containers.append(runtimed)
+    runtimed.setdefault("command", ["kruntimes", "runtimed"])
+    ours = {name for name, _ in POD_ENV} | {"KRUNTIMES_WORK_DIR"}
+    env = [e for e in runtimed.get("env") or [] if e.get("name") not in ours]
+    env += [{"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}} for name, path in POD_ENV]
+    env.append({"name": "KRUNTIMES_WORK_DIR", "value": WORK_DIR})
+    runtimed["env"] = env
+    mounts = [m for m in runtimed.get("volumeMounts") or [] if m.get("name") != WORK_VOLUME]
+    runtimed["volumeMounts"] = mounts + [{"name": WORK_VOLUME, "mountPath": WORK_DIR}]
+    return containers
+
+
+def _owned_annotation(key: str) -> bool:
+    return key == CAPACITY_ANNOTATION or key.startswith(CAPACITY_KEY_PREFIX) or key == "kruntimes.io/runtimed-heartbeat"
+
+
+def _active_counts(runs: list[ActiveRun], pods: list[RuntimePod]) -> dict[str, int]:
+    """Active Runs per pod UID, each Run on the pod its assignment names (SPEC §2.2)."""
+    counts: dict[str, int] = {}
+    for run in runs:
+        pod = _pod_of(run, pods)
+        if pod is not None:
+            counts[pod.uid] = counts.get(pod.uid, 0) + 1
+    return counts
+
+
+def _pod_of(run: ActiveRun, pods: list[RuntimePod]) -> RuntimePod | None:
+    if run.pod_uid:
+        return next((p for p in pods if p.uid == run.pod_uid), None)
+    return next((p for p in pods if p.name == run.pod_name), None)
+
+
+def _lost_message(run: ActiveRun) -> str:
+    return (f"runtime pod {run.pod_name} is gone (deleted or replaced) while this Run was active; "
+            f"its execution, if any, ended with the pod; create the Run again to retry it")
+
+
+def _newest_first(created: str) -> tuple[int, ...]:
+    # RFC 3339 timestamps in one format sort as text; invert each character to sort newest first.
+    return tuple(-ord(ch) for ch in created)

@@ -1,0 +1,203 @@
+"""runtimed over the real Kubernetes client: watches, guarded writes, heartbeat (SPEC §4.1).
+
+`kruntimes runtimed` runs one `Agent`. It has run against the API emulator (with the
+live scheduler, and as a process), not yet against a real cluster. Its seams, each a
+small piece the tests can replace:
+
+- `Settings`: the pod's identity (from the downward API, as the Runtime controller
+  injects it: `kruntimes.controller.reconcile.POD_ENV`) and the work directory on a
+  writable volume.
+- Runs: an `Informer` (the scheduler's: paged list, resumable watch, relist on 410,
+  no duplicates) over Runs assigned to this pod. With `run_field_selector` it asks
+  the server for `status.assignment.podName=<pod>` (needs the CRD's
+  `selectableFields`, which it does not declare yet); without it, it lists the
+  namespace and `Lifecycle` ignores Runs of other pods.
+- The own pod: an `Informer` with `metadata.name=<pod>`; capacity changes re-check
+  the waiting Runs, and the pod's deletion stops every execution.
+- Writes: `KubernetesBinder` (replace status at the observed resourceVersion; 409
+  and 404 are `Conflict`), reads: one GET.
+- Heartbeat: a merge patch of `kruntimes.io/runtimed-heartbeat` on the own pod,
+  every `heartbeat_period` seconds (default 10 s, a third of the scheduler's 30 s
+  staleness window, so one lost renewal never makes the pod stale).
+- Orphans: on every heartbeat, exited processes that Runs left behind and that were
+  re-parented to runtimed are reaped (`Executor.reap_orphans`).
+- Start-up order: both informers synced, then `Lifecycle.recover` with everything
+  the Run informer listed (Running Runs counted before any Scheduled one is
+  admitted), then live events.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+import urllib3
+from kubernetes.client import ApiException
+
+from kruntimes.api import models
+from kruntimes.cluster import errors
+from kruntimes.cluster.binder import KubernetesBinder
+from kruntimes.cluster.informer import Informer
+from kruntimes.cluster.sources import RUNS, Source
+from kruntimes.runtimed.admission import Capacity
+from kruntimes.runtimed.lifecycle import Lifecycle
+from kruntimes.runtimed.reading import pod_capacity
+from kruntimes.scheduler.status import rfc3339
+
+log = logging.getLogger(__name__)
+
+MERGE_PATCH = "application/merge-patch+json"
+NOT_READ_YET = "the pod's capacity has not been read yet"
+
+
+@dataclass(frozen=True)
+class Settings:
+    pod_name: str
+    pod_namespace: str
+    pod_uid: str
+    work_dir: Path
+    default_runs_capacity: int = 1
+    heartbeat_period: float = 10.0
+    run_field_selector: bool = False
+    request_timeout: float = 30.0
+
+
+class _Reader:
+    def __init__(self, api: kubernetes.client.ApiClient, timeout: float) -> None:
+        self._custom = kubernetes.client.CustomObjectsApi(api)
+        self._timeout = timeout
+
+    def read_run(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            obj = self._custom.get_namespaced_custom_object(models.GROUP, models.VERSION, namespace, RUNS, name,
+                                                            _request_timeout=self._timeout)
+        except ApiException as exc:
+            if errors.status_code(exc) == 404:
+                return None
+            raise errors.ApiError(f"reading Run {namespace}/{name} failed: {errors.describe(exc)}",
+                                  errors.status_code(exc)) from exc
+        return obj if isinstance(obj, dict) else None
+
+
+class _RunEvents:
+    """Informer handler: buffers the first list for `recover`, then passes events straight on."""
+
+    def __init__(self, lifecycle: Lifecycle) -> None:
+        self._lifecycle = lifecycle
+        self._lock = threading.Lock()
+        self._buffer: list[dict[str, Any]] | None = []
+
+    def upsert(self, obj: dict[str, Any], event: str) -> None:
+        with self._lock:
+            if self._buffer is not None:
+                self._buffer.append(obj)
+                return
+        self._lifecycle.observe(obj)
+
+    def delete(self, namespace: str, name: str) -> None:
+        with self._lock:
+            if self._buffer is not None:
+                self._buffer = [o for o in self._buffer
+                                if (o["metadata"].get("namespace"), o["metadata"].get("name")) != (namespace, name)]
+                return
+        self._lifecycle.forget(namespace, name)
+
+    def recover(self) -> None:
+        # Under the lock: the informer's next event waits until recovery has counted everything.
+        with self._lock:
+            listed, self._buffer = self._buffer or [], None
+            self._lifecycle.recover(listed)
+
+
+class _PodEvents:
+    def __init__(self, agent: Agent) -> None:
+        self._agent = agent
+
+    def upsert(self, obj: dict[str, Any], event: str) -> None:
+        meta = obj.get("metadata") or {}
+        if meta.get("uid") != self._agent.settings.pod_uid:
+            return
+        if meta.get("deletionTimestamp"):
+            self._agent.lifecycle.pod_leaving()
+        self._agent.lifecycle.set_capacity(pod_capacity(obj, self._agent.settings.default_runs_capacity))
+
+    def delete(self, namespace: str, name: str) -> None:
+        self._agent.lifecycle.pod_leaving()
+        self._agent.stop()  # the pod is gone: nothing here may run any more
+
+
+class Agent:
+    """One runtimed: its pod's Runs, capacity and heartbeat."""
+
+    def __init__(self, api: kubernetes.client.ApiClient, settings: Settings) -> None:
+        self.settings = settings
+        self._core = kubernetes.client.CoreV1Api(api)
+        # Nothing is admitted before the pod informer has read the capacity (it syncs before recovery).
+        self.lifecycle = Lifecycle(settings.pod_name, settings.pod_uid, Capacity(problem=NOT_READ_YET),
+                                   KubernetesBinder(api, timeout=settings.request_timeout),
+                                   _Reader(api, settings.request_timeout), settings.work_dir)
+        self._runs = _RunEvents(self.lifecycle)
+        custom = kubernetes.client.CustomObjectsApi(api)
+        selector = {"field_selector": f"status.assignment.podName={settings.pod_name}"} \
+            if settings.run_field_selector else {}
+        self.run_informer = Informer(Source("Run", lambda **kw: custom.list_namespaced_custom_object(
+            models.GROUP, models.VERSION, settings.pod_namespace, RUNS, **selector, **kw)), self._runs)
+        self.pod_informer = Informer(Source("Pod", lambda **kw: self._core.list_namespaced_pod(
+            settings.pod_namespace, field_selector=f"metadata.name={settings.pod_name}", **kw)), _PodEvents(self))
+        self._stopping = threading.Event()
+
+    def run(self, sync_timeout: float = 60.0) -> None:
+        """Sync, recover, then renew the heartbeat until `stop`; stops every execution on the way out."""
+        try:
+            self.pod_informer.start()
+            self.run_informer.start()
+            synced = self.pod_informer.wait_synced(sync_timeout) and self.run_informer.wait_synced(sync_timeout)
+            if not synced and not self._stopping.is_set():
+                raise errors.ApiError(f"runtimed could not list its pod and Runs within {sync_timeout:.0f}s")
+            if self._stopping.is_set():
+                return
+            self._runs.recover()
+            log.info("runtimed started", extra={"pod": self.settings.pod_name,
+                                                "admitted": len(self.lifecycle.guard.admitted())})
+            while not self._stopping.is_set():
+                self.heartbeat()
+                self.lifecycle.executor.reap_orphans()
+                self._stopping.wait(self.settings.heartbeat_period)
+        finally:
+            self._check_pod_leaving()
+            self.lifecycle.shutdown()
+            self.run_informer.stop()
+            self.pod_informer.stop()
+
+    def heartbeat(self) -> None:
+        body = {"metadata": {"annotations": {models.HEARTBEAT_ANNOTATION: rfc3339(datetime.now(timezone.utc))}}}
+        try:
+            self._core.patch_namespaced_pod(self.settings.pod_name, self.settings.pod_namespace, body,
+                                            _content_type=MERGE_PATCH,
+                                            _request_timeout=self.settings.request_timeout)
+        except (ApiException, OSError) as exc:
+            log.warning("renewing the heartbeat of pod %s failed: %s", self.settings.pod_name, errors.describe(exc))
+
+    def _check_pod_leaving(self) -> None:
+        # SIGTERM from the kubelet may come before the pod watch shows the deletion:
+        # one read decides how the Runs stopped now are worded (RuntimePodLost or not).
+        try:
+            pod = self._core.read_namespaced_pod(self.settings.pod_name, self.settings.pod_namespace,
+                                                 _request_timeout=2.0)
+        except ApiException as exc:
+            if errors.status_code(exc) == 404:
+                self.lifecycle.pod_leaving()
+            return
+        except (OSError, urllib3.exceptions.HTTPError):
+            return
+        if pod.metadata.uid != self.settings.pod_uid or pod.metadata.deletion_timestamp is not None:
+            self.lifecycle.pod_leaving()
+
+    def stop(self) -> None:
+        """Ask `run` to return (from any thread or a signal handler); it cleans up on its own thread."""
+        self._stopping.set()

@@ -1,0 +1,302 @@
+"""What runtimed does with each Run of its pod: admit, claim, execute, end, recover (SPEC §4.1).
+
+This joins the admission guard, the executor and two seams to the API:
+- `StatusWriter.update_status(run, status)`: replace a Run's status at the observed
+  resourceVersion, raising `status.Conflict` on 409 (or 404). The scheduler's
+  `KubernetesBinder` is exactly this, so runtimed's writes are guarded alike.
+- `RunReader.read_run(namespace, name)`: a fresh read after a conflict.
+Events come in from whoever watches (`observe`, `forget`, `set_capacity`); nothing
+here knows how. The steps, each as SPEC §4.1 states it:
+
+1. A Scheduled Run assigned to this pod is offered to the guard. Reserved: claim it
+   (`Running`, guarded); a 409 drops the reservation and the Run is re-read and
+   offered again. Claimed: start it. Waiting: it stays Scheduled; its `Admitted`
+   condition says why (written only when the reason changes).
+2. An execution ends: its terminal status is written through the shared helper,
+   re-read and re-written on conflict unless someone else already ended it; then its
+   reservation is released and the waiting Runs now fitting are claimed, oldest
+   first. Capacity is freed only once the end is written, so the API never shows
+   more Runs active on this pod than it holds.
+3. After a restart (`recover`), Running Runs of this pod are counted first, whatever
+   their fit; those whose process this runtimed does not have end Failed. So does a
+   Running Run of this pod seen later that this runtimed never claimed. A claim
+   whose answer was lost (timeout) is read back, never guessed.
+4. A function Run is released by the annotation `kruntimes.io/release: "true"`.
+5. A Run that is malformed (the scheduler would have failed it) or has no mode ends
+   Failed with a reason that says what to fix; a Run another writer ended, or one
+   deleted, is stopped here.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol
+
+from kruntimes.runtimed import outcomes
+from kruntimes.runtimed.admission import RESERVED, WAITING, AdmissionGuard, AssignedRun, Capacity, Decision
+from kruntimes.runtimed.executor import Executor, pod_log
+from kruntimes.runtimed.outcomes import Ended, RunRef
+from kruntimes.runtimed.reading import assigned_run, execution_mode
+from kruntimes.scheduler import status as st
+from kruntimes.scheduler.projection import RunInfo
+
+log = logging.getLogger(__name__)
+
+RELEASE_ANNOTATION = "kruntimes.io/release"
+ADMITTED = "Admitted"
+REASON_WAITING = "InsufficientCapacity"
+REASON_NO_MODE = "NothingToExecute"
+NO_MODE = "spec.mode sets neither task nor function, so there is nothing to execute; set spec.mode.task.args"
+MAX_END_WRITES = 5
+MAX_REMEMBERED_ENDS = 10_000
+
+
+class StatusWriter(Protocol):
+    def update_status(self, run: RunInfo, status: dict[str, Any]) -> None: ...
+
+
+class RunReader(Protocol):
+    def read_run(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def running_status(previous: Mapping[str, Any] | None, pod_name: str, now: datetime) -> dict[str, Any]:
+    """The claim: phase Running, assignment kept, `Admitted=True`."""
+    status = dict(previous or {})
+    status["phase"] = "Running"
+    status["conditions"] = st.set_condition(list(status.get("conditions") or []), ADMITTED, "True", ADMITTED,
+                                            f"admitted by runtimed on runtime pod {pod_name}", now)
+    return status
+
+
+def waiting_status(previous: Mapping[str, Any] | None, reason: str, now: datetime) -> dict[str, Any]:
+    """Still Scheduled (assignment kept), with `Admitted=False` saying why."""
+    status = dict(previous or {})
+    status["conditions"] = st.set_condition(list(status.get("conditions") or []), ADMITTED, "False",
+                                            REASON_WAITING, f"waiting for room on its runtime pod: {reason}", now)
+    return status
+
+
+class Lifecycle:
+    """The Runs of one Runtime Pod, from Scheduled to their end. Thread-safe."""
+
+    def __init__(self, pod_name: str, pod_uid: str, capacity: Capacity, writer: StatusWriter, reader: RunReader,
+                 work_root: Path, *, clock: Callable[[], datetime] = utcnow,
+                 log_line: Callable[[str], None] = pod_log, stop_grace_seconds: float = 10.0) -> None:
+        self.guard = AdmissionGuard(pod_name, pod_uid, capacity)
+        self.executor = Executor(work_root, self._ended, log=log_line, stop_grace_seconds=stop_grace_seconds)
+        self._writer, self._reader, self._clock = writer, reader, clock
+        self._lock = threading.Lock()
+        self._latest: dict[str, dict[str, Any]] = {}  # uid -> the newest object seen, for Runs of this pod
+        # Runs that ended here: a late event showing one still active (the watch lags
+        # our own writes) is old news, not a Run to adopt. Bounded: terminal is final.
+        self._ended_uids: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._pod_leaving = False
+
+    # -- events ----------------------------------------------------------------------
+
+    def recover(self, objs: list[dict[str, Any]]) -> None:
+        """Start-up: count this pod's Running Runs first, end those without a process, then the rest."""
+        running: list[RunRef] = []
+        for obj in objs:
+            run, info = assigned_run(obj)
+            if info.phase == "Running" and info.active and self.guard.is_mine(run):
+                self._remember(obj)
+                self.guard.adopt(run)
+                running.append(RunRef(run.namespace, run.name, run.uid))
+        for ended in outcomes.lost_executions(running, self.executor.has):
+            self._finish(ended)
+        for obj in objs:
+            if (obj.get("status") or {}).get("phase") != "Running":
+                self.observe(obj)
+
+    def observe(self, obj: dict[str, Any]) -> None:
+        """A Run was added or changed (watch event, list entry or fresh read)."""
+        run, info = assigned_run(obj)
+        admitted_here = self.guard.holds(run.uid)
+        if info.terminal or info.deleting:
+            with self._lock:
+                self._latest.pop(run.uid, None)
+            if self.executor.has(run.uid):  # someone else ended it, or it is being deleted: stop it here
+                threading.Thread(target=self.executor.stop, args=(run.uid,), daemon=True).start()
+            elif admitted_here:
+                self._claim_all(self.guard.release(run.uid))
+            return
+        with self._lock:
+            if run.uid in self._ended_uids:
+                return
+        if not (admitted_here or self.guard.is_mine(run)):
+            with self._lock:
+                self._latest.pop(run.uid, None)
+            self.guard.offer(run)  # forgets it if it was waiting here
+            return
+        self._remember(obj)
+        if info.phase == "Running" and admitted_here and self._release_requested(obj):
+            threading.Thread(target=self.executor.release, args=(run.uid,), daemon=True).start()
+            return
+        if info.phase == "Running" and not admitted_here and info.active and self.guard.is_mine(run):
+            # Running on this pod, yet not claimed by this runtimed (a claim whose answer
+            # was lost and could not be re-read, a status someone else wrote): its process
+            # is not here. Count it, then end it as lost; the guarded write settles races.
+            self.guard.adopt(run)
+            self._finish(Ended(_ref(run), "Failed", outcomes.REASON_EXECUTION_LOST, outcomes.EXECUTION_LOST))
+            return
+        if info.phase != "Scheduled" or not self.guard.is_mine(run):
+            return
+        if info.problems:
+            self._finish(Ended(_ref(run), "Failed", st.REASON_INVALID, "; ".join(info.problems)))
+            return
+        decision = self.guard.offer(run)
+        if decision.outcome == RESERVED:
+            self._claim(decision)
+        elif decision.outcome == WAITING:
+            self._note_waiting(obj, run, decision.reason)
+
+    def forget(self, namespace: str, name: str) -> None:
+        """A Run was deleted: stop what runs for it and free what it held."""
+        with self._lock:
+            uid = next((u for u, o in self._latest.items()
+                        if (o["metadata"].get("namespace"), o["metadata"].get("name")) == (namespace, name)), None)
+        if uid is None:
+            return
+        if self.executor.has(uid):
+            self.executor.stop(uid)
+        with self._lock:
+            self._latest.pop(uid, None)
+        self._claim_all(self.guard.release(uid))
+
+    def set_capacity(self, capacity: Capacity) -> None:
+        """The pod's capacity annotations changed."""
+        self._claim_all(self.guard.set_capacity(capacity))
+
+    def shutdown(self) -> None:
+        """runtimed stops: every execution ends Failed, saying so."""
+        self.executor.stop_all()
+
+    def pod_leaving(self) -> None:
+        """The pod is being deleted (or is gone): executions stopped from now on end `RuntimePodLost`.
+
+        Deleting a pod sends runtimed SIGTERM; it would otherwise say only that it was
+        stopped, while the controller says `RuntimePodLost` for the same event when
+        runtimed could not write. One event, one reason.
+        """
+        self._pod_leaving = True
+
+    # -- steps -----------------------------------------------------------------------
+
+    def _claim_all(self, decisions: list[Decision]) -> None:
+        for decision in decisions:
+            self._claim(decision)
+
+    def _claim(self, decision: Decision) -> None:
+        run = decision.run
+        obj = self._object(run.uid)
+        status = running_status(obj.get("status"), self.guard.pod_name, self._clock())
+        try:
+            self._writer.update_status(assigned_run(obj)[1], status)
+        except st.Conflict:
+            # 409: drop the reservation, re-read, offer again (it may have ended or moved).
+            self._claim_all(self.guard.release(run.uid))
+            fresh = self._read_quietly(run.namespace, run.name)
+            if fresh is not None:
+                self.observe(fresh)
+            return
+        except st.ApiError as exc:
+            # Ambiguous: the claim may have landed. Read it back rather than guess.
+            log.warning("claiming Run %s/%s failed: %s; reading it back", run.namespace, run.name, exc)
+            fresh = self._read_quietly(run.namespace, run.name)
+            landed = fresh is not None and (fresh.get("status") or {}).get("phase") == "Running" \
+                and assigned_run(fresh)[0].uid == run.uid
+            if not landed:
+                self._claim_all(self.guard.release(run.uid))
+                if fresh is not None:
+                    self.observe(fresh)
+                return
+            self._remember(fresh)
+        self.guard.claimed(run.uid)
+        mode = execution_mode(obj)
+        ref = _ref(run)
+        if mode is None:
+            self._finish(Ended(ref, "Failed", REASON_NO_MODE, NO_MODE))
+        elif mode[0] == "task":
+            self.executor.start_task(ref, mode[1] or [])
+        else:
+            self.executor.start_function(ref, mode[1])
+
+    def _note_waiting(self, obj: dict[str, Any], run: AssignedRun, reason: str) -> None:
+        status = waiting_status(obj.get("status"), reason, self._clock())
+        if status.get("conditions") == (obj.get("status") or {}).get("conditions"):
+            return
+        try:
+            self._writer.update_status(assigned_run(obj)[1], status)
+        except (st.Conflict, st.ApiError):
+            pass  # the next event for this Run re-evaluates and writes again
+
+    def _ended(self, ended: Ended) -> None:
+        """The executor's report (on its thread)."""
+        self._finish(ended)
+
+    def _finish(self, ended: Ended) -> None:
+        """Write the end (unless the Run already ended or is gone), then free its capacity."""
+        run = ended.run
+        if ended.reason == outcomes.REASON_INTERRUPTED and self._pod_leaving:
+            ended = outcomes.pod_lost(run, self.guard.pod_name)
+        for _ in range(MAX_END_WRITES):
+            with self._lock:
+                obj = self._latest.get(run.uid)
+            if obj is None:
+                break
+            info = assigned_run(obj)[1]
+            if info.terminal:
+                break
+            try:
+                self._writer.update_status(info, outcomes.ended_status(obj.get("status"), ended, self._clock()))
+                break
+            except st.Conflict:
+                fresh = self._read_quietly(run.namespace, run.name)
+                if fresh is None or fresh.get("metadata", {}).get("uid") != run.uid:
+                    break
+                self._remember(fresh)
+            except st.ApiError as exc:
+                log.warning("writing the end of Run %s failed: %s", run.label, exc)
+        with self._lock:
+            self._latest.pop(run.uid, None)
+            self._ended_uids[run.uid] = None
+            while len(self._ended_uids) > MAX_REMEMBERED_ENDS:
+                self._ended_uids.popitem(last=False)
+        self._claim_all(self.guard.release(run.uid))
+
+    def _read_quietly(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self._reader.read_run(namespace, name)
+        except st.ApiError as exc:
+            log.warning("reading Run %s/%s failed: %s", namespace, name, exc)
+            return None
+
+    # -- state -----------------------------------------------------------------------
+
+    def _remember(self, obj: dict[str, Any]) -> tuple[AssignedRun, RunInfo]:
+        run, info = assigned_run(obj)
+        with self._lock:
+            self._latest[run.uid] = obj
+        return run, info
+
+    def _object(self, uid: str) -> dict[str, Any]:
+        with self._lock:
+            return self._latest[uid]
+
+    @staticmethod
+    def _release_requested(obj: Mapping[str, Any]) -> bool:
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        return annotations.get(RELEASE_ANNOTATION) == "true"
+
+
+def _ref(run: AssignedRun) -> RunRef:
+    return RunRef(run.namespace, run.name, run.uid)
