@@ -29,7 +29,9 @@ def runtime_view(obj: Mapping[str, Any]) -> RuntimeSpecView:
     problem: str | None = None
     try:
         only_capacity = {"template": {}, **({"capacity": spec["capacity"]} if "capacity" in spec else {})}
-        checked = models.Runtime.model_validate({"metadata": {"name": "-"}, "spec": only_capacity})
+        # Validated under its own name: a name the label cannot carry is a problem to report too.
+        checked = models.Runtime.model_validate({"metadata": {"name": str(meta.get("name") or "")},
+                                                 "spec": only_capacity})
         capacity = dict(checked.spec.capacity.resources)
     except pydantic.ValidationError as exc:
         problem = describe_validation_error(exc, kind="Runtime").removeprefix("invalid Runtime: ")
