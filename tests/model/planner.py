@@ -62,7 +62,9 @@ class Outcome:
 
 
 def load(text: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(text) if d is not None]
+    """The YAML documents of `text` (libyaml's parser when present: same result, faster)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return [d for d in yaml.load_all(text, Loader=loader) if d is not None]
 
 
 def simulate(documents: list[dict[str, Any]], now: datetime, quirks: frozenset[str] = frozenset()) -> list[Outcome]:

@@ -95,7 +95,7 @@ def term(selector: Any, topology: Any = TOPOLOGY) -> dict[str, Any]:
 
 
 def to_yaml(documents: list[dict[str, Any]]) -> str:
-    return yaml.safe_dump_all(documents, sort_keys=False)
+    return yaml.dump_all(documents, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
 
 
 # -- random parts -----------------------------------------------------------------------------
