@@ -10,6 +10,7 @@ Plain dicts in, plain dicts out. A Run is read twice over, on purpose:
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from tests.model import syntax
@@ -68,6 +69,17 @@ def read_capacity(annotations: dict[str, Any], json_form: bool = True) -> dict[s
     return declared
 
 
+def _heartbeat(value: Any, iso8601: bool) -> Any:
+    parsed = syntax.instant(value)
+    if parsed is None and iso8601 and isinstance(value, str) and value:
+        try:  # quirk: Python's ISO 8601 parser, as kruntimes uses it
+            dt = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            return None
+        parsed = syntax.instant(dt)
+    return parsed
+
+
 def read_pod(doc: dict[str, Any], quirks: frozenset[str] = frozenset()) -> dict[str, Any]:
     meta = _map(doc.get("metadata"))
     labels = _map(meta.get("labels"))
@@ -83,7 +95,7 @@ def read_pod(doc: dict[str, Any], quirks: frozenset[str] = frozenset()) -> dict[
         "runtime": labels.get(RUNTIME_LABEL),
         "ready": ready,
         "terminating": meta.get("deletionTimestamp") is not None,
-        "heartbeat": syntax.instant(annotations.get(HEARTBEAT)),
+        "heartbeat": _heartbeat(annotations.get(HEARTBEAT), "iso8601-heartbeats" in quirks),
         "capacity": read_capacity(annotations, "capacity-json-ignored" not in quirks),  # None: malformed
     }
 
@@ -115,7 +127,7 @@ def _requests(spec: dict[str, Any], problems: list[str]) -> tuple[dict[str, int]
     return ({k: v for k, v in validated.items() if v > 0}, {k: v for k, v in counted.items() if v > 0})
 
 
-def _selector(sel: Any, problems: list[str]) -> dict[str, Any] | None:
+def _selector(sel: Any, problems: list[str], quirks: frozenset[str] = frozenset()) -> dict[str, Any] | None:
     """A label selector as {labels: {...}, exprs: [(key, op, set)]}; None is the missing one."""
     if sel is None:
         return None
@@ -142,6 +154,8 @@ def _selector(sel: Any, problems: list[str]) -> dict[str, Any] | None:
                 problems.append("matchExpressions entry is not a mapping")
                 continue
             key, op, values = e.get("key"), e.get("operator"), e.get("values")
+            if "null-as-malformed" in quirks and "values" in e and values is None:
+                problems.append("values: null (quirk)")
             if values is None:
                 values = []
             if not syntax.is_qualified_name(key):
@@ -160,16 +174,16 @@ def _selector(sel: Any, problems: list[str]) -> dict[str, Any] | None:
     return out
 
 
-def _term(term: Any, problems: list[str]) -> dict[str, Any] | None:
+def _term(term: Any, problems: list[str], quirks: frozenset[str] = frozenset()) -> dict[str, Any] | None:
     if not isinstance(term, dict):
         problems.append("term is not a mapping")
         return None
     if term.get("topologyKey") != TOPOLOGY:
         problems.append("topologyKey")
-    return _selector(term.get("labelSelector"), problems)
+    return _selector(term.get("labelSelector"), problems, quirks)
 
 
-def _affinity(aff: Any, problems: list[str], loose: bool = False) -> dict[str, list[Any]]:
+def _affinity(aff: Any, problems: list[str], quirks: frozenset[str] = frozenset()) -> dict[str, list[Any]]:
     """{required, required_anti, preferred, preferred_anti}: selectors, (weight, selector) pairs."""
     out: dict[str, list[Any]] = {"required": [], "required_anti": [], "preferred": [], "preferred_anti": []}
     if aff is None:
@@ -186,8 +200,10 @@ def _affinity(aff: Any, problems: list[str], loose: bool = False) -> dict[str, l
             continue
         required = rules.get("required")
         preferred = rules.get("preferred")
+        if "null-as-malformed" in quirks and any(k in rules and rules[k] is None for k in ("required", "preferred")):
+            problems.append("null list (quirk)")
         for term in required if isinstance(required, list) else []:
-            out["required" + suffix].append(_term(term, problems))
+            out["required" + suffix].append(_term(term, problems, quirks))
         if required is not None and not isinstance(required, list):
             problems.append("required is not a list")
         for wt in preferred if isinstance(preferred, list) else []:
@@ -195,6 +211,7 @@ def _affinity(aff: Any, problems: list[str], loose: bool = False) -> dict[str, l
                 problems.append("preferred entry is not a mapping")
                 continue
             weight = wt.get("weight")
+            loose = "loose-weights" in quirks
             if loose and (isinstance(weight, (str, float)) and not isinstance(weight, bool)):
                 try:  # quirk: pydantic's lax int
                     weight = int(weight) if float(weight) == int(float(weight)) and "e" not in str(weight) else weight
@@ -205,7 +222,7 @@ def _affinity(aff: Any, problems: list[str], loose: bool = False) -> dict[str, l
             # The CRD says `type: integer, 1..100`: a bool or a string is not one (§2.2 amended).
             if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
                 problems.append("weight")
-            out["preferred" + suffix].append((weight, _term(wt.get("term"), problems)))
+            out["preferred" + suffix].append((weight, _term(wt.get("term"), problems, quirks)))
         if preferred is not None and not isinstance(preferred, list):
             problems.append("preferred is not a list")
     return out
@@ -224,7 +241,7 @@ def read_run(doc: dict[str, Any], quirks: frozenset[str] = frozenset()) -> dict[
         problems.append("spec.runtime is required")
     validated, counted = _requests(spec, problems)
     affinity_problems: list[str] = []
-    affinity = _affinity(spec.get("affinity"), affinity_problems, "loose-weights" in quirks)
+    affinity = _affinity(spec.get("affinity"), affinity_problems, quirks)
     problems += affinity_problems
     mode = spec.get("mode")
     if mode is not None and (not isinstance(mode, dict) or sorted(mode) not in (["task"], ["function"])):

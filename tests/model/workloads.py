@@ -28,9 +28,11 @@ RESOURCES = ("runs", "example.com/gpu", "mem")
 LABELS = {"app": ("db", "web"), "service": ("scan",), "tier": ("a", "b")}
 TOPOLOGY = "kruntimes.io/runtime-pod"
 
-GOOD_AMOUNTS = (0, 1, 2, 3, "0", "1", "2", "3", "4", "1000m", "2000m", "+1", "1e0", "0.002k")
-BIG_AMOUNTS = ("1k", "1Ki", "9223372036854775807")
-BAD_AMOUNTS = ("500m", "1.5", "-1", "abc", 1.5, True, "9223372036854775808", "1e19", " 1", "1 ", "", None)
+GOOD_AMOUNTS = (0, 1, 2, 3, "0", "1", "2", "3", "4", "1000m", "2000m", "+1", "1e0", "0.002k", "1.", "-0",
+                "1000000000n")
+BIG_AMOUNTS = ("1k", "1Ki", ".5k", "7Ei", "1E", "9223372036854775807")
+BAD_AMOUNTS = ("500m", "1.5", "-1", "abc", 1.5, True, "9223372036854775808", "8Ei", "1e19", " 1", "1 ", "",
+               None, "1K", "0x10", "1_000", "\u0661")
 
 
 def pod(name: str, *, namespace: str | None = "default", runtime: str = "py", uid: str | None = None,
@@ -101,9 +103,15 @@ def to_yaml(documents: list[dict[str, Any]]) -> str:
 # -- random parts -----------------------------------------------------------------------------
 
 def _heartbeat(rng: random.Random) -> Any:
-    kind = rng.choices(["fresh", "edge", "stale", "future", "missing", "garbage"], [50, 5, 15, 8, 7, 15])[0]
+    kind = rng.choices(["fresh", "edge", "stale", "future", "missing", "garbage", "iso8601"],
+                       [50, 5, 15, 8, 7, 12, 3])[0]
     if kind == "missing":
         return None
+    if kind == "iso8601":
+        # Fresh ISO 8601 spellings that are not RFC 3339 (no seconds, basic format, week
+        # date, a space): unparsable, hence stale (§3.3.1), as Go's RFC 3339 parser says too.
+        return rng.choice(["2026-11-29T11:59Z", "2026-11-29T12Z", "20261129T115950Z", "2026-W48-7T11:59:50Z",
+                           "2026-11-29 11:59:50Z", "2026-11-29T11:59:50,5Z"])
     if kind == "garbage":
         return rng.choice(["", "yesterday", "2026-11-29", "2026-11-29T12:00:00", "2026-13-01T00:00:00Z",
                            "2026-11-29T25:00:00Z", "1764417600", "2026-11-29T11:59:50+25:00"])
@@ -179,6 +187,8 @@ def _selector(rng: random.Random) -> Any:
             e: dict[str, Any] = {"key": key, "operator": op}
             if op in ("In", "NotIn"):
                 e["values"] = rng.sample(LABELS[key], rng.randint(1, len(LABELS[key])))
+            elif rng.random() < 0.1:
+                e["values"] = rng.choice([None, []])  # null and [] are "no values" in Kubernetes
             if rng.random() < 0.03:  # malformed: operator/value mismatch or unknown operator
                 e = rng.choice([{"key": key, "operator": "In"}, {"key": key, "operator": "Exists", "values": ["x"]},
                                 {"key": key, "operator": "Gt", "values": ["1"]}])
@@ -211,6 +221,9 @@ def _affinity(rng: random.Random) -> Any:
             n_pref = rng.choices([0, 1, 2], [50, 35, 15])[0]
             if n_pref:
                 rules["preferred"] = [{"weight": _weight(rng), "term": _term(rng)} for _ in range(n_pref)]
+            if rng.random() < 0.05:
+                # An explicit null is an omitted field for a Kubernetes API object.
+                rules[rng.choice(["required", "preferred"])] = None
             aff[side] = rules
     return aff
 
