@@ -138,6 +138,9 @@ def _created(rng: random.Random, base: datetime) -> Any:
     if rng.random() < 0.15:
         # An unquoted YAML timestamp: the loader hands simulate a datetime.
         return at.astimezone(timezone(timedelta(hours=rng.choice([0, 2, -3]))))
+    if rng.random() < 0.05:
+        # RFC 3339 allows any number of fractional digits; "by instant" means all of them.
+        return at.strftime("%Y-%m-%dT%H:%M:%S") + rng.choice([".0000001", ".0000009", ".000000999", ".5000000001"]) + "Z"
     return _time_text(rng, at)
 
 
@@ -153,7 +156,7 @@ def _capacity(rng: random.Random) -> tuple[dict[str, str], str | None]:
     in_json: dict[str, Any] = {}
     for r in RESOURCES:
         if rng.random() < (0.6 if r == "runs" else 0.4):
-            value = str(rng.choice([0, 1, 1, 2, 2, 3, 4, 5])) if rng.random() > 0.08 else rng.choice(
+            value = str(rng.choice([0, 1, 2, 2, 3, 4, 5, 8])) if rng.random() > 0.08 else rng.choice(
                 ["1k", "2000m", "1Ki", "500m", "-1", "x", "9223372036854775808"])
             form = rng.choice(["key", "json", "json", "both"])
             if form in ("key", "both"):
@@ -208,20 +211,23 @@ def _weight(rng: random.Random) -> Any:
     return rng.choice([1, 5, 10, 50, 100])
 
 
-def _affinity(rng: random.Random) -> Any:
+def _affinity(rng: random.Random, anti: float = 0.2) -> Any:
+    """Affinity in about half of the Runs; `anti`: how often it has required anti-affinity."""
     if rng.random() < 0.45:
         return None
     aff: dict[str, Any] = {}
+    if rng.random() < anti:
+        aff["runAntiAffinity"] = {"required": [_term(rng)]}
     for side in ("runAffinity", "runAntiAffinity"):
         if rng.random() < 0.55:
-            rules: dict[str, Any] = {}
+            rules: dict[str, Any] = aff.get(side, {})
             n_req = rng.choices([0, 1, 2, 3], [40, 35, 20, 5])[0]
             if n_req:
-                rules["required"] = [_term(rng) for _ in range(n_req)]
+                rules["required"] = rules.get("required", []) + [_term(rng) for _ in range(n_req)]
             n_pref = rng.choices([0, 1, 2], [50, 35, 15])[0]
             if n_pref:
                 rules["preferred"] = [{"weight": _weight(rng), "term": _term(rng)} for _ in range(n_pref)]
-            if rng.random() < 0.05:
+            if rng.random() < 0.02:
                 # An explicit null is an omitted field for a Kubernetes API object.
                 rules[rng.choice(["required", "preferred"])] = None
             aff[side] = rules
@@ -232,13 +238,13 @@ def _labels(rng: random.Random) -> dict[str, str]:
     return {k: rng.choice(v) for k, v in sorted(LABELS.items()) if rng.random() < 0.5}
 
 
-def _requests(rng: random.Random) -> Any:
+def _requests(rng: random.Random, bad: float = 0.05) -> Any:
     if rng.random() < 0.3:
         return None
     req: dict[str, Any] = {}
     for r in RESOURCES:
         if rng.random() < (0.6 if r == "runs" else 0.3):
-            req[r] = _amount(rng, bad=0.05)
+            req[r] = _amount(rng, bad=bad)
     if rng.random() < 0.02:
         req["bad name!"] = "1"
     return req
@@ -255,7 +261,7 @@ def workload(rng: random.Random) -> list[dict[str, Any]]:
     uids: dict[tuple[str, str], tuple[str | None, str]] = {}
     for i in range(rng.choice([0, 1, 2, 2, 3, 3, 4, 5])):
         ns = rng.choice(namespaces)
-        name = f"p{i}"
+        name = f"p{sum(1 for (pns, _) in uids if pns == ns)}"  # p0, p1, ... in each namespace
         generation = rng.choice([1, 2])
         uid = None if rng.random() < 0.08 else f"uid-{ns}-{name}-{generation}"
         uids[(ns, name)] = (uid, f"uid-{ns}-{name}-0")
@@ -266,8 +272,10 @@ def workload(rng: random.Random) -> list[dict[str, Any]]:
                         capacity=per_key, capacity_json=text))
     runs: list[dict[str, Any]] = []
     base = NOW - timedelta(hours=3)
-    for i in range(rng.randint(1, 9)):
+    names: dict[str, int] = {}
+    for _ in range(rng.randint(1, 9)):
         ns = rng.choice(namespaces)
+        names[ns] = names.get(ns, -1) + 1
         kind = rng.choices(["pending", "active", "terminal", "released"], [60, 28, 8, 4])[0]
         phase = pod_name = pod_uid = None
         if kind == "pending" and rng.random() < 0.5:
@@ -281,9 +289,10 @@ def workload(rng: random.Random) -> list[dict[str, Any]]:
             which = rng.choices(["current", "earlier", "none"], [65, 20, 15])[0]
             pod_uid = current if which == "current" else earlier if which == "earlier" else None
         runs.append(run(
-            f"r{i}", namespace=None if ns == "default" and rng.random() < 0.3 else ns,
+            f"r{names[ns]}", namespace=None if ns == "default" and rng.random() < 0.3 else ns,
             runtime=rng.choice(runtimes) if rng.random() > 0.03 else None, created=_created(rng, base),
-            labels=_labels(rng), requests=_requests(rng), affinity=_affinity(rng),
+            labels=_labels(rng), requests=_requests(rng, 0.25 if kind == "active" else 0.05),
+            affinity=_affinity(rng, anti=0.5 if kind == "active" else 0.2),
             workspace=rng.choice([None, None, None, "ws1", "ws2"]), phase=phase, pod_name=pod_name,
             pod_uid=pod_uid, released=kind == "released",
             mode={"function": {}} if kind == "released" else None))
