@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import random
+from datetime import date, datetime
 
 import pytest
 
@@ -51,9 +52,12 @@ def test_a_pod_and_a_run_of_the_same_name_are_not_duplicates() -> None:
     _simulate([pod("x"), run("x")])
 
 
-@pytest.mark.parametrize("created", ["yesterday", "2026-11-29T12:00:00", "2026-11-29", "2026-13-01T00:00:00Z", "",
-                                     "2026-11-29T12:00Z"])
-def test_an_unparsable_creation_time_is_an_error_naming_the_document(created: str) -> None:
+@pytest.mark.parametrize("created", [
+    "yesterday", "2026-11-29T12:00:00", "2026-11-29", "2026-13-01T00:00:00Z", "", "2026-11-29T12:00Z",
+    date(2026, 11, 29),               # an unquoted YAML date: no time, no zone
+    datetime(2026, 11, 29, 12, 0),    # an unquoted YAML timestamp without a zone: no instant
+], ids=repr)
+def test_an_unparsable_creation_time_is_an_error_naming_the_document(created: object) -> None:
     documents = [pod("p"), run("ok"), run("bad", created=created)]
     with pytest.raises(planner.ModelInputError):
         planner.simulate(documents, NOW)
