@@ -258,3 +258,14 @@ def test_whole_file_errors_in_the_model() -> None:
         planner.simulate([pod("p"), pod("p", namespace=None)], NOW)
     with pytest.raises(planner.ModelInputError, match="document 1"):
         planner.simulate([run("r", created="yesterday")], NOW)
+
+
+def test_the_model_shares_no_code_with_kruntimes() -> None:
+    """Issue 12: a second implementation, not a second caller of the first."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tests.model.planner, tests.model.compare, tests.model.workloads; "
+            "print(sorted(m for m in sys.modules if m == 'kruntimes' or m.startswith('kruntimes.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
