@@ -1,7 +1,7 @@
 """The smallest workloads for each disagreement the differential campaign found.
 
 `findings/*.yaml` each hold one rule of the SPEC that `simulate` broke at the branch
-point of issue 12 (01-07 are issue 12's defects, 08-09 were found by the model),
+point of issue 12 (01-07 and 10 are issue 12's defects, 08-09 were found by the model),
 with the SPEC section in the file's header. The model's outcome is pinned here (so
 the model is checked too); `simulate` must agree with it once the fixes land.
 """
@@ -28,6 +28,7 @@ EXPECTED = {
     "08-new-heartbeat-not-rfc3339.yaml": {"r": ("Pending", None)},
     "09-new-explicit-null-is-omitted.yaml": {"required-null": ("Scheduled", "p"), "preferred-null": ("Scheduled", "p"),
                                              "values-null": ("Scheduled", "p")},
+    "10-assignment-uid-decides-over-name.yaml": {"a": ("Scheduled", "x"), "b": ("Pending", None)},
 }
 
 

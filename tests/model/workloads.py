@@ -288,8 +288,11 @@ def workload(rng: random.Random) -> list[dict[str, Any]]:
             here = [n for (pns, n) in uids if pns == ns]
             pod_name = rng.choice(here) if here and rng.random() < 0.9 else "gone"
             current, earlier = uids.get((ns, pod_name), (None, f"uid-{ns}-{pod_name}-0"))
-            which = rng.choices(["current", "earlier", "none"], [65, 20, 15])[0]
+            which = rng.choices(["current", "earlier", "none", "other"], [62, 20, 15, 3])[0]
             pod_uid = current if which == "current" else earlier if which == "earlier" else None
+            if which == "other":
+                # podName and podUID of two different current pods: the UID decides (§2.2).
+                pod_uid = rng.choice([u for (pns, _), (u, _) in sorted(uids.items()) if pns == ns and u] or [None])
         runs.append(run(
             f"r{names[ns]}", namespace=None if ns == "default" and rng.random() < 0.3 else ns,
             runtime=rng.choice(runtimes) if rng.random() > 0.03 else None, created=_created(rng, base),
