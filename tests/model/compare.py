@@ -50,6 +50,9 @@ VOCABULARY = {
     "existing run anti-affinity": "existing_anti_affinity",
 }
 
+# Every category the model can give has a word, and no word maps outside the categories.
+assert sorted(VOCABULARY.values()) == sorted(planner.AVAILABILITY + planner.AFFINITY)
+
 _HEAD = re.compile(r"0/(\d+) runtime pods available: (.*)")
 _PART = re.compile(r"(\d+) (.+)")
 

@@ -1,6 +1,6 @@
 """The model's scheduler: SPEC §2.3 and §3.2–§3.4, one Run at a time, by brute force.
 
-`simulate(text, now)` answers what `kruntimes simulate` answers: every Pending Run
+`simulate(load(text), now)` answers what `kruntimes simulate` answers: every Pending Run
 scheduled once, in creation order (instant, then namespace/name), each seeing the
 assumptions of the Runs before it. Nothing is indexed or cached: for each Run and
 each pod, every other Run is looked at again. Slow, and easy to check against the
