@@ -63,6 +63,7 @@ class Report:
 
     compared: int
     differences: list[str]
+    differing: int = 0  # how many of the compared Runs differ
 
 
 def simulate_kruntimes(text: str, now: datetime) -> list[dict[str, Any]]:
@@ -80,7 +81,10 @@ def compare(text: str, now: datetime) -> Report:
     try:
         rows = simulate_kruntimes(text, now)
     except Exception as exc:  # noqa: BLE001 - a crash is a difference like any other
-        return Report(compared=0, differences=[f"simulate raised {type(exc).__name__}: {exc}"])
+        # Every Run it should have decided is a differing decision.
+        runs = planner.simulate(documents, now)
+        return Report(compared=len(runs), differences=[f"simulate raised {type(exc).__name__}: {exc}"],
+                      differing=len(runs))
     return judge_all(documents, rows, now)
 
 
@@ -89,6 +93,7 @@ def judge_all(documents: list[dict[str, Any]], rows: list[dict[str, Any]], now: 
     expected = planner.simulate(documents, now, quirks)
     runs = [d for d in documents if d.get("kind") == "Run"]
     differences = []
+    differing = 0
     if len(rows) != len(runs):
         differences.append(f"simulate returned {len(rows)} rows for {len(runs)} Runs")
     got = {}
@@ -98,8 +103,9 @@ def judge_all(documents: list[dict[str, Any]], rows: list[dict[str, Any]], now: 
         row = got.get((want.namespace, want.name))
         problem = "no row" if row is None else judge(want, row)
         if problem:
+            differing += 1
             differences.append(f"{want.namespace}/{want.name}: {problem}")
-    return Report(compared=len(expected), differences=differences)
+    return Report(compared=len(expected), differences=differences, differing=differing)
 
 
 def judge(want: planner.Outcome, row: dict[str, Any]) -> str | None:
