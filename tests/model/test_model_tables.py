@@ -147,7 +147,8 @@ def test_an_assignment_without_a_uid_is_on_the_pod_of_that_name() -> None:
 
 
 def test_an_old_active_run_with_a_malformed_request_still_repels_with_its_valid_anti_affinity() -> None:
-    old = _active("old", "p", "u", requests={"runs": "500m", "mem": "abc"}, affinity=_anti({"matchLabels": {"app": "db"}}))
+    old = _active("old", "p", "u", requests={"runs": "500m", "mem": "abc"},
+                  affinity=_anti({"matchLabels": {"app": "db"}}))
     got = _outcomes(pod("p", uid="u", capacity={"runs": "2"}), old, run("r", labels={"app": "db"}))
     assert got["r"].allowed == [frozenset({"existing_anti_affinity"})]
 
@@ -166,7 +167,8 @@ DB, SCAN = {"matchLabels": {"app": "db"}}, {"matchLabels": {"service": "scan"}}
 
 def test_two_targets_that_each_match_some_terms_do_not_add_up_to_one() -> None:
     got = _outcomes(pod("a", uid="a", capacity={"runs": "9"}), pod("b", uid="b"),
-                    _active("db", "a", "a", labels={"app": "db"}), _active("scan", "a", "a", labels={"service": "scan"}),
+                    _active("db", "a", "a", labels={"app": "db"}),
+                    _active("scan", "a", "a", labels={"service": "scan"}),
                     run("r", affinity=_requires(DB, SCAN)))
     assert got["r"].phase == "Pending" and got["r"].allowed == [frozenset({"affinity"})] * 2
 
@@ -231,7 +233,8 @@ def test_preferred_affinity_outweighs_least_loaded_only_by_normalised_scores() -
 
 
 def test_least_loaded_ranks_distinct_keys_by_max_then_sum() -> None:
-    pods = [pod("a", capacity={"runs": "4", "mem": "4"}), pod("b", capacity={"runs": "4"}), pod("c", capacity={"runs": "2"})]
+    pods = [pod("a", capacity={"runs": "4", "mem": "4"}), pod("b", capacity={"runs": "4"}),
+            pod("c", capacity={"runs": "2"})]
     got = _outcomes(*pods, run("r"))["r"]
     # keys: a (1/4, 1/4+0), b (1/4, 1/4), c (1/2, 1/2) -> a and b share rank 0, c rank 1.
     assert got.scores == {"a": (0, 100), "b": (0, 100), "c": (0, 0)} and got.pod == "a"

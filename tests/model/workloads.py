@@ -142,7 +142,8 @@ def _created(rng: random.Random, base: datetime) -> Any:
         return at.astimezone(timezone(timedelta(hours=rng.choice([0, 2, -3]))))
     if rng.random() < 0.05:
         # RFC 3339 allows any number of fractional digits; "by instant" means all of them.
-        return at.strftime("%Y-%m-%dT%H:%M:%S") + rng.choice([".0000001", ".0000009", ".000000999", ".5000000001"]) + "Z"
+        digits = rng.choice([".0000001", ".0000009", ".000000999", ".5000000001"])
+        return at.strftime("%Y-%m-%dT%H:%M:%S") + digits + "Z"
     return _time_text(rng, at)
 
 
