@@ -272,3 +272,17 @@ def test_the_model_shares_no_code_with_kruntimes() -> None:
             "print(sorted(m for m in sys.modules if m == 'kruntimes' or m.startswith('kruntimes.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_model_places_the_documented_cohort_example_as_the_docs_show() -> None:
+    """docs/examples/cohort.yaml and its expected output (README "Where would my Runs go?")."""
+    import json
+    import pathlib
+
+    examples = pathlib.Path(__file__).resolve().parents[2] / "docs" / "examples"
+    now = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+    outcomes = planner.simulate(planner.load((examples / "cohort.yaml").read_text()), now)
+    rows = json.loads((examples / "cohort.expected.json").read_text())
+    got = {o.name: (o.phase, o.pod) for o in outcomes}
+    expected = {row["name"]: (row["phase"], row["pod"]) for row in rows}
+    assert got == {name: expected[name] for name in got}
