@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import random
+import re
 from datetime import date, datetime
 
 import pytest
@@ -45,7 +46,8 @@ def test_a_duplicate_object_is_an_error_naming_both_documents(kind: str, seed: i
         planner.simulate(documents, NOW)
     with pytest.raises(InputError) as raised:
         _simulate(documents)
-    assert f"document {original + 1}" in str(raised.value) and f"document {at + 1}" in str(raised.value)
+    named = {int(n) for n in re.findall(r"document (\d+)", str(raised.value))}
+    assert {original + 1, at + 1} <= named
 
 
 def test_a_pod_and_a_run_of_the_same_name_are_not_duplicates() -> None:
@@ -61,5 +63,5 @@ def test_an_unparsable_creation_time_is_an_error_naming_the_document(created: ob
     documents = [pod("p"), run("ok"), run("bad", created=created)]
     with pytest.raises(planner.ModelInputError):
         planner.simulate(documents, NOW)
-    with pytest.raises(InputError, match="document 3"):
+    with pytest.raises(InputError, match=r"document 3\b"):
         _simulate(documents)
