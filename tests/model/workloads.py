@@ -13,6 +13,7 @@ collide on workspaces and on creation instants.
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 from datetime import datetime, timedelta, timezone
@@ -203,6 +204,9 @@ def _selector(rng: random.Random) -> Any:
     return sel
 
 
+COHORT = (term({"matchLabels": {"app": "db"}}), term({"matchLabels": {"service": "scan"}}))
+
+
 def _term(rng: random.Random) -> dict[str, Any]:
     topology = TOPOLOGY if rng.random() > 0.03 else rng.choice([None, "kubernetes.io/hostname"])
     return term(_selector(rng), topology)
@@ -221,6 +225,9 @@ def _affinity(rng: random.Random, anti: float = 0.2) -> Any:
     aff: dict[str, Any] = {}
     if rng.random() < anti:
         aff["runAntiAffinity"] = {"required": [_term(rng)]}
+    if rng.random() < 0.15:
+        # Issue 12's cohort: two required terms that Runs often match only in part.
+        aff["runAffinity"] = {"required": copy.deepcopy(list(COHORT))}  # no YAML aliases
     for side in ("runAffinity", "runAntiAffinity"):
         if rng.random() < 0.55:
             rules: dict[str, Any] = aff.get(side, {})
@@ -294,11 +301,15 @@ def workload(rng: random.Random) -> list[dict[str, Any]]:
             if which == "other":
                 # podName and podUID of two different current pods: the UID decides (§2.2).
                 pod_uid = rng.choice([u for (pns, _), (u, _) in sorted(uids.items()) if pns == ns and u] or [None])
+        labels = _labels(rng)
+        affinity = _affinity(rng, anti=0.5 if kind == "active" else 0.2)
+        required = ((affinity or {}).get("runAffinity") or {}).get("required") or []
+        if required[:2] == list(COHORT) and rng.random() < 0.5:
+            labels.update(app="db", service="scan")  # a cohort member that can seed the cohort
         runs.append(run(
             f"r{names[ns]}", namespace=None if ns == "default" and rng.random() < 0.3 else ns,
             runtime=rng.choice(runtimes) if rng.random() > 0.03 else None, created=_created(rng, base),
-            labels=_labels(rng), requests=_requests(rng, 0.25 if kind == "active" else 0.05),
-            affinity=_affinity(rng, anti=0.5 if kind == "active" else 0.2),
+            labels=labels, requests=_requests(rng, 0.25 if kind == "active" else 0.05), affinity=affinity,
             workspace=rng.choice([None, None, None, "ws1", "ws2"]), phase=phase, pod_name=pod_name,
             pod_uid=pod_uid, released=kind == "released",
             mode={"function": {}} if kind == "released" else None))
