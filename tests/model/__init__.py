@@ -1,0 +1,15 @@
+"""A second, plain implementation of SPEC §2–§3.4 that checks `kruntimes simulate` (issue 12).
+
+- `syntax`, `objects`, `planner`: the model. Written from the SPEC text (amended
+  2026-12-01) with dicts, loops and `Fraction`; it imports nothing from kruntimes.
+- `compare`: runs `simulate` in-process and the model on the same YAML; its
+  docstring says exactly what is compared.
+- `workloads`: the random workload generator (any `random.Random`).
+- `test_model_tables.py`: the model against the SPEC's own sentences and examples.
+- `test_differential.py`: 200 derandomised hypothesis workloads, model vs simulate.
+- `test_findings.py` + `findings/`: the smallest workload of each disagreement found.
+- `test_whole_file_errors.py`: duplicates and unparsable creation times.
+- `campaign`: `python -m tests.model.campaign --workloads 10000 --seed 12 --out DIR`
+  prints the match rate, classifies each difference by the issue 12 defect whose
+  emulation (`planner.QUIRKS`) explains it, and writes the first differing workloads.
+"""
