@@ -12,7 +12,7 @@ import re
 from typing import Annotated, Any, Final
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, Strict,
-                      WithJsonSchema)
+                      WithJsonSchema, model_validator)
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
@@ -202,3 +202,13 @@ class Spec(Object):
     """A user-written part of the API: unknown fields are errors, so typos surface."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_omitted(cls, value: Any) -> Any:
+        # The API server prunes a null of a non-nullable field before validation (CRD
+        # structural schemas), so `required: null` in a file means what it means in a
+        # cluster: omitted.
+        if isinstance(value, dict) and None in value.values():
+            return {k: v for k, v in value.items() if v is not None}
+        return value

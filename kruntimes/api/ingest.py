@@ -17,6 +17,7 @@ malformed, and its labels always make it a target.
 from __future__ import annotations
 
 import logging
+import re
 from datetime import date, datetime
 from typing import Any, Mapping
 
@@ -44,11 +45,19 @@ _RUNTIME = pydantic.TypeAdapter(models.RuntimeName)
 _WORKSPACE = pydantic.TypeAdapter(models.WorkspaceName)
 
 
+# RFC 3339 §5.6 date-time, as Kubernetes (Go's time.Parse with time.RFC3339) reads it:
+# seconds required, any fraction, a zone always. `fromisoformat` alone would also take
+# ISO 8601 forms a real server never writes (week dates, basic format, no seconds), and
+# a heartbeat in such a form would count as fresh where SPEC §3.3 says unparsable is stale.
+_RFC3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})",
+                      re.ASCII)
+
+
 def parse_time(value: Any) -> datetime | None:
     """An RFC 3339 timestamp as an aware datetime, or None when missing or unparsable."""
     if isinstance(value, datetime):
         return value if value.tzinfo else None
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
         return None
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))

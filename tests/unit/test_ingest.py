@@ -198,3 +198,34 @@ def test_no_malformed_pod_or_run_object_raises_out_of_ingest(obj: Any) -> None:
 def test_odd_objects_are_read_without_raising(obj: Any) -> None:
     run_info(obj)
     pod_info(obj)
+
+
+@pytest.mark.parametrize("heartbeat", ["2026-01-01T00:00Z", "20260101T000000Z", "2026-W01-4T00:00:00Z",
+                                       "2026-01-01T00:00:00,5Z", "2026-01-01 00:00:00Z", "2026-01-01T00:00:00"],
+                         ids=lambda v: f"{v!r} is no RFC 3339 time, so the heartbeat is stale")
+def test_a_heartbeat_that_is_not_rfc_3339_counts_as_missing(heartbeat: str) -> None:
+    # Found by the differential model: ISO 8601 forms a real server never writes read as fresh.
+    info = pod_info(_pod({"kruntimes.io/runtimed-heartbeat": heartbeat}))
+    assert info is not None and info.heartbeat is None
+
+
+@pytest.mark.parametrize("heartbeat", ["2026-01-01T00:00:00Z", "2026-01-01T00:00:00.123456789Z",
+                                       "2026-01-01T02:00:00+02:00", "2026-01-01t00:00:00z"])
+def test_an_rfc_3339_heartbeat_is_read_as_its_instant(heartbeat: str) -> None:
+    info = pod_info(_pod({"kruntimes.io/runtimed-heartbeat": heartbeat}))
+    assert info is not None and info.heartbeat is not None
+    assert info.heartbeat.timestamp() == pytest.approx(1767225600, abs=1)
+
+
+@pytest.mark.parametrize("affinity_spec", [
+    {"runAffinity": {"required": None}},
+    {"runAntiAffinity": {"required": None, "preferred": None}},
+    {"runAffinity": {"required": [{"topologyKey": "kruntimes.io/runtime-pod", "labelSelector": {
+        "matchExpressions": [{"key": "app", "operator": "Exists", "values": None}]}}]}},
+], ids=["required: null", "required and preferred: null", "values: null"])
+def test_an_explicit_null_in_a_run_spec_means_omitted_as_the_api_server_prunes_it(affinity_spec: dict) -> None:
+    # Found by the differential model: these Runs were Failed ("must be a list (got null)"),
+    # though a cluster drops the nulls before validation and schedules them.
+    info = run_info({"metadata": {"name": "r", "namespace": "ns", "uid": "u"},
+                     "spec": {"runtime": "py", "affinity": affinity_spec}, "status": {"phase": "Pending"}})
+    assert info.problems == ()
