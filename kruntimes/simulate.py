@@ -155,8 +155,9 @@ def _creation_time(where: str, value: Any) -> datetime:
     if value is None:
         return ZERO_TIME
     if isinstance(value, datetime):
-        # YAML 1.1: a timestamp without a zone is UTC.
-        parsed: datetime | None = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+        # YAML 1.1 would read a zoneless timestamp as UTC, but no API server holds one: it
+        # is refused as the RFC 3339 text it stands for would be (SPEC §2.2 wants instants).
+        parsed: datetime | None = value if value.tzinfo is not None else None
     else:
         parsed = ingest.parse_time(value) if isinstance(value, str) else None
     if parsed is None:

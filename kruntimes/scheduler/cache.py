@@ -7,10 +7,9 @@ Pending Runs an event wakes (`parking`). Usage is kept up to date on every
 mutation, so a cycle never walks the Run list; that is what keeps per-cycle cost
 flat in the number of active Runs.
 
-Every mutation is handed to the recorder (`recording`) while the lock is held,
-which assigns its log sequence number at the moment the change happens. "The state a cycle saw" is
-then exactly "every record up to the snapshot's LSN", and replay rebuilds it by
-feeding the same records through this same class.
+Every mutation is handed to the recorder (`recording`) under the lock, which numbers
+it as the change happens: "the state a cycle saw" is "every record up to the snapshot's
+LSN", and replay rebuilds it by feeding the same records through this same class.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from kruntimes.scheduler.projection import Assumption, PodInfo, RunInfo
 from kruntimes.scheduler.recording import CountingRecorder, Recorder, settles
 from kruntimes.scheduler.snapshot import Snapshot
 from kruntimes.scheduler.targets import NamespaceTargets, target_of
-from kruntimes.scheduler.slots import Group as _Group, Slot as _Slot, add as _add
+from kruntimes.scheduler.slots import Group as _Group, Slot as _Slot, UidUsage, add as _add
 from kruntimes.scheduler.views import PodView, make_view
 
 
@@ -44,6 +43,7 @@ class ClusterCache:
         self._runs: dict[RunKey, RunInfo] = {}
         self._run_by_uid: dict[tuple[str, str], RunKey] = {}
         self._slots: dict[tuple[str, str], _Slot] = {}
+        self._by_uid = UidUsage()
         self._groups: dict[tuple[str, str], _Group] = {}
         self._targets: dict[str, NamespaceTargets] = {}
         self._parking = parking.Parking(self._groups)
@@ -89,7 +89,8 @@ class ClusterCache:
             return slot.view
         # A what-if with another default is built, never cached.
         uid = slot.info.uid
-        view = make_view(slot.info, slot.actual_for(uid), slot.assumed_for(uid), config.default_runs_capacity)
+        actual = slot.actual_with(self._by_uid.of(slot.info.namespace, uid))
+        view = make_view(slot.info, actual, slot.assumed_for(uid), config.default_runs_capacity)
         if cached:
             slot.view = view
         return view
@@ -143,6 +144,7 @@ class ClusterCache:
                 group = self._group(ns, info.runtime)
                 bisect.insort(group.names, info.name)
                 group.invalidate()
+            self._by_uid.pod_seen(info, slot.info)
             slot.info = info
             self._touch(ns, slot)
             self._ns_targets(ns).pod_seen(info.name, info.uid)
@@ -161,6 +163,7 @@ class ClusterCache:
                 return []
             info = slot.info
             self._leave_group(namespace, info)
+            self._by_uid.pod_gone(info)
             slot.info = None
             slot.view = None
             if slot.empty():
@@ -219,7 +222,7 @@ class ClusterCache:
         if new is not None and new.active:
             self._charge(new, 1)
         if old is not None and old.active and not (new is not None and new.active):
-            runtime = self._runtime_of_pod(ns, old.pod_name) or old.runtime
+            runtime = self._runtime_of_pod(ns, self._by_uid.name_of(ns, old.pod_name, old.pod_uid)) or old.runtime
             wakeups = self._parking.wake_runtime(ns, runtime, SOURCE_CAPACITY_RELEASED)
         assumption = self.assumed.get((ns, run.uid))
         if assumption is not None:
@@ -262,14 +265,15 @@ class ClusterCache:
 
     def _charge(self, run: RunInfo, sign: int) -> None:
         assert run.pod_name is not None
-        slot = self._slot(run.namespace, run.pod_name)
-        usage = slot.actual.setdefault(run.pod_uid, {})
-        _add(usage, run.requests, sign)
-        if not usage:
-            del slot.actual[run.pod_uid]
-        self._touch(run.namespace, slot)
+        ns = run.namespace
+        if run.pod_uid is not None:  # on the pod of that UID, if one is current (SPEC §2.2)
+            name = self._by_uid.charge(ns, run.pod_uid, run.requests, sign)
+            return self._touch(ns, self._slots[(ns, name)]) if name is not None else None
+        slot = self._slot(ns, run.pod_name)
+        _add(slot.actual, run.requests, sign)
+        self._touch(ns, slot)
         if slot.empty():
-            del self._slots[(run.namespace, run.pod_name)]
+            del self._slots[(ns, run.pod_name)]
 
     def _ns_targets(self, ns: str) -> NamespaceTargets:
         targets = self._targets.get(ns)
@@ -285,17 +289,13 @@ class ClusterCache:
             return []
         if not targets.put(target):
             return []
-        pod = self.pod((ns, target.pod_name))
+        pod = self.pod((ns, self._by_uid.name_of(ns, target.pod_name, target.pod_uid) or ""))
         assert pod is not None
         return self._parking.wake_cohort(ns, target, pod.runtime)
 
     # -- assumptions ----------------------------------------------------------------------
     def reserve(self, run: RunInfo, pod_name: str, pod_uid: str | None = None) -> bool:
-        """Atomically re-check that `run` still fits `pod_name` given every assumption, then assume it.
-
-        With `pod_uid`, the pod of that name must still be that UID: a pod replaced
-        since the plan is another pod (SPEC §2.2).
-        """
+        """Atomically re-check that `run` fits `pod_name` (still `pod_uid`, if given: SPEC §2.2), then assume it."""
         return self.reserve_waking(run, pod_name, pod_uid) is not None
 
     @settles

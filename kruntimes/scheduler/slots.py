@@ -1,10 +1,12 @@
 """Usage slots and runtime groups: the cluster cache's bookkeeping, one concept each.
 
 A `Slot` holds what counts on one (namespace, pod name): the pod's projection,
-active and assumed usage, both by pod UID, and its cached view. Usage is filed
-under the UID it names, so a pod re-added under the same name with a new UID
-(after a missed DELETE) is a new pod with none of the earlier pod's usage
-(SPEC §2.2 "One pod identity everywhere"). A `Group`
+the usage of Runs assigned by name only, assumed usage by pod UID, and its cached
+view. Active usage of Runs whose assignment names a UID lives in `UidUsage`, filed
+under that UID whatever pod name the assignment also carries, so a pod re-added
+under the same name with a new UID (after a missed DELETE) is a new pod with none
+of the earlier pod's usage, and an assignment whose name and UID disagree counts on
+the pod of the UID (SPEC §2.2 "One pod identity everywhere"). A `Group`
 holds the pods of one (namespace, runtime), their views patched in place between
 snapshots, and the runtime index of Pending Runs. Both are mutated only under the
 cluster cache lock.
@@ -35,17 +37,16 @@ class Slot:
 
     def __init__(self) -> None:
         self.info: PodInfo | None = None
-        self.actual: dict[str | None, dict[str, int]] = {}  # by assignment.podUID (None: name only)
+        self.actual: dict[str, int] = {}  # Runs assigned to this name without a UID
         self.assumed: dict[str, dict[str, int]] = {}  # by the assumption's pod UID
         self.view: PodView | None = None
 
-    def actual_for(self, uid: str) -> dict[str, int]:
-        """Usage that counts on the pod with `uid`: runs assigned to that UID or by name only."""
-        by_uid, by_name = self.actual.get(uid), self.actual.get(None)
-        if by_name is None:
+    def actual_with(self, by_uid: dict[str, int] | None) -> dict[str, int]:
+        """Usage that counts on this slot's pod: `by_uid` (Runs assigned to its UID) plus those by name only."""
+        if not self.actual:
             return by_uid or {}
         merged = dict(by_uid or {})
-        add(merged, tuple(by_name.items()), 1)
+        add(merged, tuple(self.actual.items()), 1)
         return merged
 
     def assumed_for(self, uid: str) -> dict[str, int]:
@@ -60,6 +61,44 @@ class Slot:
 
     def empty(self) -> bool:
         return self.info is None and not self.actual and not self.assumed
+
+
+class UidUsage:
+    """Active usage by (namespace, pod UID), and the current pod name of every UID.
+
+    Filed by UID rather than under a pod name, because the UID alone says which pod
+    an assignment is on; a UID no current pod has counts nowhere until (if ever) that
+    pod is observed.
+    """
+
+    __slots__ = ("usage", "names")
+
+    def __init__(self) -> None:
+        self.usage: dict[tuple[str, str], dict[str, int]] = {}
+        self.names: dict[tuple[str, str], str] = {}
+
+    def charge(self, ns: str, uid: str, amounts: tuple[tuple[str, int], ...], sign: int) -> str | None:
+        """Add `sign` × `amounts` to the UID's usage; the name of the pod it counts on, if any."""
+        usage = self.usage.setdefault((ns, uid), {})
+        add(usage, amounts, sign)
+        if not usage:
+            del self.usage[(ns, uid)]
+        return self.names.get((ns, uid))
+
+    def of(self, ns: str, uid: str) -> dict[str, int] | None:
+        return self.usage.get((ns, uid))
+
+    def pod_seen(self, info: PodInfo, old: PodInfo | None) -> None:
+        if old is not None and old.uid != info.uid:
+            self.names.pop((old.namespace, old.uid), None)
+        self.names[(info.namespace, info.uid)] = info.name
+
+    def pod_gone(self, info: PodInfo) -> None:
+        self.names.pop((info.namespace, info.uid), None)
+
+    def name_of(self, ns: str, pod_name: str | None, pod_uid: str | None) -> str | None:
+        """The current pod an assignment (name, UID) is on: the UID's pod, else (no UID) the name."""
+        return pod_name if pod_uid is None else self.names.get((ns, pod_uid))
 
 
 class Group:

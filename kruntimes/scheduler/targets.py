@@ -9,7 +9,8 @@ only against the candidates the index returns.
 
 A target is on the pod its assignment's `podUID` names (SPEC §2.2, "One pod
 identity everywhere"): the index knows the UID of the current pod of every name
-in the namespace, and a target whose UID no current pod has is on no pod - it
+in the namespace, and a target is on the current pod of its UID, whatever pod name
+its assignment also carries; one whose UID no current pod has is on no pod - it
 matches nothing, repels nothing and binds no workspace until (if ever) that pod
 is observed again. An assignment without a UID is on the current pod of its name.
 Answers are therefore sets of pod UIDs, which a Filter compares with the UID of
@@ -48,23 +49,31 @@ class NamespaceTargets:
         self._anti_holders: set[str] = set()
         self._workspace_pods: defaultdict[str, Counter[tuple[str, str | None]]] = defaultdict(Counter)
         self._pod_uids: dict[str, str] = {}  # name -> UID of the namespace's current pods (every runtime)
+        self._uids: set[str] = set()  # the same UIDs, to tell whether an assignment's UID is current
 
     def __len__(self) -> int:
         return len(self.targets)
 
     # -- the namespace's pods -------------------------------------------------------------
     def pod_seen(self, name: str, uid: str) -> None:
+        old = self._pod_uids.get(name)
+        if old is not None:
+            self._uids.discard(old)
         self._pod_uids[name] = uid
+        self._uids.add(uid)
 
     def pod_gone(self, name: str) -> None:
-        self._pod_uids.pop(name, None)
+        self._uids.discard(self._pod_uids.pop(name, ""))
+
+    def current(self, pod_name: str, pod_uid: str | None) -> str | None:
+        """The UID of the current pod an assignment is on: its UID's pod, else (no UID) its name's."""
+        if pod_uid is not None:
+            return pod_uid if pod_uid in self._uids else None
+        return self._pod_uids.get(pod_name)
 
     def pod_of(self, target: Target) -> str | None:
         """The UID of the current pod `target` is on, or None when it is on no pod."""
-        current = self._pod_uids.get(target.pod_name)
-        if current is None or (target.pod_uid is not None and target.pod_uid != current):
-            return None
-        return current
+        return self.current(target.pod_name, target.pod_uid)
 
     # -- targets ----------------------------------------------------------------------------
     def put(self, target: Target) -> bool:
@@ -163,8 +172,8 @@ class NamespaceTargets:
             return frozenset()
         found = set()
         for name, uid in pods:
-            current = self._pod_uids.get(name)
-            if current is not None and (uid is None or uid == current):
+            current = self.current(name, uid)
+            if current is not None:
                 found.add(current)
         return frozenset(found)
 

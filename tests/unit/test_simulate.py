@@ -112,9 +112,9 @@ def _first_scheduled(text: str) -> str:
     ('"2026-11-29T10:00:01.5Z"', '"2026-11-29T10:00:01Z"'),
     ('"2026-11-29T10:00:00Z"', '"2026-11-29T11:00:00+02:00"'),
     ("2026-11-29T10:00:00Z", '"2026-11-29T09:59:59Z"'),
-    ("2026-11-29 10:00:00", "2026-11-29T11:00:00+02:00"),
+    ("2026-11-29 10:00:00Z", "2026-11-29T11:00:00+02:00"),
 ], ids=["fractional seconds", "an offset", "an unquoted YAML timestamp against text",
-        "an unquoted timestamp without a zone is UTC"])
+        "two unquoted YAML timestamps"])
 def test_runs_are_placed_in_the_order_of_the_instants_they_were_created_not_of_the_timestamp_text(
         late: str, early: str) -> None:
     assert _first_scheduled(_runs(("late", late), ("early", early))) == "early"
@@ -125,9 +125,10 @@ def test_runs_created_at_the_same_instant_are_placed_by_namespace_then_name() ->
     assert _first_scheduled(text) == "a"
 
 
-@pytest.mark.parametrize("created", ['"yesterday"', '"2026-11-29T10:00:00"', "2026-11-29", "12", "[1]",
-                                     '"0001-01-01T00:30:00+01:00"', "9999-12-31T23:59:59-01:00"],
-                         ids=["words", "text without a zone", "a date", "a number", "a list",
+@pytest.mark.parametrize("created", ['"yesterday"', '"2026-11-29T10:00:00"', "2026-11-29 10:00:00", "2026-11-29",
+                                     "12", "[1]", '"0001-01-01T00:30:00+01:00"', "9999-12-31T23:59:59-01:00"],
+                         ids=["words", "text without a zone", "an unquoted YAML timestamp without a zone",
+                              "a date", "a number", "a list",
                               "text before year 1 in UTC", "a YAML timestamp after year 9999 in UTC"])
 def test_an_unparsable_creation_timestamp_is_an_error_naming_the_file_and_document(created: str) -> None:
     with pytest.raises(InputError) as caught:
