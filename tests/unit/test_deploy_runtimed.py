@@ -177,3 +177,12 @@ def test_the_pod_the_controller_makes_from_the_example_is_a_valid_pod() -> None:
     body["metadata"]["name"] = "python-7xk2q"  # the server's generateName
     kubernetes_validate.validate(body, K8S_VERSION, strict=True)
     assert body["spec"]["serviceAccountName"] == ACCOUNT
+
+
+def test_the_examples_kubernetes_objects_pass_the_kubernetes_schema_strictly() -> None:
+    kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="pip install kubernetes-validate")
+    # The Runs and the Runtime are checked against the generated CRDs (test_deploy.py).
+    native = [e for e in examples() if not e["apiVersion"].startswith("kruntimes.io/")]
+    assert {e["kind"] for e in native} == {"ServiceAccount", "RoleBinding"}
+    for obj in native:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
