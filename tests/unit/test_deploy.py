@@ -8,10 +8,8 @@ controller's and runtimed's manifests have test files of their own
 
 from __future__ import annotations
 
-import copy
 from datetime import datetime, timezone
 from pathlib import PurePosixPath
-from typing import Any
 
 import pytest
 import yaml
