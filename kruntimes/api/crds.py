@@ -56,6 +56,9 @@ class _Resource:
     singular: str
     short_names: tuple[str, ...]
     columns: tuple[dict[str, Any], ...]
+    # apiextensions v1 `selectableFields` (beta in Kubernetes 1.31, GA in 1.32; a 1.30
+    # server without the CustomResourceFieldSelectors gate drops the field on create).
+    selectable_fields: tuple[str, ...] = ()
 
 
 _AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
@@ -77,6 +80,9 @@ _RESOURCES = (
              "jsonPath": '.status.conditions[?(@.type=="Scheduled")].message',
              "description": "Why the Run is not placed yet."},
         ),
+        # runtimed may list only the Runs assigned to its pod (SPEC §4.1):
+        # fieldSelector=status.assignment.podName=<pod>.
+        selectable_fields=(".status.assignment.podName",),
     ),
     _Resource(
         model=models.Runtime, plural="runtimes", singular="runtime", short_names=("krt",),
@@ -154,6 +160,16 @@ def openapi_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 def _crd(resource: _Resource) -> dict[str, Any]:
     kind = resource.model.__name__
+    version: dict[str, Any] = {
+        "name": VERSION,
+        "served": True,
+        "storage": True,
+        "subresources": {"status": {}},
+        "additionalPrinterColumns": [dict(column) for column in resource.columns],
+        "schema": {"openAPIV3Schema": openapi_schema(resource.model)},
+    }
+    if resource.selectable_fields:
+        version["selectableFields"] = [{"jsonPath": path} for path in resource.selectable_fields]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -169,14 +185,7 @@ def _crd(resource: _Resource) -> dict[str, Any]:
                 "categories": ["kruntimes"],
             },
             "scope": "Namespaced",
-            "versions": [{
-                "name": VERSION,
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "additionalPrinterColumns": [dict(column) for column in resource.columns],
-                "schema": {"openAPIV3Schema": openapi_schema(resource.model)},
-            }],
+            "versions": [version],
         },
     }
 

@@ -355,6 +355,10 @@ class RuntimeStatus(_Object):
 
     replicas: int = Field(default=0, description="Runtime Pods that exist.")
     ready_replicas: int = Field(default=0, description="Runtime Pods that are Ready.")
+    # Without it in the schema the API server prunes what the controller writes (SPEC §4.2).
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="The spec generation this status was computed from."
+    )
     conditions: list[Condition] = Field(default_factory=list, description="Conditions.")
 
 

@@ -73,8 +73,6 @@ def test_a_runtime_gets_its_pods_with_capacity_owner_and_label_and_reports_ready
     assert all(c["observedGeneration"] >= 1 for c in status["conditions"])
 
 
-@pytest.mark.xfail(strict=True, reason="the Runtime CRD's status schema has no observedGeneration "
-                                       "(kruntimes.api.models.RuntimeStatus), so the server prunes it")
 def test_the_runtime_status_reports_its_observed_generation(
         cluster_api: Cluster, controller: ControllerRunner) -> None:
     create_runtime(cluster_api, 1, {"runs": "1"})

@@ -152,6 +152,24 @@ def test_kubectl_get_runtimes_shows_replicas_ready_and_age() -> None:
         ("Age", ".metadata.creationTimestamp")]
 
 
+def test_runs_are_selectable_by_the_pod_they_are_assigned_to() -> None:
+    # runtimed lists only its pod's Runs where the server allows it (SPEC §4.1). The API
+    # server accepts a selectable field only on a string, integer or boolean in the schema.
+    [version] = _crd_by_kind("Run")["spec"]["versions"]
+    assert version["selectableFields"] == [{"jsonPath": ".status.assignment.podName"}]
+    node = _schema("Run")
+    for name in ("status", "assignment", "podName"):
+        node = node["properties"][name]
+    assert node["type"] == "string"
+    assert "selectableFields" not in _crd_by_kind("Runtime")["spec"]["versions"][0]
+
+
+def test_the_runtime_status_keeps_its_observed_generation() -> None:
+    # Not in the schema, the server would prune what the controller writes (SPEC §4.2).
+    status = _schema("Runtime")["properties"]["status"]["properties"]
+    assert status["observedGeneration"]["type"] == "integer"
+
+
 @pytest.mark.parametrize("kind", ["Run", "Runtime"])
 def test_the_schema_is_structural(kind: str) -> None:
     assert structural_problems(_schema(kind)) == []

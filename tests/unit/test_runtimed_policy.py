@@ -1,0 +1,251 @@
+"""runtimed's admission policies (deploy/base/runtimed-policy.yaml, SPEC §4.1 least privilege),
+evaluated with cel-python against the writes they must allow and refuse.
+
+The harness does what the API server does with a ValidatingAdmissionPolicy: if every
+matchCondition holds, it evaluates the variables (in order, as `variables.<name>`) and
+then every validation; a validation that is false refuses the request with its
+message, and one that fails to evaluate refuses it too (`failurePolicy: Fail`). The
+policy's CEL keeps to the core language, which cel-python and Kubernetes share, so
+the expressions evaluated here are the ones the API server runs.
+
+A runtimed's request carries its pod-bound token's claims in the user extra, as the
+API server fills them: `authentication.kubernetes.io/pod-name` and `.../pod-uid`.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, NamedTuple
+
+import pytest
+import yaml
+
+from tests.unit.manifests import DEPLOY, Object, build, find
+
+celpy = pytest.importorskip("celpy", reason="pip install cel-python (the test extra)")
+
+POLICY_FILE = DEPLOY / "base" / "runtimed-policy.yaml"
+RUN_STATUS, HEARTBEAT = "kruntimes-runtimed-run-status", "kruntimes-runtimed-heartbeat"
+HEARTBEAT_KEY = "kruntimes.io/runtimed-heartbeat"
+NS, POD, POD_UID = "team-a", "python-7xk2q", "0b1c-own"
+RUNTIMED = f"system:serviceaccount:{NS}:kruntimes-runtimed"
+
+class Decision(NamedTuple):
+    matched: bool
+    refusals: list[str]
+
+
+def _policies() -> dict[str, Object]:
+    return {d["metadata"]["name"]: d for d in yaml.safe_load_all(POLICY_FILE.read_text())
+            if d and d["kind"] == "ValidatingAdmissionPolicy"}
+
+
+def _evaluate(expression: str, activation: dict[str, Any]) -> Any:
+    environment = celpy.Environment()
+    return environment.program(environment.compile(expression)).evaluate(activation)
+
+
+def admit(policy: str, request: Object, obj: Object, old: Object) -> Decision:
+    """The policy's answer to an UPDATE: whether it applies, and the messages of what it refuses."""
+    spec = _policies()[policy]["spec"]
+    activation: dict[str, Any] = {"request": celpy.json_to_cel(request), "object": celpy.json_to_cel(obj),
+                                  "oldObject": celpy.json_to_cel(old)}
+    if not all(_evaluate(c["expression"], activation) for c in spec.get("matchConditions", [])):
+        return Decision(False, [])
+    variables = celpy.celtypes.MapType()
+    for variable in spec.get("variables", []):  # each may use the ones before it
+        activation["variables"] = variables
+        value = _evaluate(variable["expression"], activation)
+        variables = celpy.celtypes.MapType({**variables, celpy.celtypes.StringType(variable["name"]): value})
+    activation["variables"] = variables
+    refusals = []
+    for validation in spec["validations"]:
+        try:
+            allowed = bool(_evaluate(validation["expression"], activation))
+        except celpy.CELEvalError as exc:  # failurePolicy: Fail
+            allowed, validation = False, {"message": f"evaluation error: {exc.args[0]}"}
+        if not allowed:
+            refusals.append(" ".join(validation["message"].split()))
+    return Decision(True, refusals)
+
+
+def request(username: str = RUNTIMED, *, namespace: str = NS, pod: str | None = POD,
+            pod_uid: str | None = POD_UID) -> Object:
+    """An admission request as the API server builds it; `extra` is absent when empty (omitempty)."""
+    extra = {key: [value] for key, value in (("authentication.kubernetes.io/pod-name", pod),
+                                              ("authentication.kubernetes.io/pod-uid", pod_uid)) if value}
+    user: Object = {"username": username, "uid": "u-1", "groups": ["system:authenticated"]}
+    if extra:
+        user["extra"] = extra
+    return {"operation": "UPDATE", "namespace": namespace, "userInfo": user}
+
+
+# --- the pod heartbeat -------------------------------------------------------------------------
+
+def pod(name: str = POD, *, heartbeat: str | None = "2026-12-01T10:00:00Z", **annotations: str) -> Object:
+    notes = {"kruntimes.io/capacity": '{"runs":"4"}', **annotations}
+    if heartbeat is not None:
+        notes[HEARTBEAT_KEY] = heartbeat
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "uid": POD_UID if name == POD else "0b1c-other",
+                         "labels": {"kruntimes.io/runtime": "python"}, "annotations": notes,
+                         "ownerReferences": [{"apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime",
+                                              "name": "python", "uid": "rt-1", "controller": True}]},
+            "spec": {"serviceAccountName": "kruntimes-runtimed",
+                     "containers": [{"name": "runtimed", "image": "ghcr.io/kruntimes/kruntimes:0.1.0"}]}}
+
+
+def renewed(old: Object) -> Object:
+    new = copy.deepcopy(old)
+    new["metadata"]["annotations"][HEARTBEAT_KEY] = "2026-12-01T10:00:10Z"
+    return new
+
+
+def changed(old: Object, path: tuple[str, ...], value: Any) -> Object:
+    new = renewed(old)
+    *parents, last = path
+    target = new
+    for key in parents:
+        target = target[key]
+    if value is None:
+        del target[last]
+    else:
+        target[last] = value
+    return new
+
+
+OWN = pod()
+HEARTBEAT_CASES = [
+    ("renewing its own pod's heartbeat is allowed", request(), renewed(OWN), OWN, []),
+    ("writing its own pod's first heartbeat is allowed", request(), renewed(pod(heartbeat=None)),
+     pod(heartbeat=None), []),
+    ("renewing another pod's heartbeat is refused", request(), renewed(pod("python-other")), pod("python-other"),
+     ["a runtimed writes its own pod only"]),
+    ("raising its own capacity is refused", request(),
+     changed(OWN, ("metadata", "annotations", "kruntimes.io/capacity"), '{"runs":"40"}'), OWN,
+     ["a runtimed changes no annotation of its pod but kruntimes.io/runtimed-heartbeat"]),
+    ("adding another annotation is refused", request(), changed(OWN, ("metadata", "annotations", "note"), "x"), OWN,
+     ["a runtimed changes no annotation of its pod but kruntimes.io/runtimed-heartbeat"]),
+    ("removing the capacity annotation is refused", request(),
+     changed(OWN, ("metadata", "annotations", "kruntimes.io/capacity"), None), OWN,
+     ["a runtimed changes no annotation of its pod but kruntimes.io/runtimed-heartbeat"]),
+    ("moving its pod to another Runtime by label is refused", request(),
+     changed(OWN, ("metadata", "labels", "kruntimes.io/runtime"), "gpu"), OWN,
+     ["a runtimed changes nothing of its pod but the kruntimes.io/runtimed-heartbeat annotation"]),
+    ("dropping the owner reference is refused", request(), changed(OWN, ("metadata", "ownerReferences"), None), OWN,
+     ["a runtimed changes nothing of its pod but the kruntimes.io/runtimed-heartbeat annotation"]),
+    ("changing its container image is refused", request(),
+     changed(OWN, ("spec", "containers"), [{"name": "runtimed", "image": "evil:latest"}]), OWN,
+     ["a runtimed changes nothing of its pod but the kruntimes.io/runtimed-heartbeat annotation"]),
+    ("a token without a pod-name claim is refused", request(pod=None, pod_uid=None), renewed(OWN), OWN,
+     ["a runtimed writes its own pod only"]),
+    ("a runtimed of another namespace is refused",
+     request("system:serviceaccount:team-b:kruntimes-runtimed"), renewed(OWN), OWN,
+     ["a runtimed writes pods in its own namespace only"]),
+]
+
+
+@pytest.mark.parametrize("why,req,new,old,refusals", HEARTBEAT_CASES, ids=[c[0] for c in HEARTBEAT_CASES])
+def test_the_heartbeat_policy(why: str, req: Object, new: Object, old: Object, refusals: list[str]) -> None:
+    assert admit(HEARTBEAT, req, new, old) == Decision(True, refusals)
+
+
+# --- Run status ----------------------------------------------------------------------------
+
+def run(phase: str = "Scheduled", *, pod_name: str | None = POD, pod_uid: str | None = POD_UID) -> Object:
+    status: Object = {"phase": phase}
+    if pod_name is not None:
+        status["assignment"] = {"podName": pod_name, **({"podUID": pod_uid} if pod_uid else {})}
+    return {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run",
+            "metadata": {"name": "hello", "namespace": NS, "uid": "run-1", "resourceVersion": "7"},
+            "spec": {"runtime": "python", "mode": {"task": {"args": ["true"]}}}, "status": status}
+
+
+def moved(obj: Object, phase: str, **assignment: str | None) -> Object:
+    new = copy.deepcopy(obj)
+    new["status"]["phase"] = phase
+    if assignment:
+        new["status"]["assignment"] = {k: v for k, v in assignment.items() if v is not None}
+    return new
+
+
+ELSEWHERE = "a runtimed writes the status of Runs assigned to its own pod only"
+KEPT = "a runtimed keeps a Run's assignment as the scheduler wrote it"
+RUN_CASES = [
+    ("claiming a Run assigned to its own pod is allowed", request(), moved(run(), "Running"), run(), []),
+    ("ending a Run on its own pod is allowed", request(), moved(run("Running"), "Failed"), run("Running"), []),
+    ("a Run assigned by name only (an older scheduler) is allowed", request(),
+     moved(run(pod_uid=None), "Running"), run(pod_uid=None), []),
+    ("a Run assigned to another pod is refused", request(), moved(run(pod_name="python-other"), "Running"),
+     run(pod_name="python-other"), [ELSEWHERE]),
+    ("reassigning a Run to its own pod is refused", request(),
+     moved(run(pod_name="python-other", pod_uid="0b1c-other"), "Running", podName=POD, podUID=POD_UID),
+     run(pod_name="python-other", pod_uid="0b1c-other"), [ELSEWHERE, KEPT]),
+    ("moving its own Run to another pod is refused", request(),
+     moved(run(), "Scheduled", podName="python-other", podUID="0b1c-other"), run(), [KEPT]),
+    ("a Run assigned to an earlier pod of the same name is refused", request(),
+     moved(run(pod_uid="0b1c-earlier"), "Running"), run(pod_uid="0b1c-earlier"), [ELSEWHERE]),
+    ("a Pending Run is refused", request(), moved(run(pod_name=None), "Running", podName=POD, podUID=POD_UID),
+     run(pod_name=None), [ELSEWHERE, KEPT]),
+    ("a token without a pod-name claim is refused", request(pod=None, pod_uid=None), moved(run(), "Running"), run(),
+     ["runtimed must authenticate with its pod's bound service-account token (no pod-name claim)", ELSEWHERE]),
+    ("a runtimed of another namespace is refused", request("system:serviceaccount:team-b:kruntimes-runtimed"),
+     moved(run(), "Running"), run(), ["a runtimed writes the status of Runs in its own namespace only"]),
+]
+
+
+@pytest.mark.parametrize("why,req,new,old,refusals", RUN_CASES, ids=[c[0] for c in RUN_CASES])
+def test_the_run_status_policy(why: str, req: Object, new: Object, old: Object, refusals: list[str]) -> None:
+    assert admit(RUN_STATUS, req, new, old) == Decision(True, refusals)
+
+
+def test_dropping_the_assignment_is_refused() -> None:
+    new = moved(run(), "Failed")
+    del new["status"]["assignment"]
+    assert admit(RUN_STATUS, request(), new, run()) == Decision(True, [KEPT])
+
+
+# --- everyone else ---------------------------------------------------------------------------
+
+OTHERS = [
+    "system:serviceaccount:kruntimes-system:kruntimes-scheduler",
+    "system:serviceaccount:kruntimes-system:kruntimes-controller",
+    "system:serviceaccount:team-a:default",
+    "system:serviceaccount:team-a:kruntimes-runtimed-debug",
+    "system:node:worker-1",
+    "alice@example.com",
+]
+
+
+@pytest.mark.parametrize("username", OTHERS)
+def test_nobody_else_is_affected(username: str) -> None:
+    # The scheduler binding a Run elsewhere, the controller failing one, a kubelet or a
+    # person editing a pod: the policies do not apply, whatever the write.
+    other_pod = changed(pod("python-other"), ("metadata", "annotations", "kruntimes.io/capacity"), '{"runs":"9"}')
+    assert admit(HEARTBEAT, request(username, pod=None, pod_uid=None), other_pod, pod("python-other")).matched is False
+    rebound = moved(run(pod_name="python-other"), "Scheduled", podName=POD, podUID=POD_UID)
+    assert admit(RUN_STATUS, request(username, pod=None, pod_uid=None), rebound,
+                 run(pod_name="python-other")).matched is False
+
+
+# --- the policies as deployed ----------------------------------------------------------------
+
+def test_each_policy_is_bound_to_deny() -> None:
+    objects = build("base")
+    for name in (RUN_STATUS, HEARTBEAT):
+        find(objects, "ValidatingAdmissionPolicy", name)
+        binding = find(objects, "ValidatingAdmissionPolicyBinding", name)
+        assert binding["spec"]["policyName"] == name and binding["spec"]["validationActions"] == ["Deny"]
+        assert _policies()[name]["spec"]["failurePolicy"] == "Fail"
+
+
+def test_every_write_runtimed_may_make_is_under_a_policy() -> None:
+    # What RBAC lets runtimed write, the policies must cover; a PATCH is admitted as UPDATE.
+    role = find(build("base"), "ClusterRole", "kruntimes-runtimed")
+    writes = {(group, resource) for rule in role["rules"] if set(rule["verbs"]) - {"get", "list", "watch"}
+              for group in rule["apiGroups"] for resource in rule["resources"]}
+    covered = {(group, resource) for policy in _policies().values()
+               for rule in policy["spec"]["matchConstraints"]["resourceRules"] if rule["operations"] == ["UPDATE"]
+               for group in rule["apiGroups"] for resource in rule["resources"]}
+    assert writes == covered == {("kruntimes.io", "runs/status"), ("", "pods")}
+    assert {verb for rule in role["rules"] for verb in rule["verbs"]} <= {"get", "list", "watch", "update", "patch"}
