@@ -16,26 +16,10 @@ import pytest
 from kubernetes import client
 
 from kruntimes.journal.backends import Journal
-from tests.emulator.fixtures import real_cluster_kubeconfig
 from tests.integration.cluster import Cluster, wait_for
+from tests.integration.processes import kubeconfig  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def kubeconfig(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The real cluster's kubeconfig, or one pointing at the emulator."""
-    path = real_cluster_kubeconfig()
-    if path is not None:
-        return path
-    host = request.getfixturevalue("emulator").host
-    config = tmp_path / "kubeconfig"
-    config.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "emulator",
-        "clusters": [{"name": "emulator", "cluster": {"server": host}}],
-        "users": [{"name": "test", "user": {}}],
-        "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "test"}}]}))
-    return str(config)
 
 
 class Process:
