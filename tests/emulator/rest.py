@@ -22,13 +22,16 @@ from tests.emulator.statuses import ApiError
 from tests.emulator.store import Store
 
 
-def supported_fields(store: Store, resource: resources.Resource) -> tuple[str, ...]:
+def field_selector(store: Store, resource: resources.Resource, text: str | None) -> tuple[tuple[str, bool, str], ...]:
+    """The parsed ``fieldSelector``, over the fields ``resource`` supports (400 for any other)."""
     if resource.plural == "pods":
-        return selectors.POD_FIELDS
-    if resource.plural == "namespaces":
-        return selectors.NAMESPACE_FIELDS
-    schema = store.schemas.get((resource.group, resource.plural)) if resource.custom else None
-    return selectors.COMMON_FIELDS + (schema.selectable_fields if schema is not None else ())
+        supported = selectors.POD_FIELDS
+    elif resource.plural == "namespaces":
+        supported = selectors.NAMESPACE_FIELDS
+    else:
+        schema = store.schemas.get((resource.group, resource.plural)) if resource.custom else None
+        supported = selectors.COMMON_FIELDS + (schema.selectable_fields if schema is not None else ())
+    return selectors.parse_fields(text, supported, custom=resource.custom)
 
 
 def dispatch(store: Store, method: str, route: resources.Route, query: dict[str, str], body: Any,
@@ -64,7 +67,7 @@ def dispatch(store: Store, method: str, route: resources.Route, query: dict[str,
 def _list(store: Store, route: resources.Route, query: dict[str, str]) -> dict[str, Any]:
     resource = route.resource
     labels = selectors.parse_labels(query.get("labelSelector"))
-    fields = selectors.parse_fields(query.get("fieldSelector"), supported_fields(store, resource))
+    fields = field_selector(store, resource, query.get("fieldSelector"))
     limit = _integer(query, "limit")
     page = store.list(resource, route.namespace,
                       lambda o: selectors.matches(labels, o) and selectors.fields_match(fields, o),

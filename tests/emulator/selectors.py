@@ -73,7 +73,8 @@ def matches(requirements: tuple[Requirement, ...], obj: dict[str, Any]) -> bool:
     return all(r.matches(labels) for r in requirements)
 
 
-def parse_fields(text: str | None, supported: tuple[str, ...] = COMMON_FIELDS) -> tuple[tuple[str, bool, str], ...]:
+def parse_fields(text: str | None, supported: tuple[str, ...] = COMMON_FIELDS,
+                 custom: bool = False) -> tuple[tuple[str, bool, str], ...]:
     """``(field, equal, value)`` triples of a ``fieldSelector`` over the ``supported`` fields."""
     if not text or not text.strip():
         return ()
@@ -84,6 +85,9 @@ def parse_fields(text: str | None, supported: tuple[str, ...] = COMMON_FIELDS) -
             raise SelectorError(f'invalid selector: "{text}"; can\'t understand "{part}"')
         field_name, operator, value = found.groups()
         if field_name not in supported:
+            if custom:  # the custom resource handler words it so
+                known = ", ".join(f'"{f}"' for f in supported)
+                raise SelectorError(f'"{field_name}" is not a known field selector: only {known}')
             raise SelectorError(f'field label not supported: {field_name}')
         out.append((field_name, operator != "!=", value))
     return tuple(out)

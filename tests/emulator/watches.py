@@ -58,7 +58,7 @@ class WatchStreaming:
     def _watch(self, route: resources.Route, query: dict[str, str]) -> None:
         emulator, store = self.emulator, self.emulator.store
         labels = selectors.parse_labels(query.get("labelSelector"))
-        fields = selectors.parse_fields(query.get("fieldSelector"), rest.supported_fields(store, route.resource))
+        fields = rest.field_selector(store, route.resource, query.get("fieldSelector"))
         timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else None
         bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
         requested = query.get("resourceVersion", "")
