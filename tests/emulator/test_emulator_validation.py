@@ -102,7 +102,9 @@ def test_a_lease_that_does_not_decode_is_400(emulator: Emulator, spec: dict[str,
 
 def test_a_lease_with_micro_times_is_accepted(kube_api: ApiClient, kube_namespace: str) -> None:
     body = lease("l", "me")
-    body["spec"].update({"acquireTime": "2026-12-01T15:04:05.000000Z", "renewTime": "2026-12-01T15:04:06.123456Z"})
+    # Whole seconds are avoided on purpose: the client re-serialises a time it parsed, and
+    # drops a zero fraction ("...:05+00:00"), which a real server cannot parse either.
+    body["spec"].update({"acquireTime": "2026-12-01T15:04:05.000001Z", "renewTime": "2026-12-01T15:04:06.123456Z"})
     client.CoordinationV1Api(kube_api).create_namespaced_lease(kube_namespace, body)
 
 
