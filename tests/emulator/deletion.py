@@ -92,10 +92,7 @@ def removed(store: "Store", shown: dict[str, Any], policy: str) -> None:
             store.remove(resource_of(key), key)
         return
     uid = shown["metadata"]["uid"]
-    for key, obj in list(store._objects.items()):
-        refs = obj["metadata"].get("ownerReferences") or []
-        if not any(ref.get("uid") == uid for ref in refs):
-            continue
+    for key in store.owned_by(uid):
         if policy == "Orphan":
             _strip(store, key, {uid})
         else:
@@ -105,7 +102,9 @@ def removed(store: "Store", shown: dict[str, Any], policy: str) -> None:
 def _strip(store: "Store", key: "Key", uids: set[str]) -> None:
     from tests.emulator.store import resource_of
 
-    new = copy.deepcopy(store._objects[key])
+    stored = store.stored(key)
+    assert stored is not None
+    new = copy.deepcopy(stored)
     kept = [ref for ref in new["metadata"].get("ownerReferences") or [] if ref.get("uid") not in uids]
     if kept:
         new["metadata"]["ownerReferences"] = kept

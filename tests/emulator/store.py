@@ -206,6 +206,11 @@ class Store:
     def find_uid(self, uid: str) -> Key | None:
         return next((key for key, obj in self._objects.items() if obj["metadata"].get("uid") == uid), None)
 
+    def owned_by(self, uid: str) -> list[Key]:
+        """Objects with an ownerReference to ``uid``."""
+        return [key for key, obj in self._objects.items()
+                if any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or [])]
+
     def keys_in(self, namespace: str) -> list[Key]:
         return [key for key in self._objects if key[1] == namespace]
 
