@@ -43,7 +43,7 @@ def is_date_time(value: Any) -> bool:
         date(year, month, day)
     except ValueError:
         return False
-    return hour < 24 and minute < 60 and second < 61
+    return hour <= 23 and minute <= 59 and second <= 59
 
 
 def metadata(resource: Resource, meta: dict[str, Any]) -> None:
