@@ -88,6 +88,7 @@ def populate(api: kubernetes.client.ApiClient, pods: int, runs: int, capacity: i
     core = kubernetes.client.CoreV1Api(api)
     custom = kubernetes.client.CustomObjectsApi(api)
     heartbeat = (datetime.now(timezone.utc) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    core.create_namespace(manifests.namespace(NAMESPACE))  # creates elsewhere are 404, as on a real server
 
     def pod(i: int) -> None:
         name = f"python-{i:04d}"

@@ -35,7 +35,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 import kubernetes.client
@@ -53,8 +53,17 @@ START_FAILED = "start failed"
 
 
 def micro_time(t: datetime) -> str:
-    """A Kubernetes MicroTime: RFC 3339 with microseconds, in UTC."""
-    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """A Kubernetes MicroTime: RFC 3339 with microseconds, in UTC.
+
+    Never on a whole second: the client parses the string into its Lease model and
+    writes it back with ``isoformat()``, which drops a zero fraction; the API server
+    parses MicroTimes with exactly six fractional digits and would refuse the Lease
+    with 400. One microsecond later is the same instant for a lease.
+    """
+    t = t.astimezone(timezone.utc)
+    if t.microsecond == 0:
+        t += timedelta(microseconds=1)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(frozen=True)

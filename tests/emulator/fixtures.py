@@ -9,8 +9,11 @@ Another test package gets them with, in its ``conftest.py``::
   ``deploy/crds`` applied). Write tests against it when they hold on a real cluster too.
 - ``emulator``: the running ``Emulator`` itself, for fault injection and history control;
   skipped, saying why, when the tests run against a real cluster.
-- ``emulator_factory(**options)``: more emulators or other options (history size,
-  bookmark interval); all stopped at teardown.
+- ``emulator_factory(**options)``: more emulators or other options (``history_size``,
+  ``bookmark_interval``/``bookmark_lead``, ``grace_scale`` to shorten pod grace periods,
+  ``fresh_wait`` before a watch from a future resourceVersion fails, ``crd_dir``); all
+  stopped at teardown. The fixtures keep the API server's defaults except the bookmark
+  interval.
 - ``kube_namespace``: a fresh namespace, deleted afterwards.
 - ``real_cluster``: skips (visibly) unless ``KRUNTIMES_E2E_KUBECONFIG`` is set.
 

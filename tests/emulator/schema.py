@@ -8,7 +8,8 @@ Runtime, in the API server's order:
    ``x-kubernetes-preserve-unknown-fields``; pruned paths come back for a Warning header;
 2. apply ``default`` values to missing fields;
 3. validate against the OpenAPI schema (``jsonschema``'s draft 4 validator: the parts a
-   CRD uses are draft 4, and it ignores the ``x-kubernetes-*`` keys);
+   CRD uses are draft 4, and it ignores the ``x-kubernetes-*`` keys), ``format:
+   date-time`` included (a malformed timestamp is a 422, as from the API server);
 4. evaluate the ``x-kubernetes-validations`` rules wherever they sit (under
    ``properties``, ``items`` and ``additionalProperties``): plain rules on every write,
    transition rules (those naming ``oldSelf``) on update only, where both the old and
@@ -29,6 +30,8 @@ from typing import Any, Callable
 
 import jsonschema
 import yaml
+
+from tests.emulator import validation
 
 
 DEFAULT_CRD_DIR = Path(__file__).resolve().parents[2] / "deploy" / "crds"
@@ -57,7 +60,9 @@ class CustomResourceSchema:
         version = next(v for v in crd["spec"]["versions"] if v.get("storage"))
         self.kind = crd["spec"]["names"]["kind"]
         self.schema = version["schema"]["openAPIV3Schema"]
-        self._validator = jsonschema.Draft4Validator(self.schema)
+        # ``format: date-time`` is checked as the API server's OpenAPI validation does.
+        self._validator = jsonschema.Draft4Validator(self.schema, format_checker=_FORMATS)
+        self.selectable_fields = tuple(f["jsonPath"].lstrip(".") for f in version.get("selectableFields") or [])
         self._rules = list(_collect_rules(self.schema, ()))
 
     def admit(self, obj: dict[str, Any], old: dict[str, Any] | None) -> tuple[list[str], list[str]]:
@@ -112,6 +117,8 @@ def _load(files: tuple[tuple[Path, int], ...]) -> dict[tuple[str, str], CustomRe
 
 
 _MISSING = object()
+_FORMATS = jsonschema.FormatChecker(formats=())
+_FORMATS.checks("date-time")(validation.is_date_time)
 
 
 def _at(obj: Any, path: tuple[str, ...]) -> Any:

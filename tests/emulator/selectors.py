@@ -2,9 +2,12 @@
 
 Labels: ``k=v``, ``k==v``, ``k!=v``, ``k in (a,b)``, ``k notin (a,b)``, ``k`` (exists),
 ``!k`` (does not exist), ``k>n``/``k<n``; comma means AND. ``!=`` and ``notin`` also
-match objects without the key, as the API documentation says. Fields: only
-``metadata.name`` and ``metadata.namespace`` with ``=``, ``==`` and ``!=`` - the fields
-every resource supports. A selector that does not parse is a 400, as on a real server.
+match objects without the key, as the API documentation says. Fields ("Field
+Selectors"): ``=``, ``==`` and ``!=`` on the fields the resource supports -
+``metadata.name`` and ``metadata.namespace`` everywhere, pods the fields of the pod
+registry (``spec.nodeName``, ``status.phase``, ...), a custom resource the
+``selectableFields`` of its CRD - and any other field is a 400 ("field label not
+supported"), as is a selector that does not parse; a missing field reads as "".
 """
 
 from __future__ import annotations
@@ -19,7 +22,12 @@ _VALUE = re.compile(rf"^({_NAME})?$")
 _SET = re.compile(r"^\s*(\S+)\s+(in|notin)\s*\((.*)\)\s*$")
 _COMPARE = re.compile(r"^\s*([^\s=!<>]+)\s*(==|=|!=|>|<)\s*(\S*)\s*$")
 _EXISTS = re.compile(r"^\s*(!?)\s*([^\s=!<>(),]+)\s*$")
-_FIELDS = ("metadata.name", "metadata.namespace")
+COMMON_FIELDS = ("metadata.name", "metadata.namespace")
+# The pod registry's field set (pkg/registry/core/pod: ToSelectableFields).
+POD_FIELDS = COMMON_FIELDS + ("spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
+                              "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP",
+                              "status.nominatedNodeName")
+NAMESPACE_FIELDS = ("metadata.name", "status.phase")
 
 
 class SelectorError(ValueError):
@@ -65,8 +73,9 @@ def matches(requirements: tuple[Requirement, ...], obj: dict[str, Any]) -> bool:
     return all(r.matches(labels) for r in requirements)
 
 
-def parse_fields(text: str | None) -> tuple[tuple[str, bool, str], ...]:
-    """``(field, equal, value)`` triples of a ``fieldSelector``."""
+def parse_fields(text: str | None, supported: tuple[str, ...] = COMMON_FIELDS,
+                 custom: bool = False) -> tuple[tuple[str, bool, str], ...]:
+    """``(field, equal, value)`` triples of a ``fieldSelector`` over the ``supported`` fields."""
     if not text or not text.strip():
         return ()
     out = []
@@ -75,17 +84,22 @@ def parse_fields(text: str | None) -> tuple[tuple[str, bool, str], ...]:
         if not found or found.group(2) not in ("=", "==", "!="):
             raise SelectorError(f'invalid selector: "{text}"; can\'t understand "{part}"')
         field_name, operator, value = found.groups()
-        if field_name not in _FIELDS:
+        if field_name not in supported:
+            if custom:  # the custom resource handler words it so
+                known = ", ".join(f'"{f}"' for f in supported)
+                raise SelectorError(f'"{field_name}" is not a known field selector: only {known}')
             raise SelectorError(f'field label not supported: {field_name}')
         out.append((field_name, operator != "!=", value))
     return tuple(out)
 
 
 def fields_match(requirements: tuple[tuple[str, bool, str], ...], obj: dict[str, Any]) -> bool:
-    metadata = obj.get("metadata") or {}
     for field_name, equal, value in requirements:
-        actual = metadata.get(field_name.split(".", 1)[1], "")
-        if (actual == value) != equal:
+        actual: Any = obj
+        for part in field_name.split("."):
+            actual = actual.get(part) if isinstance(actual, dict) else None
+        text = "" if actual is None else ("true" if actual else "false") if isinstance(actual, bool) else str(actual)
+        if (text == value) != equal:
             return False
     return True
 

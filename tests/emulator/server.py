@@ -3,16 +3,16 @@
 ``Emulator().start()`` listens on 127.0.0.1 on an ephemeral port (HTTP/1.1, keep-alive);
 ``api_client()`` gives a ``kubernetes.client.ApiClient`` pointed at it; ``stop()`` closes
 every connection and joins every thread it started. Object semantics live in
-``store``; this module is the REST surface, watches and fault injection:
+``store`` (with ``deletion``, ``paging``, ``validation``), the verbs in ``rest``, watch
+streams in ``watches`` (their timing in ``watch_delivery``); this module is the HTTP
+surface and fault injection:
 
-- ``GET ...?watch=true`` streams JSON lines (chunked) of ADDED/MODIFIED/DELETED. Without
-  ``resourceVersion`` (or with "0") the stream starts with a synthetic ADDED per existing
-  object; with one, it replays the history after it, or - if that part of the history
-  is gone - sends one ERROR event carrying a 410 Status, in-stream, as the real server
-  does. ``allowWatchBookmarks=true`` adds BOOKMARK events (only ``metadata.resourceVersion``
-  set) every ``bookmark_interval`` seconds; ``timeoutSeconds`` ends the stream cleanly.
-  An object that starts or stops matching the label selector arrives as ADDED or
-  DELETED, as from the API server's watch cache.
+- watches: see ``watches``; ``lag(plural, s)``, ``hold(plural)``/``release(plural)`` make
+  one resource's changes reach watches late; ``bookmark_interval`` (60 s, as the API
+  server; the test fixture shortens it), ``bookmark_lead`` and ``fresh_wait`` tune them.
+- pods bound to a node are deleted gracefully; the emulator removes them when the grace
+  period has elapsed, times ``grace_scale``, or at ``finish_terminating()``.
+- an answer the client left before receiving is recorded in ``unanswered``.
 - Faults: ``fail_next(n)`` answers the next n requests with 500, ``set_latency(s)`` delays
   every request; per request (``faults``): ``delay``, ``drop`` (the connection closed
   without an answer, before or after the request was applied), ``throttle`` (429 with
@@ -21,8 +21,9 @@ every connection and joins every thread it started. Object semantics live in
   client re-sent on its own shows; ``drop_watches()`` ends every open watch (cleanly, or abruptly with
   ``abrupt=True``, like a broken connection), ``compact()`` forgets the event history.
 
-Known gaps, on purpose: no authentication, no ``limit``/``continue`` paging (the whole
-list comes back, which the API allows), namespaces need not exist, no server-side apply.
+Known gaps, on purpose: no authentication, no server-side apply, no Foreground deletion
+propagation (refused with 501), no namespace controller (deleting a namespace removes
+its content at once).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import kubernetes.client
 
-from tests.emulator import faults, resources, schema, selectors, watches
+from tests.emulator import faults, resources, rest, schema, selectors, watches
 from tests.emulator.store import ApiError, Store
 
 _POLL = 0.02  # how often serve_forever looks for shutdown()
@@ -51,12 +52,18 @@ _REASONS = {400: "BadRequest", 404: "NotFound", 409: "Conflict", 422: "Invalid",
 class Emulator:
     """The server, its store and the fault-injection hooks."""
 
-    def __init__(self, *, history_size: int = 1000, bookmark_interval: float = 1.0,
-                 crd_dir: Path = schema.DEFAULT_CRD_DIR, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(self, *, history_size: int = 1000, bookmark_interval: float = 60.0, bookmark_lead: float = 2.0,
+                 grace_scale: float = 1.0, fresh_wait: float = 3.0, crd_dir: Path = schema.DEFAULT_CRD_DIR,
+                 clock: Callable[[], datetime] | None = None) -> None:
         self.store = Store(history_size=history_size, schemas=schema.load(crd_dir), clock=clock)
+        self.store.controllers.grace_scale = grace_scale
         self.bookmark_interval = bookmark_interval
+        self.bookmark_lead = bookmark_lead
+        self.fresh_wait = fresh_wait
         self.requests: collections.Counter[tuple[str, str, str | None]] = collections.Counter()
         self.errors: list[str] = []  # unexpected exceptions in the emulator itself
+        # Answers the client never received (it left first): (method, path, status code or None).
+        self.unanswered: list[tuple[str, str, int | None]] = []
         self.faults = faults.Faults()
         self._lock = threading.Lock()
         self._failures: list[tuple[int, Callable[[str, str], bool] | None]] = []
@@ -77,6 +84,7 @@ class Emulator:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": _POLL},
                                         name="kube-api-emulator", daemon=True)
         self._thread.start()
+        self.store.controllers.start()
         return self
 
     def stop(self) -> None:
@@ -87,6 +95,7 @@ class Emulator:
         with self.store.lock:
             self.store.lock.notify_all()
         self._server.shutdown()
+        self.store.controllers.stop()
         with self._lock:
             connections = list(self._connections)
         for connection in connections:  # idle keep-alive connections block in a read
@@ -154,6 +163,21 @@ class Emulator:
     def compact(self) -> None:
         """Forget the event history: a watch from any older resourceVersion gets 410."""
         self.store.compact()
+
+    def lag(self, plural: str, seconds: float) -> None:
+        """Deliver every later change of ``plural`` (``"pods"``, ``"runs"``) to watches ``seconds`` late."""
+        self.store.delivery.lag(plural, seconds)
+
+    def hold(self, plural: str) -> None:
+        """Keep the changes of ``plural`` from every watch until ``release(plural)``."""
+        self.store.delivery.hold(plural)
+
+    def release(self, plural: str) -> None:
+        self.store.delivery.release(plural)
+
+    def finish_terminating(self) -> None:
+        """End every pending pod grace period now, as a kubelet confirming the pods stopped."""
+        self.store.controllers.finish_terminating()
 
     @property
     def open_watches(self) -> int:
@@ -223,9 +247,11 @@ class _Handler(BaseHTTPRequestHandler, watches.WatchStreaming):
         query = {key: values[-1] for key, values in parse_qs(url.query, keep_blank_values=True).items()}
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self._fault = fault = self.emulator.faults.arrived(method, url.path)
+        self.emulator.store.begin_request()
         try:
             self._handle_request(method, url, query, raw, fault)
         finally:
+            self.emulator.store.end_request()  # its changes reach watches only now
             if fault is not None:
                 self.emulator.faults.finish(fault)
 
@@ -261,66 +287,32 @@ class _Handler(BaseHTTPRequestHandler, watches.WatchStreaming):
                 self._count("watch", route)
                 self._watch(route, query)
                 return
-            code, result = self._dispatch(method, route, query, body)
+            content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            code, result = rest.dispatch(self.emulator.store, method, route, query, body, content_type,
+                                         lambda verb: self._count(verb, route))
             self._send(code, result, self.emulator.store.take_warnings())
         except ApiError as exc:
             self.emulator.store.take_warnings()
-            self._send(exc.code, exc.status())
+            self._send_failure(method, url.path, exc)
         except selectors.SelectorError as exc:
-            self._send(400, ApiError(400, "BadRequest", str(exc)).status())
+            self._send_failure(method, url.path, ApiError(400, "BadRequest", str(exc)))
         except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
+            self._client_left(method, url.path, None)
         except Exception:  # a bug in the emulator: answer 500 and let the fixture fail the test
             self.emulator.errors.append(traceback.format_exc())
-            self._send(500, ApiError(500, "InternalError", "emulator bug; see Emulator.errors").status())
+            self._send_failure(method, url.path, ApiError(500, "InternalError", "emulator bug; see Emulator.errors"))
 
-    def _dispatch(self, method: str, route: resources.Route, query: dict[str, str],
-                  body: Any) -> tuple[int, dict[str, Any]]:
-        store, resource = self.emulator.store, route.resource
-        if route.subresource not in (None, "status"):
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        status = route.subresource == "status"
-        if route.name is None:
-            if method == "GET" and not status:
-                self._count("list", route)
-                labels = selectors.parse_labels(query.get("labelSelector"))
-                fields = selectors.parse_fields(query.get("fieldSelector"))
-                items, rv = store.list(resource, route.namespace,
-                                       lambda o: selectors.matches(labels, o) and selectors.fields_match(fields, o))
-                if not resource.custom:  # typed lists carry kind/apiVersion only at the top
-                    for item in items:
-                        item.pop("kind", None)
-                        item.pop("apiVersion", None)
-                return 200, {"kind": resource.list_kind, "apiVersion": resource.api_version,
-                             "metadata": {"resourceVersion": str(rv)}, "items": items}
-            if method == "POST" and not status:
-                self._count("create", route)
-                return 201, store.create(resource, route.namespace, body)
-        else:
-            namespace = route.namespace or ""
-            if method == "GET":
-                self._count("get", route)
-                return 200, store.get(resource, namespace, route.name)
-            if method == "PUT":
-                self._count("update", route)
-                return 200, store.update(resource, namespace, route.name, body, status=status)
-            if method == "PATCH":
-                self._count("patch", route)
-                content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
-                return 200, store.patch(resource, namespace, route.name, content_type, body, status=status)
-            if method == "DELETE" and not status:
-                self._count("delete", route)
-                options = body if isinstance(body, dict) else {}
-                deleted = store.delete(resource, namespace, route.name, options.get("preconditions") or {})
-                # Still there (finalizers pending): the object; gone: the object or a
-                # Status, depending on the resource, as the real registry answers.
-                still_there = "deletionTimestamp" in deleted["metadata"] and route.name in _names(store, route)
-                if resource.delete_returns_object or still_there:
-                    return 200, deleted
-                return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                             "details": {"name": route.name, "group": resource.group, "kind": resource.plural,
-                                         "uid": deleted["metadata"]["uid"]}}
-        raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+    def _send_failure(self, method: str, path: str, error: ApiError) -> None:
+        """Answer ``error``; a client that left meanwhile is recorded, not raised."""
+        try:
+            self._send(error.code, error.status())
+        except (BrokenPipeError, ConnectionResetError):
+            self._client_left(method, path, error.code)
+
+    def _client_left(self, method: str, path: str, code: int | None) -> None:
+        self.close_connection = True
+        with self.emulator._lock:
+            self.emulator.unanswered.append((method, path, code))
 
     # --- plumbing --------------------------------------------------------------------
 
@@ -328,6 +320,7 @@ class _Handler(BaseHTTPRequestHandler, watches.WatchStreaming):
         fault = getattr(self, "_fault", None)
         if fault is not None and fault.apply_first:  # the request has been handled: now misbehave
             self._fault = None
+            self.emulator.store.end_request()  # the server answered; only the network is slow or cut
             if fault.kind == "drop":
                 self._drop()
                 return
@@ -341,6 +334,7 @@ class _Handler(BaseHTTPRequestHandler, watches.WatchStreaming):
             self.send_header("Warning", f'299 - "{warning}"')
         self.end_headers()
         self.wfile.write(data)
+        self.emulator.store.end_request()
 
     def _drop(self) -> None:
         """Close the connection without a byte of answer, as a crashed or cut-off server would."""
@@ -369,7 +363,3 @@ def _json_body(raw: bytes) -> Any:
     except ValueError as exc:
         raise ApiError(400, "BadRequest", f"the request body is not valid JSON: {exc}") from exc
 
-
-def _names(store: Store, route: resources.Route) -> set[str]:
-    items, _ = store.list(route.resource, route.namespace, lambda o: True)
-    return {item["metadata"]["name"] for item in items}

@@ -1,88 +1,50 @@
 """The emulator's object store: what etcd plus the generic registry do for our resources.
 
-Behaviour pinned by ``test_emulator.py``, from the Kubernetes API documentation:
+Behaviour pinned by ``test_emulator*.py``, from the Kubernetes API documentation:
 
 - every write takes the next value of ONE global counter as its ``resourceVersion``
   (like an etcd revision); a write that changes nothing is not a write (no new
   resourceVersion, no watch event), as the API server short-circuits no-op updates;
 - create sets ``uid``, ``creationTimestamp``, ``generation`` 1; ``generation`` grows when
   anything outside ``metadata`` and ``status`` changes; 409 AlreadyExists on a taken name;
+  a namespaced create in a namespace that does not exist is 404 (``namespaces "x" not
+  found``), one in a terminating namespace 403 Forbidden;
 - update/patch with a ``metadata.resourceVersion`` that is not the stored one is a 409
-  Conflict; without one it is unconditional;
+  Conflict; without one a patch is unconditional, and so is a PUT of a pod or Lease, but
+  a PUT of a custom resource is 422 (``validation``);
 - with a status subresource, writes to the object keep the stored status and writes to
-  ``/status`` keep everything but status (custom resources and pods alike);
-- a pod is deleted at once, as a real server does with a pod never bound to a node;
-  delete of an object with finalizers only sets ``deletionTimestamp``; the update that
-  removes the last finalizer deletes it; DELETE preconditions are honoured;
+  ``/status`` keep everything but status (custom resources and pods alike); a write is
+  refused only for problems in the part it may change (the rest is the stored, already
+  admitted object - as validation ratcheting has it);
+- deletion (graceful for pods bound to a node, ownerReferences garbage-collected):
+  ``deletion``; ``limit``/``continue`` paging: ``paging``;
 - a bounded history of events serves watches from a resourceVersion; asking for one
-  older than the history raises ``Gone`` (410).
+  older than the history raises ``Gone`` (410). A change a request made reaches
+  watches only after that request was answered (``begin_request``/``end_request``), and
+  then after the resource's lag, unless the resource is held (``Delivery``).
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import re
 import secrets
 import threading
 import uuid
 from collections import deque
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-from tests.emulator import patches
-from tests.emulator.resources import RESOURCES, Resource
+from tests.emulator import deletion, paging, patches, validation
+from tests.emulator.resources import NAMESPACE, RESOURCES, Resource
 from tests.emulator.schema import CustomResourceSchema
+from tests.emulator.statuses import ApiError, Event, Gone, conflict, not_found
+from tests.emulator.watch_delivery import Delivery
 
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-
-
-class ApiError(Exception):
-    """An API failure, turned into a ``Status`` body by the server."""
-
-    def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.code, self.reason, self.message, self.details = code, reason, message, details or {}
-
-    def status(self) -> dict[str, Any]:
-        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": self.message, "reason": self.reason, "code": self.code}
-        if self.details:
-            body["details"] = self.details
-        return body
-
-
-class Gone(ApiError):
-    def __init__(self, requested: int, oldest: int) -> None:
-        super().__init__(410, "Expired", f"too old resource version: {requested} ({oldest})")
-
-
-@dataclass(frozen=True)
-class Event:
-    """One committed change. ``old`` is the previous state (selectors need both)."""
-
-    resource: Resource
-    type: str
-    rv: int
-    obj: dict[str, Any]
-    old: dict[str, Any] | None
-
-
-def not_found(resource: Resource, name: str) -> ApiError:
-    return ApiError(404, "NotFound", f'{resource.qualified} "{name}" not found',
-                    {"name": name, "group": resource.group, "kind": resource.plural})
-
-
-def conflict(resource: Resource, name: str, why: str) -> ApiError:
-    return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {resource.qualified} "{name}": {why}',
-                    {"name": name, "group": resource.group, "kind": resource.plural})
-
+__all__ = ["ApiError", "Event", "Gone", "Store", "conflict", "not_found"]
 
 _STALE = "the object has been modified; please apply your changes to the latest version and try again"
+Key = tuple[str, str, str]
 
 
 class Store:
@@ -91,16 +53,18 @@ class Store:
     def __init__(self, *, history_size: int = 1000, schemas: dict[tuple[str, str], CustomResourceSchema],
                  clock: Callable[[], datetime] | None = None) -> None:
         self.lock = threading.Condition()
-        self._objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._objects: dict[Key, dict[str, Any]] = {}
         self._history: deque[Event] = deque()
         self._history_size = history_size
         # Like etcd, an empty store is already at revision 1: no list ever reports "0",
         # which a watch would read as "from any state".
         self._rv = 1
         self._floor = 1  # every event with rv > floor is still in the history
-        self._schemas = schemas
+        self.schemas = schemas
         self._clock = clock or (lambda: datetime.now(timezone.utc))
-        self._request = threading.local()  # warnings of the write in progress on this thread
+        self._request = threading.local()  # warnings and unpublished events of this thread's request
+        self.delivery = Delivery(self.lock)
+        self.controllers = deletion.Controllers(self)
 
     @property
     def resource_version(self) -> int:
@@ -113,19 +77,31 @@ class Store:
         self._request.warnings = []
         return warnings
 
+    def begin_request(self) -> None:
+        """Changes this thread makes from now on wait for ``end_request`` to reach watches."""
+        self._request.unpublished = []
+
+    def end_request(self) -> None:
+        """The request was answered (or abandoned): publish its changes to watches."""
+        events, self._request.unpublished = getattr(self._request, "unpublished", None), None
+        if events:
+            self.delivery.publish(events)
+
     # --- reads -----------------------------------------------------------------------
 
     def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any]:
         with self.lock:
             return copy.deepcopy(self._current(resource, namespace, name))
 
-    def list(self, resource: Resource, namespace: str | None,
-             keep: Callable[[dict[str, Any]], bool]) -> tuple[list[dict[str, Any]], int]:
-        """Matching objects sorted by namespace/name, and the resourceVersion they were read at."""
+    def list(self, resource: Resource, namespace: str | None, keep: Callable[[dict[str, Any]], bool],
+             limit: int | None = None, token: str | None = None) -> paging.Page:
+        """Matching objects sorted by namespace/name, at one resourceVersion, one page of them."""
         with self.lock:
-            items = [copy.deepcopy(obj) for (plural, ns, _), obj in sorted(self._objects.items())
-                     if plural == resource.qualified and namespace in (None, ns) and keep(obj)]
-            return items, self._rv
+            return paging.page(self, resource, namespace, keep, limit, token)
+
+    def objects(self, resource: Resource) -> dict[Key, dict[str, Any]]:
+        """(Hold ``lock``.) The stored objects of ``resource``, not copied."""
+        return {key: obj for key, obj in self._objects.items() if key[0] == resource.qualified}
 
     def events_after(self, after: int) -> list[Event]:
         """Events with rv > ``after``; ``Gone`` when some of them left the history. Hold ``lock``."""
@@ -154,30 +130,39 @@ class Store:
             metadata["name"] = metadata["generateName"] + "".join(
                 secrets.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
         _check_namespace(resource, namespace, metadata)
-        _validate_metadata(resource, metadata)
+        validation.metadata(resource, metadata)
         if resource.status_subresource:
             # "PUT/POST/PATCH requests to the custom resource ignore changes to the
             # status stanza"; a pod starts Pending whatever the body says.
             obj.pop("status", None)
             if resource.plural == "pods":
                 obj["status"] = {"phase": "Pending"}
+        if resource.plural == "pods" and isinstance(obj.get("spec"), dict):
+            obj["spec"].setdefault("terminationGracePeriodSeconds", deletion.DEFAULT_POD_GRACE)
         with self.lock:
+            if resource.namespaced:
+                self._namespace_accepts_creates(namespace or "")
             key = (resource.qualified, namespace or "", metadata["name"])
             if key in self._objects:
                 raise ApiError(409, "AlreadyExists", f'{resource.qualified} "{metadata["name"]}" already exists',
                                {"name": metadata["name"], "group": resource.group, "kind": resource.plural})
-            self._admit(resource, obj, None)
-            for server_owned in ("resourceVersion", "uid", "deletionTimestamp", "generation", "selfLink"):
+            self._admit(resource, obj, None, status=False)
+            for server_owned in ("resourceVersion", "uid", "deletionTimestamp", "deletionGracePeriodSeconds",
+                                 "generation", "selfLink"):
                 metadata.pop(server_owned, None)
             metadata["uid"] = str(uuid.uuid4())
             metadata["creationTimestamp"] = self._now()
             if resource.generation:
                 metadata["generation"] = 1
-            return self._commit(resource, key, obj, "ADDED", None)
+            created = self._commit(resource, key, obj, "ADDED", None)
+            if metadata.get("ownerReferences"):
+                self.controllers.collect(key)  # an owner that does not exist: the collector deletes it
+            return created
 
     def update(self, resource: Resource, namespace: str | None, name: str, body: Any,
                status: bool = False) -> dict[str, Any]:
         new = _checked_body(resource, body)
+        validation.update_names_a_version(resource, name, new["metadata"])
         with self.lock:
             old = self._current(resource, namespace or "", name)
             self._check_preconditions(resource, name, old, new["metadata"])
@@ -207,24 +192,47 @@ class Store:
             return self._write(resource, old, new, status)
 
     def delete(self, resource: Resource, namespace: str | None, name: str,
-               preconditions: dict[str, Any]) -> dict[str, Any]:
+               options: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
             old = self._current(resource, namespace or "", name)
-            self._check_preconditions(resource, name, old, preconditions)
-            if old["metadata"].get("finalizers"):
-                if old["metadata"].get("deletionTimestamp"):
-                    return copy.deepcopy(old)
-                new = copy.deepcopy(old)
-                new["metadata"]["deletionTimestamp"] = self._now()
-                new["metadata"]["deletionGracePeriodSeconds"] = 0
-                return self._commit(resource, self._key(resource, old), new, "MODIFIED", old)
-            removed = self._commit(resource, self._key(resource, old), None, "DELETED", old)
-            if resource.plural == "namespaces":
-                for key in [k for k in self._objects if k[1] == name]:
-                    self._commit_delete_of(key)
-            return removed
+            self._check_preconditions(resource, name, old, options.get("preconditions") or {})
+            return deletion.delete(self, resource, self._key(resource, old), old, options)
+
+    # --- used by ``deletion`` (hold the lock) ----------------------------------------
+
+    def stored(self, key: Key) -> dict[str, Any] | None:
+        return self._objects.get(key)
+
+    def find_uid(self, uid: str) -> Key | None:
+        return next((key for key, obj in self._objects.items() if obj["metadata"].get("uid") == uid), None)
+
+    def owned_by(self, uid: str) -> list[Key]:
+        """Objects with an ownerReference to ``uid``."""
+        return [key for key, obj in self._objects.items()
+                if any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or [])]
+
+    def keys_in(self, namespace: str) -> list[Key]:
+        return [key for key in self._objects if key[1] == namespace]
+
+    def replace_stored(self, resource: Resource, key: Key, new: dict[str, Any]) -> dict[str, Any]:
+        return self._commit(resource, key, new, "MODIFIED", self._objects[key])
+
+    def remove(self, resource: Resource, key: Key) -> dict[str, Any]:
+        return self._commit(resource, key, None, "DELETED", self._objects[key])
+
+    def timestamp(self, after_seconds: int = 0) -> str:
+        return (self._clock() + timedelta(seconds=after_seconds)).astimezone(timezone.utc).strftime(
+            "%Y-%m-%dT%H:%M:%SZ")
 
     # --- internals (hold the lock) ---------------------------------------------------
+
+    def _namespace_accepts_creates(self, namespace: str) -> None:
+        found = self._objects.get((NAMESPACE.qualified, "", namespace))
+        if found is None:
+            raise not_found(NAMESPACE, namespace)
+        if found["metadata"].get("deletionTimestamp"):
+            raise ApiError(403, "Forbidden", f"unable to create new content in namespace {namespace} because it "
+                                             "is being terminated")
 
     def _write(self, resource: Resource, old: dict[str, Any], new: dict[str, Any], status: bool) -> dict[str, Any]:
         name = old["metadata"]["name"]
@@ -246,25 +254,28 @@ class Store:
                 if "status" in old:
                     new["status"] = copy.deepcopy(old["status"])
             metadata = new["metadata"]
-            _validate_metadata(resource, {**metadata, "name": name})
+            validation.metadata(resource, {**metadata, "name": name})
             for immutable in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
                               "deletionGracePeriodSeconds", "generation"):
                 if immutable in old["metadata"]:
                     metadata[immutable] = old["metadata"][immutable]
                 else:
                     metadata.pop(immutable, None)
-        self._admit(resource, new, old)
+        self._admit(resource, new, old, status=status)
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         if resource.generation and _desired(new) != _desired(old):
             new["metadata"]["generation"] = old["metadata"].get("generation", 0) + 1
         if new == old:
             return copy.deepcopy(old)  # no-op: no new resourceVersion, no event
         key = self._key(resource, old)
-        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
-            return self._commit(resource, key, None, "DELETED", new)
+        meta = new["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds"):
+            removed = self._commit(resource, key, None, "DELETED", new)
+            deletion.removed(self, removed, "Background")
+            return removed
         return self._commit(resource, key, new, "MODIFIED", old)
 
-    def _commit(self, resource: Resource, key: tuple[str, str, str], obj: dict[str, Any] | None,
+    def _commit(self, resource: Resource, key: Key, obj: dict[str, Any] | None,
                 kind: str, old: dict[str, Any] | None) -> dict[str, Any]:
         self._rv += 1
         shown = copy.deepcopy(obj if obj is not None else old)
@@ -274,26 +285,34 @@ class Store:
             self._objects.pop(key, None)
         else:
             self._objects[key] = copy.deepcopy(shown)
-        self._history.append(Event(resource, kind, self._rv, copy.deepcopy(shown), copy.deepcopy(old)))
+        event = Event(resource, kind, self._rv, copy.deepcopy(shown), copy.deepcopy(old))
+        self._history.append(event)
         while len(self._history) > self._history_size:
             self._floor = self._history.popleft().rv
+        unpublished = getattr(self._request, "unpublished", None)
+        if unpublished is not None:
+            unpublished.append(event)  # published when the request has been answered
+        else:
+            self.delivery.publish([event])
         self.lock.notify_all()
         return shown
 
-    def _commit_delete_of(self, key: tuple[str, str, str]) -> None:
-        resource = next(r for r in RESOURCES if r.qualified == key[0])
-        self._commit(resource, key, None, "DELETED", self._objects[key])
-
-    def _admit(self, resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        schema = self._schemas.get((resource.group, resource.plural)) if resource.custom else None
+    def _admit(self, resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None, status: bool) -> None:
+        if resource.plural == "leases":
+            validation.lease(resource, obj)
+        schema = self.schemas.get((resource.group, resource.plural)) if resource.custom else None
         if schema is None:
             if resource.plural == "pods" and not (obj.get("spec") or {}).get("containers"):
-                raise _invalid(resource, obj, ["spec.containers: Required value"])
+                raise validation.invalid(resource, obj, ["spec.containers: Required value"])
             return
         pruned, problems = schema.admit(obj, old)
         self._request.warnings = [f'unknown field "{path}"' for path in pruned]
+        if old is not None and resource.status_subresource:
+            # Only the part this write may change is judged; the other part is the
+            # stored object, admitted when it was written.
+            problems = [p for p in problems if p.startswith("status") == status]
         if problems:
-            raise _invalid(resource, obj, problems)
+            raise validation.invalid(resource, obj, problems)
 
     def _check_preconditions(self, resource: Resource, name: str, old: dict[str, Any],
                              wanted: dict[str, Any]) -> None:
@@ -310,11 +329,15 @@ class Store:
         return obj
 
     @staticmethod
-    def _key(resource: Resource, obj: dict[str, Any]) -> tuple[str, str, str]:
+    def _key(resource: Resource, obj: dict[str, Any]) -> Key:
         return (resource.qualified, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
 
     def _now(self) -> str:
-        return self._clock().astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return self.timestamp()
+
+
+def resource_of(key: Key) -> Resource:
+    return next(r for r in RESOURCES if r.qualified == key[0])
 
 
 def _desired(obj: dict[str, Any]) -> str:
@@ -343,33 +366,3 @@ def _check_namespace(resource: Resource, namespace: str | None, metadata: dict[s
         raise ApiError(400, "BadRequest", "the namespace of the provided object does not match the namespace "
                                           "sent on the request")
     metadata["namespace"] = namespace
-
-
-def _validate_metadata(resource: Resource, metadata: dict[str, Any]) -> None:
-    name = metadata.get("name")
-    problems = []
-    pattern, what = (_DNS_LABEL, "RFC 1123 label") if not resource.namespaced else (_SUBDOMAIN, "RFC 1123 subdomain")
-    if not name:
-        problems.append("metadata.name: Required value: name or generateName is required")
-    elif not isinstance(name, str) or len(name) > 253 or not pattern.match(name):
-        problems.append(f'metadata.name: Invalid value: "{name}": a lowercase {what} must consist of lower case '
-                        "alphanumeric characters, '-' or '.'")
-    for key, value in (metadata.get("labels") or {}).items():
-        prefix, _, label = key.rpartition("/")
-        if (prefix and not _SUBDOMAIN.match(prefix)) or not _LABEL_NAME.match(label) or len(label) > 63:
-            problems.append(f'metadata.labels: Invalid value: "{key}": name part must consist of alphanumeric '
-                            "characters, '-', '_' or '.'")
-        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
-            problems.append(f'metadata.labels: Invalid value: "{value}": a valid label must be an empty string '
-                            "or consist of alphanumeric characters, '-', '_' or '.'")
-    if problems:
-        raise _invalid(resource, {"metadata": metadata}, problems)
-
-
-def _invalid(resource: Resource, obj: dict[str, Any], problems: list[str]) -> ApiError:
-    name = (obj.get("metadata") or {}).get("name") or ""
-    kind = f"{resource.kind}.{resource.group}" if resource.group and resource.custom else resource.kind
-    causes = [{"reason": "FieldValueInvalid", "message": p, "field": p.split(":", 1)[0]} for p in problems]
-    return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {"; ".join(problems)}',
-                    {"name": name, "group": resource.group, "kind": resource.kind, "causes": causes})
-

@@ -20,7 +20,7 @@ from kubernetes.client import ApiClient, ApiException
 
 from kruntimes.api import crds
 from tests.emulator.fixtures import api_client_from_kubeconfig
-from tests.emulator.manifests import GROUP, VERSION, lease, pod, run
+from tests.emulator.manifests import GROUP, VERSION, lease, namespace, pod, run
 from tests.emulator.server import Emulator
 
 
@@ -54,6 +54,7 @@ def test_create_sets_uid_creation_time_generation_and_a_resource_version(
 
 def test_every_write_of_every_resource_takes_the_next_value_of_one_counter(emulator: Emulator) -> None:
     api = emulator.api_client()
+    client.CoreV1Api(api).create_namespace(namespace("ns"))
     versions = [
         client.CoreV1Api(api).create_namespaced_pod("ns", pod("a")).metadata.resource_version,
         client.CoordinationV1Api(api).create_namespaced_lease("ns", lease("l", "x")).metadata.resource_version,
@@ -62,7 +63,7 @@ def test_every_write_of_every_resource_takes_the_next_value_of_one_counter(emula
         client.CoreV1Api(api).delete_namespaced_pod("a", "ns").metadata.resource_version,
     ]
     api.close()
-    assert [int(v) for v in versions] == [2, 3, 4, 5]  # an empty store is at 1, like etcd
+    assert [int(v) for v in versions] == [3, 4, 5, 6]  # an empty store is at 1 (like etcd), the namespace 2
 
 
 def test_a_taken_name_is_409_already_exists(core: client.CoreV1Api, kube_namespace: str) -> None:
@@ -134,6 +135,7 @@ def test_a_patch_carrying_a_stale_resource_version_is_409(custom: client.CustomO
 def test_an_update_that_changes_nothing_is_not_a_write(emulator: Emulator) -> None:
     api = emulator.api_client()
     core = client.CoreV1Api(api)
+    core.create_namespace(namespace("ns"))
     created = core.create_namespaced_pod("ns", pod("a", labels={"a": "b"}))
     again = core.replace_namespaced_pod("a", "ns", created)
     patched = core.patch_namespaced_pod("a", "ns", {"metadata": {"labels": {"a": "b"}}})
@@ -220,9 +222,10 @@ def test_leases_support_create_read_and_guarded_replace(kube_api: ApiClient, kub
 def test_lists_span_every_namespace_when_none_is_named(emulator: Emulator) -> None:
     api = emulator.api_client()
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    for namespace in ("one", "two"):
-        core.create_namespaced_pod(namespace, pod("p"))
-        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "runs", run("r"))
+    for name in ("one", "two"):
+        core.create_namespace(namespace(name))
+        core.create_namespaced_pod(name, pod("p"))
+        custom.create_namespaced_custom_object(GROUP, VERSION, name, "runs", run("r"))
     pods = core.list_pod_for_all_namespaces().items
     runs = custom.list_cluster_custom_object(GROUP, VERSION, "runs")["items"]
     api.close()
@@ -339,6 +342,7 @@ def test_a_kubeconfig_reaches_its_server(emulator: Emulator, tmp_path: Any) -> N
         "users": [{"name": "test", "user": {"token": "unused"}}],
         "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "test"}}]}))
     api = api_client_from_kubeconfig(str(kubeconfig))
+    client.CoreV1Api(api).create_namespace(namespace("ns"))
     client.CoreV1Api(api).create_namespaced_pod("ns", pod("a"))
     api.close()
     assert emulator.requests[("create", "pods", None)] == 1

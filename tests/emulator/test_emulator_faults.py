@@ -18,10 +18,15 @@ from kubernetes.client import ApiClient, ApiException
 
 from kruntimes.cluster import client as cluster_client
 from tests.emulator.faults import lease_write, status_write
-from tests.emulator.manifests import GROUP, VERSION, lease, run
+from tests.emulator.manifests import GROUP, VERSION, lease, namespace, run
 from tests.emulator.server import Emulator
 
 NS = "ns"
+
+
+@pytest.fixture(autouse=True)
+def namespace_exists(emulator: Emulator) -> None:
+    kubernetes.client.CoreV1Api(emulator.api_client()).create_namespace(namespace(NS))
 
 
 def policy_client(emulator: Emulator) -> ApiClient:

@@ -23,12 +23,20 @@ from kubernetes import client, watch
 from kubernetes.client import ApiClient, ApiException
 
 from tests.emulator.server import Emulator
-from tests.emulator.manifests import GROUP, VERSION, pod, run
+from tests.emulator.manifests import GROUP, VERSION, namespace, pod, run
+
+
+def with_namespaces(emulator: Emulator) -> ApiClient:
+    """A client for ``emulator``, whose namespaces "ns" and "other" exist (creates elsewhere are 404)."""
+    api_client = emulator.api_client()
+    for name in ("ns", "other"):
+        client.CoreV1Api(api_client).create_namespace(namespace(name))
+    return api_client
 
 
 @pytest.fixture
 def api(emulator: Emulator) -> Iterator[ApiClient]:
-    api_client = emulator.api_client()
+    api_client = with_namespaces(emulator)
     yield api_client
     api_client.close()
 
@@ -116,7 +124,7 @@ def test_an_object_leaving_or_entering_the_selection_is_deleted_or_added(core: c
 def test_a_watch_from_a_resource_version_older_than_the_history_is_410(
         emulator_factory: Callable[..., Emulator]) -> None:
     emulator = emulator_factory(history_size=3)
-    api = emulator.api_client()
+    api = with_namespaces(emulator)
     core = client.CoreV1Api(api)
     start = core.list_namespaced_pod("ns").metadata.resource_version
     for index in range(5):
@@ -199,7 +207,7 @@ def test_timeout_seconds_ends_the_watch(core: client.CoreV1Api) -> None:
 
 def test_stopping_the_emulator_ends_open_watches(emulator_factory: Callable[..., Emulator]) -> None:
     emulator = emulator_factory()
-    api = emulator.api_client()
+    api = with_namespaces(emulator)
     core = client.CoreV1Api(api)
     core.create_namespaced_pod("ns", pod("a"))
     stream = watch.Watch().stream(core.list_namespaced_pod, "ns", resource_version="0", timeout_seconds=30)

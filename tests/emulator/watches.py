@@ -1,11 +1,25 @@
 """Watch streams: the part of the emulator's handler that serves ``GET ...?watch=true``.
 
-One thread per watch. It sends the starting events (synthetic ADDED for what exists,
-or the history after the requested resourceVersion, or one in-stream ERROR with a
-410 Status once that part of the history is gone), then waits on the store's
-condition for new events, filters them by namespace and selectors, and writes one
-JSON line per event as an HTTP/1.1 chunk. Every ``POLL`` seconds it also looks at its
-``timeoutSeconds`` deadline, whether a bookmark is due, whether the client went away,
+One thread per watch, reading the store's shared history through its own cursor (the
+last resourceVersion it sent), so each watch is its own queue. It sends the starting
+events (synthetic ADDED for what exists, or the history after the requested
+resourceVersion, or one in-stream ERROR with a 410 Status once that part of the history
+is gone), then the changes of its resource as they become due (``watch_delivery``:
+after the write was answered, plus the resource's lag), in resourceVersion order,
+filtered by namespace and selectors, one JSON line per event as an HTTP/1.1 chunk.
+
+As the API server's watch cache ("API Concepts", watch bookmarks; the cacher):
+
+- with ``allowWatchBookmarks`` a BOOKMARK (only ``metadata.resourceVersion``) comes
+  about every ``bookmark_interval`` seconds (60 on a real server) and once shortly
+  (``bookmark_lead``, 2 s) before the ``timeoutSeconds`` deadline, so a watcher can
+  resume from a fresh version;
+- a watch from a resourceVersion the server has not reached yet waits ``fresh_wait``
+  seconds (3 on a real server) for it, then answers one ERROR event with a 504
+  Timeout Status ("Too large resource version", cause ``ResourceVersionTooLarge``);
+- an object that starts or stops matching the selector arrives as ADDED or DELETED.
+
+Every ``POLL`` seconds it also looks at its deadline, whether the client went away,
 and whether the test dropped the watches or stopped the emulator.
 """
 
@@ -17,7 +31,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from tests.emulator import resources, selectors
+from tests.emulator import resources, rest, selectors
 from tests.emulator.store import ApiError, Event, Gone
 
 if TYPE_CHECKING:
@@ -44,7 +58,7 @@ class WatchStreaming:
     def _watch(self, route: resources.Route, query: dict[str, str]) -> None:
         emulator, store = self.emulator, self.emulator.store
         labels = selectors.parse_labels(query.get("labelSelector"))
-        fields = selectors.parse_fields(query.get("fieldSelector"))
+        fields = rest.field_selector(store, route.resource, query.get("fieldSelector"))
         timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else None
         bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
         requested = query.get("resourceVersion", "")
@@ -72,17 +86,20 @@ class WatchStreaming:
         lines: list[dict[str, Any]] = []
         ended = False
         with store.lock:
-            epoch = emulator._watch_epoch
+            if requested not in ("", "0") and int(requested) > store._rv:
+                store.lock.wait_for(lambda: store._rv >= int(requested) or emulator._stopping.is_set(),
+                                    timeout=emulator.fresh_wait)
+            epoch, seen = emulator._watch_epoch, store.delivery.publications
             if requested in ("", "0"):
-                items, last = store.list(route.resource, route.namespace, wanted)
-                lines = [{"type": "ADDED", "object": item} for item in items]
+                page = store.list(route.resource, route.namespace, wanted)
+                lines, last = [{"type": "ADDED", "object": item} for item in page.items], page.resource_version
+            elif int(requested) > store._rv:
+                lines, ended, last = [{"type": "ERROR", "object": too_large(int(requested), store._rv)}], True, 0
             else:
-                last = int(requested)
                 try:
-                    lines = [{"type": t, "object": o} for t, o in filter(None, map(visible, store.events_after(last)))]
-                    last = max(last, store.resource_version)
+                    lines, last = due(store.events_after(int(requested)), int(requested), route.resource, visible)
                 except Gone as gone:
-                    lines, ended = [{"type": "ERROR", "object": gone.status()}], True
+                    lines, ended, last = [{"type": "ERROR", "object": gone.status()}], True, 0
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -92,7 +109,7 @@ class WatchStreaming:
         with emulator._lock:
             emulator._open_watches += 1
         try:
-            self._stream(route.resource, lines, ended, last, epoch, timeout, bookmarks, visible)
+            self._stream(route.resource, lines, ended, last, epoch, seen, timeout, bookmarks, visible)
         except (BrokenPipeError, ConnectionResetError):
             pass
         finally:
@@ -100,20 +117,24 @@ class WatchStreaming:
                 emulator._open_watches -= 1
 
     def _stream(self, resource: resources.Resource, lines: list[dict[str, Any]], ended: bool, last: int,
-                epoch: int, timeout: float | None, bookmarks: bool,
+                epoch: int, seen: int, timeout: float | None, bookmarks: bool,
                 visible: Callable[[Event], tuple[str, dict[str, Any]] | None]) -> None:
         """Write ``lines``, then every visible event after ``last`` until the watch ends."""
         emulator, store = self.emulator, self.emulator.store
-        deadline = None if timeout is None else time.monotonic() + timeout
-        next_bookmark = time.monotonic() + emulator.bookmark_interval
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
+        next_bookmark = started + emulator.bookmark_interval
+        before_deadline = None if deadline is None else deadline - emulator.bookmark_lead
         while True:
             for line in lines:
                 self._chunk(json.dumps(line).encode() + b"\n")
+            lines = []
             if ended:
                 break
             with store.lock:
-                store.lock.wait_for(lambda: store.resource_version > last or emulator._stopping.is_set()
+                store.lock.wait_for(lambda: store.delivery.publications != seen or emulator._stopping.is_set()
                                     or emulator._watch_epoch != epoch, timeout=POLL)
+                seen = store.delivery.publications
                 if emulator._watch_epoch != epoch and not emulator._stopping.is_set():
                     if emulator._abrupt:
                         self.connection.shutdown(socket.SHUT_RDWR)
@@ -122,17 +143,18 @@ class WatchStreaming:
                 if emulator._stopping.is_set():
                     break
                 try:
-                    events = store.events_after(last)
-                    lines = [{"type": t, "object": o} for t, o in filter(None, map(visible, events))]
-                    last = store.resource_version
+                    lines, last = due(store.events_after(last), last, resource, visible)
                 except Gone as gone:  # this watcher fell behind the history
                     lines, ended = [{"type": "ERROR", "object": gone.status()}], True
             now = time.monotonic()
-            if bookmarks and now >= next_bookmark and not ended:
+            bookmark_due = now >= next_bookmark or (before_deadline is not None and now >= before_deadline)
+            if bookmarks and bookmark_due and not ended:
                 lines.append({"type": "BOOKMARK", "object": {
                     "kind": resource.kind, "apiVersion": resource.api_version,
                     "metadata": {"resourceVersion": str(last)}}})
                 next_bookmark = now + emulator.bookmark_interval
+                if before_deadline is not None and now >= before_deadline:
+                    before_deadline = None  # one before the deadline is enough
             if deadline is not None and now >= deadline and not ended:
                 for line in lines:
                     self._chunk(json.dumps(line).encode() + b"\n")
@@ -153,3 +175,31 @@ class WatchStreaming:
         except OSError:
             return True
 
+
+def due(events: list[Event], last: int, resource: resources.Resource,
+        visible: Callable[[Event], tuple[str, dict[str, Any]] | None]) -> tuple[list[dict[str, Any]], int]:
+    """The lines of the events after ``last`` that are due, in order, and the new cursor.
+
+    Stops at the first change of ``resource`` not yet due, so a lagging or held change
+    is never overtaken by a later one; other resources' changes only move the cursor.
+    """
+    now = time.monotonic()
+    lines = []
+    for event in events:
+        if event.resource is resource:
+            if event.visible_at is None or event.visible_at > now:
+                break
+            shown = visible(event)
+            if shown is not None:
+                lines.append({"type": shown[0], "object": shown[1]})
+        last = event.rv
+    return lines, last
+
+
+def too_large(requested: int, current: int) -> dict[str, Any]:
+    """The Status of a watch from a resourceVersion the server has not reached."""
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": f"Timeout: Too large resource version: {requested}, current: {current}",
+            "reason": "Timeout", "code": 504,
+            "details": {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                        "retryAfterSeconds": 1}}

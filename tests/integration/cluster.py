@@ -59,13 +59,16 @@ class Cluster:
 
     # -- Runtime Pods ---------------------------------------------------------------------
     def add_pod(self, name: str, *, runs: int | None = 1, ready: bool = True, runtime: str = RUNTIME,
-                capacity: dict[str, str] | None = None) -> dict[str, Any]:
+                capacity: dict[str, str] | None = None, node: str | None = None) -> dict[str, Any]:
+        """A Runtime Pod; with ``node``, bound to that node, so that deleting it is graceful."""
         annotations = {models.HEARTBEAT_ANNOTATION: _rfc3339(datetime.now(timezone.utc) + timedelta(hours=1))}
         if runs is not None:
             annotations[models.CAPACITY_ANNOTATION_PREFIX + "runs"] = str(runs)
         for resource, amount in (capacity or {}).items():
             annotations[models.CAPACITY_ANNOTATION_PREFIX + resource] = amount
         body = manifests.pod(name, {models.RUNTIME_LABEL: runtime}, annotations=annotations)
+        if node is not None:
+            body["spec"]["nodeName"] = node
         pod = self.core.create_namespaced_pod(self.namespace, body)
         if ready:
             self.set_ready(name, True)

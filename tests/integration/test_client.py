@@ -27,11 +27,17 @@ from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.scheduler import status as st
 from kruntimes.scheduler.projection import RunInfo
 from tests.emulator.faults import Match
-from tests.emulator.manifests import GROUP, VERSION, lease, run
+from tests.emulator.manifests import GROUP, VERSION, lease, namespace, run
 from tests.emulator.server import Emulator
 from tests.integration import cluster
 
 NS = "ns"
+
+
+@pytest.fixture(autouse=True)
+def namespace_exists(emulator: Emulator) -> None:
+    """Every test here writes into NS on the emulator; a real server refuses creates elsewhere (404)."""
+    kubernetes.client.CoreV1Api(emulator.api_client()).create_namespace(namespace(NS))
 
 
 def policy_client(emulator: Emulator) -> ApiClient:

@@ -7,6 +7,7 @@ nobody serves, so no kubelet runs the pods; the test writes their Ready conditio
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -158,3 +159,18 @@ def test_with_leader_election_only_the_leader_writes_and_a_standby_takes_over_wh
     finally:
         first.stop()
         second.stop()
+
+
+def test_deleting_a_runtime_lets_the_garbage_collector_remove_its_pods_and_none_come_back(
+        cluster_api: Cluster, controller: ControllerRunner) -> None:
+    # The controller leaves this to the owner references it writes ("Garbage Collection",
+    # background cascading deletion), as kruntimes.controller.runner says.
+    create_runtime(cluster_api, 2, {"runs": "1"})
+    wait_pods(cluster_api, 2)
+    cluster_api.custom.delete_namespaced_custom_object(models.GROUP, models.VERSION, cluster_api.namespace,
+                                                       "runtimes", "python")
+    wait_for(lambda: not cluster_api.core.list_namespaced_pod(
+        cluster_api.namespace, label_selector=f"{models.RUNTIME_LABEL}=python").items, timeout=30,
+        what="the Runtime's pods collected")
+    time.sleep(1.5)  # three of the controller's resyncs
+    assert pods(cluster_api) == []

@@ -1,0 +1,127 @@
+"""What the API server refuses before it stores anything, pinned against its validation rules.
+
+- OpenAPI ``format: date-time`` in a CRD schema: a malformed timestamp is 422.
+- The status subresource: a status write is judged on the status it writes (the rest
+  is the stored object; validation ratcheting), a main-resource write on the rest.
+- Custom resources do not allow unconditional updates: a PUT without
+  ``metadata.resourceVersion`` is 422 "must be specified for an update".
+- Leases (``ValidateLeaseSpec`` and the typed decoder): ``leaseDurationSeconds`` greater
+  than 0 (422), integers where integers belong and MicroTimes (RFC 3339, six fractional
+  digits) for ``acquireTime``/``renewTime`` - a body that does not decode is 400.
+- A namespaced create in a namespace that does not exist: 404 NotFound for the namespace.
+- A client that leaves before its error answer is sent: recorded, never raised.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from typing import Any
+
+import pytest
+import urllib3
+from kubernetes import client
+from kubernetes.client import ApiClient
+
+from tests.emulator.manifests import GROUP, VERSION, lease, namespace, pod, run
+from tests.emulator.server import Emulator
+from tests.emulator.test_emulator import expect_api_error
+
+ARGS = (GROUP, VERSION)
+
+
+@pytest.fixture
+def custom(kube_api: ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(kube_api)
+
+
+@pytest.mark.parametrize("value, accepted", [
+    ("2026-12-01T15:04:05Z", True), ("2026-12-01T15:04:05.123456+01:00", True),
+    ("yesterday", False), ("2026-12-01 15:04:05", False), ("2026-13-01T15:04:05Z", False),
+    ("2026-12-01T15:04:60Z", False),
+], ids=["utc", "fraction and offset", "words", "no T", "month 13", "second 60"])
+def test_a_malformed_date_time_in_a_status_is_422(custom: client.CustomObjectsApi, kube_namespace: str,
+                                                  value: str, accepted: bool) -> None:
+    custom.create_namespaced_custom_object(*ARGS, kube_namespace, "runs", run("r"))
+    patch = {"status": {"phase": "Succeeded", "completionTime": value}}
+    if accepted:
+        custom.patch_namespaced_custom_object_status(*ARGS, kube_namespace, "runs", "r", patch)
+    else:
+        status = expect_api_error(422, custom.patch_namespaced_custom_object_status, *ARGS, kube_namespace,
+                                  "runs", "r", patch)
+        assert "status.completionTime" in status["message"]
+
+
+def test_a_status_write_is_judged_on_the_status_only(emulator: Emulator, kube_namespace: str) -> None:
+    custom = client.CustomObjectsApi(emulator.api_client())
+    custom.create_namespaced_custom_object(*ARGS, kube_namespace, "runs", run("r"))
+    with emulator.store.lock:  # as if admitted under an older, looser CRD
+        stored = emulator.store._objects[("runs.kruntimes.io", kube_namespace, "r")]
+        stored["spec"]["affinity"] = {"runAffinity": {"preferred": [
+            {"weight": 101, "term": {"topologyKey": "kruntimes.io/runtime-pod"}}]}}
+    written = custom.patch_namespaced_custom_object_status(*ARGS, kube_namespace, "runs", "r",
+                                                           {"status": {"phase": "Pending"}})
+    assert written["status"]["phase"] == "Pending"
+    status = expect_api_error(422, custom.patch_namespaced_custom_object, *ARGS, kube_namespace, "runs", "r",
+                              {"spec": {"workspace": "w"}})
+    assert "spec.affinity" in status["message"]
+
+
+@pytest.mark.parametrize("subresource", [False, True], ids=["object", "status"])
+def test_a_custom_resource_update_without_a_resource_version_is_422(
+        custom: client.CustomObjectsApi, kube_namespace: str, subresource: bool) -> None:
+    created = custom.create_namespaced_custom_object(*ARGS, kube_namespace, "runs", run("r"))
+    body = {**created, "metadata": {"name": "r"}, "status": {"phase": "Pending"}}
+    replace = custom.replace_namespaced_custom_object_status if subresource else \
+        custom.replace_namespaced_custom_object
+    status = expect_api_error(422, replace, *ARGS, kube_namespace, "runs", "r", body)
+    assert "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update" in status["message"]
+
+
+@pytest.mark.parametrize("spec", [{"leaseDurationSeconds": 0}, {"leaseTransitions": -1}],
+                         ids=["zero duration", "negative transitions"])
+def test_a_lease_with_an_out_of_range_field_is_422(kube_api: ApiClient, kube_namespace: str,
+                                                   spec: dict[str, Any]) -> None:
+    body = lease("l", "me")
+    body["spec"].update(spec)
+    expect_api_error(422, client.CoordinationV1Api(kube_api).create_namespaced_lease, kube_namespace, body)
+
+
+@pytest.mark.parametrize("spec", [
+    {"leaseDurationSeconds": "15"}, {"renewTime": "2026-12-01T15:04:05Z"}, {"acquireTime": "soon"},
+], ids=["a string duration", "a time without microseconds", "words"])
+def test_a_lease_that_does_not_decode_is_400(emulator: Emulator, spec: dict[str, Any]) -> None:
+    # Sent raw: the typed client refuses some of these bodies before they leave.
+    client.CoreV1Api(emulator.api_client()).create_namespace(namespace("ns"))
+    body = lease("l", "me")
+    body["spec"].update(spec)
+    answer = urllib3.PoolManager().request("POST", f"{emulator.host}/apis/coordination.k8s.io/v1/namespaces/ns/leases",
+                                           body=json.dumps(body), headers={"Content-Type": "application/json"})
+    assert answer.status == 400 and json.loads(answer.data)["reason"] == "BadRequest"
+
+
+def test_a_lease_with_micro_times_is_accepted(kube_api: ApiClient, kube_namespace: str) -> None:
+    body = lease("l", "me")
+    # Whole seconds are avoided on purpose: the client re-serialises a time it parsed, and
+    # drops a zero fraction ("...:05+00:00"), which a real server cannot parse either.
+    body["spec"].update({"acquireTime": "2026-12-01T15:04:05.000001Z", "renewTime": "2026-12-01T15:04:06.123456Z"})
+    client.CoordinationV1Api(kube_api).create_namespaced_lease(kube_namespace, body)
+
+
+def test_a_create_in_a_missing_namespace_is_404_for_the_namespace(kube_api: ApiClient) -> None:
+    status = expect_api_error(404, client.CoreV1Api(kube_api).create_namespaced_pod, "kr-test-missing", pod("a"))
+    assert (status["details"]["name"], status["details"]["kind"]) == ("kr-test-missing", "namespaces")
+
+
+def test_an_error_answer_to_a_client_that_left_is_recorded_not_raised(emulator: Emulator) -> None:
+    client.CoreV1Api(emulator.api_client()).create_namespace(namespace("ns"))
+    emulator.set_latency(0.3)  # the client is gone before the 404 goes out
+    host, port = emulator.host.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as connection:
+        connection.sendall(b"GET /api/v1/namespaces/ns/pods/nope HTTP/1.1\r\nHost: x\r\n\r\n")
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    deadline = time.monotonic() + 5
+    while not emulator.unanswered and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert emulator.unanswered == [("GET", "/api/v1/namespaces/ns/pods/nope", 404)]

@@ -1,0 +1,114 @@
+"""Field validation the API server applies before it stores an object, for the emulator's store.
+
+What is checked, and the upstream rule each follows:
+
+- object metadata (``ValidateObjectMeta``): a name that is an RFC 1123 subdomain (a
+  label for cluster-scoped objects), label keys and values of the label syntax;
+- an update of a custom resource must name the ``resourceVersion`` it read
+  ("metadata.resourceVersion: Invalid value: 0x0: must be specified for an update":
+  custom resources do not allow unconditional updates, pods and Leases do);
+- Leases (``ValidateLeaseSpec``): ``leaseDurationSeconds`` and ``leaseTransitions`` are
+  integers, the duration greater than 0 and the transitions not negative;
+  ``acquireTime``/``renewTime`` are MicroTimes, RFC 3339 with exactly six fractional
+  digits. A value of the wrong JSON type or an unparsable time never reaches
+  validation: decoding the typed object fails first, which is a 400, not a 422;
+- ``format: date-time`` in a CRD schema (the OpenAPI ``strfmt`` date-time: RFC 3339, a
+  ``T`` or ``t`` between date and time, optional fraction, ``Z`` or an offset).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from typing import Any
+
+from tests.emulator.resources import Resource
+from tests.emulator.statuses import ApiError
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DATE_TIME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+_MICRO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
+
+
+def is_date_time(value: Any) -> bool:
+    """True for an RFC 3339 date-time as the OpenAPI ``date-time`` format accepts it."""
+    found = _DATE_TIME.match(value) if isinstance(value, str) else None
+    if not found:
+        return False
+    year, month, day, hour, minute, second = (int(part) for part in found.groups()[:6])
+    try:
+        date(year, month, day)
+    except ValueError:
+        return False
+    return hour <= 23 and minute <= 59 and second <= 59
+
+
+def metadata(resource: Resource, meta: dict[str, Any]) -> None:
+    name = meta.get("name")
+    problems = []
+    pattern, what = (_DNS_LABEL, "RFC 1123 label") if not resource.namespaced else (_SUBDOMAIN, "RFC 1123 subdomain")
+    if not name:
+        problems.append("metadata.name: Required value: name or generateName is required")
+    elif not isinstance(name, str) or len(name) > 253 or not pattern.match(name):
+        problems.append(f'metadata.name: Invalid value: "{name}": a lowercase {what} must consist of lower case '
+                        "alphanumeric characters, '-' or '.'")
+    for key, value in (meta.get("labels") or {}).items():
+        prefix, _, label = key.rpartition("/")
+        if (prefix and not _SUBDOMAIN.match(prefix)) or not _LABEL_NAME.match(label) or len(label) > 63:
+            problems.append(f'metadata.labels: Invalid value: "{key}": name part must consist of alphanumeric '
+                            "characters, '-', '_' or '.'")
+        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
+            problems.append(f'metadata.labels: Invalid value: "{value}": a valid label must be an empty string '
+                            "or consist of alphanumeric characters, '-', '_' or '.'")
+    if problems:
+        raise invalid(resource, {"metadata": meta}, problems)
+
+
+def update_names_a_version(resource: Resource, name: str, meta: dict[str, Any]) -> None:
+    """Custom resources refuse an unconditional update (PUT without ``resourceVersion``)."""
+    if resource.custom and not meta.get("resourceVersion"):
+        raise invalid(resource, {"metadata": {"name": name}},
+                      ["metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"])
+
+
+def lease(resource: Resource, obj: dict[str, Any]) -> None:
+    """Decode (400) then validate (422) a Lease's spec."""
+    spec = obj.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise _undecodable(resource, "spec", "object", spec)
+    for field in ("leaseDurationSeconds", "leaseTransitions"):
+        value = spec.get(field)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise _undecodable(resource, f"spec.{field}", "int32", value)
+    for field in ("acquireTime", "renewTime"):
+        value = spec.get(field)
+        if value is not None and not (isinstance(value, str) and _MICRO_TIME.match(value) and is_date_time(value)):
+            raise ApiError(400, "BadRequest",
+                           f'Lease in version "v1" cannot be handled as a Lease: parsing time "{value}" as '
+                           f'"2006-01-02T15:04:05.000000Z07:00": cannot parse spec.{field}')
+    problems = []
+    if spec.get("leaseDurationSeconds") is not None and spec["leaseDurationSeconds"] <= 0:
+        problems.append(f"spec.leaseDurationSeconds: Invalid value: {spec['leaseDurationSeconds']}: "
+                        "must be greater than 0")
+    if spec.get("leaseTransitions") is not None and spec["leaseTransitions"] < 0:
+        problems.append(f"spec.leaseTransitions: Invalid value: {spec['leaseTransitions']}: "
+                        "must be greater than or equal to 0")
+    if problems:
+        raise invalid(resource, obj, problems)
+
+
+def _undecodable(resource: Resource, field: str, wanted: str, value: Any) -> ApiError:
+    return ApiError(400, "BadRequest",
+                    f'{resource.kind} in version "{resource.version}" cannot be handled as a {resource.kind}: '
+                    f"json: cannot unmarshal {type(value).__name__} into Go struct field {field} of type {wanted}")
+
+
+def invalid(resource: Resource, obj: dict[str, Any], problems: list[str]) -> ApiError:
+    name = (obj.get("metadata") or {}).get("name") or ""
+    kind = f"{resource.kind}.{resource.group}" if resource.group and resource.custom else resource.kind
+    causes = [{"reason": "FieldValueInvalid", "message": p, "field": p.split(":", 1)[0]} for p in problems]
+    return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {"; ".join(problems)}',
+                    {"name": name, "group": resource.group, "kind": resource.kind, "causes": causes})
