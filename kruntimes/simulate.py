@@ -18,8 +18,10 @@ through ``bounded_yaml``, so a hostile file is an error too, never a traceback.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from fractions import Fraction
 from typing import Any, Iterable
 
 from kruntimes import bounded_yaml
@@ -34,6 +36,7 @@ from kruntimes.scheduler.projection import RunInfo
 
 # A Run without a creationTimestamp sorts first: Go's zero metav1.Time, as kube would read it.
 ZERO_TIME = datetime.min.replace(tzinfo=timezone.utc)
+_BEYOND_MICROSECONDS = re.compile(r"\.[0-9]{6}([0-9]+)")
 
 
 class InputError(ValueError):
@@ -76,7 +79,7 @@ def simulate(documents: list[tuple[str, dict[str, Any]]], now: datetime,
     cache = ClusterCache(config)
     planner = Planner(config)
     runs: list[RunInfo] = []
-    created: dict[tuple[str, str], datetime] = {}
+    created: dict[tuple[str, str], tuple[datetime, Fraction]] = {}
     seen: dict[tuple[str, ...], str] = {}  # (kind, namespace, name) and (kind, uid) -> where
     for where, doc in documents:
         kind, api_version = doc.get("kind"), doc.get("apiVersion")
@@ -98,7 +101,7 @@ def simulate(documents: list[tuple[str, dict[str, Any]]], now: datetime,
             cache.upsert_pod(pod, now=now)
         else:
             instant = _creation_time(where, meta.get("creationTimestamp"))
-            run = ingest.run_info({**doc, "metadata": {**meta, "uid": uid, "creationTimestamp": _rfc3339(instant)}})
+            run = ingest.run_info({**doc, "metadata": {**meta, "uid": uid, "creationTimestamp": _rfc3339(instant[0])}})
             created[run.key] = instant
             cache.upsert_run(run)
             runs.append(run)
@@ -150,10 +153,15 @@ def _once(seen: dict[tuple[str, ...], str], key: tuple[str, ...], where: str, pr
     seen[key] = where
 
 
-def _creation_time(where: str, value: Any) -> datetime:
-    """The instant a Run was created: RFC 3339 text, or a timestamp PyYAML has already read."""
+def _creation_time(where: str, value: Any) -> tuple[datetime, Fraction]:
+    """The instant a Run was created: RFC 3339 text, or a timestamp PyYAML has already read.
+
+    As (the instant to the microsecond, the seconds beyond it): RFC 3339 allows any
+    number of fractional digits and a datetime keeps six, so `.0000001` must still
+    sort after `.0`.
+    """
     if value is None:
-        return ZERO_TIME
+        return ZERO_TIME, Fraction(0)
     if isinstance(value, datetime):
         # YAML 1.1 would read a zoneless timestamp as UTC, but no API server holds one: it
         # is refused as the RFC 3339 text it stands for would be (SPEC §2.2 wants instants).
@@ -163,8 +171,10 @@ def _creation_time(where: str, value: Any) -> datetime:
     if parsed is None:
         raise InputError(f"{where}: metadata.creationTimestamp {describe_input(value)} is not an RFC 3339 "
                          "time with a zone (e.g. 2026-11-29T10:00:00Z)")
+    beyond = _BEYOND_MICROSECONDS.search(value) if isinstance(value, str) else None
+    rest = Fraction(int(beyond.group(1)), 10 ** (len(beyond.group(1)) + 6)) if beyond else Fraction(0)
     try:
-        return parsed.astimezone(timezone.utc)
+        return parsed.astimezone(timezone.utc), rest
     except OverflowError:  # 0001-01-01T00:30:00+01:00 is before the first instant Python can hold
         raise InputError(f"{where}: metadata.creationTimestamp {describe_input(value)} is outside "
                          "the years 1 to 9999 in UTC") from None

@@ -120,6 +120,13 @@ def test_runs_are_placed_in_the_order_of_the_instants_they_were_created_not_of_t
     assert _first_scheduled(_runs(("late", late), ("early", early))) == "early"
 
 
+def test_a_fraction_finer_than_a_microsecond_still_orders_runs_before_their_names_do() -> None:
+    # RFC 3339 allows any number of fractional digits; a datetime keeps six. Found by the
+    # differential model: "a" (100 ns later) was placed first, by name.
+    text = _runs(("a", '"2026-11-29T10:00:01.0000001Z"'), ("b", '"2026-11-29T10:00:01Z"'))
+    assert _first_scheduled(text) == "b"
+
+
 def test_runs_created_at_the_same_instant_are_placed_by_namespace_then_name() -> None:
     text = _runs(("b", '"2026-11-29T10:00:00Z"'), ("a", '"2026-11-29T12:00:00.000+02:00"'))
     assert _first_scheduled(text) == "a"
