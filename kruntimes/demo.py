@@ -30,11 +30,14 @@ import tempfile
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 from kruntimes import demo_watch
 from kruntimes.api import ingest, models
+from kruntimes.controller.reading import runtime_view
+from kruntimes.controller.reconcile import PodDefaults, pod_body
 from kruntimes.journal import history
 from kruntimes.journal.backends import Journal
 from kruntimes.journal.session import JournalSession
@@ -48,6 +51,7 @@ from kruntimes.scheduler.projection import RunInfo
 
 TOPOLOGY = models.RUNTIME_POD_TOPOLOGY
 PY = sys.executable
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)  # the time of `Workload.pods`' heartbeats
 
 #: (namespace, runtime, replicas, capacity); python's first 3 pods never become Ready
 #: and its next 2 never start runtimed (their heartbeat stays missing: stale).
@@ -66,8 +70,29 @@ class Workload:
     runs: list[dict[str, Any]] = field(default_factory=list)
 
     @property
-    def pods(self) -> int:
-        return sum(r["spec"]["replicas"] for r in self.runtimes)
+    def pods(self) -> list[dict[str, Any]]:
+        """The Runtime Pods as the controller creates them and the demo's kubelet starts them, at `NOW`.
+
+        A static picture for tests and benchmarks that need the demo's pods without running
+        it: names `<runtime>-<i>` instead of generated ones, heartbeats 5 s old, and the
+        python Runtime's first pods not Ready or stale as the demo's kubelet leaves them."""
+        pods: list[dict[str, Any]] = []
+        for obj in self.runtimes:
+            runtime = runtime_view({**obj, "metadata": {**obj["metadata"], "uid": f"uid-{obj['metadata']['name']}"}})
+            assert runtime.capacity is not None
+            chosen = (runtime.namespace, runtime.name) == ("demo", "python")
+            for i in range(runtime.replicas):
+                body = pod_body(runtime, runtime.capacity, PodDefaults())
+                meta = body["metadata"]
+                meta.update(name=f"{runtime.name}-{i:03d}", uid=f"{runtime.namespace}-{runtime.name}-{i}")
+                stale = chosen and NOT_READY <= i < NOT_READY + NO_RUNTIMED
+                beat = NOW - timedelta(seconds=600 if stale else 5)
+                meta["annotations"][models.HEARTBEAT_ANNOTATION] = beat.isoformat().replace("+00:00", "Z")
+                ready = not (chosen and i < NOT_READY)
+                body["status"] = {"phase": "Running",
+                                  "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
+                pods.append(body)
+        return pods
 
 
 def _runtime(ns: str, name: str, replicas: int, capacity: dict[str, str]) -> dict[str, Any]:
@@ -306,7 +331,7 @@ def _report(w: Workload, runs: MemoryApi, scheduler: Scheduler, watch: demo_watc
     failed = Counter(_failure(runs, r) for r in final if r.phase == "Failed")
     wakeups = {s.labels["source"]: int(s.value) for m in scheduler.metrics.wakeups.collect()
                for s in m.samples if s.name.endswith("_total")}
-    return Report(runs=len(final), pods=w.pods, phases=phases, pending_reasons=pending, failed_reasons=failed,
+    return Report(runs=len(final), pods=sum(r["spec"]["replicas"] for r in w.runtimes), phases=phases, pending_reasons=pending, failed_reasons=failed,
                   peak_utilisation=watch.peak, timeline=watch.timeline, overcommitted=watch.overcommitted,
                   results=scheduler.results, cycles=sum(scheduler.results.values()), seconds=seconds,
                   injected_conflicts=runs.injected_conflicts, wakeups=wakeups, processes=0, pod_lost=pod_lost,

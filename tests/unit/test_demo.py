@@ -12,7 +12,7 @@ from kruntimes.journal import backends
 
 def test_the_demo_workload_has_the_promised_shape() -> None:
     w = demo.generate()
-    assert w.pods >= 200 and len(w.runs) >= 5000
+    assert len(w.pods) >= 200 and len(w.runs) >= 5000
     assert len({(r["metadata"]["namespace"], r["metadata"]["name"]) for r in w.runtimes}) >= 3
     assert all(r["spec"]["mode"]["task"]["args"][0] != "sh" for r in w.runs)  # argv, never a shell
 
