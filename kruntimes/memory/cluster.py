@@ -124,7 +124,6 @@ class PodRuntimed:
         self._pods, self._default = pods, default_runs_capacity
         self.lifecycle = Lifecycle(self.name, self.uid, pod_capacity(pod, default_runs_capacity), runs, runs,
                                    work_root / self.name, log_line=log_line)
-        self.stopped = False
         self._events: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
         self._handling = False
         self._thread = threading.Thread(target=self._handle, name=f"runtimed-{self.name}", daemon=True)
@@ -173,8 +172,9 @@ class PodRuntimed:
         self.lifecycle.set_capacity(pod_capacity(obj, self._default))
 
     def pod_deleted(self) -> None:
+        """As `Agent` when its pod is gone: its Runs end `RuntimePodLost`, and it stops."""
         self.lifecycle.pod_leaving()
-        self.stopped = True
+        self._events.put(None)
         threading.Thread(target=self.lifecycle.shutdown, name=f"runtimed-{self.name}-stop", daemon=True).start()
 
 
