@@ -108,7 +108,7 @@ def _timeline(timeline: list[tuple[float, Counter[str]]]) -> Table:
     for at, phases in demo_watch.rows(timeline):
         table.add_row(f"{at:.1f}s", *(str(phases.get(p, 0)) for p in demo_watch.PHASES))
     table.add_section()
-    table.add_row("", *(demo_watch.sparkline([c.get(p, 0) for _, c in timeline], width=12)
+    table.add_row("", *(demo_watch.sparkline([c.get(p, 0) for _, c in timeline], width=9)
                         for p in demo_watch.PHASES))
     return table
 
