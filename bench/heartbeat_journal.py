@@ -1,7 +1,7 @@
 """What runtimed's heartbeats cost the journal: records/s and bytes/s, against the scheduling records.
 
 Every runtimed renews its pod's `kruntimes.io/runtimed-heartbeat` annotation every
-`heartbeat_period` seconds (runtimed's default: `runtimed.agent.Settings`), and the
+`heartbeat_period` seconds (default `runtimed.agent.DEFAULT_HEARTBEAT_PERIOD`), and the
 scheduler applies every pod event it watches through `ClusterCache.upsert_pod`,
 which journals it. This counts what that costs, with the real cache and the real
 journal (SQLite, the default writer):
@@ -33,13 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kruntimes import demo, gctuning  # noqa: E402
 from kruntimes.journal.session import JournalSession  # noqa: E402
-from kruntimes.runtimed.agent import Settings  # noqa: E402
+from kruntimes.runtimed.agent import DEFAULT_HEARTBEAT_PERIOD  # noqa: E402
 from kruntimes.scheduler import renewals  # noqa: E402
 from kruntimes.scheduler.cache import ClusterCache  # noqa: E402
 from kruntimes.scheduler.config import SchedulerConfig  # noqa: E402
 from kruntimes.scheduler.projection import PodInfo, RunInfo  # noqa: E402
 
-PERIOD = Settings.__dataclass_fields__["heartbeat_period"].default
+PERIOD = DEFAULT_HEARTBEAT_PERIOD
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 
 

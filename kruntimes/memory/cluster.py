@@ -32,14 +32,14 @@ from kruntimes.controller.reading import runtime_pod, runtime_view
 from kruntimes.controller.reconcile import ActiveRun, PodDefaults, RuntimeSpecView, reconcile
 from kruntimes.memory.api import MemoryApi
 from kruntimes.memory.pods import MemoryPods
+from kruntimes.runtimed.agent import DEFAULT_HEARTBEAT_PERIOD
 from kruntimes.runtimed.lifecycle import Lifecycle
 from kruntimes.runtimed.reading import pod_capacity
 from kruntimes.scheduler.status import rfc3339
 
 log = logging.getLogger(__name__)
 
-#: runtimed's default renewal period (`kruntimes runtimed --heartbeat-period`).
-HEARTBEAT_PERIOD = 10.0
+HEARTBEAT_PERIOD = DEFAULT_HEARTBEAT_PERIOD  # runtimed's own default renewal period
 
 
 class MemoryControllerApi:
