@@ -19,7 +19,7 @@ and a second namespace, pods that never become Ready or whose runtimed never sta
 (stale), affinity cohorts, anti-affinity spreading, over-subscribed GPUs and
 licences, Runs asking for more than any pod has, invalid Runs, and tasks that fail.
 Most tasks are `true` or `sleep`, so real processes stay cheap on a small machine;
-about a hundred start a Python interpreter.
+about eighty start a Python interpreter.
 """
 
 from __future__ import annotations
