@@ -1,73 +1,113 @@
-"""`kruntimes demo`: an end-to-end run of the real scheduler on a generated workload.
+"""`kruntimes demo`: the whole system, end to end, on a generated workload, without a cluster.
 
-No cluster: Runs live in `MemoryApi`, which acknowledges status writes like an API
-server (resourceVersion-guarded, with injected 409 conflicts) and delivers the
-updated objects back like an informer. Everything else is the real thing: the
-work queue, N workers, the planner, the assumed cache and the wake-ups.
+Runtimes are created; the Runtime controller creates their Runtime Pods; the demo
+plays kubelet (`memory.cluster.Kubelet`): it marks the pods Ready and starts one
+runtimed per pod; the scheduler places the Runs (journaled); each runtimed admits
+the Runs of its pod against the pod's capacity, claims them (`Running`), executes
+them as real processes (no shell) and writes their end (Succeeded or Failed), which
+frees the capacity that wakes the Pending Runs. Midway, one busy trainer pod is
+deleted: its runtimed ends its Runs `RuntimePodLost` and the controller replaces it.
 
-The workload is seeded and has every shape a platform team meets: several
-Runtimes and a second namespace, pods that are not ready or whose runtimed is
-stale, affinity cohorts that bootstrap, anti-affinity spreading, an
-over-subscribed resource (GPUs and licences), invalid Runs, and tasks finishing
-mid-run so that released capacity wakes Pending Runs.
+Runs and pods live in `MemoryApi` and `MemoryPods`, which answer like an API server
+(resourceVersion-guarded writes, injected 409 conflicts on scheduler and runtimed
+writes alike, watch delivery in write order). Everything else is the real thing:
+work queue, planner, assumed cache, journal; reconcile and apply; admission guard,
+lifecycle and executor.
+
+The workload is seeded and has every shape a platform team meets: several Runtimes
+and a second namespace, pods that never become Ready or whose runtimed never starts
+(stale), affinity cohorts, anti-affinity spreading, over-subscribed GPUs and
+licences, Runs asking for more than any pod has, invalid Runs, and tasks that fail.
+Most tasks are `true` or `sleep`, so real processes stay cheap on a small machine;
+about eighty start a Python interpreter.
 """
 
 from __future__ import annotations
 
 import random
+import sys
+import tempfile
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any, Callable
 
-from kruntimes.api import capacity as capacity_annotations
+from kruntimes import demo_watch
 from kruntimes.api import ingest, models
+from kruntimes.controller.reading import runtime_view
+from kruntimes.controller.reconcile import PodDefaults, pod_body
 from kruntimes.journal import history
 from kruntimes.journal.backends import Journal
 from kruntimes.journal.session import JournalSession
 from kruntimes.memory.api import MemoryApi
+from kruntimes.memory.cluster import Kubelet, MemoryController
+from kruntimes.memory.pods import MemoryPods
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
 from kruntimes.scheduler.loop import Scheduler
 from kruntimes.scheduler.projection import RunInfo
 
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 TOPOLOGY = models.RUNTIME_POD_TOPOLOGY
+PY = sys.executable
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)  # the time of `Workload.pods`' heartbeats
 
-#: (namespace, runtime, pods, capacity annotations, not ready, stale)
+#: (namespace, runtime, replicas, capacity); python's first 3 pods never become Ready
+#: and its next 2 never start runtimed (their heartbeat stays missing: stale).
 RUNTIMES = (
-    ("demo", "python", 100, {"runs": "40"}, 3, 2),
-    ("demo", "trainer", 60, {"runs": "8", "example.com/gpu": "2"}, 0, 0),
-    ("demo", "batch", 50, {"runs": "40", "example.com/license": "1"}, 0, 0),
-    ("team-b", "python", 10, {"runs": "24"}, 0, 0),
+    ("demo", "python", 100, {"runs": "40"}),
+    ("demo", "trainer", 60, {"runs": "8", "example.com/gpu": "2"}),
+    ("demo", "batch", 50, {"runs": "40", "example.com/license": "1"}),
+    ("team-b", "python", 10, {"runs": "24"}),
 )
+NOT_READY, NO_RUNTIMED = 3, 2
 
 
 @dataclass
 class Workload:
-    pods: list[dict[str, Any]] = field(default_factory=list)
+    runtimes: list[dict[str, Any]] = field(default_factory=list)
     runs: list[dict[str, Any]] = field(default_factory=list)
-    finish_later: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def pods(self) -> list[dict[str, Any]]:
+        """The Runtime Pods as the controller creates them and the demo's kubelet starts them, at `NOW`.
+
+        A static picture for tests and benchmarks that need the demo's pods without running
+        it: names `<runtime>-<i>` instead of generated ones, heartbeats 5 s old, and the
+        python Runtime's first pods not Ready or stale as the demo's kubelet leaves them."""
+        pods: list[dict[str, Any]] = []
+        for obj in self.runtimes:
+            runtime = runtime_view({**obj, "metadata": {**obj["metadata"], "uid": f"uid-{obj['metadata']['name']}"}})
+            assert runtime.capacity is not None
+            chosen = (runtime.namespace, runtime.name) == ("demo", "python")
+            for i in range(runtime.replicas):
+                body = pod_body(runtime, runtime.capacity, PodDefaults())
+                meta = body["metadata"]
+                meta.update(name=f"{runtime.name}-{i:03d}", uid=f"{runtime.namespace}-{runtime.name}-{i}")
+                stale = chosen and NOT_READY <= i < NOT_READY + NO_RUNTIMED
+                beat = NOW - timedelta(seconds=600 if stale else 5)
+                meta["annotations"][models.HEARTBEAT_ANNOTATION] = beat.isoformat().replace("+00:00", "Z")
+                ready = not (chosen and i < NOT_READY)
+                body["status"] = {"phase": "Running",
+                                  "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
+                pods.append(body)
+        return pods
 
 
-def _pod(ns: str, runtime: str, i: int, capacity: dict[str, str], ready: bool, fresh: bool) -> dict[str, Any]:
-    annotations = capacity_annotations.annotations(capacity)  # the Runtime controller's form (SPEC §2.1)
-    beat = NOW - timedelta(seconds=5 if fresh else 600)
-    annotations[models.HEARTBEAT_ANNOTATION] = beat.isoformat().replace("+00:00", "Z")
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"{runtime}-{i:03d}", "namespace": ns, "uid": f"{ns}-{runtime}-{i}",
-                         "labels": {models.RUNTIME_LABEL: runtime}, "annotations": annotations},
-            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+def _runtime(ns: str, name: str, replicas: int, capacity: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": models.API_VERSION, "kind": "Runtime", "metadata": {"name": name, "namespace": ns},
+            "spec": {"replicas": replicas, "capacity": {"resources": capacity},
+                     "template": {"spec": {"containers": [{"name": "runtimed", "command": ["kruntimes", "runtimed"]}]}}}}
 
 
 def _term(labels: dict[str, str]) -> dict[str, Any]:
     return {"labelSelector": {"matchLabels": labels}, "topologyKey": TOPOLOGY}
 
 
-def _run(ns: str, name: str, runtime: str, *, labels: dict[str, str] | None = None,
+def _run(ns: str, name: str, runtime: str, args: list[str], *, labels: dict[str, str] | None = None,
          requests: dict[str, Any] | None = None, affinity: dict[str, Any] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"runtime": runtime, "mode": {"task": {"args": ["python", "job.py"]}}}
+    spec: dict[str, Any] = {"runtime": runtime, "mode": {"task": {"args": args}}}
     if requests is not None:
         spec["resources"] = {"requests": requests}
     if affinity is not None:
@@ -77,48 +117,55 @@ def _run(ns: str, name: str, runtime: str, *, labels: dict[str, str] | None = No
             "spec": spec}
 
 
-def generate(seed: int = 7) -> Workload:
+def _count(n: int, scale: float) -> int:
+    return max(1, round(n * scale))
+
+
+def generate(seed: int = 7, scale: float = 1.0) -> Workload:
+    """The Runtimes and Runs; `scale` shrinks every count (tests use a tenth)."""
     rng = random.Random(seed)
-    w = Workload()
-    for ns, runtime, count, capacity, not_ready, stale in RUNTIMES:
-        for i in range(count):
-            w.pods.append(_pod(ns, runtime, i, capacity, ready=i >= not_ready,
-                               fresh=not (not_ready <= i < not_ready + stale)))
-    # python: plain tasks, 60 affinity cohorts of 5, 120 Runs spread one per pod.
-    for i in range(2700):
-        w.runs.append(_run("demo", f"py-{i:04d}", "python", labels={"app": "etl"}))
-    for c in range(60):
+    w = Workload(runtimes=[_runtime(ns, name, _count(replicas, scale) if name != "python" or ns != "demo"
+                                    else max(NOT_READY + NO_RUNTIMED + 5, _count(replicas, scale)), capacity)
+                           for ns, name, replicas, capacity in RUNTIMES])
+    # python: instant tasks, 60 affinity cohorts of 5, 120 Runs spread one per pod.
+    for i in range(_count(2700, scale)):
+        w.runs.append(_run("demo", f"py-{i:04d}", "python", ["true"], labels={"app": "etl"}))
+    for c in range(_count(60, scale)):
         cohort = {"cohort": f"c{c:02d}"}
         for m in range(5):
-            w.runs.append(_run("demo", f"cohort-{c:02d}-{m}", "python", labels=cohort,
+            w.runs.append(_run("demo", f"cohort-{c:02d}-{m}", "python", ["true"], labels=cohort,
                                affinity={"runAffinity": {"required": [_term(cohort)]}}))
-    for i in range(120):
+    for i in range(_count(120, scale)):
         spread = {"spread": "web"}
-        w.runs.append(_run("demo", f"web-{i:03d}", "python", labels=spread,
+        w.runs.append(_run("demo", f"web-{i:03d}", "python", ["sleep", "0.3"], labels=spread,
                            affinity={"runAntiAffinity": {"required": [_term(spread)]},
                                      "runAffinity": {"preferred": [{"weight": 50, "term": _term({"app": "etl"})}]}}))
-    # trainer: GPUs are over-subscribed (120 GPUs, 300 one-GPU Runs, 40 two-GPU Runs).
-    for i in range(340):
+    # trainer: GPUs are over-subscribed (120 GPUs, 188 one-GPU Runs, 12 two-GPU Runs, 3 that never fit).
+    for i in range(_count(200, scale)):
         gpus = 2 if i % 17 == 0 else 1
-        w.runs.append(_run("demo", f"train-{i:03d}", "trainer",
+        args = [PY, "-c", "import time; print('epoch 1 done'); time.sleep(0.5)"] if i % 4 == 0 else ["sleep", "0.8"]
+        w.runs.append(_run("demo", f"train-{i:03d}", "trainer", args,
                            requests={"runs": "1", "example.com/gpu": str(gpus)}))
-        if i % 5 == 0:
-            w.finish_later.append(("demo", f"train-{i:03d}"))
-    # batch: 1,500 tasks, 150 of which need one of 50 licences.
-    for i in range(1500):
-        requests = {"example.com/license": "1"} if i % 10 == 0 else None
-        w.runs.append(_run("demo", f"batch-{i:04d}", "batch", requests=requests))
+    for i in range(3):
+        w.runs.append(_run("demo", f"train-huge-{i}", "trainer", ["true"], requests={"example.com/gpu": "4"}))
+    # batch: 1,500 tasks, 60 of which need one of 50 licences; 30 fail, saying why.
+    for i in range(_count(1500, scale)):
+        requests = {"example.com/license": "1"} if i % 25 == 0 else None
+        args = ["sleep", "0.5" if requests else "0.1"]
+        if i % 50 == 7:
+            args = [PY, "-c", "import sys; print('input file batch.csv not found'); sys.exit(3)"]
+        w.runs.append(_run("demo", f"batch-{i:04d}", "batch", args, requests=requests))
     # team-b: its own namespace and pods; never placed on demo's pods.
-    for i in range(220):
-        w.runs.append(_run("team-b", f"nb-{i:03d}", "python", requests={"runs": str(rng.choice([1, 1, 2]))}))
+    for i in range(_count(220, scale)):
+        w.runs.append(_run("team-b", f"nb-{i:03d}", "python", ["sleep", "0.2"],
+                           requests={"runs": str(rng.choice([1, 1, 2]))}))
     # A few mistakes a user makes; each must end Failed with an actionable reason.
     bad = [{"requests": {"runs": "500m"}}, {"requests": {"bad name!": "1"}},
            {"affinity": {"runAffinity": {"preferred": [{"weight": 0, "term": _term({"a": "b"})}]}}},
            {"affinity": {"runAffinity": {"required": [{"labelSelector": {"matchExpressions": [
                {"key": "a", "operator": "Near", "values": ["b"]}]}, "topologyKey": TOPOLOGY}]}}}]
     for i in range(20):
-        kwargs = bad[i % len(bad)]
-        w.runs.append(_run("demo", f"typo-{i:02d}", "python", **kwargs))
+        w.runs.append(_run("demo", f"typo-{i:02d}", "python", ["true"], **bad[i % len(bad)]))
     rng.shuffle(w.runs)
     return w
 
@@ -129,53 +176,65 @@ class Report:
     pods: int
     phases: Counter[str]
     pending_reasons: Counter[str]
-    failed_reasons: Counter[str]
-    utilisation: dict[str, dict[str, tuple[int, int]]]
+    failed_reasons: Counter[tuple[str, str]]
+    peak_utilisation: dict[str, dict[str, tuple[int, int]]]
+    timeline: list[tuple[float, Counter[str]]]
+    overcommitted: int
     results: Counter[str]
     cycles: int
     seconds: float
     injected_conflicts: int
     wakeups: dict[str, int]
+    processes: int
+    pod_lost: str | None
+    pod_log: list[str]
     journal: str | None = None
     records: int = 0
     history: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
 
 
 def run(*, workers: int = 4, conflict_rate: float = 0.02, seed: int = 7, journal: str | None = None,
-        progress: Callable[[int, int], None] | None = None) -> Report:
-    """Schedule the generated workload; with `journal` (a URL) every event and decision is journaled."""
-    workload = generate(seed)
+        scale: float = 1.0, progress: Callable[[Counter[str], int], None] | None = None,
+        timeout: float = 120.0) -> Report:
+    """Run the workload to its end; with `journal` (a URL) every event and decision is journaled."""
+    workload = generate(seed, scale)
     config = SchedulerConfig(workers=workers)
     session = JournalSession(journal, config) if journal else None
     cache = ClusterCache(config, session.recorder if session else None)
     if session is not None:
         session.attach(cache)
-    api = MemoryApi(conflict_rate=conflict_rate, seed=seed)
-    scheduler = Scheduler(cache, api, clock=lambda: NOW)
-    api.watchers.append(scheduler.on_run)
-    for pod in workload.pods:
-        info = ingest.pod_info(pod)
-        assert info is not None
-        scheduler.on_pod(info, event="ADDED")
-    started = time.perf_counter()
-    scheduler.start(workers)
-    try:
-        for obj in workload.runs:
-            api.create(ingest.run_info(obj))
-        _settle(scheduler, api, len(workload.runs), progress)
-        # Tasks finish: their capacity is released and wakes the Pending Runs of their runtime.
-        for key in workload.finish_later:
-            current = api.get(key)
-            if current is not None and current.active:
-                api.finish(key, "Succeeded", NOW)
-        _settle(scheduler, api, len(workload.runs), progress)
-    finally:
-        scheduler.stop()
-        api.close()
-        if session is not None:
-            session.close()
-    seconds = time.perf_counter() - started
-    report = _report(workload, cache, api, scheduler, seconds)
+    runs = MemoryApi(conflict_rate=conflict_rate, seed=seed)
+    pods = MemoryPods()
+    scheduler = Scheduler(cache, runs)
+    runs.watchers.append(scheduler.on_run)
+    pods.handlers.append(_SchedulerPods(scheduler))
+    controller = MemoryController(pods, runs)
+    log: deque[str] = deque(maxlen=4)
+    with tempfile.TemporaryDirectory(prefix="kruntimes-demo-") as work:
+        kubelet = Kubelet(pods, runs, Path(work), default_runs_capacity=config.default_runs_capacity,
+                          log_line=log.append, not_ready=_first(NOT_READY), no_runtimed=_first(NO_RUNTIMED))
+        started = time.perf_counter()
+        watch = demo_watch.Watch(runs, pods, config.default_runs_capacity)
+        try:
+            kubelet.start()
+            scheduler.start(workers)
+            for obj in workload.runtimes:
+                pods.create_runtime(obj)
+            controller.sync_all()
+            watch.start()
+            for obj in workload.runs:
+                runs.create(ingest.run_info(obj), obj)
+            pod_lost = _settle(scheduler, runs, pods, kubelet, controller, watch, progress, timeout)
+        finally:
+            watch.stop()
+            scheduler.stop()
+            kubelet.stop()
+            runs.close()
+            if session is not None:
+                session.close()
+        seconds = time.perf_counter() - started
+    report = _report(workload, runs, scheduler, watch, seconds, pod_lost, list(log))
+    report.processes = sum(1 for r in runs.runs() if r.phase in ("Succeeded", "Failed") and _executed(runs, r))
     if session is not None:
         report.journal = journal
         report.records = session.recorder.lsn - session.first_lsn + 1
@@ -187,51 +246,102 @@ def run(*, workers: int = 4, conflict_rate: float = 0.02, seed: int = 7, journal
     return report
 
 
-def _decided(api: MemoryApi) -> int:
-    return sum(1 for r in api.runs() if r.phase != "Pending" or r.pending_message)
+class _SchedulerPods:
+    """The scheduler's pod informer handler, over `MemoryPods`."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+
+    def upsert(self, obj: dict[str, Any], event: str) -> None:
+        info = ingest.pod_info(obj)
+        if info is not None:
+            self._scheduler.on_pod(info, event=event)
+
+    def delete(self, namespace: str, name: str) -> None:
+        self._scheduler.on_pod_deleted(namespace, name)
 
 
-def _settle(scheduler: Scheduler, api: MemoryApi, total: int,
-            progress: Callable[[int, int], None] | None, timeout: float = 120.0) -> None:
+def _first(n: int) -> Callable[[dict[str, Any]], bool]:
+    """A kubelet choice: true for the first `n` demo python pods it is asked about (in creation order).
+
+    The kubelet asks `not_ready` about every new pod and `no_runtimed` about the Ready
+    ones only, so the stale pods are the two after the three that never become Ready."""
+    seen: list[str] = []
+
+    def choose(pod: dict[str, Any]) -> bool:
+        meta = pod["metadata"]
+        if (meta["namespace"], meta["labels"].get(models.RUNTIME_LABEL)) != ("demo", "python"):
+            return False
+        seen.append(meta["name"])
+        return len(seen) <= n
+
+    return choose
+
+
+def _settle(scheduler: Scheduler, runs: MemoryApi, pods: MemoryPods, kubelet: Kubelet,
+            controller: MemoryController, watch: demo_watch.Watch,
+            progress: Callable[[Counter[str], int], None] | None, timeout: float) -> str | None:
+    """Wait until nothing is active and nothing moves; midway, delete one busy trainer pod."""
     deadline = time.monotonic() + timeout
-    q = scheduler.queue
+    total = len(runs.runs())
+    lost: str | None = None
+    quiet = last_writes = 0
     while time.monotonic() < deadline:
+        phases = Counter(r.phase for r in runs.runs())
         if progress is not None:
-            progress(_decided(api), total)
-        if q.idle() and api.idle():
-            time.sleep(0.05)  # let a last event land, then confirm
-            if q.idle():
-                break
+            progress(phases, total)
+        if lost is None and phases["Succeeded"] + phases["Failed"] >= total // 3:
+            lost = _delete_busy_pod(runs, pods)
+        # Settled: nothing active, nothing queued or being planned, nothing written for a
+        # while. Keys waiting out a conflict backoff are left: their Runs have ended.
+        active = phases["Scheduled"] + phases["Running"]
+        queue = scheduler.queue
+        writes = runs.writes + pods.writes
+        idle = (len(queue) == 0 and queue.processing_count() == 0 and runs.idle() and pods.idle()
+                and not kubelet.busy() and writes == last_writes)
+        last_writes = writes
+        quiet = quiet + 1 if active == 0 and idle else 0
+        if quiet >= 5:
+            break
         time.sleep(0.1)
     if progress is not None:
-        progress(_decided(api), total)
+        progress(Counter(r.phase for r in runs.runs()), total)
+    return lost
 
 
-def _report(w: Workload, cache: ClusterCache, api: MemoryApi, scheduler: Scheduler, seconds: float) -> Report:
-    runs = api.runs()
-    phases = Counter(r.phase for r in runs)
-    pending = Counter(r.pending_message or "not yet evaluated" for r in runs if r.phase == "Pending")
-    failed = Counter(_failure(api, r) for r in runs if r.phase == "Failed")
-    utilisation: dict[str, dict[str, tuple[int, int]]] = {}
-    for pod in cache.pods():
-        view = cache.pod_view(pod.namespace, pod.name)
-        if view is None or not pod.ready:
-            continue
-        per = utilisation.setdefault(f"{pod.namespace}/{pod.runtime}", {})
-        for resource, cap in view.capacity.items():
-            used, total = per.get(resource, (0, 0))
-            per[resource] = (used + view.used.get(resource, 0), total + cap)
+def _delete_busy_pod(runs: MemoryApi, pods: MemoryPods) -> str:
+    """Delete (grace period 0) the trainer pod with the most Running Runs, as a node failure would."""
+    busy = Counter(r.pod_name for r in runs.runs() if r.phase == "Running" and r.runtime == "trainer")
+    name = busy.most_common(1)[0][0] if busy else ""
+    if name:
+        pods.delete("demo", name)
+    return f"demo/{name}" if name else "none (no trainer Run was running)"
+
+
+def _executed(runs: MemoryApi, run: RunInfo) -> bool:
+    body = runs.status(run.key) or {}
+    return any(c.get("type") == "Admitted" and c.get("status") == "True" for c in body.get("conditions", []))
+
+
+def _report(w: Workload, runs: MemoryApi, scheduler: Scheduler, watch: demo_watch.Watch, seconds: float,
+            pod_lost: str | None, pod_log: list[str]) -> Report:
+    final = runs.runs()
+    phases = Counter(r.phase for r in final)
+    pending = Counter(r.pending_message or "not yet evaluated" for r in final if r.phase == "Pending")
+    failed = Counter(_failure(runs, r) for r in final if r.phase == "Failed")
     wakeups = {s.labels["source"]: int(s.value) for m in scheduler.metrics.wakeups.collect()
                for s in m.samples if s.name.endswith("_total")}
-    return Report(runs=len(runs), pods=len(w.pods), phases=phases, pending_reasons=pending,
-                  failed_reasons=failed, utilisation=utilisation, results=scheduler.results,
-                  cycles=sum(scheduler.results.values()), seconds=seconds,
-                  injected_conflicts=api.injected_conflicts, wakeups=wakeups)
+    return Report(runs=len(final), pods=sum(r["spec"]["replicas"] for r in w.runtimes), phases=phases, pending_reasons=pending, failed_reasons=failed,
+                  peak_utilisation=watch.peak, timeline=watch.timeline, overcommitted=watch.overcommitted,
+                  results=scheduler.results, cycles=sum(scheduler.results.values()), seconds=seconds,
+                  injected_conflicts=runs.injected_conflicts, wakeups=wakeups, processes=0, pod_lost=pod_lost,
+                  pod_log=pod_log)
 
 
-def _failure(api: MemoryApi, run: RunInfo) -> str:
-    body = api.status(run.key) or {}
+def _failure(runs: MemoryApi, run: RunInfo) -> tuple[str, str]:
+    """(reason, first line of the message) of a Failed Run's Completed condition."""
+    body = runs.status(run.key) or {}
     for c in body.get("conditions", []):
         if c.get("type") == "Completed":
-            return str(c.get("message"))
-    return "failed"
+            return str(c.get("reason")), str(c.get("message")).split("\n")[0].split("; last output")[0]
+    return "Failed", "failed"

@@ -1,4 +1,4 @@
-"""`kruntimes demo`: schedule a generated workload end to end and print what happened."""
+"""`kruntimes demo`: run a generated workload through the whole system and print what happened."""
 
 from __future__ import annotations
 
@@ -12,16 +12,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from sqlalchemy import exc as sa_exc
 
-from kruntimes import demo, gctuning
+from kruntimes import demo, demo_watch, gctuning
 from kruntimes.cli import journal_args
 from kruntimes.journal import errors
 from kruntimes.journal.backends import DEFAULT_URL
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("demo", help="schedule a generated workload end to end (no cluster needed)",
-                       description="Runs the real queue, planner, assumed cache and workers against an "
-                                   "in-memory API server on a generated workload, then summarises.")
+    p = sub.add_parser("demo", help="run a generated workload through the whole system (no cluster needed)",
+                       description="Creates Runtimes; the Runtime controller creates their pods, the scheduler "
+                                   "places the Runs, one runtimed per pod admits and executes them as processes, "
+                                   "against an in-memory API server; then summarises.")
     p.add_argument("--workers", type=int, default=4, help="scheduler workers (default 4)")
     p.add_argument("--conflict-rate", type=float, default=0.02,
                    help="fraction of status writes answered with a 409 conflict (default 0.02)")
@@ -45,12 +46,13 @@ def run(args: argparse.Namespace) -> int:
             return 2
     gctuning.tune()
     console = Console()
-    with Progress(TextColumn("scheduling"), BarColumn(), MofNCompleteColumn(), TextColumn("Runs decided"),
+    with Progress(TextColumn("Runs ended"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                   TimeElapsedColumn(), console=console, transient=False) as bar:
-        task = bar.add_task("runs", total=None)
+        task = bar.add_task("", total=None)
 
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+        def progress(phases: Counter[str], total: int) -> None:
+            now = ", ".join(f"{phases.get(p, 0)} {p.lower()}" for p in ("Pending", "Scheduled", "Running"))
+            bar.update(task, completed=phases["Succeeded"] + phases["Failed"], total=total, description=now)
 
         try:
             report = demo.run(workers=args.workers, conflict_rate=args.conflict_rate, seed=args.seed,
@@ -67,29 +69,48 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(console: Console, r: demo.Report) -> None:
-    placed = r.phases.get("Scheduled", 0) + r.phases.get("Running", 0)
-    console.print(f"\n[bold]{r.runs} Runs on {r.pods} Runtime Pods[/bold]: "
-                  f"{placed} placed, {r.phases.get('Pending', 0)} pending, "
-                  f"{r.phases.get('Failed', 0)} failed (invalid), {r.phases.get('Succeeded', 0)} finished")
-    console.print(_reasons("Pending Runs by reason", r.pending_reasons))
-    console.print(_reasons("Failed Runs (invalid configuration)", r.failed_reasons))
-    util = Table(title="Utilisation of ready Runtime Pods")
-    for column in ("Runtime", "Resource", "Used", "Capacity", "Utilisation"):
+    console.print(f"\n[bold]{r.runs} Runs on {r.pods} Runtime Pods[/bold] (created by the Runtime controller, "
+                  f"each with its runtimed): {r.phases.get('Succeeded', 0)} succeeded, "
+                  f"{r.phases.get('Failed', 0)} failed, {r.phases.get('Pending', 0)} still pending; "
+                  f"{r.processes} executed by runtimed in {r.seconds:.1f}s")
+    console.print(_timeline(r.timeline))
+    console.print(_reasons("Pending Runs by reason (at the end)", r.pending_reasons))
+    failed = Counter({f"{reason}: {message}": n for (reason, message), n in r.failed_reasons.items()})
+    console.print(_reasons("Failed Runs by reason", failed))
+    util = Table(title="Peak use of ready Runtime Pods by Running Runs")
+    for column in ("Runtime", "Resource", "Peak", "Capacity", "Utilisation"):
         util.add_column(column, justify="left" if column in ("Runtime", "Resource") else "right")
-    for runtime in sorted(r.utilisation):
-        for resource, (used, cap) in sorted(r.utilisation[runtime].items()):
+    for runtime in sorted(r.peak_utilisation):
+        for resource, (used, cap) in sorted(r.peak_utilisation[runtime].items()):
             util.add_row(runtime, resource, str(used), str(cap), f"{100 * used / cap:.0f}%" if cap else "-")
     console.print(util)
+    console.print(f"runtimed never exceeded a pod's capacity: {r.overcommitted} over-committed pod samples; "
+                  f"deleted mid-run: pod {r.pod_lost} (its Runs ended RuntimePodLost, the controller replaced it)")
+    if r.pod_log:
+        console.print("pod log, as runtimed writes it: " + " | ".join(r.pod_log[-2:]), markup=False)
     results = ", ".join(f"{k} {v}" for k, v in sorted(r.results.items()))
-    console.print(f"{r.cycles} scheduling cycles in {r.seconds:.2f}s = [bold]{r.cycles / r.seconds:.0f} "
-                  f"cycles/s[/bold] ({results}); {r.injected_conflicts} injected 409 conflicts; "
+    console.print(f"{r.cycles} scheduling cycles ({results}); {r.injected_conflicts} injected 409 conflicts; "
                   f"wake-ups: {', '.join(f'{k} {v}' for k, v in sorted(r.wakeups.items())) or 'none'}")
     if r.journal:
-        console.print(f"journal: {r.records} records appended to {r.journal}")
+        console.print(f"journal: {r.records} records appended to {r.journal}; check every cycle with "
+                      f"`kruntimes replay verify --journal {r.journal}`")
         for question, rows in r.history:
             console.print(_rows(question, rows))
         console.print("Ask more with `kruntimes history run NS/NAME`, `kruntimes history cycles --outcome "
                       "unschedulable`, or plain SQL over the views in docs/journal.md.")
+
+
+def _timeline(timeline: list[tuple[float, Counter[str]]]) -> Table:
+    table = Table(title="Runs by phase over time")
+    table.add_column("at", justify="right")
+    for phase in demo_watch.PHASES:
+        table.add_column(phase, justify="right")
+    for at, phases in demo_watch.rows(timeline):
+        table.add_row(f"{at:.1f}s", *(str(phases.get(p, 0)) for p in demo_watch.PHASES))
+    table.add_section()
+    table.add_row("", *(demo_watch.sparkline([c.get(p, 0) for _, c in timeline], width=9)
+                        for p in demo_watch.PHASES))
+    return table
 
 
 def _reasons(title: str, counts: Counter[str]) -> Table:

@@ -12,6 +12,12 @@ versions are queued under the lock, in write order, and delivered one at a time 
 whichever writer finds no delivery in progress. A watcher that is slow (or that
 writes back) therefore holds up no other writer, and still sees every Run's versions
 in the order they were written (SPEC §3.1 relies on watch order, never on timing).
+
+A Run created with its whole object (`create(run, obj)`) is served whole too, as
+runtimed and the Runtime controller read Runs: `read_run` returns it with its
+current resourceVersion and status, and `object_watchers` get each version of it,
+in write order, on a delivery of their own: each is another client with its own
+watch (runtimed, the controller), never held up behind the scheduler's handler.
 """
 
 from __future__ import annotations
@@ -29,25 +35,30 @@ from kruntimes.scheduler import status as st
 from kruntimes.scheduler.projection import RunInfo
 
 Watcher = Callable[[RunInfo], None]
+ObjectWatcher = Callable[[dict[str, Any]], None]
 
 
 class MemoryApi:
     def __init__(self, *, conflict_rate: float = 0.0, delay: tuple[float, float] = (0.0, 0.0),
                  seed: int = 0, error_rate: float = 0.0) -> None:
         self._lock = threading.RLock()
-        self._outbox: deque[RunInfo] = deque()  # inline delivery: versions in write order
+        self._outbox: deque[tuple[RunInfo, dict[str, Any] | None]] = deque()  # inline delivery, in write order
         self._delivering = False  # a thread is delivering the outbox; guarded by _lock
+        self._object_outbox: deque[dict[str, Any]] = deque()  # the same versions, whole, for object_watchers
+        self._delivering_objects = False
         self._runs: dict[tuple[str, str], RunInfo] = {}
         self._status: dict[tuple[str, str], dict[str, Any]] = {}
+        self._objects: dict[tuple[str, str], dict[str, Any]] = {}  # metadata and spec, when created whole
         self._rv = itertools.count(1)
         self._rng = random.Random(seed)
         self.conflict_rate = conflict_rate
         self.error_rate = error_rate
         self.delay = delay
         self.watchers: list[Watcher] = []
+        self.object_watchers: list[ObjectWatcher] = []
         self.writes = 0
         self.injected_conflicts = 0
-        self._pending: deque[tuple[float, RunInfo]] = deque()
+        self._pending: deque[tuple[float, RunInfo, dict[str, Any] | None]] = deque()
         self._cv = threading.Condition()
         self._closed = False
         self._deliverer: threading.Thread | None = None
@@ -56,10 +67,12 @@ class MemoryApi:
             self._deliverer.start()
 
     # -- objects -------------------------------------------------------------------------
-    def create(self, run: RunInfo) -> RunInfo:
+    def create(self, run: RunInfo, obj: dict[str, Any] | None = None) -> RunInfo:
         with self._lock:
             stored = replace(run, resource_version=str(next(self._rv)))
             self._runs[run.key] = stored
+            if obj is not None:
+                self._objects[run.key] = {k: v for k, v in obj.items() if k != "status"}
             self._emit(stored)
         self._flush()
         return stored
@@ -78,6 +91,30 @@ class MemoryApi:
         seen = self.get(run.key)
         return None if seen is None else st.Observed(uid=seen.uid, resource_version=seen.resource_version,
                                                      phase=seen.phase, pod_uid=seen.pod_uid)
+
+    def read_run(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The whole Run as stored now (runtimed's and the controller's read); None when unknown."""
+        with self._lock:
+            return self._object((namespace, name))
+
+    def _object(self, key: tuple[str, str]) -> dict[str, Any] | None:
+        run, obj = self._runs.get(key), self._objects.get(key)
+        if run is None or obj is None:
+            return None
+        status = self._status.get(key)
+        meta = {**obj["metadata"], "resourceVersion": run.resource_version, "uid": run.uid}
+        return {**obj, "metadata": meta, **({"status": status} if status is not None else {})}
+
+    def annotate(self, key: tuple[str, str], annotations: dict[str, str]) -> RunInfo:
+        """Someone merges annotations into the Run (`kruntimes release` does): a new version."""
+        with self._lock:
+            obj = self._objects[key]
+            meta = obj["metadata"]
+            obj["metadata"] = {**meta, "annotations": {**(meta.get("annotations") or {}), **annotations}}
+            stored = self._runs[key] = replace(self._runs[key], resource_version=str(next(self._rv)))
+            self._emit(stored)
+        self._flush()
+        return stored
 
     def runs(self) -> list[RunInfo]:
         with self._lock:
@@ -139,11 +176,14 @@ class MemoryApi:
     # -- watch delivery ----------------------------------------------------------------------
     def _emit(self, run: RunInfo) -> None:
         """Queue a new version for delivery; called under the API lock, so in write order."""
+        obj = self._object(run.key) if self.object_watchers else None
         if self._deliverer is None:
-            self._outbox.append(run)
+            self._outbox.append((run, None))
+            if obj is not None:
+                self._object_outbox.append(obj)
             return
         with self._cv:
-            self._pending.append((time.monotonic() + self._rng.uniform(*self.delay), run))
+            self._pending.append((time.monotonic() + self._rng.uniform(*self.delay), run, obj))
             self._cv.notify()
 
     def _flush(self) -> None:
@@ -156,15 +196,26 @@ class MemoryApi:
         while True:
             with self._lock:
                 if self._delivering or not self._outbox:
-                    return
+                    break
                 self._delivering = True
-                run = self._outbox.popleft()
+                run, _ = self._outbox.popleft()
             try:
-                for watcher in self.watchers:
-                    watcher(run)
+                self._deliver(run, None)
             finally:
                 with self._lock:
                     self._delivering = False
+        while True:
+            with self._lock:
+                if self._delivering_objects or not self._object_outbox:
+                    return
+                self._delivering_objects = True
+                obj = self._object_outbox.popleft()
+            try:
+                for object_watcher in self.object_watchers:
+                    object_watcher(obj)
+            finally:
+                with self._lock:
+                    self._delivering_objects = False
 
     def _deliver_loop(self) -> None:
         # One delivery thread, FIFO: like a watch, events arrive late but in order.
@@ -174,18 +225,25 @@ class MemoryApi:
                     self._cv.wait()
                 if self._closed and not self._pending:
                     return
-                due, run = self._pending[0]
+                due, run, obj = self._pending[0]
                 wait = due - time.monotonic()
                 if wait > 0:
                     self._cv.wait(wait)
                     continue
                 self._pending.popleft()
-            for watcher in self.watchers:
-                watcher(run)
+            self._deliver(run, obj)
+
+    def _deliver(self, run: RunInfo, obj: dict[str, Any] | None) -> None:
+        for watcher in self.watchers:
+            watcher(run)
+        if obj is not None:
+            for object_watcher in self.object_watchers:
+                object_watcher(obj)
 
     def idle(self) -> bool:
         with self._lock, self._cv:
-            return not self._pending and not self._outbox and not self._delivering
+            return not (self._pending or self._outbox or self._delivering or self._object_outbox
+                        or self._delivering_objects)
 
     def close(self) -> None:
         with self._cv:

@@ -52,6 +52,7 @@ from kruntimes.scheduler.status import rfc3339
 log = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
+DEFAULT_HEARTBEAT_PERIOD = 10.0  # seconds; a third of the scheduler's default 30 s staleness window
 NOT_READ_YET = "the pod's capacity has not been read yet"
 
 
@@ -62,7 +63,7 @@ class Settings:
     pod_uid: str
     work_dir: Path
     default_runs_capacity: int = 1
-    heartbeat_period: float = 10.0
+    heartbeat_period: float = DEFAULT_HEARTBEAT_PERIOD
     run_field_selector: bool = False
     request_timeout: float = 30.0
 

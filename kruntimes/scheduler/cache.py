@@ -20,10 +20,9 @@ from datetime import datetime
 from typing import Any, Iterable, Iterator
 
 from kruntimes.scheduler import assumed as assumed_mod
-from kruntimes.scheduler import parking, wake_rules
+from kruntimes.scheduler import parking, renewals, wake_rules
 from kruntimes.scheduler.config import SchedulerConfig
-from kruntimes.scheduler.parking import (SOURCE_CAPACITY_RELEASED, SOURCE_RUNTIME_POD, RunKey,  # noqa: F401
-                                         Wakeup)
+from kruntimes.scheduler.parking import SOURCE_CAPACITY_RELEASED, SOURCE_RUNTIME_POD, RunKey, Wakeup  # noqa: F401
 from kruntimes.scheduler.plugins.affinity import AFFINITY_UNSATISFIED
 from kruntimes.scheduler.projection import Assumption, PodInfo, RunInfo
 from kruntimes.scheduler.recording import CountingRecorder, Recorder, settles
@@ -47,6 +46,7 @@ class ClusterCache:
         self._groups: dict[tuple[str, str], _Group] = {}
         self._targets: dict[str, NamespaceTargets] = {}
         self._parking = parking.Parking(self._groups)
+        self.renewals = renewals.Renewals()  # heartbeat renewals no cycle has needed yet
 
     # -- recording ---------------------------------------------------------------
     def _record(self, kind: str, data: dict[str, Any]) -> int:
@@ -98,6 +98,8 @@ class ClusterCache:
     def snapshot(self, run: RunInfo, now: datetime, config: SchedulerConfig | None = None) -> Snapshot:
         """The consistent view one cycle plans on. Call and plan while holding `lock`."""
         config = config or self.config
+        for held in self.renewals.due(now, config.heartbeat_staleness_seconds):
+            self.upsert_pod(held)  # journaled before this snapshot's LSN, so replay sees it too
         group = self._groups.get((run.namespace, run.runtime))
         names = None
         if group is None:
@@ -137,6 +139,9 @@ class ClusterCache:
             ns = info.namespace
             slot = self._slot(ns, info.name)
             old = slot.info
+            if old is not None and self.renewals.hold(old, info, now, event, self.config.heartbeat_staleness_seconds):
+                return []  # a renewal no cycle can tell from the applied heartbeat yet (`renewals`)
+            self.renewals.discard(ns, info.name)
             if old is not None and old.runtime != info.runtime:
                 self._leave_group(ns, old)
                 old = None
@@ -162,10 +167,10 @@ class ClusterCache:
             if slot is None or slot.info is None:
                 return []
             info = slot.info
+            self.renewals.discard(namespace, name)
             self._leave_group(namespace, info)
             self._by_uid.pod_gone(info)
-            slot.info = None
-            slot.view = None
+            slot.info = slot.view = None
             if slot.empty():
                 del self._slots[(namespace, name)]
             self._ns_targets(namespace).pod_gone(name)
@@ -173,10 +178,8 @@ class ClusterCache:
             return self._parking.wake_runtime(namespace, info.runtime, SOURCE_RUNTIME_POD)
 
     def _leave_group(self, ns: str, info: PodInfo) -> None:
-        group = self._groups.get((ns, info.runtime))
-        if group is not None and info.name in group.names:
-            group.names.remove(info.name)
-            group.invalidate()
+        if (group := self._groups.get((ns, info.runtime))) is not None:
+            group.leave(info.name)
 
     # -- runs ---------------------------------------------------------------------------
     @settles
@@ -185,11 +188,9 @@ class ClusterCache:
         with self.lock:
             key = info.key
             old = self._runs.get(key)
+            wakeups: list[Wakeup] = []
             if old is not None and old.uid != info.uid:
-                wakeups = self._remove_run(old)
-                old = None
-            else:
-                wakeups = []
+                wakeups, old = self._remove_run(old), None
             self._runs[key] = info
             self._run_by_uid[(info.namespace, info.uid)] = key
             self._record("mutation", {"kind": "Run", "event": event, "object": info})
@@ -238,10 +239,9 @@ class ClusterCache:
         wakeups += self._refresh_target(ns, run.uid)
         if new is not None and new.eligible and (moved or not wake_rules.status_only(old, new)
                                                  or not self._parking.parked(new)):
-            # The Run itself: enqueued, not a counted wake-up. A parked Run whose update
-            # is only the scheduler's own status write stays parked: nothing it is
-            # planned on changed. An unparked one may have been skipped waiting for
-            # exactly this event, so it is enqueued (the queue coalesces duplicates).
+            # The Run itself: enqueued, not a counted wake-up. A parked Run whose update is only the
+            # scheduler's own status write stays parked: nothing it is planned on changed. An unparked
+            # one may have been skipped waiting for exactly this event (the queue coalesces duplicates).
             wakeups.append(((ns, new.name), None))
         return wakeups
 

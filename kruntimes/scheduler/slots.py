@@ -128,6 +128,12 @@ class Group:
 
     def invalidate(self) -> None:
         self.views, self.frozen, self.frozen_names = None, None, None
+
+    def leave(self, name: str) -> None:
+        """A pod left the runtime (deleted, or relabelled to another)."""
+        if name in self.names:
+            self.names.remove(name)
+            self.invalidate()
         self.dirty.clear()
 
     def snapshot_views(self, view_of: Callable[[str], PodView]) -> tuple[PodView, ...]:

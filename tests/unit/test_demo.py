@@ -1,10 +1,11 @@
-"""`kruntimes demo` runs end to end and its summary adds up."""
+"""`kruntimes demo` runs the whole lifecycle end to end, its journal replays, and its summary adds up."""
 
 import importlib.util
+from collections import Counter
 
 import pytest
 
-from kruntimes import demo
+from kruntimes import demo, demo_watch
 from kruntimes.cli.main import main
 from kruntimes.journal import backends
 
@@ -12,32 +13,69 @@ from kruntimes.journal import backends
 def test_the_demo_workload_has_the_promised_shape() -> None:
     w = demo.generate()
     assert len(w.pods) >= 200 and len(w.runs) >= 5000
-    assert len({(p["metadata"]["namespace"], p["metadata"]["labels"]["kruntimes.io/runtime"]) for p in w.pods}) >= 3
+    assert len({(r["metadata"]["namespace"], r["metadata"]["name"]) for r in w.runtimes}) >= 3
+    assert all(r["spec"]["mode"]["task"]["args"][0] != "sh" for r in w.runs)  # argv, never a shell
 
 
-def test_the_demo_places_most_runs_fails_the_invalid_ones_and_never_overcommits() -> None:
-    report = demo.run(workers=4, conflict_rate=0.05)
+@pytest.fixture(scope="module")
+def journaled(tmp_path_factory: pytest.TempPathFactory) -> tuple[demo.Report, str]:
+    """One small run of the whole lifecycle (a tenth of the workload), journaled, shared by the tests below."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('demo')}/journal.db"
+    return demo.run(workers=2, conflict_rate=0.05, scale=0.1, journal=url), url
+
+
+def test_every_run_is_executed_and_ends_or_stays_pending_saying_why(journaled: tuple[demo.Report, str]) -> None:
+    report, _ = journaled
     assert sum(report.phases.values()) == report.runs
-    assert report.phases["Failed"] == 20
-    assert report.phases["Scheduled"] > 4000
-    assert report.phases["Succeeded"] > 0
-    assert report.injected_conflicts > 0 and report.results["conflict"] >= report.injected_conflicts
-    assert report.wakeups.get("capacity_released", 0) > 0
-    for per_resource in report.utilisation.values():
+    assert set(report.phases) <= {"Succeeded", "Failed", "Pending"}  # nothing left Scheduled or Running
+    assert report.phases["Pending"] == 3  # the Runs asking for more GPUs than any pod has
+    assert all(reason.startswith("0/") and "insufficient capacity" in reason for reason in report.pending_reasons)
+    assert report.processes == report.phases["Succeeded"] + report.phases["Failed"] - 20  # all but the invalid
+    reasons = Counter(reason for reason, _ in report.failed_reasons.elements())
+    assert reasons["InvalidConfiguration"] == 20
+    assert reasons["ProcessFailed"] == 3  # the batch tasks that exit 3
+    assert reasons["RuntimePodLost"] >= 1  # the Runs on the trainer pod deleted mid-run
+    assert report.pod_lost is not None and report.pod_lost.startswith("demo/trainer-")
+    assert all(message.startswith("invalid Run: spec.") for reason, message in report.failed_reasons
+               if reason == "InvalidConfiguration")
+
+
+def test_runtimed_never_exceeds_a_pods_capacity_and_released_capacity_wakes_pending_runs(
+        journaled: tuple[demo.Report, str]) -> None:
+    report, _ = journaled
+    assert report.overcommitted == 0
+    for per_resource in report.peak_utilisation.values():
         for used, capacity in per_resource.values():
             assert used <= capacity
-    assert all(reason.startswith("0/") for reason in report.pending_reasons)
-    assert all(reason.startswith("invalid Run: spec.") for reason in report.failed_reasons)
+    assert report.wakeups.get("capacity_released", 0) > 0
+    assert report.injected_conflicts > 0 and report.results["conflict"] > 0
 
 
-def test_the_demo_journals_every_decision_and_answers_two_history_questions(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    report = demo.run(workers=2, journal=f"sqlite:///{tmp_path}/journal.db")
-    assert report.records > report.cycles  # mutations, reserves and binds besides the cycles
+def test_the_summary_shows_runs_by_phase_over_time_from_pending_to_ended(journaled: tuple[demo.Report, str]) -> None:
+    report, _ = journaled
+    first, last = report.timeline[0][1], report.timeline[-1][1]
+    assert first["Succeeded"] < last["Succeeded"]
+    assert last == report.phases
+    assert any(phases["Running"] > 0 or phases["Scheduled"] > 0 for _, phases in report.timeline)
+    assert len(demo_watch.rows(report.timeline, 10)) == min(10, len(report.timeline))
+
+
+def test_the_demo_journals_every_decision_and_answers_two_history_questions(
+        journaled: tuple[demo.Report, str]) -> None:
+    report, _ = journaled
+    assert report.records > report.cycles  # pod and Run events, reserves and binds besides the cycles
     (why, candidates), (pending, by_reason) = report.history
     assert why.startswith("Why was ") and candidates and candidates[0]["rank"] == 1
     placed = why.split(" placed on ")[1].split("?")[0]
     assert candidates[0]["pod"] == placed
     assert sum(row["runs"] for row in by_reason) == report.phases["Pending"]
+
+
+def test_replay_verify_passes_on_the_demo_journal(journaled: tuple[demo.Report, str],
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    _, url = journaled
+    assert main(["replay", "verify", "--journal", url]) == 0
+    assert " 0 diverged" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("url", "says"), [
