@@ -21,7 +21,7 @@ from pathlib import Path
 from kruntimes.cli.scheduler_cmd import UsageError, api_client
 from kruntimes.cluster import logs
 from kruntimes.cluster.errors import ApiError
-from kruntimes.runtimed.agent import Agent, Settings
+from kruntimes.runtimed.agent import DEFAULT_HEARTBEAT_PERIOD, Agent, Settings
 from kruntimes.runtimed.executor import become_subreaper
 
 log = logging.getLogger("kruntimes.cli.runtimed")
@@ -45,11 +45,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--pod-uid", default=_env("KRUNTIMES_POD_UID"), help="its UID (env KRUNTIMES_POD_UID)")
     p.add_argument("--work-dir", type=Path, default=Path(_env("KRUNTIMES_WORK_DIR", "/tmp/kruntimes-runs") or ""),
                    help="where each Run gets its working directory (env KRUNTIMES_WORK_DIR)")
-    p.add_argument("--heartbeat-period", type=float, default=float(_env("KRUNTIMES_HEARTBEAT_PERIOD", "10") or 10),
+    # String defaults go through `type` like the flag itself, so a malformed environment
+    # variable is argparse's one-line usage error, not a traceback at start-up.
+    p.add_argument("--heartbeat-period", type=float,
+                   default=_env("KRUNTIMES_HEARTBEAT_PERIOD", str(DEFAULT_HEARTBEAT_PERIOD)),
                    metavar="SECONDS", help="heartbeat renewal period; keep it well inside the scheduler's "
-                                           "staleness (env KRUNTIMES_HEARTBEAT_PERIOD; default 10)")
+                                           f"staleness (env KRUNTIMES_HEARTBEAT_PERIOD; default {DEFAULT_HEARTBEAT_PERIOD:g})")
     p.add_argument("--default-runs-capacity", type=int,
-                   default=int(_env("KRUNTIMES_DEFAULT_RUNS_CAPACITY", "1") or 1), metavar="N",
+                   default=_env("KRUNTIMES_DEFAULT_RUNS_CAPACITY", "1"), metavar="N",
                    help="runs capacity of a pod that declares none; the scheduler's setting (default 1)")
     p.add_argument("--log-level", default=_env("KRUNTIMES_LOG_LEVEL", "info"),
                    choices=["debug", "info", "warning", "error"])
