@@ -8,10 +8,11 @@ small piece the tests can replace:
   injects it: `kruntimes.controller.reconcile.POD_ENV`) and the work directory on a
   writable volume.
 - Runs: an `Informer` (the scheduler's: paged list, resumable watch, relist on 410,
-  no duplicates) over Runs assigned to this pod. With `run_field_selector` it asks
-  the server for `status.assignment.podName=<pod>` (needs the CRD's
-  `selectableFields`, which it does not declare yet); without it, it lists the
-  namespace and `Lifecycle` ignores Runs of other pods.
+  no duplicates) over Runs assigned to this pod. Where the server allows it, it asks
+  for `status.assignment.podName=<pod>` only (the Run CRD's `selectableFields`,
+  served from Kubernetes 1.31); a server that answers such a selector with 400 gets
+  the namespace's Runs instead, and `Lifecycle` ignores Runs of other pods.
+  `run_field_selector` forces either way (None: ask the server once at start-up).
 - The own pod: an `Informer` with `metadata.name=<pod>`; capacity changes re-check
   the waiting Runs, and the pod's deletion stops every execution.
 - Writes: `KubernetesBinder` (replace status at the observed resourceVersion; 409
@@ -64,7 +65,7 @@ class Settings:
     work_dir: Path
     default_runs_capacity: int = 1
     heartbeat_period: float = DEFAULT_HEARTBEAT_PERIOD
-    run_field_selector: bool = False
+    run_field_selector: bool | None = None
     request_timeout: float = 30.0
 
 
@@ -144,17 +145,36 @@ class Agent:
                                    _Reader(api, settings.request_timeout), settings.work_dir)
         self._runs = _RunEvents(self.lifecycle)
         custom = kubernetes.client.CustomObjectsApi(api)
-        selector = {"field_selector": f"status.assignment.podName={settings.pod_name}"} \
-            if settings.run_field_selector else {}
+        self._custom = custom
+        self._run_selector: dict[str, str] = {}  # chosen at start-up (`_select_runs`)
         self.run_informer = Informer(Source("Run", lambda **kw: custom.list_namespaced_custom_object(
-            models.GROUP, models.VERSION, settings.pod_namespace, RUNS, **selector, **kw)), self._runs)
+            models.GROUP, models.VERSION, settings.pod_namespace, RUNS, **self._run_selector, **kw)), self._runs)
         self.pod_informer = Informer(Source("Pod", lambda **kw: self._core.list_namespaced_pod(
             settings.pod_namespace, field_selector=f"metadata.name={settings.pod_name}", **kw)), _PodEvents(self))
         self._stopping = threading.Event()
 
+    def _select_runs(self) -> dict[str, str]:
+        """The Run list's field selector: this pod's Runs only, where the server can select them."""
+        wanted = self.settings.run_field_selector
+        selector = {"field_selector": f"status.assignment.podName={self.settings.pod_name}"}
+        if wanted is False:
+            return {}
+        try:
+            self._custom.list_namespaced_custom_object(models.GROUP, models.VERSION, self.settings.pod_namespace,
+                                                       RUNS, limit=1, _request_timeout=self.settings.request_timeout,
+                                                       **selector)
+        except ApiException as exc:
+            if exc.status != 400 or wanted:
+                raise errors.ApiError(f"runtimed could not list its Runs: {errors.describe(exc)}") from exc
+            log.info("the API server cannot select Runs by status.assignment.podName (the Run CRD's "
+                     "selectableFields needs Kubernetes 1.31+); watching the namespace's Runs")
+            return {}
+        return selector
+
     def run(self, sync_timeout: float = 60.0) -> None:
         """Sync, recover, then renew the heartbeat until `stop`; stops every execution on the way out."""
         try:
+            self._run_selector = self._select_runs()
             self.pod_informer.start()
             self.run_informer.start()
             synced = self.pod_informer.wait_synced(sync_timeout) and self.run_informer.wait_synced(sync_timeout)

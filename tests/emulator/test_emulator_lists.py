@@ -114,8 +114,21 @@ def test_a_field_the_resource_does_not_offer_is_400(core: client.CoreV1Api, cust
         status = expect_api_error(400, core.list_namespaced_pod, kube_namespace, field_selector="spec.hostname=x")
     else:
         status = expect_api_error(400, custom.list_namespaced_custom_object, GROUP, VERSION, kube_namespace,
-                                  "runs", field_selector="status.assignment.podName=x")
-    assert ("spec.hostname" if resource == "pods" else "status.assignment.podName") in status["message"]
+                                  "runs", field_selector="spec.runtime=x")
+    assert ("spec.hostname" if resource == "pods" else "spec.runtime") in status["message"]
+
+
+def test_the_committed_run_crd_lets_runs_be_selected_by_their_assigned_pod(
+        custom: client.CustomObjectsApi, kube_namespace: str) -> None:
+    # deploy/crds declares `.status.assignment.podName` selectable (runtimed's watch, SPEC §4.1).
+    for name, pod in (("a", "p1"), ("b", "p2"), ("c", None)):
+        created = custom.create_namespaced_custom_object(GROUP, VERSION, kube_namespace, "runs", run(name))
+        if pod is not None:
+            created["status"] = {"phase": "Scheduled", "assignment": {"podName": pod, "podUID": f"uid-{pod}"}}
+            custom.replace_namespaced_custom_object_status(GROUP, VERSION, kube_namespace, "runs", name, created)
+    listed = custom.list_namespaced_custom_object(GROUP, VERSION, kube_namespace, "runs",
+                                                  field_selector="status.assignment.podName=p2")
+    assert [item["metadata"]["name"] for item in listed["items"]] == ["b"]
 
 
 def test_runs_select_by_name_and_namespace(custom: client.CustomObjectsApi, kube_namespace: str) -> None:
