@@ -27,12 +27,19 @@ BILLION_LAUGHS = "apiVersion: kruntimes.io/v1alpha1\nkind: Run\nmetadata: {name:
 
 # The child's peak resident memory, measured by the child itself; its address space is
 # capped so that a regression fails with a MemoryError instead of taking the machine.
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss across exec, so a child of a large
+# pytest process would report the parent's size; VmHWM belongs to the new image alone.
 MEASURED = textwrap.dedent("""
     import resource, sys
     resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))
     from kruntimes.cli.main import main
     code = main(sys.argv[1:])
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, file=sys.stderr)
+    try:
+        with open("/proc/self/status") as status:
+            peak_kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(peak_kib // 1024, file=sys.stderr)
     sys.exit(code)
 """)
 

@@ -1,5 +1,6 @@
 """Objects → projections: malformed input is carried as a problem, never raised."""
 
+import logging
 from typing import Any
 
 import pytest
@@ -38,6 +39,7 @@ def test_a_malformed_capacity_annotation_is_a_bounded_reason(value: str) -> None
 def test_a_capacity_key_whose_resource_is_not_a_qualified_name_makes_the_pod_unschedulable_instead_of_crashing(
         caplog: pytest.LogCaptureFixture) -> None:
     # Issue 12 defect 1: a key a real API server accepts raised TypeError here.
+    caplog.set_level(logging.WARNING, logger="kruntimes")
     info = pod_info(_pod({"kruntimes.io/capacity._x": "1", "kruntimes.io/capacity.runs": "4", **FRESH}))
     assert info is not None and info.capacity_problem == capacity.BAD_NAME
     assert "_x" in caplog.text
