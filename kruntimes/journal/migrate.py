@@ -1,7 +1,8 @@
 """Run the journal's Alembic migrations from code (``kruntimes db upgrade``, ``Journal.open``).
 
-The migration scripts ship inside the package (``kruntimes/journal/migrations``), so
-this works from an installed wheel and from any directory; the top-level
+The Alembic scripts live in the repository's top-level ``migrations/``, which a wheel
+installs as ``kruntimes/migrations`` (pyproject.toml maps the package), so this works
+from an installed wheel, from a checkout and from any directory; the top-level
 ``alembic.ini`` points the ``alembic`` command at the same scripts.
 """
 
@@ -19,7 +20,16 @@ from alembic.script import ScriptDirectory
 
 from kruntimes.journal import backends, errors
 
-SCRIPT_LOCATION = Path(__file__).resolve().parent / "migrations"
+
+
+def _script_location() -> Path:
+    """The installed ``kruntimes/migrations``, else a checkout's top-level ``migrations/``."""
+    package = Path(__file__).resolve().parent.parent
+    installed = package / "migrations"
+    return installed if (installed / "env.py").is_file() else package.parent / "migrations"
+
+
+SCRIPT_LOCATION = _script_location()
 
 
 def alembic_config() -> Config:
