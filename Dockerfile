@@ -20,6 +20,7 @@ RUN python -m venv /opt/kruntimes
 COPY pyproject.toml README.md ./
 COPY kruntimes ./kruntimes
 COPY replay ./replay
+COPY migrations ./migrations
 RUN /opt/kruntimes/bin/pip install ".[postgres]" \
  && /opt/kruntimes/bin/python -m compileall -q /opt/kruntimes
 

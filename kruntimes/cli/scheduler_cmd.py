@@ -5,7 +5,9 @@ the leader-election flags are kube-scheduler's. Logs are JSON lines on stderr;
 `/metrics`, `/healthz` and `/readyz` share one port. SIGTERM (or Ctrl-C) shuts down
 gracefully: the cycle in flight finishes, the journal is flushed, the lease is
 released. A bad setting or an unreachable journal is one line on stderr and exit
-code 2, before anything starts.
+code 2, before scheduling starts. With ``--journal-migrate never`` (the default for
+PostgreSQL) the journal check waits for `kruntimes db upgrade` while the probes answer
+(SPEC §5: migrations run once, never raced by replicas).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any, Callable
 import kubernetes.client
 import kubernetes.config
 import yaml
-from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+from prometheus_client import CollectorRegistry, Gauge, GCCollector, PlatformCollector, ProcessCollector
 
 from kruntimes import bounded_yaml, gctuning
 from kruntimes.cli import journal_args
@@ -31,7 +33,7 @@ from kruntimes.cluster import client as cluster_client
 from kruntimes.cluster import logs
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.runner import ClusterScheduler
-from kruntimes.cluster.settings import DETAILS, ClusterSettings, LeaseSettings, default_identity
+from kruntimes.cluster.settings import DETAILS, MIGRATE_MODES, ClusterSettings, LeaseSettings, default_identity
 from kruntimes.journal import backends
 from kruntimes.scheduler.config import ConfigError
 
@@ -122,6 +124,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     option(journal, "--journal-writer", "KRUNTIMES_JOURNAL_WRITER", "process",
            "where records are built and stored: process (its own process, off the scheduler's core) or thread",
            choices=("process", "thread"))
+    option(journal, "--journal-migrate", "KRUNTIMES_JOURNAL_MIGRATE", None,
+           "auto: migrate the schema on start (one writer); never: only wait for `kruntimes db upgrade` "
+           "(replicas in a cluster; default: auto for SQLite, never for PostgreSQL)", choices=MIGRATE_MODES)
+    option(journal, "--journal-schema-wait", "KRUNTIMES_JOURNAL_SCHEMA_WAIT", 300.0,
+           "with --journal-migrate never: seconds to wait for the schema's head revision before exit code 2",
+           type=float, metavar="SECONDS")
 
     election = p.add_argument_group("leader election")
     option(election, "--leader-elect", "KRUNTIMES_LEADER_ELECT", True,
@@ -174,10 +182,22 @@ def settings_from(args: argparse.Namespace) -> ClusterSettings:
                                journal_checkpoint_every=args.journal_checkpoint_every,
                                journal_checkpoint_size_ratio=args.journal_checkpoint_size_ratio,
                                journal_spool=args.journal_spool, journal_writer=args.journal_writer,
+                               journal_migrate=_migrate_mode(args), journal_schema_wait=args.journal_schema_wait,
                                leader_elect=args.leader_elect, lease=lease,
                                watch_timeout=args.watch_timeout, shutdown_timeout=args.shutdown_timeout)
     except ConfigError as exc:
         raise UsageError(str(exc)) from exc
+
+
+def _migrate_mode(args: argparse.Namespace) -> str:
+    if args.journal_migrate or not args.journal_url:
+        return str(args.journal_migrate or "auto")
+    from kruntimes.journal import migrate  # alembic is only needed with a journal
+
+    try:
+        return migrate.default_migrate_mode(args.journal_url)
+    except Exception:  # noqa: BLE001 - check_journal reports a bad URL; never migrate on a guess
+        return "never"
 
 
 def api_client(args: argparse.Namespace, pool_size: int) -> kubernetes.client.ApiClient:
@@ -230,13 +250,33 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def check_journal(url: str | None) -> None:
-    """Open (and migrate) the journal once, so a wrong URL fails now, not at the first term."""
+def check_journal(url: str | None, *, migrate: str = "auto", schema_wait: float = 300.0,
+                  waiting: Gauge | None = None) -> None:
+    """Open the journal once, so a wrong URL fails now, not at the first term.
+
+    With ``migrate="auto"`` this migrates it (one writer); with ``"never"`` it waits up
+    to ``schema_wait`` seconds for `kruntimes db upgrade` to bring the schema to the
+    head revision, and never migrates: replicas must not race a migration (SPEC §5).
+    ``waiting`` is 1 for as long as that wait lasts.
+    """
     if not url:
         return
+    from kruntimes.journal import migrate as migrations  # alembic is only needed here
+
     try:
-        backends.Journal.open(journal_args.checked_url(url, must_exist=False)).close()
+        parsed = journal_args.checked_url(url, must_exist=False)
+        if migrate == "never":
+            if waiting is not None:
+                waiting.set(1)
+            try:
+                migrations.wait_for_head(parsed, timeout=schema_wait)
+            finally:
+                if waiting is not None:
+                    waiting.set(0)
+        backends.Journal.open(parsed, create=migrate == "auto").close()
     except journal_args.UsageError as exc:
+        raise UsageError(str(exc)) from exc
+    except migrations.SchemaNotReady as exc:
         raise UsageError(str(exc)) from exc
     except Exception as exc:  # noqa: BLE001 - any driver error: one line, what to check
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -248,7 +288,6 @@ def run(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
     try:
         settings = settings_from(args)
-        check_journal(settings.journal_url)
         api = api_client(args, pool_size=settings.workers + 8)
     except UsageError as exc:
         print(f"kruntimes scheduler: {exc}", file=sys.stderr)
@@ -256,15 +295,31 @@ def run(args: argparse.Namespace) -> int:
     registry = CollectorRegistry()
     for collector in (ProcessCollector, PlatformCollector, GCCollector):
         collector(registry=registry)
-    scheduler = ClusterScheduler(api, settings, registry=registry)
-    gctuning.tune()
+    # The probes answer before the journal check: while a replica waits for `kruntimes db
+    # upgrade` (up to --journal-schema-wait) /healthz is 200 and /readyz 503, so the
+    # kubelet does not restart it for waiting, and the gauge says what it waits for.
+    started: list[ClusterScheduler] = []
     try:
-        probes = ProbeServer(registry, healthy=scheduler.healthy, ready=scheduler.ready,
+        probes = ProbeServer(registry, healthy=lambda: not started or started[0].healthy(),
+                             ready=lambda: bool(started) and started[0].ready(),
                              address=args.http_address, port=args.http_port).start()
     except OSError as exc:
         print(f"kruntimes scheduler: cannot listen on {args.http_address}:{args.http_port}: {exc}", file=sys.stderr)
         api.close()
         return 2
+    waiting = Gauge("kruntimes_journal_schema_waiting", "1 while this scheduler waits for `kruntimes db upgrade` "
+                    "to bring the journal schema to the revision it needs.", registry=registry)
+    try:
+        check_journal(settings.journal_url, migrate=settings.journal_migrate,
+                      schema_wait=settings.journal_schema_wait, waiting=waiting)
+    except UsageError as exc:
+        print(f"kruntimes scheduler: {exc}", file=sys.stderr)
+        probes.stop()
+        api.close()
+        return 2
+    scheduler = ClusterScheduler(api, settings, registry=registry)
+    started.append(scheduler)
+    gctuning.tune()
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, frame: stop.set())

@@ -171,4 +171,4 @@ class ClusterScheduler:
         return JournalSession(s.journal_url, self.cache.config, spool_path=s.journal_spool, detail=s.journal_detail,
                               checkpoint_every=s.journal_checkpoint_every,
                               checkpoint_size_ratio=s.journal_checkpoint_size_ratio, registry=self.registry,
-                              writer=s.journal_writer)
+                              writer=s.journal_writer, migrate=s.journal_migrate == "auto")

@@ -64,6 +64,9 @@ class LeaseSettings:
         return self.fence_margin / 2
 
 
+MIGRATE_MODES = ("auto", "never")  # see kruntimes.journal.migrate.default_migrate_mode
+
+
 @dataclass(frozen=True)
 class ClusterSettings:
     """What `kruntimes scheduler` runs with. `namespace=None` watches every namespace."""
@@ -78,6 +81,10 @@ class ClusterSettings:
     journal_checkpoint_size_ratio: int = DEFAULT_CHECKPOINT_SIZE_RATIO
     journal_spool: str | None = None
     journal_writer: str = "process"
+    # "auto" migrates on start (one writer: embedded SQLite); "never" only waits, up to
+    # journal_schema_wait seconds, for the `kruntimes db upgrade` Job (SPEC §5).
+    journal_migrate: str = "auto"
+    journal_schema_wait: float = 300.0
     leader_elect: bool = True
     lease: LeaseSettings = field(default_factory=LeaseSettings)
     watch_timeout: int = 300          # server-side timeoutSeconds of one watch request
@@ -91,6 +98,10 @@ class ClusterSettings:
             raise ConfigError(f"journal detail must be one of {', '.join(DETAILS)} (got {self.journal_detail!r})")
         if self.journal_writer not in ("process", "thread"):
             raise ConfigError(f"journal writer must be process or thread (got {self.journal_writer!r})")
+        if self.journal_migrate not in MIGRATE_MODES:
+            raise ConfigError(f"journal migrate must be {' or '.join(MIGRATE_MODES)} (got {self.journal_migrate!r})")
+        if self.journal_schema_wait < 0:
+            raise ConfigError("the journal schema wait must be >= 0 seconds")
         if self.journal_checkpoint_every < 1:
             raise ConfigError("the journal checkpoint interval must be >= 1 record")
         if self.journal_checkpoint_size_ratio < 0:

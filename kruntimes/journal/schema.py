@@ -6,7 +6,7 @@ canonical JSON text + SHA-256) and ``journal_incarnations`` (a projection of the
 placements, ...) and the query views belong to the history layer; they hang off
 ``Base.metadata`` so one Alembic history covers all of them.
 
-Every change here needs a migration in ``kruntimes/journal/migrations/versions``; a
+Every change here needs a migration in ``migrations/versions``; a
 test fails when the models and the migrated schema drift apart.
 """
 

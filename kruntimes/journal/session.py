@@ -41,11 +41,13 @@ class JournalSession:
                  top_candidates: int = 5, detail: str = "summary", checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
                  checkpoint_size_ratio: int = DEFAULT_CHECKPOINT_SIZE_RATIO,
                  registry: CollectorRegistry | None = None, writer: str = DEFAULT_WRITER,
-                 **writer_options: Any) -> None:
+                 migrate: bool = True, **writer_options: Any) -> None:
         if writer not in WRITERS:
             raise ValueError(f"journal writer must be one of {', '.join(WRITERS)}, not {writer!r}")
         self.url = url
-        self.journal = Journal.open(url)  # migrates, here, before any writer starts
+        # Migrates, here, before any writer starts; without ``migrate`` (replicas in a
+        # cluster, SPEC §5) an out-of-date schema is an error instead.
+        self.journal = Journal.open(url, create=migrate)
         spool = spool_path or default_spool(url)
         registry = registry if registry is not None else CollectorRegistry()
         self.writer: JournalWriter | ProcessJournalWriter

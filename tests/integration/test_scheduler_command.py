@@ -1,10 +1,12 @@
-"""`kruntimes scheduler` as a process: kubeconfig, JSON logs, probes and metrics, graceful SIGTERM."""
+"""`kruntimes scheduler` as a process: kubeconfig, JSON logs, probes and metrics, graceful SIGTERM,
+and waiting for `kruntimes db upgrade` instead of migrating (SPEC §5)."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -15,6 +17,7 @@ from typing import IO, Any, Iterator
 import pytest
 from kubernetes import client
 
+from kruntimes.journal import migrate
 from kruntimes.journal.backends import Journal
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.processes import kubeconfig  # noqa: F401 - the fixture
@@ -117,3 +120,46 @@ def test_a_setting_that_cannot_work_is_one_line_and_exit_code_2(run_scheduler: A
     assert process.finish() == 2
     assert len(process.lines) == 1
     assert process.lines[0].startswith("kruntimes scheduler: need 0 < retry period (2.0) < renew deadline (8.0)")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_replica_on_an_unmigrated_journal_waits_with_probes_up_then_starts_once_db_upgrade_ran(
+        run_scheduler: Any, kube_namespace: str, tmp_path: Path) -> None:
+    journal, port = f"sqlite:///{tmp_path / 'journal.db'}", _free_port()
+    process = run_scheduler("--namespace", kube_namespace, "--leader-elect-resource-namespace", kube_namespace,
+                            "--http-address", "127.0.0.1", "--http-port", str(port), "--journal-url", journal,
+                            "--journal-migrate", "never", "--journal-schema-wait", "60")
+    wait_for(lambda: any(e["message"].startswith("waiting for the journal schema") for e in process.logs()),
+             timeout=20, what="the 'waiting for the journal schema' log line")
+
+    def get(path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    assert get("/healthz")[0] == 200 and get("/readyz")[0] == 503
+    assert "kruntimes_journal_schema_waiting 1.0" in get("/metrics")[1]
+    assert migrate.current_revision(journal) is None  # the replica migrated nothing
+    migrate.upgrade(journal)  # what `kruntimes db upgrade` does
+    wait_for(lambda: get("/readyz")[0] == 200, timeout=30, what="/readyz 200 after the upgrade")
+    assert "kruntimes_journal_schema_waiting 0.0" in get("/metrics")[1]
+    process.popen.send_signal(signal.SIGTERM)
+    assert process.finish() == 0
+
+
+def test_a_replica_whose_schema_never_arrives_exits_2_with_one_line_naming_the_job(
+        run_scheduler: Any, tmp_path: Path) -> None:
+    process = run_scheduler("--http-address", "127.0.0.1", "--http-port", "0",
+                            "--journal-url", f"sqlite:///{tmp_path / 'journal.db'}",
+                            "--journal-migrate", "never", "--journal-schema-wait", "0.5")
+    assert process.finish() == 2
+    final = process.lines[-1]
+    assert final.startswith("kruntimes scheduler: journal schema is at revision 'empty' after 0.5 s"), final
+    assert "kruntimes-db-upgrade Job" in final

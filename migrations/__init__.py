@@ -1,0 +1,1 @@
+"""The journal's Alembic scripts, installed as ``kruntimes.migrations`` (see pyproject.toml)."""
