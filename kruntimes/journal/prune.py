@@ -25,6 +25,7 @@ above every one this deletes).
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import json
 import socket
@@ -83,26 +84,49 @@ def prune(journal: backends.Journal, before: datetime, *, dry_run: bool = False,
                 ).scalar()
             report = PruneReport(before=before, first_cycle_lsn=None if first is None else int(first.lsn),
                                  needed_lsn=needed, checkpoint_lsn=checkpoint, dry_run=dry_run)
-            if checkpoint is None:
-                return report
-            doomed = sa.and_(r.c.lsn > PRUNE_LSN, r.c.lsn < checkpoint, r.c.kind != "incarnation")
-            counts = conn.execute(
-                sa.select(r.c.kind, sa.func.count(), sa.func.min(r.c.lsn), sa.func.max(r.c.lsn))
-                .where(doomed).group_by(r.c.kind).order_by(r.c.kind)
-            ).all()
-            if not counts:
-                return report
-            if not dry_run:
-                conn.execute(sa.delete(r).where(doomed))
-                _record_evidence(conn, checkpoint, before, by, now, sum(int(row[1]) for row in counts))
-            return PruneReport(
-                before=before, first_cycle_lsn=report.first_cycle_lsn, needed_lsn=needed,
-                checkpoint_lsn=checkpoint, dry_run=dry_run,
-                deleted={kind: int(n) for kind, n, _low, _high in counts},
-                deleted_lsns=(min(int(row[2]) for row in counts), max(int(row[3]) for row in counts)),
-            )
+            return report if checkpoint is None else _cut(conn, report, by, now)
     except sa_exc.DBAPIError as exc:
         raise errors.JournalUnavailable(f"cannot prune the journal ({journal.backend}): {exc.orig}") from exc
+
+
+def prune_to(journal: backends.Journal, checkpoint_lsn: int, *, by: str | None = None,
+             now: datetime | None = None) -> PruneReport:
+    """Delete the prefix below the checkpoint at ``checkpoint_lsn``, whatever cycles read before it.
+
+    The cut itself, for a caller that has chosen its checkpoint (SPEC §5: "a prefix up
+    to a checkpoint"); the recorded cut-off is the checkpoint's own time.
+    """
+    r = schema.journal_records
+    try:
+        with journal.engine.begin() as conn:
+            found = conn.execute(sa.select(r.c.kind, r.c.recorded_at).where(r.c.lsn == checkpoint_lsn)).first()
+            if found is None or found.kind != "checkpoint":
+                raise ValueError(f"LSN {checkpoint_lsn} is not a checkpoint in the journal; a prune cuts at one")
+            report = PruneReport(before=found.recorded_at, first_cycle_lsn=None, needed_lsn=None,
+                                 checkpoint_lsn=checkpoint_lsn)
+            return _cut(conn, report, by, now)
+    except sa_exc.DBAPIError as exc:
+        raise errors.JournalUnavailable(f"cannot prune the journal ({journal.backend}): {exc.orig}") from exc
+
+
+def _cut(conn: sa.Connection, report: PruneReport, by: str | None, now: datetime | None) -> PruneReport:
+    """Delete every record below the report's checkpoint but incarnations, and record the prune (unless dry)."""
+    r = schema.journal_records
+    checkpoint = report.checkpoint_lsn
+    assert checkpoint is not None
+    doomed = sa.and_(r.c.lsn > PRUNE_LSN, r.c.lsn < checkpoint, r.c.kind != "incarnation")
+    counts = conn.execute(
+        sa.select(r.c.kind, sa.func.count(), sa.func.min(r.c.lsn), sa.func.max(r.c.lsn))
+        .where(doomed).group_by(r.c.kind).order_by(r.c.kind)
+    ).all()
+    if not counts:
+        return report
+    if not report.dry_run:
+        conn.execute(sa.delete(r).where(doomed))
+        _record_evidence(conn, checkpoint, report.before, by, now, sum(int(row[1]) for row in counts))
+    return dataclasses.replace(
+        report, deleted={kind: int(n) for kind, n, _low, _high in counts},
+        deleted_lsns=(min(int(row[2]) for row in counts), max(int(row[3]) for row in counts)))
 
 
 def _record_evidence(conn: sa.Connection, checkpoint: int, before: datetime, by: str | None,

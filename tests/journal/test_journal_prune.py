@@ -171,3 +171,18 @@ def test_a_second_prune_replaces_the_evidence_and_carries_the_first_along(journa
     evidence = _evidence(kept)
     assert (evidence["checkpoint_lsn"], evidence["by"], evidence["deleted"]) == (15, "b@x", 10)
     assert [(e["checkpoint_lsn"], e["by"]) for e in evidence["earlier"]] == [(5, "a@x")]
+
+
+def test_a_prune_to_an_lsn_that_is_not_a_checkpoint_is_refused_and_deletes_nothing(journal_url: str) -> None:
+    rows = [record(1, "incarnation", {"version": "0.1.0", "config_hash": "c" * 64})]
+    rows += [record(n, "checkpoint" if n == 4 else "mutation", {"n": n}) for n in range(2, 7)]
+    journal = backends.Journal.open(journal_url)
+    try:
+        journal.append_batch(rows)
+        with pytest.raises(ValueError, match="LSN 5 is not a checkpoint"):
+            prune.prune_to(journal, 5)
+        assert len(_all(journal)) == 6
+        assert prune.prune_to(journal, 4).deleted == {"mutation": 2}
+        assert [r.lsn for r in _all(journal)] == [prune.PRUNE_LSN, 1, 4, 5, 6]
+    finally:
+        journal.close()
