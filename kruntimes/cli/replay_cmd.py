@@ -175,7 +175,8 @@ def _pruned_note(report: verify.VerifyReport) -> str | None:
     p = report.pruned
     if p is None:
         return None
-    skipped = f"; {report.skipped} cycles that read a pruned state skipped" if report.skipped else ""
+    n = report.skipped
+    skipped = f"; {n} cycle{'s' if n != 1 else ''} that read a pruned state skipped" if n else ""
     return (f"records before LSN {p.checkpoint_lsn} were pruned (on {p.pruned_at} by {p.by}, cut-off {p.before}); "
             f"verifying from the checkpoint at {p.checkpoint_lsn}{skipped}")
 

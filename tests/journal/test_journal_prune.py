@@ -126,6 +126,7 @@ def test_prune_from_the_command_line_prints_what_it_deleted_and_kept(journal_url
     assert cli.main(["journal", "prune", "--before", before, "--journal", journal_url]) == 0
     out = capsys.readouterr().out
     assert out.startswith("deleted ") and out.split()[1] == dry.split()[2]
+    assert "recorded at LSN 0" in out and "recorded at LSN 0" not in dry
     assert cli.main(["journal", "prune", "--before", before, "--journal", journal_url]) == 0
     assert capsys.readouterr().out.startswith("nothing to prune")
 
