@@ -12,6 +12,10 @@ for it, so `check` requires:
 
 Anything else is damage, named by LSN: a prefix deleted by hand, a prune record edited,
 removed or pointed at another checkpoint, pruned records put back.
+
+The last check counts every record (measured: ~150 ms for 200,000 records on SQLite);
+`whole=False` leaves it out, for a replay of named cycles, whose walks check every
+record they read anyway and must stay fast on a long journal.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ class Pruned:
     earlier: int  # prunes before this one, carried in the record
 
 
-def check(journal: backends.Journal) -> Pruned | None:
+def check(journal: backends.Journal, *, whole: bool = True) -> Pruned | None:
     """Prove every record present from the journal's start or its recorded prune; None if never pruned."""
     evidence = source.record_at(journal, prune.PRUNE_LSN)
     pruned = None if evidence is None else _read(evidence)
@@ -44,6 +48,8 @@ def check(journal: backends.Journal) -> Pruned | None:
     if pruned is not None:
         _check_below(journal, pruned, evidence)
         start = pruned.checkpoint_lsn
+    if not whole:
+        return pruned
     count, high = source.lsn_count(journal, start)
     if high is not None and count != high - start + 1:
         raise _first_gap(journal, start, high)

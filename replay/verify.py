@@ -9,7 +9,8 @@ damaged journal raises (`errors.JournalDamage`), it never counts as divergent.
 A pruned journal verifies from the checkpoint its prune record names (SPEC §5
 Retention): `coverage` first proves the journal complete from there (or from LSN 1
 if it was never pruned), and cycles that read a state before that checkpoint are
-skipped and counted, never replayed from records that are gone.
+skipped and counted, never replayed from records that are gone. Cycles named by
+LSN skip the count of the whole journal (their walks check what they read).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def verify(journal: backends.Journal, selection: source.Selection = source.Selec
            progress: Progress | None = None) -> VerifyReport:
     """Replay every cycle `selection` names; report identical and divergent decisions."""
     started = time.perf_counter()
-    pruned = coverage.check(journal)
+    pruned = coverage.check(journal, whole=selection.lsns is None)
     cycles = engine.select(journal, selection)
     skipped = 0
     if pruned is not None:

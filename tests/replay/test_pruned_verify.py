@@ -153,3 +153,13 @@ def test_tampering_with_the_prune_evidence_fails_verify_naming_the_lsn(pruned: P
         _verify(pruned.url)
     expected = lsn(kept)
     assert expected == -1 or caught.value.lsn == expected, str(caught.value)
+
+
+def test_verify_of_named_cycles_skips_those_that_read_a_pruned_state_and_replays_the_rest(pruned: Pruned) -> None:
+    start = pruned.report.checkpoint_lsn
+    assert start is not None
+    remaining = [c for c in pruned.cycles if c[0] > start]
+    before_cut = next(c[0] for c in remaining if c[1] < start)
+    after_cut = remaining[-1][0]
+    report = _verify(pruned.url, source.Selection(lsns=(before_cut, after_cut)))
+    assert report.ok and (report.replayed, report.skipped) == (1, 1)
