@@ -43,9 +43,10 @@ class Pruned:
 def check(journal: backends.Journal, *, whole: bool = True) -> Pruned | None:
     """Prove every record present from the journal's start or its recorded prune; None if never pruned."""
     evidence = source.record_at(journal, prune.PRUNE_LSN)
-    pruned = None if evidence is None else _read(evidence)
+    pruned = None
     start = 1
-    if pruned is not None:
+    if evidence is not None:
+        pruned = _read(evidence)
         _check_below(journal, pruned, evidence)
         start = pruned.checkpoint_lsn
     if not whole:
