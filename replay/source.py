@@ -210,3 +210,29 @@ def cycles(journal: backends.Journal, selection: Selection) -> Iterator[Record]:
             yield record
 
 
+
+
+def lsn_count(journal: backends.Journal, low: int) -> tuple[int, int | None]:
+    """How many records have LSN >= `low`, and the highest LSN (None for none)."""
+    try:
+        with journal.engine.connect() as conn:
+            count, high = conn.execute(sa.select(sa.func.count(), sa.func.max(_T.c.lsn)).where(_T.c.lsn >= low)).one()
+    except sa_exc.DBAPIError as exc:
+        raise _unavailable(journal, exc) from exc
+    return int(count), None if high is None else int(high)
+
+
+def lsns(journal: backends.Journal, low: int, high: int) -> Iterator[tuple[int, str]]:
+    """(LSN, kind) of the records with `low` <= LSN <= `high`, in LSN order, payloads unread."""
+    stmt = sa.select(_T.c.lsn, _T.c.kind).where(_T.c.lsn >= low, _T.c.lsn <= high).order_by(_T.c.lsn)
+    try:
+        with journal.engine.connect() as conn:
+            for lsn, kind in conn.execution_options(yield_per=10000).execute(stmt):
+                yield int(lsn), str(kind)
+    except sa_exc.DBAPIError as exc:
+        raise _unavailable(journal, exc) from exc
+
+
+def gap(first: int, last: int) -> errors.RecordGap:
+    """The error for LSNs `first`..`last` missing."""
+    return errors.RecordGap(first, last, _gap(first, last))

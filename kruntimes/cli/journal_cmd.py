@@ -57,4 +57,5 @@ def describe(r: prune.PruneReport) -> str:
     assert r.deleted_lsns is not None
     kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(r.deleted.items()))
     low, high = r.deleted_lsns
-    return f"{verb} {r.total} records older than {cutoff} (LSN {low}..{high}): {kinds}\n{kept}"
+    recorded = "" if r.dry_run else "; recorded at LSN 0 (`replay verify` now starts at this checkpoint)"
+    return f"{verb} {r.total} records older than {cutoff} (LSN {low}..{high}): {kinds}\n{kept}{recorded}"

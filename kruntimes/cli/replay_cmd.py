@@ -10,6 +10,7 @@ named by LSN, because replaying past it would be silently wrong.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import sys
 import time
@@ -164,10 +165,26 @@ def _verify_json(report: verify.VerifyReport) -> dict[str, Any]:
             "identical": report.identical, "diverged": [r.as_json() for r in report.diverged],
             "incarnations": report.stats.incarnations, "records_applied": report.stats.records,
             "checkpoints_compared": report.stats.checkpoints_compared, "warnings": report.stats.warnings,
-            "seconds": round(report.seconds, 3)}
+            "seconds": round(report.seconds, 3),
+            "pruned": None if report.pruned is None else {**dataclasses.asdict(report.pruned),
+                                                          "skipped_cycles": report.skipped}}
+
+
+def _pruned_note(report: verify.VerifyReport) -> str | None:
+    """Where a pruned journal's verification starts, and why, in one line (None if never pruned)."""
+    p = report.pruned
+    if p is None:
+        return None
+    n = report.skipped
+    skipped = f"; {n} cycle{'s' if n != 1 else ''} that read a pruned state skipped" if n else ""
+    return (f"records before LSN {p.checkpoint_lsn} were pruned (on {p.pruned_at} by {p.by}, cut-off {p.before}); "
+            f"verifying from the checkpoint at {p.checkpoint_lsn}{skipped}")
 
 
 def _print_verify(console: Console, report: verify.VerifyReport, show: int) -> None:
+    note = _pruned_note(report)
+    if note is not None:
+        console.print(note, markup=False, highlight=False, soft_wrap=True)
     for warning in report.stats.warnings:
         console.print(f"[yellow]warning[/yellow]: {warning}")
     for result in report.diverged[:show]:

@@ -1,7 +1,8 @@
-"""`kruntimes journal prune`: old records go, every cycle after the cut-off stays replayable.
+"""`kruntimes journal prune`: a prefix up to a checkpoint goes, every cycle after the cut-off stays replayable.
 
 Replayable means: the newest checkpoint at or before each later cycle's snapshot LSN is
-still there, and so is every record from it on, gap-free. Both backends.
+still there, and so is every record from it on, gap-free. Below that checkpoint only
+incarnation records and the prune record (LSN 0) remain. Both backends.
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ def _all(journal: backends.Journal) -> list[records.JournalRecord]:
     return list(journal.read())
 
 
+def _evidence(kept: list[records.JournalRecord]) -> dict[str, Any]:
+    assert kept[0].lsn == prune.PRUNE_LSN and kept[0].kind == "prune"
+    return dict(kept[0].payload)
+
+
 @pytest.mark.parametrize("before", CUTOFFS.values(), ids=list(CUTOFFS))
 def test_prune_keeps_what_every_later_cycle_needs_and_a_gap_free_tail(journal_url: str, generated: Generated,
                                                                       before: datetime) -> None:
@@ -46,13 +52,18 @@ def test_prune_keeps_what_every_later_cycle_needs_and_a_gap_free_tail(journal_ur
     later = [r for r in original if r.kind == "cycle" and r.recorded_at >= before]
     checkpoints = [r.lsn for r in original if r.kind == "checkpoint"]
     needed = min((r.payload["snapshot_lsn"] for r in later), default=original[-1].lsn)
-    assert report.checkpoint_lsn == max(c for c in checkpoints if c <= needed)
+    at = {r.lsn: r.recorded_at for r in original}
+    assert report.checkpoint_lsn == max(c for c in checkpoints if c <= needed and at[c] < before)
     lsns = [r.lsn for r in kept]
     tail = [lsn for lsn in lsns if lsn >= report.checkpoint_lsn]
     assert tail == list(range(report.checkpoint_lsn, original[-1].lsn + 1))  # present and gap-free
-    assert all(r.kind == "incarnation" or r.recorded_at >= before for r in kept if r.lsn < report.checkpoint_lsn)
+    below = [r for r in kept[1:] if r.lsn < report.checkpoint_lsn]
+    assert below and all(r.kind == "incarnation" for r in below)  # a clean prefix cut
     assert all(r.payload["snapshot_lsn"] >= report.checkpoint_lsn for r in later)
-    assert original[0].kind == "incarnation" and lsns[0] == original[0].lsn
+    assert original[0].kind == "incarnation" and lsns[1] == original[0].lsn
+    evidence = _evidence(kept)
+    assert evidence["checkpoint_lsn"] == report.checkpoint_lsn
+    assert evidence["incarnation_lsns"] == [r.lsn for r in below] and evidence["deleted"] == report.total
     gone = {r.lsn for r in original} - set(lsns)
     assert report.total == len(gone) > 0
     assert report.deleted_lsns == (min(gone), max(gone))
@@ -100,7 +111,7 @@ def test_the_cycle_with_the_oldest_snapshot_decides_not_the_first_cycle_recorded
         journal.append_batch(early + late)
         report = prune.prune(journal, cut)
         assert (report.first_cycle_lsn, report.needed_lsn, report.checkpoint_lsn) == (13, 4, 3)
-        assert [r.lsn for r in _all(journal)] == [1, *range(3, 14)]
+        assert [r.lsn for r in _all(journal)] == [prune.PRUNE_LSN, 1, *range(3, 14)]
     finally:
         journal.close()
 
@@ -115,5 +126,64 @@ def test_prune_from_the_command_line_prints_what_it_deleted_and_kept(journal_url
     assert cli.main(["journal", "prune", "--before", before, "--journal", journal_url]) == 0
     out = capsys.readouterr().out
     assert out.startswith("deleted ") and out.split()[1] == dry.split()[2]
+    assert "recorded at LSN 0" in out and "recorded at LSN 0" not in dry
     assert cli.main(["journal", "prune", "--before", before, "--journal", journal_url]) == 0
     assert capsys.readouterr().out.startswith("nothing to prune")
+
+
+def test_prune_cuts_at_a_checkpoint_recorded_before_the_cut_off_and_leaves_no_record_below_it(
+        journal_url: str) -> None:
+    # No cycle after the cut-off: the newest checkpoint (10) was recorded after it, so
+    # the cut is the checkpoint at 6, and nothing but the incarnation survives below it.
+    cut = T0 + timedelta(seconds=10)
+    rows = [record(1, "incarnation", {"version": "0.1.0", "config_hash": "c" * 64}, recorded_at=T0)]
+    rows += [record(n, "checkpoint" if n == 6 else "mutation", {"n": n}, recorded_at=T0) for n in range(2, 7)]
+    rows += [record(n, "checkpoint" if n == 10 else "mutation", {"n": n}, recorded_at=cut + timedelta(seconds=1))
+             for n in range(7, 12)]
+    journal = backends.Journal.open(journal_url)
+    try:
+        journal.append_batch(rows)
+        report = prune.prune(journal, cut, by="ops@test", now=cut + timedelta(hours=1))
+        kept = _all(journal)
+    finally:
+        journal.close()
+    assert report.checkpoint_lsn == 6 and report.deleted == {"mutation": 4}
+    assert [r.lsn for r in kept] == [prune.PRUNE_LSN, 1, *range(6, 12)]
+    assert _evidence(kept) == {
+        "checkpoint_lsn": 6, "checkpoint_sha256": records.content_hash(records.canonical_json({"n": 6})),
+        "incarnation_lsns": [1], "before": cut.isoformat(), "pruned_at": (cut + timedelta(hours=1)).isoformat(),
+        "by": "ops@test", "deleted": 4, "earlier": []}
+
+
+def test_a_second_prune_replaces_the_evidence_and_carries_the_first_along(journal_url: str) -> None:
+    rows = [record(1, "incarnation", {"version": "0.1.0", "config_hash": "c" * 64}, recorded_at=T0)]
+    rows += [record(n, "checkpoint" if n % 5 == 0 else "mutation", {"n": n}, recorded_at=T0 + timedelta(seconds=n))
+             for n in range(2, 21)]
+    journal = backends.Journal.open(journal_url)
+    try:
+        journal.append_batch(rows)
+        first = prune.prune(journal, T0 + timedelta(seconds=6), by="a@x")
+        second = prune.prune(journal, T0 + timedelta(seconds=16), by="b@x")
+        kept = _all(journal)
+    finally:
+        journal.close()
+    assert (first.checkpoint_lsn, second.checkpoint_lsn) == (5, 15)
+    assert [r.lsn for r in kept] == [prune.PRUNE_LSN, 1, *range(15, 21)]
+    evidence = _evidence(kept)
+    assert (evidence["checkpoint_lsn"], evidence["by"], evidence["deleted"]) == (15, "b@x", 10)
+    assert [(e["checkpoint_lsn"], e["by"]) for e in evidence["earlier"]] == [(5, "a@x")]
+
+
+def test_a_prune_to_an_lsn_that_is_not_a_checkpoint_is_refused_and_deletes_nothing(journal_url: str) -> None:
+    rows = [record(1, "incarnation", {"version": "0.1.0", "config_hash": "c" * 64})]
+    rows += [record(n, "checkpoint" if n == 4 else "mutation", {"n": n}) for n in range(2, 7)]
+    journal = backends.Journal.open(journal_url)
+    try:
+        journal.append_batch(rows)
+        with pytest.raises(ValueError, match="LSN 5 is not a checkpoint"):
+            prune.prune_to(journal, 5)
+        assert len(_all(journal)) == 6
+        assert prune.prune_to(journal, 4).deleted == {"mutation": 2}
+        assert [r.lsn for r in _all(journal)] == [prune.PRUNE_LSN, 1, 4, 5, 6]
+    finally:
+        journal.close()

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import sqlalchemy as sa
 
-from kruntimes.journal import schema
+from kruntimes.journal import prune, schema
 from kruntimes.journal.backends import Journal
 from kruntimes.journal.session import JournalSession
 from kruntimes.memory.api import MemoryApi
@@ -301,6 +301,15 @@ def rewrite(url: str, lsn: int, change: Callable[[dict[str, Any]], None], *, reh
     if rehash:
         values["payload_sha256"] = hashlib.sha256(text.encode()).hexdigest()
     _rows(url, sa.update(T).where(T.c.lsn == lsn).values(**values))
+
+
+def prune_to(url: str, checkpoint: int) -> None:
+    """What `journal prune` leaves when it cuts at `checkpoint`: incarnations, the prune record, the checkpoint on."""
+    journal = Journal.open(url)
+    try:
+        prune.prune_to(journal, checkpoint)
+    finally:
+        journal.close()
 
 
 def set_schema_version(url: str, lsn: int, version: int) -> None:

@@ -135,7 +135,7 @@ def test_a_checkpoint_right_after_a_runs_deletion_holds_the_state_after_the_whol
 
 def test_with_the_deletion_record_pruned_replay_from_that_checkpoint_is_still_identical(tmp_path: Path) -> None:
     url, checkpoint, cycle = _mid_deletion_journal(tmp_path)
-    journals.delete_lsns(url, checkpoint - 1, checkpoint - 1)
+    journals.prune_to(url, checkpoint)  # the deletion record is the one right before the checkpoint
     journal = Journal.open(url)
     try:
         report = verify.verify(journal, source.Selection(lsns=(cycle,)))
@@ -153,11 +153,10 @@ def test_no_checkpoint_is_ever_followed_by_the_drop_of_a_change_recorded_before_
     assert len(checkpoints) > 10
     drops = set(journals.lsns_of(url, "drop"))
     assert drops and not any(c + 1 in drops for c in checkpoints)
-    first = journals.lsns_of(url, "incarnation")[0]
     cycles = journals.lsns_of(url, "cycle")
     middle = checkpoints[len(checkpoints) // 2]
     later = [c for c in cycles if journals.payload_of(url, c)["snapshot_lsn"] >= middle]
-    journals.delete_lsns(url, first + 1, middle - 1)  # as `journal prune` leaves it
+    journals.prune_to(url, middle)
     journal = Journal.open(url)
     try:
         report = verify.verify(journal, source.Selection(lsns=tuple(later)))

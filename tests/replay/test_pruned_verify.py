@@ -1,0 +1,165 @@
+"""`replay verify` on a pruned journal (SPEC §5 Retention): it starts at the checkpoint the prune kept and passes.
+
+A missing prefix is accepted only where the prune record accounts for it: deleting a
+prefix by hand, or editing, removing or re-pointing the prune record, fails verify,
+named by LSN. Both backends, on a journal the real scheduler wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from kruntimes.cli import replay_cmd
+from kruntimes.journal import prune
+from kruntimes.journal.backends import Journal
+from replay import errors, source, verify
+from tests.replay import journals
+
+
+@dataclass(frozen=True)
+class Pruned:
+    url: str
+    before: datetime
+    report: prune.PruneReport
+    cycles: list[tuple[int, int, datetime]]  # (LSN, snapshot LSN, recorded at) of every cycle written
+
+
+def _cycles(url: str) -> list[tuple[int, int, datetime]]:
+    journal = Journal.open(url)
+    try:
+        return [(r.lsn, r.payload["snapshot_lsn"], r.recorded_at) for r in journal.read(kinds=("cycle",))]
+    finally:
+        journal.close()
+
+
+@pytest.fixture
+def written(journal_url: str, tmp_path: Path) -> journals.Written:
+    return journals.scripted(journal_url, tmp_path, checkpoint_every=10)
+
+
+@pytest.fixture
+def pruned(written: journals.Written) -> Pruned:
+    cycles = _cycles(written.url)
+    before = cycles[len(cycles) // 2][2]  # half the cycles were decided before the cut-off
+    journal = Journal.open(written.url)
+    try:
+        report = prune.prune(journal, before)
+    finally:
+        journal.close()
+    assert report.checkpoint_lsn is not None and report.total > 0
+    return Pruned(written.url, before, report, cycles)
+
+
+def _verify(url: str, selection: source.Selection = source.Selection()) -> verify.VerifyReport:
+    journal = Journal.open(url)
+    try:
+        return verify.verify(journal, selection)
+    finally:
+        journal.close()
+
+
+def _run(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="kruntimes")
+    replay_cmd.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["replay", *argv])
+    return int(args.run(args))
+
+
+def test_verify_with_no_range_passes_on_a_pruned_journal_from_the_checkpoint_the_prune_kept(pruned: Pruned) -> None:
+    start = pruned.report.checkpoint_lsn
+    assert start is not None
+    report = _verify(pruned.url)
+    remaining = [c for c in pruned.cycles if c[0] > start]
+    replayable = [c for c in remaining if c[1] >= start]
+    assert report.ok and report.replayed == report.identical == len(replayable) > 0
+    assert report.pruned is not None and report.pruned.checkpoint_lsn == start
+    assert report.skipped == len(remaining) - len(replayable)
+    assert min(report.stats.started_from) >= start
+
+
+def test_verify_says_what_was_pruned_and_from_which_checkpoint_it_verifies(
+        pruned: Pruned, capsys: pytest.CaptureFixture[str]) -> None:
+    start = pruned.report.checkpoint_lsn
+    assert _run("verify", "--journal", pruned.url) == 0
+    out = capsys.readouterr().out
+    assert f"records before LSN {start} were pruned" in out and f"verifying from the checkpoint at {start}" in out
+    assert "OK" in out
+
+
+def test_verify_from_a_time_still_replays_the_cycles_decided_since_then(pruned: Pruned) -> None:
+    report = _verify(pruned.url, source.Selection(since=pruned.before))
+    assert report.ok and report.skipped == 0
+    assert report.replayed == len([c for c in pruned.cycles if c[2] >= pruned.before]) > 0
+
+
+def test_a_prefix_deleted_by_hand_fails_verify_naming_the_missing_lsns(
+        written: journals.Written, capsys: pytest.CaptureFixture[str]) -> None:
+    checkpoint = journals.lsns_of(written.url, "checkpoint")[3]
+    journals.delete_lsns(written.url, 2, checkpoint - 1)  # the incarnation record at 1 stays, as after a prune
+    with pytest.raises(errors.RecordGap) as caught:
+        _verify(written.url)
+    assert (caught.value.lsn, caught.value.last) == (2, checkpoint - 1)
+    assert _run("verify", "--journal", written.url) == replay_cmd.EXIT_DAMAGED
+    assert f"LSNs 2..{checkpoint - 1}" in capsys.readouterr().err
+
+
+def _point_at(which: Callable[[list[int], int], int]) -> Callable[[str, int], None]:
+    def tamper(url: str, kept: int) -> None:
+        target = which(journals.lsns_of(url, "checkpoint"), kept)
+        journals.rewrite(url, prune.PRUNE_LSN, lambda p: p.update(checkpoint_lsn=target))
+    return tamper
+
+
+def _edit_unhashed(url: str, kept: int) -> None:
+    journals.rewrite(url, prune.PRUNE_LSN, lambda p: p.update(by="someone else"), rehash=False)
+
+
+def _forget_incarnations(url: str, kept: int) -> None:
+    journals.rewrite(url, prune.PRUNE_LSN, lambda p: p.update(incarnation_lsns=[]))
+
+
+TAMPERING: dict[str, tuple[Callable[[str, int], None], type[errors.JournalDamage], Callable[[int], int]]] = {
+    "the prune record deleted": (lambda url, kept: journals.delete_lsns(url, 0, 0), errors.RecordGap, lambda k: 2),
+    "the prune record edited without its hash": (_edit_unhashed, errors.CorruptRecord, lambda k: 0),
+    "the prune record pointed at a later checkpoint": (
+        _point_at(lambda cps, kept: next(c for c in cps if c > kept)), errors.InconsistentHistory, lambda k: -1),
+    "the prune record pointed at a pruned LSN": (
+        _point_at(lambda cps, kept: kept - 11), errors.RecordGap, lambda k: k - 11),
+    "the kept incarnation record deleted": (
+        lambda url, kept: journals.delete_lsns(url, 1, 1), errors.RecordGap, lambda k: 1),
+    "the prune record without the incarnation it kept": (_forget_incarnations, errors.InconsistentHistory, lambda k: 1),
+    "the kept checkpoint deleted": (lambda url, kept: journals.delete_lsns(url, kept, kept), errors.RecordGap, lambda k: k),
+    "records after the kept checkpoint deleted": (
+        lambda url, kept: journals.delete_lsns(url, kept + 1, kept + 3), errors.RecordGap, lambda k: k + 1),
+    "the kept checkpoint edited and rehashed": (
+        lambda url, kept: journals.rewrite(url, kept, lambda p: p.update(pods=[])), errors.InconsistentHistory,
+        lambda k: k),
+}
+
+
+@pytest.mark.parametrize("case", TAMPERING.values(), ids=list(TAMPERING))
+def test_tampering_with_the_prune_evidence_fails_verify_naming_the_lsn(pruned: Pruned, case: Any) -> None:
+    tamper, error, lsn = case
+    kept = pruned.report.checkpoint_lsn
+    assert kept is not None
+    tamper(pruned.url, kept)
+    with pytest.raises(error) as caught:
+        _verify(pruned.url)
+    expected = lsn(kept)
+    assert expected == -1 or caught.value.lsn == expected, str(caught.value)
+
+
+def test_verify_of_named_cycles_skips_those_that_read_a_pruned_state_and_replays_the_rest(pruned: Pruned) -> None:
+    start = pruned.report.checkpoint_lsn
+    assert start is not None
+    remaining = [c for c in pruned.cycles if c[0] > start]
+    before_cut = next(c[0] for c in remaining if c[1] < start)
+    after_cut = remaining[-1][0]
+    report = _verify(pruned.url, source.Selection(lsns=(before_cut, after_cut)))
+    assert report.ok and (report.replayed, report.skipped) == (1, 1)
