@@ -19,7 +19,8 @@ import threading
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
 from kruntimes import __version__
-from kruntimes.cli.scheduler_cmd import UsageError, _boolean, _env, _lease_namespace, _positive, api_client
+from kruntimes.cli.scheduler_cmd import (UsageError, _boolean, _env, _lease_namespace, _positive, add_kube_options,
+                                         api_client)
 from kruntimes.cluster import logs
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.settings import LeaseSettings, default_identity
@@ -35,9 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Keep every Runtime's pods (replicas, capacity annotation, runtimed), fail Runs "
                                    "whose pod is gone and write Runtime.status, with leader election.")
     p.set_defaults(run=run)
-    p.add_argument("--kubeconfig", default=_env("KUBECONFIG"), metavar="PATH",
-                   help="kubeconfig (env KUBECONFIG); default: in-cluster configuration in a pod")
-    p.add_argument("--context", default=_env("KRUNTIMES_KUBE_CONTEXT"), help="kubeconfig context")
+    add_kube_options(p)
     p.add_argument("--namespace", default=_env("KRUNTIMES_NAMESPACE"),
                    help="manage Runtimes in this namespace only (env KRUNTIMES_NAMESPACE; default: all)")
     p.add_argument("--runtimed-image", default=_env("KRUNTIMES_RUNTIMED_IMAGE", f"ghcr.io/kruntimes/kruntimes:"

@@ -16,7 +16,7 @@ import kubernetes.client
 from kubernetes.client import ApiException
 
 from kruntimes.api import models
-from kruntimes.cli.scheduler_cmd import UsageError, _env, api_client
+from kruntimes.cli.scheduler_cmd import UsageError, add_kube_options, api_client
 from kruntimes.cluster import errors
 from kruntimes.cluster.sources import RUNS
 from kruntimes.runtimed.lifecycle import RELEASE_ANNOTATION
@@ -27,8 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description=f"Annotate a function Run with {RELEASE_ANNOTATION}: \"true\"; the runtimed "
                                    "of its pod then stops it, marks it released and frees its capacity.")
     p.add_argument("run_ref", metavar="NAMESPACE/NAME", help="the function Run to release")
-    p.add_argument("--kubeconfig", default=_env("KUBECONFIG"), metavar="PATH", help="kubeconfig (env KUBECONFIG)")
-    p.add_argument("--context", default=_env("KRUNTIMES_KUBE_CONTEXT"), help="kubeconfig context")
+    add_kube_options(p)
     p.set_defaults(run=run)
 
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 from pathlib import Path
 
-from kruntimes.cli.scheduler_cmd import UsageError, api_client
+from kruntimes.cli.scheduler_cmd import UsageError, _env, add_kube_options, api_client
 from kruntimes.cluster import logs
 from kruntimes.cluster.errors import ApiError
 from kruntimes.runtimed.agent import DEFAULT_HEARTBEAT_PERIOD, Agent, Settings
@@ -27,18 +26,12 @@ from kruntimes.runtimed.executor import become_subreaper
 log = logging.getLogger("kruntimes.cli.runtimed")
 
 
-def _env(name: str, default: str | None = None) -> str | None:
-    return os.environ.get(name) or default
-
-
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("runtimed", help="run the agent of one Runtime Pod: admit, execute and end its Runs",
                        description="Admit the Runs assigned to this Runtime Pod against its capacity, execute "
                                    "them and write their end; renew the pod's heartbeat.")
     p.set_defaults(run=run)
-    p.add_argument("--kubeconfig", default=_env("KUBECONFIG"), metavar="PATH",
-                   help="kubeconfig (env KUBECONFIG); default: in-cluster configuration in a pod")
-    p.add_argument("--context", default=_env("KRUNTIMES_KUBE_CONTEXT"), help="kubeconfig context")
+    add_kube_options(p)
     p.add_argument("--pod-name", default=_env("KRUNTIMES_POD_NAME"), help="this pod (env KRUNTIMES_POD_NAME)")
     p.add_argument("--pod-namespace", default=_env("KRUNTIMES_POD_NAMESPACE"),
                    help="its namespace (env KRUNTIMES_POD_NAMESPACE)")

@@ -93,11 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         group.add_argument(flag, default=_env(env, default), help=f"{help_text} (env {env}{shown})", **kwargs)
 
     api = p.add_argument_group("API server and scheduling")
-    api.add_argument("--kubeconfig", default=_env("KUBECONFIG"), metavar="PATH",
-                     help="kubeconfig to use (env KUBECONFIG); default: in-cluster configuration when running "
-                          "in a pod, else ~/.kube/config")
-    api.add_argument("--context", default=_env("KRUNTIMES_KUBE_CONTEXT"),
-                     help="kubeconfig context (env KRUNTIMES_KUBE_CONTEXT; default: the current one)")
+    add_kube_options(api)
     api.add_argument("--namespace", default=_env("KRUNTIMES_NAMESPACE"),
                      help="watch and schedule in this namespace only (env KRUNTIMES_NAMESPACE; default: all)")
 
@@ -198,6 +194,15 @@ def _migrate_mode(args: argparse.Namespace) -> str:
         return migrate.default_migrate_mode(args.journal_url)
     except Exception:  # noqa: BLE001 - check_journal reports a bad URL; never migrate on a guess
         return "never"
+
+
+def add_kube_options(group: Any) -> None:
+    """`--kubeconfig` and `--context`, read by `api_client`: the same for every command that talks to the API."""
+    group.add_argument("--kubeconfig", default=_env("KUBECONFIG"), metavar="PATH",
+                       help="kubeconfig to use (env KUBECONFIG); default: in-cluster configuration when running "
+                            "in a pod, else ~/.kube/config")
+    group.add_argument("--context", default=_env("KRUNTIMES_KUBE_CONTEXT"),
+                       help="kubeconfig context (env KRUNTIMES_KUBE_CONTEXT; default: the current one)")
 
 
 def api_client(args: argparse.Namespace, pool_size: int) -> kubernetes.client.ApiClient:

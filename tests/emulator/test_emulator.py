@@ -31,16 +31,6 @@ def expect_api_error(status: int, call: Any, *args: Any, **kwargs: Any) -> dict[
     return json.loads(caught.value.body) if caught.value.body else {}
 
 
-@pytest.fixture
-def core(kube_api: ApiClient) -> client.CoreV1Api:
-    return client.CoreV1Api(kube_api)
-
-
-@pytest.fixture
-def custom(kube_api: ApiClient) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(kube_api)
-
-
 # --- create, read, resourceVersion -----------------------------------------------------
 
 def test_create_sets_uid_creation_time_generation_and_a_resource_version(

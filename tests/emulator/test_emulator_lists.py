@@ -19,7 +19,6 @@ from typing import Callable, Iterator
 import pytest
 import yaml
 from kubernetes import client
-from kubernetes.client import ApiClient
 
 from tests.emulator import schema
 from tests.emulator.manifests import GROUP, VERSION, bound_pod, pod, run
@@ -27,16 +26,6 @@ from tests.emulator.server import Emulator
 from tests.emulator.test_emulator import expect_api_error
 
 MERGE, STRATEGIC = "application/merge-patch+json", "application/strategic-merge-patch+json"
-
-
-@pytest.fixture
-def core(kube_api: ApiClient) -> client.CoreV1Api:
-    return client.CoreV1Api(kube_api)
-
-
-@pytest.fixture
-def custom(kube_api: ApiClient) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(kube_api)
 
 
 def pages(core: client.CoreV1Api, namespace: str, limit: int) -> Iterator[client.V1PodList]:
@@ -121,10 +110,10 @@ def test_a_field_the_resource_does_not_offer_is_400(core: client.CoreV1Api, cust
 def test_the_committed_run_crd_lets_runs_be_selected_by_their_assigned_pod(
         custom: client.CustomObjectsApi, kube_namespace: str) -> None:
     # deploy/crds declares `.status.assignment.podName` selectable (runtimed's watch, SPEC §4.1).
-    for name, pod in (("a", "p1"), ("b", "p2"), ("c", None)):
+    for name, assigned in (("a", "p1"), ("b", "p2"), ("c", None)):
         created = custom.create_namespaced_custom_object(GROUP, VERSION, kube_namespace, "runs", run(name))
-        if pod is not None:
-            created["status"] = {"phase": "Scheduled", "assignment": {"podName": pod, "podUID": f"uid-{pod}"}}
+        if assigned is not None:
+            created["status"] = {"phase": "Scheduled", "assignment": {"podName": assigned, "podUID": f"uid-{assigned}"}}
             custom.replace_namespaced_custom_object_status(GROUP, VERSION, kube_namespace, "runs", name, created)
     listed = custom.list_namespaced_custom_object(GROUP, VERSION, kube_namespace, "runs",
                                                   field_selector="status.assignment.podName=p2")

@@ -14,15 +14,9 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client import ApiClient
 
 from tests.emulator.manifests import GROUP, VERSION, run
 from tests.emulator.test_emulator import expect_api_error
-
-
-@pytest.fixture
-def custom(kube_api: ApiClient) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(kube_api)
 
 
 def _preferred(key: str) -> dict[str, Any]:

@@ -31,11 +31,6 @@ from tests.emulator.test_emulator import expect_api_error
 ARGS = (GROUP, VERSION)
 
 
-@pytest.fixture
-def custom(kube_api: ApiClient) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(kube_api)
-
-
 @pytest.mark.parametrize("value, accepted", [
     ("2026-12-01T15:04:05Z", True), ("2026-12-01T15:04:05.123456+01:00", True),
     ("yesterday", False), ("2026-12-01 15:04:05", False), ("2026-13-01T15:04:05Z", False),
