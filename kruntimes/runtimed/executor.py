@@ -106,7 +106,7 @@ class Executor:
         try:
             execution.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
             with self._spawn_lock:  # the orphan reaper must never see this child before it is known
-                execution.process = subprocess.Popen(
+                process = subprocess.Popen(
                     args, cwd=execution.workdir, env=self._process_env(run, execution.workdir),
                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own process group: stopping it stops its children too
@@ -114,6 +114,13 @@ class Executor:
         except OSError as exc:
             self._finish(execution, outcomes.start_failed(run, args, exc))
             return
+        with self._lock:  # `_stop` reads `process` under this lock: one of the two sees the other
+            execution.process = process
+            stopped_while_starting = execution.stopping is not None
+        if stopped_while_starting:
+            # A stop came while the process was being started (it saw no process to signal):
+            # the process must not outlive it. `_follow` still drains and reaps it.
+            _signal_group(process, signal.SIGKILL)
         thread = threading.Thread(target=self._follow, args=(execution,), name=f"run {run.label}", daemon=True)
         with self._lock:
             self._threads.append(thread)
@@ -182,15 +189,16 @@ class Executor:
             if execution is None or (functions_only and not execution.function):
                 return False
             execution.stopping = why
-        if execution.process is None:
+            process = execution.process
+        if process is None:  # not started (or still starting: `_start` then kills what it started)
             self._finish(execution, outcomes.released(execution.run) if why == "released"
                          else outcomes.interrupted(execution.run))
             return True
-        _signal_group(execution.process, signal.SIGTERM)
+        _signal_group(process, signal.SIGTERM)
         try:
-            execution.process.wait(self._grace)
+            process.wait(self._grace)
         except subprocess.TimeoutExpired:
-            _signal_group(execution.process, signal.SIGKILL)
+            _signal_group(process, signal.SIGKILL)
         return True
 
     def reap_orphans(self) -> int:

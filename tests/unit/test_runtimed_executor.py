@@ -154,6 +154,27 @@ def test_stopping_runtimed_ends_each_executing_run_failed_saying_runtimed_stoppe
     assert (ended.phase, ended.reason) == ("Failed", outcomes.REASON_INTERRUPTED)
 
 
+def test_a_stop_that_arrives_while_the_process_is_starting_still_stops_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Seen under load in the end-to-end suite: a pod deleted right after the claim
+    # stopped the Run before its process existed, and the process then ran on unstopped.
+    # (Working directories kept: removing it on the stop would only hide the race.)
+    h = Harness(tmp_path / "runs", stop_grace_seconds=5.0, keep_workdirs=True)
+    popen = subprocess.Popen
+
+    def stopped_first(*args, **kwargs):  # type: ignore[no-untyped-def]
+        assert h.executor.stop(RUN.uid)  # the stop wins the race to the not-yet-started process
+        return popen(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", stopped_first)
+    h.executor.start_task(RUN, [PY, "-c", "import time; time.sleep(60)"])
+    ended = h.ended.get(timeout=5)
+    assert (ended.phase, ended.reason) == ("Failed", outcomes.REASON_INTERRUPTED)
+    h.executor.join(10)
+    assert not any(t.is_alive() for t in h.executor._threads), "the started process ran on after its stop"
+    assert h.ended.empty()  # one end, reported once
+
+
 def test_one_run_cannot_be_started_twice(h: Harness) -> None:
     h.executor.start_function(RUN)
     with pytest.raises(ValueError, match="already executing"):
