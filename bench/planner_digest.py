@@ -26,7 +26,10 @@ import random
 import sys
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Iterator, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench.planner, when run as a script
 
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
@@ -122,7 +125,6 @@ def mixed(cycles: int, seed: int) -> Iterator[bytes]:
 
 
 def bench_workload(cycles: int) -> Iterator[bytes]:
-    sys.path.insert(0, __file__.rsplit("/", 2)[0])
     from bench.planner import compare_choices
     real, _ = compare_choices(1_000, 10_000, cycles)
     for outcome in real:

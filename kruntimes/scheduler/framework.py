@@ -11,15 +11,28 @@ millisecond.
 carries): no clock, no randomness, no I/O, no global state. Plugins receive only
 immutable values and cannot write anything; their results come back as values
 and the framework assembles them into a `CycleOutcome`.
+
+When every configured plugin offers a column (`columns.ColumnPlugin`, as the
+built-in ones do), a cycle evaluates through pod tables kept between cycles: each
+pod's per-shape verdict and score key is stored, patched only for the pods whose
+views changed, and a cycle's per-pod work is list operations done in C (copies,
+`map` over bound methods, `compress`, `set`, `max`). Every pod is still evaluated
+and the outcome is the same value, bit for bit, as the pod-by-pod path, which plugins
+without columns (and `Planner(columns=False)`) take. In the column path each Filter
+column judges every pod and a pod's rejection is the first plugin's, in order:
+the same as handing each plugin only the pods earlier plugins accepted, because a
+verdict depends only on its pod and the cycle.
 """
 
 from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from itertools import compress
 from types import MappingProxyType
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
+from kruntimes.scheduler import columns as cols
 from kruntimes.scheduler import outcome as out
 from kruntimes.scheduler import validation
 from kruntimes.scheduler.config import ConfigError, SchedulerConfig
@@ -88,7 +101,8 @@ class PluginError(RuntimeError):
 class Planner:
     """The plugins named by a configuration, in order, and the cycle that runs them."""
 
-    def __init__(self, config: SchedulerConfig, registry: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, config: SchedulerConfig, registry: Mapping[str, Any] | None = None, *,
+                 columns: bool = True) -> None:
         if registry is None:
             from kruntimes.scheduler.registry import REGISTRY as registry
         self.config = config
@@ -118,6 +132,11 @@ class Planner:
         # Protocol isinstance checks are slow; decide once which plugins normalise.
         self._score_steps = tuple((s, w, s.normalize if isinstance(s, ScoreExtensions) else None)
                                   for s, w in self.scores)
+        plugins = [*self.filters, *(s for s, _ in self.scores)]
+        self.columnar = columns and all(isinstance(p, cols.ColumnPlugin) for p in plugins)
+        self._tables = cols.Tables()
+        # (plugin, reason) -> itself: `keep.get(earlier, later)` is the first rejection, in C.
+        self._keep = {r: r for by_reason in self._rejection.values() for r in by_reason.values()}
 
     def plan(self, snapshot: Snapshot) -> out.CycleOutcome:
         run = snapshot.run
@@ -134,6 +153,19 @@ class Planner:
         state = CycleState(snapshot=snapshot, run=run, requests=run.requests, data=MappingProxyType(data))
         pods = snapshot.pods
         names = snapshot.names if snapshot.names is not None else tuple([p.info.name for p in pods])
+        if self.columnar:
+            key = (run.namespace, run.runtime, run.requests)
+            table = self._tables.get(key)
+            if table is None:
+                table = cols.PodTable({p.name: p.column(run.requests) for p in (*self.filters, *(s for s, _ in self.scores))})
+                self._tables.put(key, table)
+            try:
+                table.update(pods)
+            except Exception:
+                self._tables.drop(key)  # half patched: rebuilt next time; the pod-by-pod path decides
+            else:
+                if table.unique:
+                    return self._plan_columns(state, table, names, base)
 
         # 2. Filter: each plugin sees only the pods every earlier plugin accepted.
         rejections: list[tuple[str, str] | None] = [None] * len(pods)
@@ -186,6 +218,72 @@ class Planner:
         best = totals.index(max(totals))
         return out.CycleOutcome(status=out.SCHEDULED, **common, scores=tuple(results), totals=tuple(totals),
                                 chosen=feasible[best].info.name, chosen_uid=feasible[best].info.uid, **base)
+
+
+    def _plan_columns(self, state: CycleState, table: cols.PodTable, names: tuple[str, ...],
+                      base: dict[str, Any]) -> out.CycleOutcome:
+        """`plan`'s steps 2-4 over the pod table: the same outcome, per-pod work in C."""
+        n = len(names)
+        columns = table.columns
+        # 2. Filter: every column judges every pod; a pod keeps its first rejection.
+        rejections: list[tuple[str, str] | None] | None = None  # None: nothing rejected
+        for plugin in self.filters:
+            try:
+                verdicts = columns[plugin.name].verdicts(state, table)  # type: ignore[attr-defined]
+                if verdicts is None or verdicts.count(None) == n:
+                    continue
+                _check_verdicts(plugin, verdicts, n)
+            except Exception as exc:  # noqa: BLE001
+                return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
+            these = map(self._rejection[plugin.name].get, verdicts)  # None stays None
+            rejections = list(these) if rejections is None else list(map(self._keep.get, rejections, these))
+        if rejections is None:
+            alive: list[int] | None = None
+            rejected: tuple[tuple[str, str] | None, ...] = (None,) * n
+            feasible_names = names
+        else:
+            alive = list(compress(range(n), map(operator.not_, rejections)))
+            rejected = tuple(rejections)
+            feasible_names = tuple(map(names.__getitem__, alive))
+        common = dict(pods=names, rejections=rejected, feasible=feasible_names)
+        if not feasible_names:
+            return out.CycleOutcome(status=out.UNSCHEDULABLE, **common,
+                                    message=out.pending_message(n, rejected), **base)
+
+        # 3. Score: raw and normalised from the columns, weight, sum.
+        results = []
+        totals: list[int] | None = None
+        for plugin, weight, _ in self._score_steps:
+            try:
+                raw, norm = columns[plugin.name].scores(state, table, alive)  # type: ignore[attr-defined]
+                _check_column_scores(plugin, raw, norm, len(feasible_names))
+            except Exception as exc:  # noqa: BLE001
+                return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
+            results.append(out.PluginScores(plugin=plugin.name, weight=weight, raw=tuple(raw),
+                                            normalized=tuple(norm)))
+            if weight != 1:
+                norm = list(map(operator.mul, norm, [weight] * len(norm)))
+            if totals is None:
+                totals = list(norm)
+            elif any(norm):  # adding zeros changes nothing
+                totals = list(map(operator.add, totals, norm))
+        if totals is None:
+            totals = [0] * len(feasible_names)
+
+        # 4. Choose: the first highest total, as in `plan`.
+        best = totals.index(max(totals))
+        at = best if alive is None else alive[best]
+        return out.CycleOutcome(status=out.SCHEDULED, **common, scores=tuple(results), totals=tuple(totals),
+                                chosen=names[at], chosen_uid=table.uids[at], **base)
+
+
+def _check_column_scores(plugin: ScorePlugin, raw: Sequence[Any], norm: Sequence[Any], n: int) -> None:
+    """`_check_scores`, over the distinct normalised values (a column draws them from a small table)."""
+    if len(raw) != n or len(norm) != n:
+        raise PluginError(f"returned {len(raw)} raw / {len(norm)} normalised scores for {n} pods")
+    values = set(norm)
+    if n and (set(map(type, values)) != {int} or min(values) < 0 or max(values) > 100):
+        raise PluginError("normalised scores must be integers in 0..100")
 
 
 def _check_verdicts(plugin: FilterPlugin, verdicts: list[str | None], n: int) -> None:

@@ -9,6 +9,11 @@ The raw score is the key as four integers (max numerator, max denominator, sum
 numerator, sum denominator) - exact and canonically encodable. A pod's key depends
 only on its immutable view and the request shape, so it is memoised on the view:
 only pods whose usage changed since the last cycle are recomputed.
+
+Through a column (`columns`) each pod's key is kept with a small integer naming
+it among the table's distinct keys, so normalising hashes and indexes ints, not
+4-tuples: the distinct keys of the feasible pods are `set(ids)`, only those few
+are sorted, and each pod's score is a list look-up by its id.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Sequence
 
+from kruntimes.scheduler.columns import PodTable
 from kruntimes.scheduler.framework import CycleState
+from kruntimes.scheduler.projection import Amounts
 from kruntimes.scheduler.views import PodView
 
 Key = tuple[int, int, int, int]
@@ -35,15 +42,8 @@ class LeastLoaded:
     name = "LeastLoaded"
 
     def score(self, state: CycleState, pods: Sequence[PodView]) -> list[Key]:
-        memo_key = repr(("LeastLoaded", state.requests))  # a str: hashed once, not per pod
-        request = dict(state.requests)
-        keys = []
-        for view in pods:
-            key = view.memo.get(memo_key)
-            if key is None:
-                key = view.memo[memo_key] = load_key(view, request)
-            keys.append(key)
-        return keys
+        memo_key, request = _memo_key(state.requests), dict(state.requests)
+        return [_memoised(view, memo_key, request) for view in pods]
 
     def normalize(self, state: CycleState, raws: Sequence[Key]) -> list[int]:  # type: ignore[override]
         distinct = _ascending(set(raws))
@@ -52,6 +52,81 @@ class LeastLoaded:
             return [100] * len(raws)
         score = {key: 100 * (k - 1 - i) // (k - 1) for i, key in enumerate(distinct)}
         return list(map(score.__getitem__, raws))
+
+    def column(self, requests: Amounts) -> _Column:
+        return _Column(requests)
+
+
+class _Column:
+    """Each pod's key, and an id per distinct key (counted, so unused ids are reused)."""
+
+    __slots__ = ("memo_key", "request", "keys", "ids", "id_of", "key_of", "count", "free")
+
+    def __init__(self, requests: Amounts) -> None:
+        self.memo_key, self.request = _memo_key(requests), dict(requests)
+        self._reset(0)
+
+    def _reset(self, n: int) -> None:
+        self.keys: list[Key] = [(0, 1, 0, 1)] * n
+        self.ids: list[int] = [-1] * n
+        self.id_of: dict[Key, int] = {}
+        self.key_of: list[Key | None] = []  # by id; None: free
+        self.count: list[int] = []  # by id: how many pods have that key
+        self.free: list[int] = []
+
+    def update(self, table: PodTable, changed: Sequence[int] | None) -> None:
+        views = table.views
+        assert views is not None
+        if changed is None:
+            self._reset(len(views))
+        for i in range(len(views)) if changed is None else changed:
+            key = _memoised(views[i], self.memo_key, self.request)
+            if changed is not None:
+                self._release(self.ids[i])
+            self.keys[i], self.ids[i] = key, self._hold(key)
+
+    def _hold(self, key: Key) -> int:
+        found = self.id_of.get(key)
+        if found is None:
+            found = self.free.pop() if self.free else len(self.key_of)
+            if found == len(self.key_of):
+                self.key_of.append(key)
+                self.count.append(0)
+            self.key_of[found], self.id_of[key] = key, found
+        self.count[found] += 1
+        return found
+
+    def _release(self, found: int) -> None:
+        self.count[found] -= 1
+        if not self.count[found]:
+            del self.id_of[self.key_of[found]]  # type: ignore[index]
+            self.key_of[found] = None
+            self.free.append(found)
+
+    def scores(self, state: CycleState, table: PodTable, alive: Sequence[int] | None) -> tuple[list[Key], list[int]]:
+        if alive is None:
+            raws, ids = self.keys, self.ids
+        else:
+            raws, ids = list(map(self.keys.__getitem__, alive)), list(map(self.ids.__getitem__, alive))
+        distinct = set(ids)
+        k = len(distinct)
+        if k == 1:
+            return raws, [100] * len(raws)
+        score = [0] * len(self.key_of)
+        for rank, key in enumerate(_ascending({self.key_of[i] for i in distinct})):  # type: ignore[misc]
+            score[self.id_of[key]] = 100 * (k - 1 - rank) // (k - 1)
+        return raws, list(map(score.__getitem__, ids))
+
+
+def _memo_key(requests: Amounts) -> str:
+    return repr(("LeastLoaded", requests))  # a str: hashed once, not per pod
+
+
+def _memoised(view: PodView, memo_key: str, request: dict[str, int]) -> Key:
+    key = view.memo.get(memo_key)
+    if key is None:
+        key = view.memo[memo_key] = load_key(view, request)
+    return key
 
 
 def _ascending(keys: set[Key]) -> list[Key]:

@@ -1,0 +1,149 @@
+"""Pod tables: the planner's per-pod work kept as arrays between cycles.
+
+Consecutive cycles of one Runtime see almost the same pods: a reservation, a
+finished Run or a heartbeat changes one pod's view and leaves the others' views the
+very same objects (`slots.Group` patches its list of views in place). Most of what
+Filter and Score work out per pod is a pure function of that pod's view and the
+Run's request shape (can it fit, its utilisation key), so it is kept here and not
+recomputed.
+
+A `PodTable` is kept per (namespace, Runtime, request shape). It holds:
+
+- `views`: the tuple of views it was last brought up to date with, in snapshot order;
+- `uids` and `position`: each pod's UID and the UID -> position index, so a plugin
+  turns a cycle's small sets of pod UIDs (affinity targets, bound workspaces,
+  preferred terms) into positions without walking the pods;
+- one column per plugin (`Column`): that plugin's per-pod arrays, aligned with `views`.
+
+**What invalidates an entry.** A view is immutable and replaced whenever anything
+about its pod changes (projection, usage, assumptions), so *identity* says what
+changed: at each cycle the table compares the snapshot's views with its own,
+position by position (`map(operator.is_not, ...)`, done in C), and hands the columns
+the positions whose view is not the same object; they recompute those entries only.
+Everything is recomputed when the number of pods changed (a pod joined or left the
+Runtime), when more than a quarter of the views changed, or when a column raised
+while being patched (the table is dropped). A table whose pods do not all have
+distinct UIDs is not used: the planner then evaluates plugins pod by pod.
+What depends on the cycle rather than the view (the heartbeat deadline `now -
+staleness`, the Run's affinity and workspace sets) is never stored: columns apply
+it per cycle, as array operations over the stored entries.
+
+Tables are a memo, never observable: a fresh table computes the same arrays. The
+planner keeps a bounded number of them (least recently used first out) and is used
+under the cluster cache lock, like the snapshot it plans on.
+"""
+
+from __future__ import annotations
+
+import operator
+from itertools import compress
+from typing import Any, Hashable, Protocol, Sequence, runtime_checkable
+
+from kruntimes.scheduler.projection import Amounts
+from kruntimes.scheduler.views import PodView
+
+#: When more than this share of the views changed, rebuilding beats patching.
+REBUILD_SHARE = 4
+
+
+@runtime_checkable
+class Column(Protocol):
+    """One plugin's per-pod arrays for one table, patched as the table's views change.
+
+    A column computes entries for every pod of the table, so a Filter column's
+    verdict for a pod must depend only on that pod and the cycle (never on which
+    other pods are evaluated), and must not raise for a pod an earlier Filter
+    rejected where the plugin's batch method would not have been called."""
+
+    def update(self, table: PodTable, changed: Sequence[int] | None) -> None:
+        """Recompute the entries at `changed` (None: every entry, the table was rebuilt)."""
+
+
+@runtime_checkable
+class ColumnPlugin(Protocol):
+    """Optional for Filter and Score plugins: evaluate through columns.
+
+    A Filter column also has `verdicts(state, table)`: one verdict per pod of the
+    table, or None when every pod passes. A Score column has
+    `scores(state, table, alive)`: the raw and normalised scores of the pods at
+    positions `alive` (None: every pod), exactly what `score` then `normalize`
+    return for those pods."""
+
+    name: str
+
+    def column(self, requests: Amounts) -> Column: ...
+
+
+class PodTable:
+    """The views of one (namespace, Runtime, request shape) and every plugin's column."""
+
+    __slots__ = ("views", "uids", "position", "unique", "columns")
+
+    def __init__(self, columns: dict[str, Column]) -> None:
+        self.views: tuple[PodView, ...] | None = None
+        self.uids: list[str] = []
+        self.position: dict[str, int] = {}
+        self.unique = True
+        self.columns = columns
+
+    def update(self, pods: tuple[PodView, ...]) -> None:
+        """Bring every column up to date with `pods`; raises what a column raised."""
+        old = self.views
+        if pods is old:
+            return
+        changed: list[int] | None = None
+        if old is not None and len(old) == len(pods) and self.unique:
+            changed = list(compress(range(len(pods)), map(operator.is_not, old, pods)))
+            if len(changed) * REBUILD_SHARE > len(pods):
+                changed = None
+        self.views = pods
+        if changed is None:
+            self.uids = [view.info.uid for view in pods]
+            self.position = {uid: i for i, uid in enumerate(self.uids)}
+            self.unique = len(self.position) == len(pods)
+        else:
+            self._move(changed, pods)
+        for column in self.columns.values():
+            column.update(self, changed)
+
+    def _move(self, changed: list[int], pods: tuple[PodView, ...]) -> None:
+        """Re-index the UIDs at `changed`: all old ones out first, as pods may have shifted."""
+        position, uids = self.position, self.uids
+        for i in changed:
+            if position.get(uids[i]) == i:
+                del position[uids[i]]
+        for i in changed:
+            uid = uids[i] = pods[i].info.uid
+            if uid in position:
+                self.unique = False  # stays so until a rebuild re-counts
+            position[uid] = i
+
+    def positions(self, uids: Any) -> list[int]:
+        """Positions of those of `uids` that are pods of this table (others are ignored)."""
+        get = self.position.get
+        return [i for i in map(get, uids) if i is not None]
+
+
+class Tables:
+    """A bounded map of pod tables, least recently used first out."""
+
+    def __init__(self, limit: int = 64) -> None:
+        self.limit = limit
+        self._tables: dict[Hashable, PodTable] = {}
+
+    def get(self, key: Hashable) -> PodTable | None:
+        table = self._tables.pop(key, None)
+        if table is not None:
+            self._tables[key] = table  # most recently used last
+        return table
+
+    def put(self, key: Hashable, table: PodTable) -> None:
+        self._tables[key] = table
+        while len(self._tables) > self.limit:
+            del self._tables[next(iter(self._tables))]
+
+    def drop(self, key: Hashable) -> None:
+        self._tables.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._tables)
