@@ -40,6 +40,7 @@ from itertools import compress
 from typing import Any, Hashable, Protocol, Sequence, runtime_checkable
 
 from kruntimes.scheduler.projection import Amounts
+from kruntimes.scheduler.snapshot import ViewChanges
 from kruntimes.scheduler.views import PodView
 
 #: When more than this share of the views changed, rebuilding beats patching.
@@ -77,42 +78,54 @@ class ColumnPlugin(Protocol):
 class PodTable:
     """The views of one (namespace, Runtime, request shape) and every plugin's column."""
 
-    __slots__ = ("views", "uids", "position", "unique", "columns")
+    __slots__ = ("views", "uids", "position", "unique", "layout", "columns", "era", "mark", "filtered")
 
     def __init__(self, columns: dict[str, Column]) -> None:
         self.views: tuple[PodView, ...] | None = None
         self.uids: list[str] = []
         self.position: dict[str, int] = {}
         self.unique = True
+        self.layout = 0  # counts changes of `uids`: positions found from UIDs are stale when it moves
         self.columns = columns
+        self.era: object = None  # of the group's change log last read, and how far
+        self.mark = 0
+        self.filtered: Any = None  # the planner's Filter result, and what it was computed from
 
-    def update(self, pods: tuple[PodView, ...]) -> None:
+    def update(self, pods: tuple[PodView, ...], changes: ViewChanges | None = None) -> None:
         """Bring every column up to date with `pods`; raises what a column raised."""
         old = self.views
-        if pods is old:
-            return
-        changed: list[int] | None = None
-        if old is not None and len(old) == len(pods) and self.unique:
-            changed = list(compress(range(len(pods)), map(operator.is_not, old, pods)))
-            if len(changed) * REBUILD_SHARE > len(pods):
-                changed = None
-        self.views = pods
-        if changed is None:
-            self.uids = [view.info.uid for view in pods]
-            self.position = {uid: i for i, uid in enumerate(self.uids)}
-            self.unique = len(self.position) == len(pods)
-        else:
-            self._move(changed, pods)
-        for column in self.columns.values():
-            column.update(self, changed)
+        if pods is not old:
+            changed: list[int] | None = None
+            if old is not None and len(old) == len(pods) and self.unique:
+                if changes is not None and changes.era is self.era:
+                    changed = list(set(changes.log[self.mark:changes.length]))
+                else:  # no log to read: identity says which views were replaced
+                    changed = list(compress(range(len(pods)), map(operator.is_not, old, pods)))
+                if len(changed) * REBUILD_SHARE > len(pods):
+                    changed = None
+            self.views = pods
+            if changed is None:
+                self.uids = [view.info.uid for view in pods]
+                self.position = {uid: i for i, uid in enumerate(self.uids)}
+                self.unique = len(self.position) == len(pods)
+                self.layout += 1
+            else:
+                self._move(changed, pods)
+            for column in self.columns.values():
+                column.update(self, changed)
+        self.era, self.mark = (changes.era, changes.length) if changes is not None else (None, 0)
 
     def _move(self, changed: list[int], pods: tuple[PodView, ...]) -> None:
         """Re-index the UIDs at `changed`: all old ones out first, as pods may have shifted."""
         position, uids = self.position, self.uids
-        for i in changed:
+        moved = [i for i in changed if uids[i] != pods[i].info.uid]
+        if not moved:
+            return
+        self.layout += 1
+        for i in moved:
             if position.get(uids[i]) == i:
                 del position[uids[i]]
-        for i in changed:
+        for i in moved:
             uid = uids[i] = pods[i].info.uid
             if uid in position:
                 self.unique = False  # stays so until a rebuild re-counts

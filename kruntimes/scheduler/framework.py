@@ -160,7 +160,7 @@ class Planner:
                 table = cols.PodTable({p.name: p.column(run.requests) for p in (*self.filters, *(s for s, _ in self.scores))})
                 self._tables.put(key, table)
             try:
-                table.update(pods)
+                table.update(pods, snapshot.changes)
             except Exception:
                 self._tables.drop(key)  # half patched: rebuilt next time; the pod-by-pod path decides
             else:
@@ -225,63 +225,74 @@ class Planner:
         """`plan`'s steps 2-4 over the pod table: the same outcome, per-pod work in C."""
         n = len(names)
         columns = table.columns
-        # 2. Filter: every column judges every pod; a pod keeps its first rejection.
-        rejections: list[tuple[str, str] | None] | None = None  # None: nothing rejected
+        # 2. Filter: every column judges every pod; a pod keeps its first rejection. The
+        #    result is kept on the table while what it follows from stays the same.
+        signatures: list[Any] = [table.layout]
         for plugin in self.filters:
             try:
-                verdicts = columns[plugin.name].verdicts(state, table)  # type: ignore[attr-defined]
-                if verdicts is None or verdicts.count(None) == n:
-                    continue
-                _check_verdicts(plugin, verdicts, n)
+                signatures.append(columns[plugin.name].signature(state, table))  # type: ignore[attr-defined]
             except Exception as exc:  # noqa: BLE001
                 return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
-            these = map(self._rejection[plugin.name].get, verdicts)  # None stays None
-            rejections = list(these) if rejections is None else list(map(self._keep.get, rejections, these))
-        if rejections is None:
-            alive: list[int] | None = None
-            rejected: tuple[tuple[str, str] | None, ...] = (None,) * n
-            feasible_names = names
+        if table.filtered is not None and table.filtered[0] == signatures:
+            _, rejected, alive, feasible_names = table.filtered
         else:
-            alive = list(compress(range(n), map(operator.not_, rejections)))
-            rejected = tuple(rejections)
-            feasible_names = tuple(map(names.__getitem__, alive))
+            rejections: list[tuple[str, str] | None] | None = None  # None: nothing rejected
+            for plugin, signature in zip(self.filters, signatures[1:]):
+                try:
+                    verdicts = columns[plugin.name].verdicts(state, table, signature)  # type: ignore[attr-defined]
+                    if verdicts is None or verdicts.count(None) == n:
+                        continue
+                    _check_verdicts(plugin, verdicts, n)
+                except Exception as exc:  # noqa: BLE001
+                    return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
+                these = map(self._rejection[plugin.name].get, verdicts)  # None stays None
+                rejections = list(these) if rejections is None else list(map(self._keep.get, rejections, these))
+            if rejections is None:
+                alive, rejected, feasible_names = None, (None,) * n, names
+            else:
+                alive = list(compress(range(n), map(operator.not_, rejections)))
+                rejected, feasible_names = tuple(rejections), tuple(map(names.__getitem__, alive))
+            table.filtered = (signatures, rejected, alive, feasible_names)
         common = dict(pods=names, rejections=rejected, feasible=feasible_names)
         if not feasible_names:
             return out.CycleOutcome(status=out.UNSCHEDULABLE, **common,
                                     message=out.pending_message(n, rejected), **base)
 
-        # 3. Score: raw and normalised from the columns, weight, sum.
+        # 3. Score: raw, normalised and the distinct normalised values from the columns.
+        m = len(feasible_names)
         results = []
         totals: list[int] | None = None
+        top = 0
         for plugin, weight, _ in self._score_steps:
             try:
-                raw, norm = columns[plugin.name].scores(state, table, alive)  # type: ignore[attr-defined]
-                _check_column_scores(plugin, raw, norm, len(feasible_names))
+                raw, norm, values = columns[plugin.name].scores(state, table, alive)  # type: ignore[attr-defined]
+                _check_column_scores(plugin, raw, norm, values, m)
             except Exception as exc:  # noqa: BLE001
                 return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
             results.append(out.PluginScores(plugin=plugin.name, weight=weight, raw=tuple(raw),
                                             normalized=tuple(norm)))
+            if values == {0}:
+                continue  # adding zeros changes no total
             if weight != 1:
-                norm = list(map(operator.mul, norm, [weight] * len(norm)))
-            if totals is None:
-                totals = list(norm)
-            elif any(norm):  # adding zeros changes nothing
-                totals = list(map(operator.add, totals, norm))
+                norm = list(map(operator.mul, norm, [weight] * m))
+            # With one contributing plugin the highest total is its highest score.
+            top = weight * max(values) if totals is None else -1
+            totals = list(norm) if totals is None else list(map(operator.add, totals, norm))
         if totals is None:
-            totals = [0] * len(feasible_names)
+            totals = [0] * m
 
         # 4. Choose: the first highest total, as in `plan`.
-        best = totals.index(max(totals))
+        best = totals.index(top if top >= 0 else max(totals))
         at = best if alive is None else alive[best]
         return out.CycleOutcome(status=out.SCHEDULED, **common, scores=tuple(results), totals=tuple(totals),
                                 chosen=names[at], chosen_uid=table.uids[at], **base)
 
 
-def _check_column_scores(plugin: ScorePlugin, raw: Sequence[Any], norm: Sequence[Any], n: int) -> None:
-    """`_check_scores`, over the distinct normalised values (a column draws them from a small table)."""
+def _check_column_scores(plugin: ScorePlugin, raw: Sequence[Any], norm: Sequence[Any], values: set[Any],
+                         n: int) -> None:
+    """`_check_scores`, over the distinct normalised values the column reports."""
     if len(raw) != n or len(norm) != n:
         raise PluginError(f"returned {len(raw)} raw / {len(norm)} normalised scores for {n} pods")
-    values = set(norm)
     if n and (set(map(type, values)) != {int} or min(values) < 0 or max(values) > 100):
         raise PluginError("normalised scores must be integers in 0..100")
 

@@ -96,8 +96,10 @@ class _Column:
     def update(self, table: PodTable, changed: Sequence[int] | None) -> None:
         pass
 
-    def verdicts(self, state: CycleState, table: PodTable) -> list[str | None] | None:
-        st: _State | None = state.of(RunAffinity.name)
+    def signature(self, state: CycleState, table: PodTable) -> _State | None:
+        return state.of(RunAffinity.name)  # type: ignore[no-any-return]
+
+    def verdicts(self, state: CycleState, table: PodTable, st: _State | None) -> list[str | None] | None:
         if st is None:
             return None
         assert table.views is not None

@@ -81,7 +81,7 @@ class RuntimePodAvailability:
 class _Column:
     """The static verdicts of one table's pods for one request shape."""
 
-    __slots__ = ("requests", "memo_key", "pre", "after", "full", "heartbeats", "fresh")
+    __slots__ = ("requests", "memo_key", "pre", "after", "full", "heartbeats", "fresh", "version")
 
     def __init__(self, requests: Amounts) -> None:
         self.requests, self.memo_key = requests, _memo_key(requests)
@@ -92,6 +92,7 @@ class _Column:
         # (heartbeat, position) of those pods, sorted; None when heartbeats do not compare
         # (aware with naive), and then each cycle compares them one by one, as `filter` does.
         self.fresh: list[tuple[datetime, int]] | None = []
+        self.version = 0  # moves whenever an entry of `full` changes
 
     def update(self, table: PodTable, changed: Sequence[int] | None) -> None:
         views = table.views
@@ -99,13 +100,17 @@ class _Column:
         if changed is None:
             n = len(views)
             self.pre, self.after, self.full, self.heartbeats = [None] * n, [None] * n, [None] * n, [None] * n
+            self.version += 1
         for i in range(len(views)) if changed is None else changed:
             before, heartbeat, after = _memoised(views[i], self.memo_key, self.requests)
             if changed is not None:
                 self._unsort(i)
             pre = before if before is not None else STALE if heartbeat is None else None
             self.pre[i], self.after[i] = pre, after
-            self.full[i] = pre if pre is not None else after
+            full = pre if pre is not None else after
+            if full != self.full[i]:
+                self.full[i] = full
+                self.version += 1
             self.heartbeats[i] = heartbeat if pre is None else None
             if changed is not None:
                 self._sort(i)
@@ -126,13 +131,18 @@ class _Column:
             except TypeError:
                 self.fresh = None
 
-    def verdicts(self, state: CycleState, table: PodTable) -> list[str | None]:
+    def signature(self, state: CycleState, table: PodTable) -> tuple:  # type: ignore[type-arg]
+        """What this cycle's verdicts follow from: the static ones, the stale pods, the workspace."""
         st: _State = state.of(RuntimePodAvailability.name)
-        since, bound = st.fresh_since, st.workspace_pods
+        since = st.fresh_since
         if self.fresh is not None:  # those with heartbeat < since: a prefix
-            stale = [i for _, i in self.fresh[:bisect.bisect_left(self.fresh, (since,))]]
+            stale = tuple([i for _, i in self.fresh[:bisect.bisect_left(self.fresh, (since,))]])
         else:
-            stale = [i for i, h in enumerate(self.heartbeats) if h is not None and h < since]
+            stale = tuple([i for i, h in enumerate(self.heartbeats) if h is not None and h < since])
+        return (self.version, stale, st.workspace_pods)
+
+    def verdicts(self, state: CycleState, table: PodTable, signature: tuple) -> list[str | None]:  # type: ignore[type-arg]
+        _, stale, bound = signature
         if not stale and not bound:
             return self.full
         if bound:

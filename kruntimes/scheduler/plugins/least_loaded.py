@@ -18,6 +18,7 @@ are sorted, and each pod's score is a list look-up by its id.
 
 from __future__ import annotations
 
+from collections import Counter
 from fractions import Fraction
 from typing import Sequence
 
@@ -58,9 +59,9 @@ class LeastLoaded:
 
 
 class _Column:
-    """Each pod's key, and an id per distinct key (counted, so unused ids are reused)."""
+    """Each pod's key and the id of that key among those the table has seen; the scores."""
 
-    __slots__ = ("memo_key", "request", "keys", "ids", "id_of", "key_of", "count", "free")
+    __slots__ = ("memo_key", "request", "keys", "ids", "id_of", "key_of", "count", "live", "pending", "scored")
 
     def __init__(self, requests: Amounts) -> None:
         self.memo_key, self.request = _memo_key(requests), dict(requests)
@@ -68,54 +69,103 @@ class _Column:
 
     def _reset(self, n: int) -> None:
         self.keys: list[Key] = [(0, 1, 0, 1)] * n
-        self.ids: list[int] = [-1] * n
-        self.id_of: dict[Key, int] = {}
-        self.key_of: list[Key | None] = []  # by id; None: free
-        self.count: list[int] = []  # by id: how many pods have that key
-        self.free: list[int] = []
+        self.ids: list[int] = [0] * n
+        self.id_of: dict[Key, int] = {}  # ids are never reused for another key, only renumbered
+        self.key_of: list[Key] = []  # by id
+        self.count: list[int] = []  # by id: how many pods have that key now
+        self.live = 0  # ids with a count
+        self.pending: set[int] = set()  # positions changed since the scores were last brought up to date
+        self.scored: _Scored | None = None
 
     def update(self, table: PodTable, changed: Sequence[int] | None) -> None:
         views = table.views
         assert views is not None
-        if changed is None:
-            self._reset(len(views))
-        for i in range(len(views)) if changed is None else changed:
-            key = _memoised(views[i], self.memo_key, self.request)
-            if changed is not None:
-                self._release(self.ids[i])
-            self.keys[i], self.ids[i] = key, self._hold(key)
-
-    def _hold(self, key: Key) -> int:
-        found = self.id_of.get(key)
-        if found is None:
-            found = self.free.pop() if self.free else len(self.key_of)
-            if found == len(self.key_of):
-                self.key_of.append(key)
-                self.count.append(0)
-            self.key_of[found], self.id_of[key] = key, found
-        self.count[found] += 1
-        return found
-
-    def _release(self, found: int) -> None:
-        self.count[found] -= 1
-        if not self.count[found]:
-            del self.id_of[self.key_of[found]]  # type: ignore[index]
-            self.key_of[found] = None
-            self.free.append(found)
-
-    def scores(self, state: CycleState, table: PodTable, alive: Sequence[int] | None) -> tuple[list[Key], list[int]]:
-        if alive is None:
-            raws, ids = self.keys, self.ids
+        if changed is None or len(self.key_of) > 4 * self.live + 256:
+            self._reset(len(views))  # renumbered, so that `key_of` stays about as long as the live keys
+            changed = range(len(views))
+            fresh = True
         else:
-            raws, ids = list(map(self.keys.__getitem__, alive)), list(map(self.ids.__getitem__, alive))
-        distinct = set(ids)
-        k = len(distinct)
+            fresh = False
+        keys, ids, count = self.keys, self.ids, self.count
+        for i in changed:
+            key = _memoised(views[i], self.memo_key, self.request)
+            if not fresh:
+                count[ids[i]] -= 1
+                self.live -= not count[ids[i]]
+            found = self.id_of.get(key)
+            if found is None:
+                found = self.id_of[key] = len(self.key_of)
+                self.key_of.append(key)
+                count.append(0)
+            self.live += not count[found]
+            count[found] += 1
+            keys[i], ids[i] = key, found
+        if not fresh and self.scored is not None:
+            self.pending.update(changed)
+
+    def scores(self, state: CycleState, table: PodTable, alive: Sequence[int] | None) -> tuple[list[Key], list[int], set[int]]:
+        scored = self.scored
+        if scored is None or scored.alive is not alive:
+            scored = self.scored = _Scored(self, alive)
+        elif self.pending:
+            scored.patch(self, self.pending)
+        self.pending.clear()
+        return scored.raws, scored.norm, scored.values
+
+
+class _Scored:
+    """The raws and normalised scores of the feasible pods at `alive`, patched while `alive` stays.
+
+    `count` holds how many of them have each key id; only when that set of ids changes
+    are the few distinct keys ranked again and every score rewritten."""
+
+    __slots__ = ("alive", "index", "raws", "ids", "count", "score", "norm", "values")
+
+    def __init__(self, column: _Column, alive: Sequence[int] | None) -> None:
+        self.alive = alive
+        if alive is None:
+            self.index: dict[int, int] | None = None
+            self.raws, self.ids = list(column.keys), list(column.ids)
+        else:
+            self.index = {p: j for j, p in enumerate(alive)}
+            self.raws = list(map(column.keys.__getitem__, alive))
+            self.ids = list(map(column.ids.__getitem__, alive))
+        self.count = Counter(self.ids)
+        self._rank(column)
+
+    def _rank(self, column: _Column) -> None:
+        k = len(self.count)
         if k == 1:
-            return raws, [100] * len(raws)
-        score = [0] * len(self.key_of)
-        for rank, key in enumerate(_ascending({self.key_of[i] for i in distinct})):  # type: ignore[misc]
-            score[self.id_of[key]] = 100 * (k - 1 - rank) // (k - 1)
-        return raws, list(map(score.__getitem__, ids))
+            self.score = dict.fromkeys(self.count, 100)
+        else:
+            ordered = _ascending({column.key_of[i] for i in self.count})
+            self.score = {column.id_of[key]: 100 * (k - 1 - rank) // (k - 1) for rank, key in enumerate(ordered)}
+        self.norm = list(map(self.score.__getitem__, self.ids))
+        self.values = set(self.score.values())
+
+    def patch(self, column: _Column, positions: set[int]) -> None:
+        count, ids, index = self.count, self.ids, self.index
+        at = [j for j in (positions if index is None else map(index.get, positions)) if j is not None]
+        alive = self.alive
+        ranked = False
+        for j in at:
+            p = j if alive is None else alive[j]
+            old, new = ids[j], column.ids[p]
+            self.raws[j] = column.keys[p]
+            if old != new:
+                ids[j] = new
+                count[old] -= 1
+                if not count[old]:
+                    del count[old]
+                    ranked = True
+                if new not in count:
+                    ranked = True
+                count[new] += 1
+        if ranked:
+            self._rank(column)
+        else:
+            for j in at:
+                self.norm[j] = self.score[ids[j]]
 
 
 def _memo_key(requests: Amounts) -> str:

@@ -61,16 +61,18 @@ class _Column:
     def update(self, table: PodTable, changed: Sequence[int] | None) -> None:
         pass
 
-    def scores(self, state: CycleState, table: PodTable, alive: Sequence[int] | None) -> tuple[list[int], list[int]]:
+    def scores(self, state: CycleState, table: PodTable,
+               alive: Sequence[int] | None) -> tuple[list[int], list[int], set[int]]:
         assert table.views is not None
         raw: Mapping[str, int] = state.of(PreferredRunAffinity.name)
         if not raw:
             zeros = [0] * (len(table.views) if alive is None else len(alive))
-            return zeros, zeros
+            return zeros, zeros, {0}
         every = [0] * len(table.views)
         get = table.position.get
         for uid, value in raw.items():
             if (i := get(uid)) is not None:
                 every[i] = value
         raws = every if alive is None else list(map(every.__getitem__, alive))
-        return raws, self.plugin.normalize(state, raws)
+        norm = self.plugin.normalize(state, raws)
+        return raws, norm, set(norm)
