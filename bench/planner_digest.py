@@ -34,8 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench.planner, w
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
 from kruntimes.scheduler.framework import Planner
+from kruntimes.scheduler.outcome import CycleOutcome
 from kruntimes.scheduler.projection import (Affinity, PodInfo, Requirement, RunInfo, Selector, Term,
                                             WeightedTerm)
+from kruntimes.scheduler.snapshot import Snapshot
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 NS = "digest"
@@ -87,6 +89,12 @@ def _run(rng: random.Random, j: int) -> RunInfo:
 
 
 def mixed(cycles: int, seed: int) -> Iterator[bytes]:
+    for _, _, outcome in mixed_cycles(cycles, seed):
+        yield outcome.digest().encode()
+
+
+def mixed_cycles(cycles: int, seed: int) -> Iterator[tuple[Planner, Snapshot, CycleOutcome]]:
+    """The mixed workload's cycles: (planner, snapshot, outcome), each before its reservation."""
     rng = random.Random(seed)
     config = SchedulerConfig()
     what_if = replace(config.with_weights({"LeastLoaded": 3}), default_runs_capacity=2)
@@ -116,10 +124,12 @@ def mixed(cycles: int, seed: int) -> Iterator[bytes]:
         run = _run(rng, j)
         cache.upsert_run(run)
         with cache.lock:
-            outcome = planner.plan(cache.snapshot(run, now))
-            yield outcome.digest().encode()
+            snapshot = cache.snapshot(run, now)
+            outcome = planner.plan(snapshot)
+            yield planner, snapshot, outcome
             if j % 10 == 0:
-                yield other.plan(cache.snapshot(run, now, what_if)).digest().encode()
+                snapshot = cache.snapshot(run, now, what_if)
+                yield other, snapshot, other.plan(snapshot)
         if outcome.chosen is not None and cache.reserve(run, outcome.chosen, outcome.chosen_uid):
             placed.append(replace(run, pod_name=outcome.chosen, pod_uid=outcome.chosen_uid))
 
