@@ -133,7 +133,7 @@ class Planner:
         self._score_steps = tuple((s, w, s.normalize if isinstance(s, ScoreExtensions) else None)
                                   for s, w in self.scores)
         plugins = [*self.filters, *(s for s, _ in self.scores)]
-        self.columnar = columns and all(isinstance(p, cols.ColumnPlugin) for p in plugins)
+        self.columnar = columns and all(_has_own_column(p) for p in plugins)
         self._tables = cols.Tables()
         # (plugin, reason) -> itself: `keep.get(earlier, later)` is the first rejection, in C.
         self._keep = {r: r for by_reason in self._rejection.values() for r in by_reason.values()}
@@ -286,6 +286,19 @@ class Planner:
         at = best if alive is None else alive[best]
         return out.CycleOutcome(status=out.SCHEDULED, **common, scores=tuple(results), totals=tuple(totals),
                                 chosen=names[at], chosen_uid=table.uids[at], **base)
+
+
+def _has_own_column(plugin: Any) -> bool:
+    """A column answers for the batch methods of the class that defines it: a subclass that
+    overrides `filter`, `score`, `normalize` or `pre_filter` but not `column` is planned pod by pod."""
+    if not isinstance(plugin, cols.ColumnPlugin):
+        return False
+    mro = type(plugin).__mro__
+
+    def owner(attr: str) -> type | None:
+        return next((k for k in mro if attr in vars(k)), None)
+
+    return all(owner(a) in (None, owner("column")) for a in ("filter", "score", "normalize", "pre_filter"))
 
 
 def _check_column_scores(plugin: ScorePlugin, raw: Sequence[Any], norm: Sequence[Any], values: set[Any],

@@ -55,6 +55,22 @@ def test_the_built_in_plugins_plan_through_columns_and_the_option_turns_it_off()
     assert not Planner(SchedulerConfig(), columns=False).columnar
 
 
+def test_a_subclass_that_overrides_a_batch_method_but_not_the_column_is_planned_pod_by_pod() -> None:
+    from kruntimes.scheduler.plugins.least_loaded import LeastLoaded
+
+    class MostLoaded(LeastLoaded):
+        def normalize(self, state, raws):  # type: ignore[no-untyped-def, override]
+            return [100 - s for s in super().normalize(state, raws)]
+
+    registry = {"LeastLoaded": MostLoaded, "RuntimePodAvailability": Planner(SchedulerConfig()).filters[0].__class__}
+    config = SchedulerConfig(filters=("RuntimePodAvailability",), scores=(("LeastLoaded", 1),))
+    planner = Planner(config, registry)
+    assert not planner.columnar
+    cache = _cache(pod("a"), pod("b"), runs=[active("x", on="a")])
+    with cache.lock:
+        assert planner.plan(cache.snapshot(run("r"), NOW)).chosen == "a"  # packs: the overriding method ran
+
+
 def test_a_pod_that_goes_stale_while_its_view_stays_is_rejected_as_stale() -> None:
     cache, planner = _cache(pod("a"), pod("b", heartbeat=NOW + timedelta(seconds=60))), Planner(SchedulerConfig())
     assert _both(planner, cache, run("r1")).chosen == "a"
