@@ -168,3 +168,31 @@ def test_a_table_patches_only_the_logged_positions() -> None:
         table.update(s2.pods, s2.changes)
     assert seen == [None, [5]]
     assert replace(s2, changes=None).changes is None
+
+
+def _fraction_key(capacity: dict[str, int], used: dict[str, int], request: dict[str, int]) -> tuple[int, ...]:
+    from fractions import Fraction
+
+    fractions = [Fraction(used.get(r, 0) + request.get(r, 0), c) for r, c in sorted(capacity.items()) if c > 0]
+    if not fractions:
+        return (0, 1, 0, 1)
+    top, total = max(fractions), sum(fractions, Fraction(0))
+    return (top.numerator, top.denominator, total.numerator, total.denominator)
+
+
+def test_the_integer_load_key_equals_the_one_computed_with_fractions() -> None:
+    import random
+
+    from kruntimes.scheduler.plugins.least_loaded import load_key
+    from kruntimes.scheduler.views import make_view
+    from kruntimes.scheduler.projection import PodInfo
+
+    rng = random.Random(16)
+    names = ("runs", "memory", "example.com/gpu", "cpu")
+    for _ in range(3000):
+        capacity = {r: rng.choice((0, 1, 2, 3, 4, 6, 7, 12, 10**12)) for r in rng.sample(names, rng.randrange(0, 5))}
+        used = {r: rng.choice((0, 1, 2, 5, 9, 10**9)) for r in rng.sample(names, rng.randrange(0, 5))}
+        request = {r: rng.choice((1, 2, 3)) for r in rng.sample(names, rng.randrange(0, 3))}
+        info = PodInfo("ns", "p", "uid", "rt", capacity=tuple(sorted(capacity.items())))
+        view = make_view(info, used, {}, default_runs_capacity=rng.choice((0, 1, 4)))
+        assert load_key(view, request) == _fraction_key(dict(view.capacity), dict(view.used), request)

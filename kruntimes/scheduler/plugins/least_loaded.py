@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from fractions import Fraction
+from math import gcd
 from typing import Sequence
 
 from kruntimes.scheduler.columns import PodTable
@@ -31,12 +32,23 @@ Key = tuple[int, int, int, int]
 
 
 def load_key(view: PodView, request: dict[str, int]) -> Key:
-    fractions = [Fraction(view.used.get(r, 0) + request.get(r, 0), c)
-                 for r, c in sorted(view.capacity.items()) if c > 0]
-    if not fractions:
+    """(max, sum) of the utilisation fractions, each in lowest terms with a positive denominator.
+
+    Plain integers, as `Fraction` would give them (a few times faster): a/b > c/d is
+    a*d > c*b for positive denominators, and the order of the resources changes
+    neither the max's value nor the exact sum."""
+    used = view.used
+    top_n, top_d, sum_n, sum_d = 0, 0, 0, 1
+    for r, c in view.capacity.items():
+        if c > 0:
+            u = used.get(r, 0) + request.get(r, 0)
+            if not top_d or u * top_d > top_n * c:
+                top_n, top_d = u, c
+            sum_n, sum_d = sum_n * c + u * sum_d, sum_d * c
+    if not top_d:
         return (0, 1, 0, 1)
-    top, total = max(fractions), sum(fractions, Fraction(0))
-    return (top.numerator, top.denominator, total.numerator, total.denominator)
+    g, h = gcd(top_n, top_d), gcd(sum_n, sum_d)
+    return (top_n // g, top_d // g, sum_n // h, sum_d // h)
 
 
 class LeastLoaded:
