@@ -261,7 +261,7 @@ class Planner:
         # 3. Score: raw, normalised and the distinct normalised values from the columns.
         m = len(feasible_names)
         results = []
-        totals: list[int] | None = None
+        totals: Sequence[int] | None = None
         top = 0
         for plugin, weight, _ in self._score_steps:
             try:
@@ -269,17 +269,16 @@ class Planner:
                 _check_column_scores(plugin, raw, norm, values, m)
             except Exception as exc:  # noqa: BLE001
                 return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
-            results.append(out.PluginScores(plugin=plugin.name, weight=weight, raw=tuple(raw),
-                                            normalized=tuple(norm)))
+            normalized = tuple(norm)  # the very tuple when the column hands one
+            results.append(out.PluginScores(plugin=plugin.name, weight=weight, raw=tuple(raw), normalized=normalized))
             if values == {0}:
                 continue  # adding zeros changes no total
-            if weight != 1:
-                norm = list(map(operator.mul, norm, [weight] * m))
-            # With one contributing plugin the highest total is its highest score.
+            weighted = normalized if weight == 1 else tuple(map(operator.mul, normalized, [weight] * m))
+            # With one contributing plugin the totals are its weighted scores, the highest known.
             top = weight * max(values) if totals is None else -1
-            totals = list(norm) if totals is None else list(map(operator.add, totals, norm))
+            totals = weighted if totals is None else tuple(map(operator.add, totals, weighted))
         if totals is None:
-            totals = [0] * m
+            totals = (0,) * m
 
         # 4. Choose: the first highest total, as in `plan`.
         best = totals.index(top if top >= 0 else max(totals))

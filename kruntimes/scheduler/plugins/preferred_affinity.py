@@ -53,21 +53,24 @@ class PreferredRunAffinity:
 
 
 class _Column:
-    __slots__ = ("plugin",)
+    __slots__ = ("plugin", "zeros")
 
     def __init__(self, plugin: PreferredRunAffinity) -> None:
         self.plugin = plugin
+        self.zeros: tuple[int, ...] = ()  # kept: most Runs have no preferences, and it is the same every cycle
 
     def update(self, table: PodTable, changed: Sequence[int] | None) -> None:
         pass
 
     def scores(self, state: CycleState, table: PodTable,
-               alive: Sequence[int] | None) -> tuple[list[int], list[int], set[int]]:
+               alive: Sequence[int] | None) -> tuple[Sequence[int], Sequence[int], set[int]]:
         assert table.views is not None
         raw: Mapping[str, int] = state.of(PreferredRunAffinity.name)
         if not raw:
-            zeros = [0] * (len(table.views) if alive is None else len(alive))
-            return zeros, zeros, {0}
+            m = len(table.views) if alive is None else len(alive)
+            if len(self.zeros) != m:
+                self.zeros = (0,) * m
+            return self.zeros, self.zeros, {0}
         every = [0] * len(table.views)
         get = table.position.get
         for uid, value in raw.items():
