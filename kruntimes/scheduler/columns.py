@@ -5,7 +5,7 @@ finished Run or a heartbeat changes one pod's view and leaves the others' views 
 very same objects (`slots.Group` patches its list of views in place). Most of what
 Filter and Score work out per pod is a pure function of that pod's view and the
 Run's request shape (can it fit, its utilisation key), so it is kept here and not
-recomputed.
+recomputed, and a cycle's remaining per-pod work is list operations done in C.
 
 A `PodTable` is kept per (namespace, Runtime, request shape). It holds:
 
@@ -13,24 +13,34 @@ A `PodTable` is kept per (namespace, Runtime, request shape). It holds:
 - `uids` and `position`: each pod's UID and the UID -> position index, so a plugin
   turns a cycle's small sets of pod UIDs (affinity targets, bound workspaces,
   preferred terms) into positions without walking the pods;
-- one column per plugin (`Column`): that plugin's per-pod arrays, aligned with `views`.
+- one column per plugin (`Column`): that plugin's per-pod arrays, aligned with `views`
+  (RuntimePodAvailability: each pod's verdict but for the clock and the workspace,
+  and the fresh pods sorted by heartbeat; LeastLoaded: each pod's key, and the
+  feasible pods' raw and normalised scores);
+- `filtered`: the last Filter result (every pod's rejection, the feasible positions
+  and names) with what it followed from (`signature`s: the availability column's
+  version, the stale pods, the Run's workspace pods and affinity sets, the layout).
 
 **What invalidates an entry.** A view is immutable and replaced whenever anything
-about its pod changes (projection, usage, assumptions), so *identity* says what
-changed: at each cycle the table compares the snapshot's views with its own,
-position by position (`map(operator.is_not, ...)`, done in C), and hands the columns
-the positions whose view is not the same object; they recompute those entries only.
-Everything is recomputed when the number of pods changed (a pod joined or left the
-Runtime), when more than a quarter of the views changed, or when a column raised
-while being patched (the table is dropped). A table whose pods do not all have
-distinct UIDs is not used: the planner then evaluates plugins pod by pod.
-What depends on the cycle rather than the view (the heartbeat deadline `now -
-staleness`, the Run's affinity and workspace sets) is never stored: columns apply
-it per cycle, as array operations over the stored entries.
+about its pod changes (projection, usage, assumptions). The snapshot carries the
+group's log of replaced positions (`snapshot.ViewChanges`), so a table reads the
+positions replaced since it last looked and hands them to the columns, which
+recompute those entries only; with no log to read (another era, a what-if
+snapshot) it compares views by identity, in C. Everything is recomputed when the
+number of pods changed (a pod joined or left the Runtime), when more than a quarter
+of the views changed, or when a column raised while being patched (the table is
+dropped). A column's derived state is invalidated by what it follows from: the
+Filter result when any signature differs, LeastLoaded's normalised scores when the
+feasible positions or the set of distinct keys among them change (else only the
+changed pods' scores are rewritten). A table whose pods do not all have distinct
+UIDs is not used: the planner then evaluates plugins pod by pod. What depends on
+the cycle rather than the view (the heartbeat deadline, the Run's affinity and
+workspace sets) is never stored without the value it came from.
 
-Tables are a memo, never observable: a fresh table computes the same arrays. The
-planner keeps a bounded number of them (least recently used first out) and is used
-under the cluster cache lock, like the snapshot it plans on.
+Tables are a memo, never observable: a fresh table computes the same arrays
+(`tests/unit/test_core_columns.py` plans every cycle both ways). The planner keeps a
+bounded number of them (least recently used first out) and, like the snapshot it
+plans on, is used under the cluster cache lock.
 """
 
 from __future__ import annotations

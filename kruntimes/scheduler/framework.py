@@ -132,8 +132,8 @@ class Planner:
         # Protocol isinstance checks are slow; decide once which plugins normalise.
         self._score_steps = tuple((s, w, s.normalize if isinstance(s, ScoreExtensions) else None)
                                   for s, w in self.scores)
-        plugins = [*self.filters, *(s for s, _ in self.scores)]
-        self.columnar = columns and all(_has_own_column(p) for p in plugins)
+        self._plugins = (*self.filters, *(s for s, _ in self.scores))
+        self.columnar = columns and all(_has_own_column(p) for p in self._plugins)
         self._tables = cols.Tables()
         # (plugin, reason) -> itself: `keep.get(earlier, later)` is the first rejection, in C.
         self._keep = {r: r for by_reason in self._rejection.values() for r in by_reason.values()}
@@ -153,19 +153,8 @@ class Planner:
         state = CycleState(snapshot=snapshot, run=run, requests=run.requests, data=MappingProxyType(data))
         pods = snapshot.pods
         names = snapshot.names if snapshot.names is not None else tuple([p.info.name for p in pods])
-        if self.columnar:
-            key = (run.namespace, run.runtime, run.requests)
-            table = self._tables.get(key)
-            if table is None:
-                table = cols.PodTable({p.name: p.column(run.requests) for p in (*self.filters, *(s for s, _ in self.scores))})
-                self._tables.put(key, table)
-            try:
-                table.update(pods, snapshot.changes)
-            except Exception:
-                self._tables.drop(key)  # half patched: rebuilt next time; the pod-by-pod path decides
-            else:
-                if table.unique:
-                    return self._plan_columns(state, table, names, base)
+        if self.columnar and (table := self._table(snapshot)) is not None:
+            return self._plan_columns(state, table, names, base)
 
         # 2. Filter: each plugin sees only the pods every earlier plugin accepted.
         rejections: list[tuple[str, str] | None] = [None] * len(pods)
@@ -219,6 +208,21 @@ class Planner:
         return out.CycleOutcome(status=out.SCHEDULED, **common, scores=tuple(results), totals=tuple(totals),
                                 chosen=feasible[best].info.name, chosen_uid=feasible[best].info.uid, **base)
 
+
+    def _table(self, snapshot: Snapshot) -> cols.PodTable | None:
+        """The pod table of the Run's Runtime and request shape, up to date; None: plan pod by pod."""
+        run = snapshot.run
+        key = (run.namespace, run.runtime, run.requests)
+        table = self._tables.get(key)
+        if table is None:
+            table = cols.PodTable({p.name: p.column(run.requests) for p in self._plugins})
+            self._tables.put(key, table)
+        try:
+            table.update(snapshot.pods, snapshot.changes)
+        except Exception:  # noqa: BLE001 - half patched: rebuilt next time; the pod-by-pod path decides
+            self._tables.drop(key)
+            return None
+        return table if table.unique else None
 
     def _plan_columns(self, state: CycleState, table: cols.PodTable, names: tuple[str, ...],
                       base: dict[str, Any]) -> out.CycleOutcome:

@@ -141,7 +141,8 @@ class _Column:
             stale = tuple([i for i, h in enumerate(self.heartbeats) if h is not None and h < since])
         return (self.version, stale, st.workspace_pods)
 
-    def verdicts(self, state: CycleState, table: PodTable, signature: tuple) -> list[str | None]:  # type: ignore[type-arg]
+    def verdicts(self, state: CycleState, table: PodTable,
+                 signature: tuple) -> list[str | None]:  # type: ignore[type-arg]
         _, stale, bound = signature
         if not stale and not bound:
             return self.full

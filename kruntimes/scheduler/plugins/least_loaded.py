@@ -115,7 +115,8 @@ class _Column:
         if not fresh and self.scored is not None:
             self.pending.update(changed)
 
-    def scores(self, state: CycleState, table: PodTable, alive: Sequence[int] | None) -> tuple[list[Key], list[int], set[int]]:
+    def scores(self, state: CycleState, table: PodTable,
+               alive: Sequence[int] | None) -> tuple[list[Key], list[int], set[int]]:
         scored = self.scored
         if scored is None or scored.alive is not alive:
             scored = self.scored = _Scored(self, alive)
