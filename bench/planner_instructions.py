@@ -5,6 +5,10 @@ is run under callgrind twice per cell: with `--cycles` measured cycles after the
 warm-up, and with none; the difference over `--cycles` is the cycle's count. It does
 not move with the machine's load, so two checkouts compare on a shared machine:
 `--root` runs another checkout's code (its `kruntimes` and `bench/planner.py`).
+After the warm-up the garbage collector is set up as the scheduler sets it up
+(`kruntimes.gctuning`: what exists is frozen, collections are rare), so that whether
+a full collection of the 10,000-Run cache happens to fall among the measured cycles
+does not decide the count.
 
     python bench/planner_instructions.py [--pods 100,1000,5000] [--active 10000] [--cycles 200]
     python bench/planner_instructions.py --root /path/to/other/checkout
@@ -26,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def child(pods: int, active: int, cycles: int) -> None:
     from bench.planner import RealCycle, Trial, Workload, pending_runs
+    from kruntimes import gctuning
     from kruntimes.scheduler.config import SchedulerConfig
 
     real = RealCycle(Workload.build(pods, active, headroom=cycles + 200), SchedulerConfig())
@@ -33,6 +38,7 @@ def child(pods: int, active: int, cycles: int) -> None:
     Trial(real, runs, warmup=50)
     todo = [next(runs) for _ in range(cycles)]
     real.admit(todo)
+    gctuning.tune()
     for run in todo:
         real(run)
 
