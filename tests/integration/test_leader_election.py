@@ -20,6 +20,7 @@ from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.cluster.settings import LeaseSettings
 from kruntimes.journal.backends import Journal
 from kruntimes.scheduler.projection import RunInfo
+from kruntimes.scheduler.writes import ReadDone, WriteDone
 from tests.emulator.server import Emulator
 from tests.integration.cluster import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, Cluster, wait_for
 from tests.integration.test_informers import block_reads
@@ -149,19 +150,22 @@ def test_a_killed_leader_is_replaced_after_its_lease_expires_and_nothing_is_over
 
 
 class BlindBind:
-    """Wraps the binder: just before its first bind, the scheduler's watches go blind, so the
-    assumption for that Run stays unconfirmed."""
+    """Wraps the scheduler's sender: just before its first bind, the scheduler's watches go
+    blind, so the assumption for that Run stays unconfirmed."""
 
     def __init__(self, inner: Any, emulator: Emulator, blind: threading.Event) -> None:
         self.inner, self.emulator, self.blind = inner, emulator, blind
         self.done = False
 
-    def update_status(self, run: RunInfo, status: dict[str, Any]) -> None:
+    def write(self, run: RunInfo, status: dict[str, Any], deadline: float, done: WriteDone) -> None:
         if status.get("phase") == "Scheduled" and not self.done:
             self.done = True
             self.blind.set()
             self.emulator.drop_watches(abrupt=True)
-        self.inner.update_status(run, status)
+        self.inner.write(run, status, deadline, done)
+
+    def read(self, run: RunInfo, done: ReadDone) -> None:
+        self.inner.read(run, done)
 
 
 def test_a_leader_that_cannot_renew_stops_within_the_renew_deadline_and_a_new_term_starts_empty(
@@ -172,7 +176,7 @@ def test_a_leader_that_cannot_renew_stops_within_the_renew_deadline_and_a_new_te
     a = start_scheduler(identity="a", journal_url=url, journal_spool=str(tmp_path / "a.spool"))
     wait_for(lambda: a.leading, what="a leading")
     blind = block_reads(emulator)
-    a.scheduler.binder = BlindBind(a.binder, emulator, blind)
+    a.scheduler.sender = BlindBind(a.scheduler.sender, emulator, blind)
     cluster_api.add_run("r0")
     wait_for(lambda: blind.is_set() and len(a.cache.assumed) == 1, what="r0 bound, its bind unobserved")
     lease_blocked = threading.Event()

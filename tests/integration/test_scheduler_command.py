@@ -90,7 +90,7 @@ def test_the_scheduler_process_schedules_serves_probes_and_metrics_and_shuts_dow
     process = run_scheduler("--namespace", kube_namespace, "--leader-elect-resource-namespace", kube_namespace,
                             "--leader-elect-identity", "process-a", "--leader-elect-lease-duration", "2",
                             "--leader-elect-renew-deadline", "1", "--leader-elect-retry-period", "0.2",
-                            "--http-address", "127.0.0.1", "--http-port", "0", "--workers", "2",
+                            "--http-address", "127.0.0.1", "--http-port", "0", "--binders", "1",
                             "--journal-url", journal)
     wait_for(lambda: process.get("/readyz")[0] == 200, timeout=20, what="/readyz 200")
     assert process.get("/healthz") == (200, "ok\n")
