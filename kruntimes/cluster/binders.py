@@ -86,6 +86,7 @@ def serve(conn: Connection, configuration: kubernetes.client.Configuration, conc
     outbox = _Outbox(conn)
     sender = threading.Thread(target=outbox.run, name="binder-answers", daemon=True)
     sender.start()
+    conn.send([])  # ready: the client is imported and built
     pool = ThreadPoolExecutor(concurrency, thread_name_prefix="binder")
     try:
         while True:
@@ -165,6 +166,19 @@ class _Outbox:
 
 
 # -- the scheduler's side ----------------------------------------------------------------------
+def forkserver() -> Any:
+    """Binders fork from a server process started once, with the client already imported.
+
+    Never `fork` from the scheduler itself (its threads may hold locks a child would
+    inherit held), and `spawn` imports the client anew for every binder: a second
+    or more on a loaded machine, for each replacement and each test's scheduler.
+    """
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
+
+
+
 class _Pending:
     __slots__ = ("kind", "run", "done")
 
@@ -177,7 +191,7 @@ class _Link:
 
     def __init__(self, pool: BinderProcesses, index: int) -> None:
         self.pool = pool
-        context = multiprocessing.get_context("spawn")  # never fork a process with threads
+        context = forkserver()
         conn, child = context.Pipe()
         self.process = context.Process(
             target=serve, name=f"kruntimes-binder-{index}", daemon=True,
@@ -188,6 +202,7 @@ class _Link:
         self.outbox = _Outbox(conn)
         self.inflight: dict[int, _Pending] = {}
         self.alive = True
+        self.ready = threading.Event()  # set by the binder's first message
         self._sender = threading.Thread(target=self.outbox.run, name=f"kruntimes-binder-{index}-send", daemon=True)
         self._receiver = threading.Thread(target=self._receive, name=f"kruntimes-binder-{index}-receive",
                                           daemon=True)
@@ -200,6 +215,7 @@ class _Link:
                 batch = self.conn.recv()
             except (EOFError, OSError):
                 break
+            self.ready.set()
             for item in batch:
                 self.pool._answered(self, item)
         self.pool._exited(self)
@@ -277,6 +293,20 @@ class BinderProcesses:
                 link.join(timeout)
         with self._lock:
             self._links = [link for link in self._links if link not in links]
+
+    def ready(self) -> bool:
+        """Every binder process is up, its client built: a write handed over now is sent at once."""
+        with self._lock:
+            links = list(self._links)
+        return len(links) == self.processes and all(link.alive and link.ready.is_set() for link in links)
+
+    def wait_ready(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self.ready():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
 
     @property
     def pids(self) -> list[int]:

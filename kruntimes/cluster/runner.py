@@ -134,8 +134,9 @@ class ClusterScheduler:
         return self.terms.leading
 
     def ready(self) -> bool:
-        """Caches synced and able to lead (on a standby too)."""
-        return not self._stop.is_set() and all(i.synced and i.alive for i in self.informers.values())
+        """Caches synced, binders up: able to lead (on a standby too)."""
+        return (not self._stop.is_set() and all(i.synced and i.alive for i in self.informers.values())
+                and self.binder.ready())
 
     def healthy(self) -> bool:
         """Every thread that must run is running."""
@@ -145,7 +146,9 @@ class ClusterScheduler:
     # -- the campaign ---------------------------------------------------------------------
     def _campaign(self) -> None:
         while not self._stop.is_set():
-            if all(i.wait_synced(0.1) for i in self.informers.values()):
+            # Lead only once the binders can send: a write queued behind a binder's start
+            # could outlive the deadline it carries.
+            if all(i.wait_synced(0.1) for i in self.informers.values()) and self.binder.wait_ready(0.1):
                 break
         if self._stop.is_set():
             return

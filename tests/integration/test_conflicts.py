@@ -78,7 +78,7 @@ def test_a_server_error_on_the_status_write_is_retried_with_backoff(
 def test_two_runs_racing_for_the_last_slot_never_overcommit(
         cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler], kube_api: ApiClient) -> None:
     cluster_api.add_pod("python-0", runs=3)
-    start_scheduler(workers=4)
+    start_scheduler(bind_concurrency=8)
     names = [f"r{i}" for i in range(8)]
     for name in names:
         cluster_api.add_run(name)

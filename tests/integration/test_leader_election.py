@@ -125,14 +125,15 @@ def test_a_killed_leader_is_replaced_after_its_lease_expires_and_nothing_is_over
     capacity = {f"python-{i}": 2 for i in range(3)}
     for name, runs in capacity.items():
         cluster_api.add_pod(name, runs=runs)
-    a = start_scheduler(identity="a", workers=4)
+    a = start_scheduler(identity="a", bind_concurrency=8)
     wait_for(lambda: a.leading, what="a leading")
-    b = start_scheduler(identity="b", workers=4)
+    b = start_scheduler(identity="b", bind_concurrency=8)
     assert b.wait_synced(5)
     for i in range(4):
         cluster_api.add_run(f"early-{i}")
     wait_for(lambda: len(cluster_api.placements()) == 4, what="4 placed by a")
     killed = time.monotonic()
+    wait_for(lambda: a.binder.writes == 4, what="a's answers back from its binder")
     a.kill()  # no release, no goodbye: the lease still names a
     for i in range(4):
         cluster_api.add_run(f"late-{i}")
