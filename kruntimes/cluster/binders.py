@@ -335,7 +335,7 @@ class BinderProcesses:
                 if kind == "r":
                     self.reads += 1
         if link is None:
-            self._fail(pending, "no binder process is running (the scheduler is stopping)", sent=False)
+            self._fail(pending, "no binder process is running", sent=False)
             return
         link.outbox.put((rid, kind, run.namespace, run.name, run.uid, run.resource_version, body, deadline))
 
@@ -377,28 +377,26 @@ class BinderProcesses:
             pending.done(errors.ApiError(message, code, retry_after))
 
     def _exited(self, link: _Link) -> None:
-        """The binder's pipe closed: answer what it held, and start another unless stopping."""
+        """The binder's pipe closed: start another in its place unless stopping, and answer what it held."""
         with self._lock:
             link.alive = False
             lost, link.inflight = list(link.inflight.values()), {}
             self.lost += len(lost)
-            replace = not self._closing
-            if replace:
-                index = self._links.index(link)
+            replace = not self._closing and link in self._links
         link.outbox.close()
-        if lost:
-            log.warning("a binder process exited with %d requests unanswered; each write among them may "
-                        "have been sent (exit code %s)", len(lost), link.process.exitcode)
-        for pending in lost:
-            self._fail(pending, f"the binder process (pid {link.process.pid}) exited before answering", sent=True)
-        if replace:
-            link.process.join(5)
-            fresh = _Link(self, index)
+        if replace:  # first, so that the loop's next requests (the reads that settle these) have a binder
+            fresh = _Link(self, self._links.index(link))
             with self._lock:
+                self._links[self._links.index(link)] = fresh
                 if self._closing:
                     fresh.outbox.put(None)
                     fresh.outbox.close()
-                self._links[index] = fresh
+        if lost:
+            log.warning("a binder process exited with %d requests unanswered; each write among them may "
+                        "have been sent", len(lost))
+        for pending in lost:
+            self._fail(pending, "the binder process exited before answering", sent=True)
+        link.process.join(5)
 
     def _fail(self, pending: _Pending, why: str, *, sent: bool) -> None:
         run = pending.run
