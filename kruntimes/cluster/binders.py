@@ -60,6 +60,8 @@ from kruntimes.scheduler.writes import NO_DEADLINE, ReadDone, WriteDone
 
 log = logging.getLogger(__name__)
 
+GATHER = 0.001  # seconds an outbox lets messages gather after each send
+
 # A request: (id, kind, namespace, name, uid, resourceVersion, body, deadline); kind "w" or "r".
 Request = tuple[int, str, str, str, str, str, Any, float]
 # An answer: (id, outcome, message, code, retry_after, seconds, observed).
@@ -163,6 +165,10 @@ class _Outbox:
                 with self._cond:
                     if not self._items:
                         return
+            # Let the next moment's messages gather: then one wake-up and one send carry
+            # them all. Waking a waiting thread costs the caller of `put` a lock hand-over
+            # while it holds the interpreter - on the scheduling loop, once per write.
+            time.sleep(GATHER)
 
 
 # -- the scheduler's side ----------------------------------------------------------------------

@@ -1,21 +1,25 @@
-"""The scheduler loop: event intake, the work queue, workers, and one cycle per key.
+"""The scheduler loop: event intake, the work queue, the scheduling loop, and one cycle per key.
 
 Event handlers only apply projections to the cluster cache and enqueue the keys
-it returns; only a worker that dequeued a key plans, reserves or writes. The
-cycle, step by step (SPEC §3.2):
+it returns; only the loop, having dequeued a key, plans, reserves or writes. As in
+kube-scheduler, scheduling is serial and binding is not: the cycle's status write
+is handed to a `writes.Sender` (in the cluster, binder processes) and the loop
+plans the next key while it is out. The write's answer ends the cycle, from
+whichever thread it arrives on; until then the key stays "processing" in the queue
+(an event for that Run waits for the answer, as it waited for a cycle in progress)
+and the assumption stands. Each write carries the deadline after which it must not
+be sent (`deadline`: the leader fence). The cycle, step by step (SPEC §3.2):
 
 1. snapshot, plan and reserve in ONE hold of the cache lock, so the view is exactly
-   "everything up to the snapshot LSN" and no other worker can assume onto the
-   chosen pod in between: like kube-scheduler, scheduling cycles are serial and
-   only binds (the slow, remote part) run in parallel. With affinity in play a
-   capacity-only re-check at reserve would not be enough - two workers could
-   each place an anti-affine Run on the same pod;
+   "everything up to the snapshot LSN" and nothing else can assume onto the chosen
+   pod in between. With affinity in play a capacity-only re-check at reserve would
+   not be enough - two cycles could each place an anti-affine Run on the same pod;
 2. an invalid Run becomes terminal Failed; a plugin error aborts the cycle (no
    assumption, no status write) and the key is retried with backoff;
 3. no feasible pod: write the bounded Pending message, only when it changed;
 4. reserve: re-check the chosen pod against every assumption and assume (a
    defensive invariant check; a failure is counted as a reserve conflict);
-5. bind through the `Binder` (SPEC §3.2 step 6, amended 2026-12-01): first check
+5. bind through the sender (SPEC §3.2 step 6, amended 2026-12-01): first check
    that the chosen pod is still that UID in the cache (deleted or replaced since the
    snapshot: a bind-stage conflict, release + requeue); conflict -> release +
    requeue; other error -> release + backoff; success -> KEEP the assumption until
@@ -25,7 +29,7 @@ cycle, step by step (SPEC §3.2):
    - the informer showed the Run since: the hand-off rule already settled an active,
      terminal or vanished Run; a Run still Pending at a NEWER version can no longer
      take the write, which was guarded by the older one: release, plan again;
-   - otherwise a read (`Binder.observe`, a GET) settles it: landed on our pod -> as a
+   - otherwise a read (a GET, through the sender too) settles it: landed on our pod -> as a
      success; moved on without it -> release; still at the version the write was
      guarded by -> the write has not landed but may yet, so releasing now could
      hand its capacity to another Run just before it lands. The same bind (same pod,
