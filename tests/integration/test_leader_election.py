@@ -92,8 +92,10 @@ def test_a_leader_that_stops_releases_the_lease_and_the_standby_takes_over_at_on
     assert b.wait_synced(5)
     stopped = time.monotonic()
     a.stop()
-    wait_for(lambda: b.leading, timeout=LEASE_DURATION, what="b leading")
+    assert b.elector is not None
+    wait_for(lambda: b.elector.terms == 1, timeout=LEASE_DURATION, what="b holding the lease")
     assert time.monotonic() - stopped < LEASE_DURATION  # released, not expired
+    wait_for(lambda: b.leading, what="b's term started (relist, journal child)")
     assert lease_holder(cluster_api) == "b"
     cluster_api.add_run("second")
     wait_for(lambda: cluster_api.placements() == {"first": "python-0", "second": "python-0"},
