@@ -60,10 +60,10 @@ class Record:
             raise errors.UnsupportedSchema(
                 lsn, f"{kind} record has schema_version {schema_version}; this replay reads "
                      f"{', '.join(map(str, sorted(SUPPORTED_SCHEMA_VERSIONS)))} - replay it with the kruntimes "
-                     "version that wrote it, or a newer one")
+                     "version that wrote it, or a newer one", epoch=incarnation)
         if hashlib.sha256(text.encode("utf-8")).hexdigest() != sha256:
             raise errors.CorruptRecord(lsn, f"the {kind} record's payload does not match its SHA-256 "
-                                            "(edited or damaged after it was written)")
+                                            "(edited or damaged after it was written)", epoch=incarnation)
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -71,9 +71,11 @@ class Record:
             try:
                 value = _loads(self.text)
             except ValueError as exc:
-                raise errors.CorruptRecord(self.lsn, f"the {self.kind} record's payload is not JSON: {exc}") from exc
+                raise errors.CorruptRecord(self.lsn, f"the {self.kind} record's payload is not JSON: {exc}",
+                                           epoch=self.incarnation) from exc
             if not isinstance(value, dict):
-                raise errors.CorruptRecord(self.lsn, f"the {self.kind} record's payload is not a JSON object")
+                raise errors.CorruptRecord(self.lsn, f"the {self.kind} record's payload is not a JSON object",
+                                           epoch=self.incarnation)
             self._payload = value
         return self._payload
 
@@ -82,7 +84,8 @@ class Record:
         try:
             return self.payload[name]
         except KeyError:
-            raise errors.CorruptRecord(self.lsn, f"the {self.kind} record has no {name!r} field") from None
+            raise errors.CorruptRecord(self.lsn, f"the {self.kind} record has no {name!r} field",
+                                       epoch=self.incarnation) from None
 
     def __repr__(self) -> str:
         return f"Record(lsn={self.lsn}, kind={self.kind!r}, incarnation={self.incarnation!r})"
@@ -158,8 +161,12 @@ def _gap(first: int, last: int) -> str:
     return f"{span} not in the journal; the state after them cannot be rebuilt (deleted or never written?)"
 
 
-def record_at(journal: backends.Journal, lsn: int) -> Record | None:
-    return _first(journal, sa.select(*_COLUMNS).where(_T.c.lsn == lsn))
+def record_at(journal: backends.Journal, lsn: int, incarnation: str | None = None) -> Record | None:
+    """The record at `lsn` (of `incarnation`, when given: LSNs are unique only within an epoch)."""
+    stmt = sa.select(*_COLUMNS).where(_T.c.lsn == lsn)
+    if incarnation is not None:
+        stmt = stmt.where(_T.c.incarnation == incarnation)
+    return _first(journal, stmt.order_by(_T.c.incarnation))
 
 
 def incarnation_record(journal: backends.Journal, incarnation: str) -> Record | None:

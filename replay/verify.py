@@ -15,13 +15,12 @@ LSN skip the count of the whole journal (their walks check what they read).
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kruntimes.journal import backends
-from replay import coverage, engine, reproduce, source
+from replay import coverage, engine, errors, parallel, reproduce, source
 
 #: Divergent cycles kept with their full replayed outcome; the rest keep their differences only.
 KEEP_OUTCOMES = 50
@@ -39,6 +38,21 @@ class VerifyReport:
     seconds: float = 0.0
     pruned: coverage.Pruned | None = None  # where a recorded prune says the journal starts
     skipped: int = 0  # cycles in range whose snapshot is before that checkpoint
+    workers: int = 1  # processes that replayed
+    walk_cpu: dict[int, float] = field(default_factory=dict)  # process ID -> CPU seconds its walks took
+
+    def add(self, result: parallel.UnitResult) -> None:
+        """Count in what one walk judged."""
+        self.walk_cpu[result.process] = self.walk_cpu.get(result.process, 0.0) + result.cpu_seconds
+        self.replayed += result.replayed
+        self.identical += result.identical
+        self.diverged.extend(result.diverged)
+        stats, theirs = self.stats, result.stats
+        stats.incarnations.extend(i for i in theirs.incarnations if i not in stats.incarnations)
+        stats.records += theirs.records
+        stats.checkpoints_compared += theirs.checkpoints_compared
+        stats.started_from.extend(theirs.started_from)
+        stats.warnings.extend(w for w in theirs.warnings if w not in stats.warnings)
 
     @property
     def ok(self) -> bool:
@@ -50,8 +64,14 @@ class VerifyReport:
 
 
 def verify(journal: backends.Journal, selection: source.Selection = source.Selection(),
-           progress: Progress | None = None) -> VerifyReport:
-    """Replay every cycle `selection` names; report identical and divergent decisions."""
+           progress: Progress | None = None, *, workers: int = 1,
+           min_parallel_work: int = parallel.MIN_PARALLEL_WORK) -> VerifyReport:
+    """Replay every cycle `selection` names; report identical and divergent decisions.
+
+    With `workers` > 1 and enough planning to pay for starting processes, the walks
+    run in a process pool (`parallel`); the report is the same as a serial one's.
+    Damage stops the walk it is in and is raised once every walk has reported.
+    """
     started = time.perf_counter()
     pruned = coverage.check(journal, whole=selection.lsns is None)
     cycles = engine.select(journal, selection)
@@ -62,18 +82,28 @@ def verify(journal: backends.Journal, selection: source.Selection = source.Selec
     report = VerifyReport(selected=len(cycles), pruned=pruned, skipped=skipped)
     if progress is not None:
         progress(0, len(cycles), 0)
-    walk = engine.replay(journal, cycles, reproduce.plan, report.stats)
-    with contextlib.closing(walk):
-        for replayed in walk:
-            result = reproduce.judge(replayed)
-            report.replayed += 1
-            if result.identical:
-                report.identical += 1
-            else:
-                if len(report.diverged) >= KEEP_OUTCOMES:
-                    result.outcome = None  # keep the differences, not a thousand-pod outcome each
-                report.diverged.append(result)
-            if progress is not None:
-                progress(report.replayed, report.selected, len(report.diverged))
+    url = parallel.url_of(journal)
+    pool = workers > 1 and url is not None and parallel.work(cycles) >= min_parallel_work
+    units = parallel.split(journal, cycles, workers * parallel.PIECES_PER_WORKER if pool else 1)
+    report.workers = workers if pool and len(units) > 1 else 1
+    if report.workers > 1:
+        assert url is not None
+        results = parallel.run(url, units, report.workers, KEEP_OUTCOMES)
+    else:
+        results = (parallel.run_unit(journal, unit, KEEP_OUTCOMES) for unit in units)
+    damage: list[errors.JournalDamage] = []
+    for result in results:
+        report.add(result)
+        if result.damage is not None:
+            damage.append(result.damage)
+        if progress is not None:
+            progress(report.replayed, report.selected, len(report.diverged))
+    report.diverged.sort(key=lambda r: (r.incarnation, r.lsn))
+    for kept, result in enumerate(report.diverged):
+        if kept >= KEEP_OUTCOMES:
+            result.outcome = None
     report.seconds = time.perf_counter() - started
+    if damage:
+        first = {u.incarnation: i for i, u in reversed(list(enumerate(units)))}  # epochs in journal order
+        raise min(damage, key=lambda d: (first.get(d.epoch or "", 0), d.lsn))
     return report

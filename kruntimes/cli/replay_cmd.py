@@ -22,7 +22,7 @@ from rich.table import Table
 
 from kruntimes.cli import journal_args as ja
 from kruntimes.scheduler.config import ConfigError
-from replay import compare, engine, errors, explain, reproduce, source, verify, whatif
+from replay import compare, engine, errors, explain, parallel, reproduce, source, verify, whatif
 
 EXIT_DIVERGED = 1
 EXIT_USAGE = 2
@@ -46,6 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                            description="Replays every recorded cycle in range with this planner and requires the "
                                        "same decision, every recorded field and the digest of the full outcome.")
     v.add_argument("--show", type=int, default=3, metavar="N", help="divergent cycles shown in detail (3)")
+    v.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="processes that replay at once (default: the CPUs available; 1 replays in this process)")
     v.set_defaults(run=run_verify)
 
     c = actions.add_parser("cycle", parents=[common], help="explain one cycle: every pod's verdict and scores",
@@ -144,10 +146,13 @@ class _Progress:
 
 @guarded("kruntimes replay verify")
 def run_verify(args: argparse.Namespace) -> int:
+    workers = parallel.default_workers() if args.workers is None else args.workers
+    if workers < 1:
+        raise ja.UsageError(f"--workers must be at least 1, got {workers}")
     journal = ja.open_journal(ja.journal_url(args))
     progress = _Progress(enabled=not args.json)
     try:
-        report = verify.verify(journal, _selection(args, journal), progress)
+        report = verify.verify(journal, _selection(args, journal), progress, workers=workers)
     finally:
         progress.close()
         journal.close()
@@ -165,7 +170,7 @@ def _verify_json(report: verify.VerifyReport) -> dict[str, Any]:
             "identical": report.identical, "diverged": [r.as_json() for r in report.diverged],
             "incarnations": report.stats.incarnations, "records_applied": report.stats.records,
             "checkpoints_compared": report.stats.checkpoints_compared, "warnings": report.stats.warnings,
-            "seconds": round(report.seconds, 3),
+            "seconds": round(report.seconds, 3), "workers": report.workers,
             "pruned": None if report.pruned is None else {**dataclasses.asdict(report.pruned),
                                                           "skipped_cycles": report.skipped}}
 
@@ -190,7 +195,8 @@ def _print_verify(console: Console, report: verify.VerifyReport, show: int) -> N
     for result in report.diverged[:show]:
         _print_divergence(console, result)
     n = len(report.stats.incarnations)
-    summary = (f"{report.replayed} cycles of {n} incarnation{'s' if n != 1 else ''} replayed in "
+    by = f" by {report.workers} processes" if report.workers > 1 else ""
+    summary = (f"{report.replayed} cycles of {n} incarnation{'s' if n != 1 else ''} replayed{by} in "
                f"{report.seconds:.2f}s ({report.rate:.0f}/s; {report.stats.records} records applied, "
                f"{report.stats.checkpoints_compared} checkpoints proven): {report.identical} identical, "
                f"{len(report.diverged)} diverged")

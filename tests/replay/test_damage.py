@@ -102,7 +102,8 @@ def test_a_record_with_an_unknown_schema_version_is_refused_by_lsn(written: jour
     with pytest.raises(errors.UnsupportedSchema) as caught:
         _verify(url)
     assert caught.value.lsn == lsn
-    assert f"journal LSN {lsn}: unknown schema version: {kind} record has schema_version 2; this replay reads 1" \
+    assert caught.value.epoch == written.incarnation
+    assert f"journal epoch {written.incarnation} LSN {lsn}: unknown schema version: {kind} record has schema_version 2; this replay reads 1" \
         in str(caught.value)
 
 
