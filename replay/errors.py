@@ -89,3 +89,39 @@ class InconsistentHistory(JournalDamage):
     """A record the rebuilt state cannot have produced (a reserve that does not fit, a drop never derived, ...)."""
 
     what = "record inconsistent with the records before it"
+
+
+class MissingStart(JournalDamage):
+    """An epoch does not begin with its incarnation record: its start was deleted."""
+
+    what = "missing start of epoch"
+
+
+class BrokenLink(JournalDamage):
+    """A record's chain link does not follow from the record before it in its epoch."""
+
+    what = "broken link"
+
+
+class MissingEnd(JournalDamage):
+    """An epoch that is not the newest has no end record: its tail may be lost."""
+
+    what = "missing end of epoch"
+
+
+class HeadMismatch(JournalDamage):
+    """The epoch's stored head is not its last stored record (or there is no head at all)."""
+
+    what = "stored head disagrees with the records"
+
+
+class HeadBehindPublished(JournalDamage):
+    """The stored head is behind a head that was published, or the chain no longer passes through it."""
+
+    what = "head behind the published one"
+
+
+class KeyMismatch(JournalDamage):
+    """The epoch's links cannot be checked with the key given (none, another one), or are unkeyed despite a key."""
+
+    what = "key mismatch"

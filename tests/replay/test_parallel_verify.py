@@ -30,9 +30,11 @@ def written(journal_url: str, tmp_path: Path) -> journals.Written:
 def _verify(url: str, workers: int) -> verify.VerifyReport:
     journal = Journal.open(url)
     try:
-        return verify.verify(journal, source.Selection(), workers=workers, min_parallel_work=0)
+        report = verify.verify(journal, source.Selection(), workers=workers, min_parallel_work=0)
     finally:
         journal.close()
+    report.raise_for_problems()
+    return report
 
 
 def test_a_pool_of_two_judges_every_cycle_and_proves_every_checkpoint_the_serial_walk_proves(
