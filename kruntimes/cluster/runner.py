@@ -171,4 +171,5 @@ class ClusterScheduler:
         return JournalSession(s.journal_url, self.cache.config, spool_path=s.journal_spool, detail=s.journal_detail,
                               checkpoint_every=s.journal_checkpoint_every,
                               checkpoint_size_ratio=s.journal_checkpoint_size_ratio, registry=self.registry,
-                              writer=s.journal_writer, migrate=s.journal_migrate == "auto")
+                              writer=s.journal_writer, migrate=s.journal_migrate == "auto",
+                              key_file=s.journal_key_file, after_lsn=self.terms.last_journal_lsn)
