@@ -225,10 +225,10 @@ def _epochs_table(report: verify.VerifyReport) -> Table:
         if e.pruned_until is not None:
             lsns += f" (pruned below {e.pruned_until})"
         state = e.state if e.end_reason is None or e.state != integrity.ENDED else f"ended: {e.end_reason}"
-        links = str(e.links) if e.algorithm is None or e.links else f"- ({e.algorithm})"
-        cycles = f"{e.identical} identical" + (f", {e.diverged} diverged" if e.diverged else "")
+        links = f"{e.links:,}" if e.algorithm is None or e.links else f"- ({e.algorithm})"
+        cycles = f"{e.identical:,} identical" + (f", {e.diverged:,} diverged" if e.diverged else "")
         problems = len(e.problems) + e.more_problems
-        table.add_row(e.epoch[:12], lsns, state, str(e.records), links, cycles,
+        table.add_row(e.epoch[:12], lsns, state, f"{e.records:,}", links, cycles,
                       f"[red]{problems}[/red]" if problems else "0")
     return table
 
