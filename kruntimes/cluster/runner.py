@@ -36,6 +36,10 @@ from kruntimes.scheduler.metrics import SchedulerMetrics
 
 log = logging.getLogger(__name__)
 
+#: Longest pause between the journal writer's attempts to reach a database that is
+#: away: the spool drains at most this long after the database is back.
+JOURNAL_MAX_RETRY_SECONDS = 2.0
+
 
 class ClusterScheduler:
     def __init__(self, api: kubernetes.client.ApiClient, settings: ClusterSettings, *,
@@ -164,11 +168,12 @@ class ClusterScheduler:
             return self.elector.is_leader()
         return self.terms.leading
 
-    def _open_journal(self) -> JournalSession | None:
+    def _open_journal(self, after_lsn: int) -> JournalSession | None:
         s = self.settings
         if not s.journal_url:
             return None
         return JournalSession(s.journal_url, self.cache.config, spool_path=s.journal_spool, detail=s.journal_detail,
                               checkpoint_every=s.journal_checkpoint_every,
                               checkpoint_size_ratio=s.journal_checkpoint_size_ratio, registry=self.registry,
-                              writer=s.journal_writer, migrate=s.journal_migrate == "auto")
+                              writer=s.journal_writer, migrate=s.journal_migrate == "auto", after_lsn=after_lsn,
+                              max_retry_interval=JOURNAL_MAX_RETRY_SECONDS)

@@ -6,10 +6,12 @@ from active Runs"):
 1. relist Runs and Runtime Pods (diffed, so only changes are applied): the term
    plans on everything written before it took the lease, including the last binds
    of the leader before it, even if a watch lags;
-2. open the journal. Only the leader journals: the journal is a single total order
-   and two writers would hand out the same LSNs. A term is a new incarnation whose
-   first records are a checkpoint of the whole cache (what replay starts from, since
-   the standby's changes were not journaled) and `leader` {acquired};
+2. open the journal. Only the leader journals. A term is a new incarnation (an epoch)
+   whose first records are a checkpoint of the whole cache (what replay starts from,
+   since the standby's changes were not journaled) and `leader` {acquired}. Opening it
+   never waits for the database (SPEC §5 "Availability"): the epoch numbers after the
+   highest LSN this process knows (its spool, its previous term, the database if it
+   answers at once) and its records wait in the spool until the database answers;
 3. start with an empty assumed cache (dropping whatever a previous term left);
 4. route events through the scheduler, enqueue every Pending Run, start the workers.
 
@@ -50,7 +52,7 @@ class TermError(Exception):
 class Terms:
     def __init__(self, scheduler: Scheduler, intake: Intake, settings: ClusterSettings, *,
                  resync: list[Resyncable], identity: str,
-                 open_journal: Callable[[], JournalSession | None],
+                 open_journal: Callable[[int], JournalSession | None],
                  standby_recorder: Recorder | None = None) -> None:
         self.scheduler = scheduler
         self.cache = scheduler.cache
@@ -63,13 +65,14 @@ class Terms:
         self.session: JournalSession | None = None
         self.leading = False
         self.started = 0  # terms begun, for tests and logs
+        self.last_lsn = 0  # the last LSN a term of this process journaled: the next numbers after it
 
     def begin(self, lease: LeaseRecord) -> None:
         timeout = self.settings.request_timeout
         for informer in self._resync:
             if not informer.resync(timeout):
                 raise TermError(f"could not relist within {timeout}s before leading")
-        session = self._open_journal()
+        session = self._open_journal(self.last_lsn)
         cache = self.cache
         with cache.lock:
             self._drop_assumptions()
@@ -86,8 +89,9 @@ class Terms:
         self.started += 1
         self.scheduler.enqueue_pending()
         self.scheduler.start(self.settings.workers)
+        journal = None if session is None else {"epoch": session.recorder.incarnation, "first_lsn": session.first_lsn}
         log.info("leading: scheduling with %d workers", self.settings.workers,
-                 extra={"pending": len(self.cache.pending_keys()), "identity": self.identity})
+                 extra={"pending": len(self.cache.pending_keys()), "identity": self.identity, "journal": journal})
 
     def end(self, reason: str) -> None:
         self.intake.set_leading(False)
@@ -103,9 +107,14 @@ class Terms:
             self._detach()
             session, self.session = self.session, None
             self.leading = False
+        journal = None
         if session is not None:
             session.close(self.settings.shutdown_timeout)
-        log.info("term ended: %s", reason, extra={"identity": self.identity, "assumptions_dropped": dropped})
+            self.last_lsn = max(self.last_lsn, session.recorder.lsn)
+            journal = {"epoch": session.recorder.incarnation, "last_lsn": session.recorder.lsn,
+                       "spooled": session.writer.spooled}
+        log.info("term ended: %s", reason, extra={"identity": self.identity, "assumptions_dropped": dropped,
+                                                  "journal": journal})
 
     def crash(self) -> None:
         """Stop as a killed process would, for tests: no records, no release; only the threads end."""
@@ -117,6 +126,7 @@ class Terms:
             self.leading = False
         if session is not None:
             session.close(self.settings.shutdown_timeout)
+            self.last_lsn = max(self.last_lsn, session.recorder.lsn)
 
     def _drop_assumptions(self) -> int:
         """Release every assumption (a term starts and ends with an empty assumed cache)."""

@@ -114,13 +114,16 @@ class JournalWriter:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def last_lsn(self) -> int | None:
+    def last_lsn(self, timeout: float | None = None) -> int | None:
         """The last durable LSN (spool first, else database): a new incarnation starts after it.
 
-        Raises ``JournalUnavailable`` when the spool is empty and the database cannot answer.
+        Raises ``JournalUnavailable`` when the spool is empty and the database cannot answer
+        (within ``timeout`` seconds, if given).
         """
         spooled = self._spool.last_lsn
-        return spooled if spooled is not None else self._journal.last_lsn()
+        if spooled is not None:
+            return spooled
+        return self._journal.last_lsn() if timeout is None else self._journal.last_lsn(timeout)
 
     def append(self, record: Record) -> bool:
         """Queue ``record``; return False if the drop policy dropped it (buffer full).
