@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -60,10 +61,16 @@ class JournalSession:
         if writer not in WRITERS:
             raise ValueError(f"journal writer must be one of {', '.join(WRITERS)}, not {writer!r}")
         self.url = url
+        spool = spool_path or default_spool(url)
+        # The spool is where this epoch's records go while the database is away: a spool
+        # that cannot be made fails the term now, before a writer process is started.
+        try:
+            Path(spool).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise errors.SpoolUnwritable(f"cannot make the journal spool's directory for {spool}: {exc}") from exc
         # No connection here: the writer checks (or migrates) the schema before it writes;
         # without ``migrate`` (replicas in a cluster, SPEC §5) it waits for `kruntimes db upgrade`.
         self.journal = Journal.deferred(url, migrate=migrate)
-        spool = spool_path or default_spool(url)
         registry = registry if registry is not None else CollectorRegistry()
         self.writer: JournalWriter | ProcessJournalWriter
         try:
