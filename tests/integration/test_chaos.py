@@ -6,7 +6,8 @@ emulator), with the journal in PostgreSQL behind a proxy the test cuts. The lead
 SIGKILLed with its writer process (as a container is), once with the database up,
 then twice during a 20 s outage - the first of those right as the outage began, so
 a standby takes over with no database and starts its epoch in its spool - and every
-killed replica restarts at once on the spool it left behind.
+killed replica restarts on the spool it left behind, as a standby: its spool
+drains once the database is back although it does not lead.
 
 Afterwards every record either replica made durable is in the database exactly
 once. "Made durable" is counted from the replicas' side: at each kill, what the
@@ -64,6 +65,10 @@ class Replica:
 
     def logs(self) -> list[dict[str, Any]]:
         return [e for p in self.processes for e in p.logs()]
+
+    def wait_synced(self) -> None:
+        wait_for(lambda: any(e["message"] == "caches synced" for e in self.current.logs()), timeout=30,
+                 what=f"{self.identity}'s caches synced")
 
 
 def _holder(cluster: Cluster) -> str | None:
@@ -195,7 +200,7 @@ def test_two_replicas_lose_no_record_through_leader_kills_and_a_20s_database_out
         placed = len(cluster_api.placements())
         wait_for(lambda: len(cluster_api.placements()) > placed + 5, timeout=20,
                  what="Runs placed by a leader that started with the database away")
-        time.sleep(max(0.0, outage + OUTAGE_SECONDS / 2 - time.monotonic()))
+        time.sleep(max(3.0, outage + OUTAGE_SECONDS / 2 - time.monotonic()))  # the new leader spools a while
         kill_leader()  # again, still in the outage: both replicas now hold spooled records of a killed epoch
         time.sleep(max(0.0, outage + OUTAGE_SECONDS - time.monotonic()))
         proxied_journal.proxy.restore()
@@ -203,16 +208,16 @@ def test_two_replicas_lose_no_record_through_leader_kills_and_a_20s_database_out
     assert workload.errors == [] and workload.created > 100
     assert spooled_at_a_kill > 0, "no replica restarted with records in its spool"
 
-    # Each replica leads once more after the outage (its writer drains its spool first), then both stop.
+    # Every spool drains once the database is back: the leader's through its term's writer, the
+    # standby's (records of its killed epoch) through its spool recovery, though it does not lead.
+    wait_for(lambda: all(_spooled(r.spool_path, scratch) == {} for r in replicas.values()), timeout=60,
+             what="every spool drained")
     last = leading()
-    other = next(r for r in replicas.values() if r is not last)
-    terms_before = len(other.epochs())
-    last.current.popen.send_signal(signal.SIGTERM)
-    assert last.current.finish(60) == 0
-    takes_over(other, terms_before)
-    time.sleep(1)
-    other.current.popen.send_signal(signal.SIGTERM)
-    assert other.current.finish(60) == 0
+    for replica in sorted(replicas.values(), key=lambda r: r is last):  # the standby first
+        replica.wait_synced()  # a SIGTERM before Python is set up would just end it
+        replica.current.popen.send_signal(signal.SIGTERM)
+        code = replica.current.finish(60)
+        assert code == 0, (replica.identity, code, replica.current.lines[-10:])
     assert cluster_api.overcommit() == 0
 
     # Nothing is left in a spool, nothing was quarantined.
@@ -227,7 +232,7 @@ def test_two_replicas_lose_no_record_through_leader_kills_and_a_20s_database_out
         by_epoch[epoch].append(lsn)
     begun = [epoch for replica in replicas.values() for p in replica.processes for epoch in
              [e["journal"]["epoch"] for e in p.logs() if e["message"].startswith("leading")]]
-    assert len(begun) == len(set(begun)) >= 5 and set(begun) == set(by_epoch), "an epoch is missing or unknown"
+    assert len(begun) == len(set(begun)) >= 4 and set(begun) == set(by_epoch), "an epoch is missing or unknown"
 
     ended = {e["journal"]["epoch"]: e["journal"] for replica in replicas.values() for e in replica.logs()
              if e["message"].startswith("term ended") and e.get("journal")}
