@@ -35,8 +35,8 @@ from kruntimes.cluster import client as cluster_client
 from kruntimes.cluster import logs
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.runner import ClusterScheduler
-from kruntimes.journal import schema_wait
 from kruntimes.cluster.settings import DETAILS, MIGRATE_MODES, ClusterSettings, LeaseSettings, default_identity
+from kruntimes.journal import chain, schema_wait
 from kruntimes.scheduler.config import ConfigError
 
 log = logging.getLogger("kruntimes.cli.scheduler")
@@ -122,6 +122,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     option(journal, "--journal-writer", "KRUNTIMES_JOURNAL_WRITER", "process",
            "where records are built and stored: process (its own process, off the scheduler's core) or thread",
            choices=("process", "thread"))
+    option(journal, "--journal-key-file", chain.KEY_FILE_ENV, None,
+           "file holding the HMAC key of the journal's hash chain (at least 32 bytes; e.g. the mounted "
+           "kruntimes-journal-key Secret); without it the chain is plain SHA-256", metavar="PATH")
     option(journal, "--journal-migrate", "KRUNTIMES_JOURNAL_MIGRATE", None,
            "auto: migrate the schema on start (one writer); never: only wait for `kruntimes db upgrade` "
            "(replicas in a cluster; default: auto for SQLite, never for PostgreSQL)", choices=MIGRATE_MODES)
@@ -181,11 +184,23 @@ def settings_from(args: argparse.Namespace) -> ClusterSettings:
                                journal_checkpoint_every=args.journal_checkpoint_every,
                                journal_checkpoint_size_ratio=args.journal_checkpoint_size_ratio,
                                journal_spool=args.journal_spool, journal_writer=args.journal_writer,
+                               journal_key_file=_key_file(args),
                                journal_migrate=_migrate_mode(args), journal_schema_wait=args.journal_schema_wait,
                                leader_elect=args.leader_elect, lease=lease,
                                watch_timeout=args.watch_timeout, shutdown_timeout=args.shutdown_timeout)
     except ConfigError as exc:
         raise UsageError(str(exc)) from exc
+
+
+def _key_file(args: argparse.Namespace) -> str | None:
+    """The chain key's file, read once here so that a missing or short key is a usage error at start."""
+    path: str | None = args.journal_key_file or None
+    if path is not None and args.journal_url:
+        try:
+            chain.load_key(path)
+        except chain.ChainKeyError as exc:
+            raise UsageError(f"--journal-key-file: {exc}") from exc
+    return path
 
 
 def _migrate_mode(args: argparse.Namespace) -> str:

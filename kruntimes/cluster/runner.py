@@ -190,7 +190,7 @@ class ClusterScheduler:
         s = self.settings
         return s.journal_spool or default_spool(s.journal_url or "")
 
-    def _open_journal(self, after_lsn: int) -> JournalSession | None:
+    def _open_journal(self) -> JournalSession | None:
         s = self.settings
         if not s.journal_url:
             return None
@@ -198,6 +198,6 @@ class ClusterScheduler:
         return JournalSession(s.journal_url, self.cache.config, detail=s.journal_detail,
                               checkpoint_every=s.journal_checkpoint_every,
                               checkpoint_size_ratio=s.journal_checkpoint_size_ratio, registry=self.registry,
-                              spool_path=self._spool_path(),
-                              writer=s.journal_writer, migrate=s.journal_migrate == "auto", after_lsn=after_lsn,
-                              max_retry_interval=JOURNAL_MAX_RETRY_SECONDS)
+                              spool_path=self._spool_path(), writer=s.journal_writer,
+                              migrate=s.journal_migrate == "auto", key_file=s.journal_key_file,
+                              after_lsn=self.terms.last_journal_lsn, max_retry_interval=JOURNAL_MAX_RETRY_SECONDS)

@@ -6,12 +6,15 @@ from active Runs"):
 1. relist Runs and Runtime Pods (diffed, so only changes are applied): the term
    plans on everything written before it took the lease, including the last binds
    of the leader before it, even if a watch lags;
-2. open the journal. Only the leader journals. A term is a new incarnation (an epoch)
-   whose first records are a checkpoint of the whole cache (what replay starts from,
-   since the standby's changes were not journaled) and `leader` {acquired}. Opening it
-   never waits for the database (SPEC §5 "Availability"): the epoch numbers after the
-   highest LSN this process knows (its spool, its previous term, the database if it
-   answers at once) and its records wait in the spool until the database answers;
+2. open the journal. Only the leader journals. A term is a new epoch (SPEC §5: its
+   records are keyed by (epoch, LSN), so a killed leader's spool drained later never
+   competes with this term's keys) numbering on from the highest LSN this process
+   knows; its first records are the incarnation record, a checkpoint of the whole
+   cache (what replay starts from, since the standby's changes were not journaled)
+   and `leader` {acquired}. Opening it never waits for the database (SPEC §5
+   "Availability"): the highest LSN known is its spool's, its previous term's, or the
+   database's if it answers at once, and the records wait in the spool until the
+   database answers;
 3. start with an empty assumed cache (dropping whatever a previous term left);
 4. route events through the scheduler, enqueue every Pending Run, start the workers.
 
@@ -21,8 +24,8 @@ End (lost, or shutting down):
 2. pause the scheduler: cycles in flight finish (their writes pass the binder's
    fence only while the lease is still held), the workers are joined;
 3. drop this term's assumptions (recorded as releases, reason `aborted`), journal
-   `leader` {lost, reason}, and close the journal, which flushes it - before the
-   lease is released on shutdown, so the next leader continues after the last LSN.
+   `leader` {lost, reason} and the epoch's `end` {reason}, and close the journal,
+   which flushes it - before the lease is released on shutdown.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ class TermError(Exception):
 class Terms:
     def __init__(self, scheduler: Scheduler, intake: Intake, settings: ClusterSettings, *,
                  resync: list[Resyncable], identity: str,
-                 open_journal: Callable[[int], JournalSession | None],
+                 open_journal: Callable[[], JournalSession | None],
                  standby_recorder: Recorder | None = None) -> None:
         self.scheduler = scheduler
         self.cache = scheduler.cache
@@ -65,14 +68,14 @@ class Terms:
         self.session: JournalSession | None = None
         self.leading = False
         self.started = 0  # terms begun, for tests and logs
-        self.last_lsn = 0  # the last LSN a term of this process journaled: the next numbers after it
+        self.last_journal_lsn = 0  # the last LSN a term of this process journaled: the next numbers on after it
 
     def begin(self, lease: LeaseRecord) -> None:
         timeout = self.settings.request_timeout
         for informer in self._resync:
             if not informer.resync(timeout):
                 raise TermError(f"could not relist within {timeout}s before leading")
-        session = self._open_journal(self.last_lsn)
+        session = self._open_journal()
         cache = self.cache
         with cache.lock:
             self._drop_assumptions()
@@ -89,7 +92,7 @@ class Terms:
         self.started += 1
         self.scheduler.enqueue_pending()
         self.scheduler.start(self.settings.workers)
-        journal = None if session is None else {"epoch": session.recorder.incarnation, "first_lsn": session.first_lsn}
+        journal = None if session is None else {"epoch": session.epoch, "first_lsn": session.first_lsn}
         log.info("leading: scheduling with %d workers", self.settings.workers,
                  extra={"pending": len(self.cache.pending_keys()), "identity": self.identity, "journal": journal})
 
@@ -104,15 +107,15 @@ class Terms:
             if self.leading:
                 cache.record("leader", {"event": "lost", "identity": self.identity, "reason": reason,
                                         "assumptions_dropped": dropped})
+            if self.session is not None:
+                self.session.end(reason)
             self._detach()
             session, self.session = self.session, None
             self.leading = False
         journal = None
         if session is not None:
-            session.close(self.settings.shutdown_timeout)
-            self.last_lsn = max(self.last_lsn, session.recorder.lsn)
-            journal = {"epoch": session.recorder.incarnation, "last_lsn": session.recorder.lsn,
-                       "spooled": session.writer.spooled}
+            session.close(self.settings.shutdown_timeout, reason=reason)
+            journal = {"epoch": session.epoch, "last_lsn": session.recorder.lsn, "spooled": session.writer.spooled}
         log.info("term ended: %s", reason, extra={"identity": self.identity, "assumptions_dropped": dropped,
                                                   "journal": journal})
 
@@ -125,8 +128,7 @@ class Terms:
             session, self.session = self.session, None
             self.leading = False
         if session is not None:
-            session.close(self.settings.shutdown_timeout)
-            self.last_lsn = max(self.last_lsn, session.recorder.lsn)
+            session.close(self.settings.shutdown_timeout, reason=None)  # no end record: a later writer recovers it
 
     def _drop_assumptions(self) -> int:
         """Release every assumption (a term starts and ends with an empty assumed cache)."""
@@ -137,6 +139,8 @@ class Terms:
 
     def _detach(self) -> None:
         """Back to the standby recorder, numbering on from where the term stopped."""
+        if self.session is not None:
+            self.last_journal_lsn = max(self.last_journal_lsn, self.session.recorder.lsn)
         standby = self._standby_recorder
         if isinstance(standby, CountingRecorder):
             standby.lsn = max(standby.lsn, self.cache.lsn)

@@ -156,7 +156,8 @@ def _record_evidence(conn: sa.Connection, checkpoint: int, before: datetime, by:
     }
     text = records.canonical_json(payload)
     conn.execute(sa.insert(r).values(lsn=PRUNE_LSN, incarnation=kept.incarnation, recorded_at=at, kind="prune",
-                                     schema_version=1, payload=text, payload_sha256=records.content_hash(text)))
+                                     schema_version=1, payload=text, payload_sha256=records.content_hash(text),
+                                     chain_hash=""))  # outside every epoch's chain
 
 
 def _now() -> datetime:

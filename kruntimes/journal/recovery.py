@@ -6,8 +6,8 @@ a replica that stays a standby (for weeks, perhaps) would keep them there, and i
 killed epochs would stay without their end (SPEC §5 "Several writers, one truth":
 nothing waits silently). So a scheduler that starts with records in its spool runs
 a writer on it in the background - one that appends nothing - until the spool is
-empty, retrying while the database is away; the writer's own start-up closes the
-epochs it finds there. A term that begins meanwhile stops it first: one writer per
+empty and the epochs it found there are closed (``end`` {"reason": "recovered"}),
+retrying while the database is away. A term that begins meanwhile stops it first: one writer per
 spool at a time, and the term's writer drains the rest.
 """
 
@@ -63,7 +63,7 @@ class SpoolRecovery:
     def _run(self) -> None:
         journal = Journal.deferred(self.url, migrate=self.migrate)
         try:
-            writer = JournalWriter(journal, spool_path=self.spool_path, registry=self._registry,
+            writer = JournalWriter(journal, spool_path=self.spool_path, registry=self._registry, recover_all=True,
                                    **self._options).start()
         except Exception:  # noqa: BLE001 - the term's writer will meet the same spool and say so
             log.exception("journal spool recovery could not open %s", self.spool_path)
@@ -73,7 +73,7 @@ class SpoolRecovery:
                  extra={"spool": self.spool_path, "records": writer.spooled})
         try:
             while not self._stop.is_set():
-                if writer.drain(self._poll):
+                if writer.drain(self._poll) and not writer.recovering:
                     log.info("journal spool recovered into the database", extra={"spool": self.spool_path})
                     self.drained.set()
                     return

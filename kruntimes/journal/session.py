@@ -5,6 +5,12 @@ writer with its spool, and a recorder that continues the journal's LSNs with a
 new incarnation record - so the demo, benchmarks, tests and the live scheduler
 all journal the same way.
 
+A session is one epoch (SPEC §5 "Several writers, one truth"): its ``incarnation``
+value names it, its first record is the incarnation record, and ``end`` (called by
+``close`` unless the term ended it already) writes its last, an ``end`` record with
+the reason. The writer is told the epoch, so a later writer on the same spool can
+close it (``end`` {"reason": "recovered"}) if this process is killed before it did.
+
 The writer runs in its own process by default (``process``): building, checking
 and storing records then happens on another core instead of taking the
 scheduler's turns at the interpreter. ``thread`` keeps it in this process, for
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +64,8 @@ class JournalSession:
                  top_candidates: int = 5, detail: str = "summary", checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
                  checkpoint_size_ratio: int = DEFAULT_CHECKPOINT_SIZE_RATIO,
                  registry: CollectorRegistry | None = None, writer: str = DEFAULT_WRITER,
-                 migrate: bool = True, after_lsn: int = 0, **writer_options: Any) -> None:
+                 migrate: bool = True, key_file: str | None = None, after_lsn: int = 0,
+                 **writer_options: Any) -> None:
         if writer not in WRITERS:
             raise ValueError(f"journal writer must be one of {', '.join(WRITERS)}, not {writer!r}")
         self.url = url
@@ -72,6 +80,9 @@ class JournalSession:
         # without ``migrate`` (replicas in a cluster, SPEC §5) it waits for `kruntimes db upgrade`.
         self.journal = Journal.deferred(url, migrate=migrate)
         registry = registry if registry is not None else CollectorRegistry()
+        self.epoch = uuid.uuid4().hex
+        self.ended_lsn: int | None = None
+        writer_options = {**writer_options, "epoch": self.epoch, "key_file": key_file}
         self.writer: JournalWriter | ProcessJournalWriter
         try:
             if writer == "process":
@@ -84,12 +95,15 @@ class JournalSession:
             self.journal.close()
             raise
         try:
-            self.recorder = JournalRecorder(self.writer, start_lsn=max(self._known_lsn(), after_lsn), detail=detail,
+            # A new epoch numbers on from the highest LSN this process knows without waiting
+            # (``after_lsn``: its previous term), so LSNs stay unique in practice; keys never depend on it.
+            start_lsn = max(after_lsn, self._known_lsn())
+            self.recorder = JournalRecorder(self.writer, start_lsn=start_lsn, detail=detail,
                                             checkpoint_every=checkpoint_every,
-                                            checkpoint_size_ratio=checkpoint_size_ratio)
+                                            checkpoint_size_ratio=checkpoint_size_ratio, incarnation=self.epoch)
             self.first_lsn = self.recorder.start(config, top_candidates=top_candidates)
         except BaseException:
-            self.close(timeout=5.0)
+            self.close(timeout=5.0, reason=None)
             raise
 
     def _known_lsn(self) -> int:
@@ -108,8 +122,19 @@ class JournalSession:
         """Let the recorder read the cache's full state for checkpoints."""
         self.recorder.state_source = cache
 
-    def close(self, timeout: float = 60.0) -> None:
-        """Flush every record (database or spool) and stop the writer."""
+    def end(self, reason: str = "shutdown") -> int:
+        """Record the epoch's last record, ``end`` {"reason": reason} (once); its LSN.
+
+        Called under whatever lock numbers the recorder's changes (the cache's).
+        """
+        if self.ended_lsn is None:
+            self.ended_lsn = self.recorder.record("end", {"reason": reason})
+        return self.ended_lsn
+
+    def close(self, timeout: float = 60.0, reason: str | None = "shutdown") -> None:
+        """End the epoch (unless ``reason`` is None: a simulated kill), flush every record and stop the writer."""
+        if reason is not None and getattr(self, "recorder", None) is not None:
+            self.end(reason)
         self.writer.close(timeout)
         self.journal.close()
 

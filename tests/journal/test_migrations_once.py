@@ -86,9 +86,10 @@ def test_a_session_on_an_unmigrated_journal_spools_then_drains_once_db_upgrade_r
         session.close()
     store = backends.Journal.open(journal_url, create=False)
     try:
-        assert [r.lsn for r in store.read_encoded()] == list(range(1, 52))
+        stored = [(r.lsn, r.kind) for r in store.read_encoded()]
     finally:
         store.close()
+    assert [lsn for lsn, _ in stored] == list(range(1, 53)) and stored[-1] == (52, "end")  # the epoch's end, at close
 
 
 def test_a_session_told_to_migrate_migrates_before_its_first_write(journal_url: str, tmp_path: Path) -> None:

@@ -268,10 +268,15 @@ def test_the_next_writer_continues_after_the_last_durable_lsn(journal_url: str, 
             session.recorder.record("leader", {"event": "acquired", "identity": "a", "term": 1})
     journal = backends.Journal.open(journal_url)
     try:
-        lsns = [r.lsn for r in journal.read_encoded()]
+        stored = [(r.lsn, r.kind, r.incarnation) for r in journal.read_encoded()]
+        epochs = journal.epochs()
     finally:
         journal.close()
-    assert lsns == [1, 2, 3, 4] and first == 3
+    assert [(lsn, kind) for lsn, kind, _ in stored] == [
+        (1, "incarnation"), (2, "leader"), (3, "end"), (4, "incarnation"), (5, "leader"), (6, "end")]
+    assert first == 4 and len({epoch for _, _, epoch in stored}) == 2
+    assert [(e.first_lsn, e.head_lsn, e.end_lsn, e.end_reason) for e in epochs.values()] == [
+        (1, 3, 3, "shutdown"), (4, 6, 6, "shutdown")]
 
 
 def test_a_session_that_cannot_start_its_recorder_leaves_no_writer_process_behind(

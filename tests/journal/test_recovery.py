@@ -17,7 +17,7 @@ def _spool_with(path: Path, n: int) -> None:
         opened.close()
 
 
-def test_a_spool_left_by_a_killed_term_drains_into_the_database_without_a_term(
+def test_a_spool_left_by_a_killed_term_drains_into_the_database_and_its_epoch_is_closed_without_a_term(
         journal_url: str, tmp_path: Path) -> None:
     path = tmp_path / "spool"
     _spool_with(path, 300)
@@ -30,9 +30,11 @@ def test_a_spool_left_by_a_killed_term_drains_into_the_database_without_a_term(
     assert not has_records(path)
     journal = backends.Journal.open(journal_url, create=False)
     try:
-        assert [r.lsn for r in journal.read_encoded()] == list(range(1, 301))
+        stored = [(r.lsn, r.kind) for r in journal.read_encoded()]
     finally:
         journal.close()
+    # The killed term's epoch is closed too: an end record chained after its last spooled record.
+    assert [lsn for lsn, _ in stored] == list(range(1, 302)) and stored[-1] == (301, "end")
 
 
 def test_a_recovery_stopped_before_the_database_answers_leaves_every_record_in_the_spool(
