@@ -97,6 +97,15 @@ def _stored(url: str) -> dict[Key, tuple[str, str]]:
     return out
 
 
+def _end_reasons(url: str) -> dict[str, str]:
+    """Each epoch's end reason, from its `end` record."""
+    journal = backends.Journal.open(url, create=False)
+    try:
+        return {r.incarnation: r.payload["reason"] for r in journal.read(kinds={"end"})}
+    finally:
+        journal.close()
+
+
 def _spooled(path: Path, scratch: Path) -> dict[Key, tuple[str, str]]:
     """What a killed replica's spool holds, read from a copy (a torn tail is cut, as the writer would)."""
     if not path.exists():
@@ -235,6 +244,10 @@ def test_two_replicas_lose_no_record_through_leader_kills_and_a_20s_database_out
 
     ended = {e["journal"]["epoch"]: e["journal"] for replica in replicas.values() for e in replica.logs()
              if e["message"].startswith("term ended") and e.get("journal")}
+    reasons = _end_reasons(proxied_journal.direct)
+    assert {epoch: reasons[epoch] for epoch in killed if epoch in by_epoch} == {
+        epoch: "recovered" for epoch in killed if epoch in by_epoch}
+    assert set(ended) | {epoch for epoch in killed if epoch in by_epoch} == set(by_epoch)
     for epoch, lsns in by_epoch.items():
         kinds = [stored[(epoch, lsn)][0] for lsn in lsns]
         assert lsns == list(range(lsns[0], lsns[0] + len(lsns))), f"epoch {epoch} has a gap"
