@@ -8,7 +8,10 @@ After a warm-up the proxy cuts the database for ``--outage`` seconds (``reset``:
 connections refused and reset, as when the server restarts; ``blackhole``: packets
 dropped, as in a partition), the records spill to the spool, then the database
 returns and the clock runs until the spool is empty, the producer appending all
-along, as a live scheduler would.
+along, as a live scheduler would. "held in memory" counts records appended but not
+yet durable when the database returned: in a blackhole the writer's open
+connection hangs (the proxy's kernel still acknowledges what is sent, as a hung
+server's would), and records wait in its buffer meanwhile.
 
 Side by side in one run: the writer's own retry back-off (doubling to 30 s) and the
 2 s cap the scheduler gives it (``kruntimes.cluster.runner.JOURNAL_MAX_RETRY_SECONDS``).
@@ -49,6 +52,7 @@ TICK = 0.01
 
 class Outcome(NamedTuple):
     spooled: int  # records in the spool when the database returned
+    held: int  # records appended but neither in the database nor in the spool (the writer's memory) then
     seconds: float | None  # from the database's return to an empty spool (None: not within the limit)
     appended: int
 
@@ -93,7 +97,7 @@ def one_outage(base_url: str, *, mode: str, rate: int, outage: float, retry_cap:
             time.sleep(WARM_UP)
             proxy.cut(mode)  # type: ignore[arg-type]
             time.sleep(outage)
-            spooled = writer.spooled
+            spooled, held = writer.spooled, writer.stats().buffer_depth
             proxy.restore()
             returned = time.monotonic()
             seconds = None
@@ -106,7 +110,7 @@ def one_outage(base_url: str, *, mode: str, rate: int, outage: float, retry_cap:
             producer.stop()
             writer.close(60)
             proxy.stop()
-        return Outcome(spooled, seconds, producer.lsn)
+        return Outcome(spooled, held, seconds, producer.lsn)
 
 
 def _target(url: str) -> tuple[str, int]:
@@ -129,13 +133,14 @@ def main() -> None:
     load = os.getloadavg()[0]
     print(f"{args.rate} records/s, a {args.outage:g} s outage after {WARM_UP:g} s; {os.cpu_count()} CPUs, "
           f"load {load:.1f}")
-    print(f"{'outage':<10} {'writer retry':<22} {'spooled at return':>18} {'return -> empty spool':>22}")
+    print(f"{'outage':<10} {'writer retry':<22} {'spooled at return':>18} {'held in memory':>15} "
+          f"{'return -> empty spool':>22}")
     for mode in args.modes.split(","):
         for label, cap in (("back-off to 30 s", 30.0), (f"capped at {JOURNAL_MAX_RETRY_SECONDS:g} s", None)):
             outcome = one_outage(args.postgres, mode=mode, rate=args.rate, outage=args.outage,
                                  retry_cap=cap if cap is not None else JOURNAL_MAX_RETRY_SECONDS, limit=args.limit)
             shown = f"{outcome.seconds:.1f} s" if outcome.seconds is not None else f"> {args.limit:g} s"
-            print(f"{mode:<10} {label:<22} {outcome.spooled:>18,} {shown:>22}", flush=True)
+            print(f"{mode:<10} {label:<22} {outcome.spooled:>18,} {outcome.held:>15,} {shown:>22}", flush=True)
 
 
 if __name__ == "__main__":
