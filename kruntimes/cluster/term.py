@@ -11,7 +11,10 @@ from active Runs"):
    competes with this term's keys) numbering on from the highest LSN this process
    knows; its first records are the incarnation record, a checkpoint of the whole
    cache (what replay starts from, since the standby's changes were not journaled)
-   and `leader` {acquired};
+   and `leader` {acquired}. Opening it never waits for the database (SPEC §5
+   "Availability"): the highest LSN known is its spool's, its previous term's, or the
+   database's if it answers at once, and the records wait in the spool until the
+   database answers;
 3. start with an empty assumed cache (dropping whatever a previous term left);
 4. route events through the scheduler, enqueue every Pending Run, start the
    scheduling loop (its writes go to the binder processes, `binders`).
@@ -91,8 +94,9 @@ class Terms:
         self.started += 1
         self.scheduler.enqueue_pending()
         self.scheduler.start()
+        journal = None if session is None else {"epoch": session.epoch, "first_lsn": session.first_lsn}
         log.info("leading: scheduling, writes sent by %d binder processes", self.settings.binders,
-                 extra={"pending": len(self.cache.pending_keys()), "identity": self.identity})
+                 extra={"pending": len(self.cache.pending_keys()), "identity": self.identity, "journal": journal})
 
     def end(self, reason: str) -> None:
         self.intake.set_leading(False)
@@ -110,9 +114,12 @@ class Terms:
             self._detach()
             session, self.session = self.session, None
             self.leading = False
+        journal = None
         if session is not None:
             session.close(self.settings.shutdown_timeout, reason=reason)
-        log.info("term ended: %s", reason, extra={"identity": self.identity, "assumptions_dropped": dropped})
+            journal = {"epoch": session.epoch, "last_lsn": session.recorder.lsn, "spooled": session.writer.spooled}
+        log.info("term ended: %s", reason, extra={"identity": self.identity, "assumptions_dropped": dropped,
+                                                  "journal": journal})
 
     def crash(self) -> None:
         """Stop as a killed process would, for tests: no records, no release; only the threads end."""

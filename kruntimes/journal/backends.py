@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import threading
 import types
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backend_postgres, backend_sqlite, chain, errors, records, schema
+from kruntimes.journal import backend_postgres, backend_sqlite, chain, errors, records, schema, schema_wait
 
 DEFAULT_URL = "sqlite:///kruntimes-journal.db"
 
@@ -73,8 +73,9 @@ class EpochHead(NamedTuple):
 class Journal:
     """Append-only store of journal records, keyed by (epoch, LSN), read in LSN order."""
 
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine, *, schema: schema_wait.SchemaGate | None = None) -> None:
         self._engine = engine
+        self._schema = schema  # checked before the first write (``deferred``); None: checked by ``open``
         self._backend = _backend_for(engine.url)
         self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         # Appends keep one connection between batches: checking one out of the pool and
@@ -102,6 +103,13 @@ class Journal:
             engine.dispose()
             raise
         return cls(engine)
+
+    @classmethod
+    def deferred(cls, url: str | sa.URL, *, migrate: bool) -> Journal:
+        """The journal at ``url`` without a connection yet: the schema is checked (or, with
+        ``migrate``, migrated) before the first write, so a database that is away delays
+        only the writes, which the writer spools meanwhile (SPEC §5 "Availability")."""
+        return cls(create_engine(url), schema=schema_wait.SchemaGate(migrate=migrate))
 
     @property
     def engine(self) -> sa.Engine:
@@ -153,6 +161,8 @@ class Journal:
         rows = [r if type(r) is records.EncodedRecord else records.encode(r) for r in batch]  # type: ignore[arg-type]
         if not rows:
             return 0
+        if self._schema is not None:
+            self._schema.check(self._engine)  # JournalUnavailable until the schema is there
         with self._append_lock:
             while True:
                 reused = self._append_conn is not None
@@ -290,10 +300,20 @@ class Journal:
 
     # -- reading -----------------------------------------------------------------
 
-    def last_lsn(self) -> int | None:
-        """The highest LSN stored in the database, or None for an empty journal."""
+    def last_lsn(self, timeout: float | None = None) -> int | None:
+        """The highest LSN stored in the database, or None for an empty journal.
+
+        With ``timeout`` the question is asked on a thread of its own and a database that
+        has not answered within it is ``JournalUnavailable`` (the thread ends on its own,
+        within the connect timeout): a new epoch must not wait for the database.
+        """
+        if timeout is not None:
+            return _bounded(self.last_lsn, timeout, f"the journal database did not answer within {timeout:g} s")
         try:
             with self._engine.connect() as conn:
+                if self._schema is not None and not self._schema.ready and not sa.inspect(conn).has_table(
+                        schema.journal_records.name):
+                    return None  # not migrated yet: no records (the writer migrates or waits before it writes)
                 value = conn.execute(sa.select(sa.func.max(schema.journal_records.c.lsn))).scalar()
         except sa_exc.DBAPIError as exc:
             raise errors.JournalUnavailable(f"cannot read the last LSN ({self.backend}): {exc.orig}") from exc
@@ -349,6 +369,8 @@ class Journal:
 
     def epochs(self, only: Collection[str] | None = None) -> dict[str, EpochHead]:
         """Each epoch's stored head (``only`` those named), by epoch."""
+        if self._schema is not None:
+            self._schema.check(self._engine)  # the writer drains a spool with this: not before the schema is there
         table = schema.journal_epochs
         stmt = sa.select(*[table.c[name] for name in EpochHead._fields]).order_by(table.c.first_lsn)
         if only is not None:
@@ -370,6 +392,27 @@ class Journal:
                 return [Incarnation(*row) for row in conn.execute(stmt)]
         except sa_exc.DBAPIError as exc:
             raise errors.JournalUnavailable(f"cannot read incarnations ({self.backend}): {exc.orig}") from exc
+
+
+def _bounded(call: Callable[[], Any], timeout: float, late: str) -> Any:
+    """``call()``'s result, or ``JournalUnavailable(late)`` if it takes longer than ``timeout``."""
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name="kruntimes-journal-probe", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not outcome:
+        raise errors.JournalUnavailable(late)
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 def _dialect_insert(conn: sa.Connection) -> Any:

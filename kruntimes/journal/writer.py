@@ -83,6 +83,7 @@ class JournalWriter:
         commit_interval: float = 0.0,
         key_file: str | None = None,
         epoch: str | None = None,
+        recover_all: bool = False,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
     ) -> None:
         if max_batch < 1:
@@ -114,6 +115,7 @@ class JournalWriter:
             raise
         self._wall_clock = wall_clock
         self._epoch = epoch
+        self._recover_all = recover_all  # no epoch of its own: every epoch found is an earlier one to close
         self._quarantine_path = Path(f"{self._spool.path}.quarantine")
         self._note_path = Path(f"{self._spool.path}.epochs")
 
@@ -167,19 +169,20 @@ class JournalWriter:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def last_lsn(self) -> int | None:
+    def last_lsn(self, timeout: float | None = None) -> int | None:
         """The highest durable LSN known (spool and database): a new epoch numbers on after it.
 
         With records in the spool the database gets a bounded probe
         (``LAST_LSN_PROBE_SECONDS``) and is left out if it does not answer in time: the
         epoch's keys cannot collide with another's whatever it numbers from (SPEC §5).
-        Raises ``JournalUnavailable`` when the spool is empty and the database cannot answer.
+        Raises ``JournalUnavailable`` when the spool is empty and the database cannot answer
+        (within ``timeout`` seconds, if given: a term must not wait for the database).
         Each earlier epoch to close (``end`` recovered, after its head) is counted in, so
         the new epoch's LSNs stay clear of those end records too.
         """
         spooled = self._spool.last_lsn
         if spooled is None:
-            known = self._journal.last_lsn()
+            known = self._journal.last_lsn() if timeout is None else self._journal.last_lsn(timeout)
         else:
             known = max(spooled, _bounded(self._journal.last_lsn, LAST_LSN_PROBE_SECONDS) or 0)
         # Each epoch this writer will close takes the LSN after its head for its end record.
@@ -273,6 +276,11 @@ class JournalWriter:
     def quarantine_path(self) -> Path:
         """Where records a drain refused to store are kept (spool format)."""
         return self._quarantine_path
+
+    @property
+    def recovering(self) -> bool:
+        """Earlier epochs found in the spool (or its note) are still to be closed."""
+        return bool(self._to_recover)
 
     @property
     def spooled(self) -> int:
@@ -568,12 +576,12 @@ class JournalWriter:
         Only a writer told its own epoch can tell an earlier one from its own (a writer
         process restarted mid-epoch continues it).
         """
-        if self._epoch is None:
+        if self._epoch is None and not self._recover_all:
             return []
         noted = _read_note(self._note_path)
         unended = [epoch for epoch, h in self._spool.heads.items() if h.kind != "end"]
         found = [e for e in dict.fromkeys([*noted, *unended]) if e != self._epoch]
-        _write_note(self._note_path, [*found, self._epoch])
+        _write_note(self._note_path, [*found, *([self._epoch] if self._epoch else [])])
         if found:
             log.warning("journal: %d earlier epoch(s) of this spool did not end (a killed process): %s;"
                         " closing them once the spool is drained", len(found), ", ".join(found))
