@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from kruntimes.journal import derived as derived_rows
 from kruntimes.journal import records
 
 NAME = "postgresql"
@@ -67,6 +68,36 @@ def insert_records(dbapi_connection: Any, rows: Sequence[records.EncodedRecord])
             write_row = copy.write_row
             for row in rows:
                 write_row(row)
+
+
+def insert_derived(dbapi_connection: Any, derived: derived_rows.Derived) -> None:
+    """COPY the history rows of a batch, then run its statements, inside the caller's transaction."""
+    with dbapi_connection.cursor() as cursor:
+        for table, rows in derived.rows.items():
+            if not rows:
+                continue
+            with cursor.copy(_derived_copy(table)) as copy:
+                copy.set_types(derived_rows.COPY_TYPES[table])
+                write_row = copy.write_row
+                for row in rows:
+                    write_row(row)
+        for sql, params in derived_rows.statements(derived, _same):
+            cursor.executemany(sql.replace("?", "%s"), params)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+_copies: dict[str, str] = {}
+
+
+def _derived_copy(table: str) -> str:
+    statement = _copies.get(table)
+    if statement is None:
+        columns = ", ".join(derived_rows.COLUMNS[table])
+        statement = _copies[table] = f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)"
+    return statement
 
 
 def is_duplicate(exc: BaseException) -> bool:

@@ -20,9 +20,11 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backend_postgres, backend_sqlite, errors, records, schema
+from kruntimes.journal import backend_postgres, backend_sqlite, derived, errors, records, schema
 
 DEFAULT_URL = "sqlite:///kruntimes-journal.db"
+#: Records read and applied at a time when the history tables are rebuilt.
+REINDEX_CHUNK = 5_000
 
 
 class Incarnation(NamedTuple):
@@ -117,6 +119,7 @@ class Journal:
         batch: Iterable[records.JournalRecord | records.EncodedRecord],
         *,
         skip_existing: bool = False,
+        payloads: Sequence[Any] | None = None,
     ) -> int:
         """Store ``batch`` in ONE transaction; return the number of rows inserted.
 
@@ -125,15 +128,28 @@ class Journal:
         the same incarnation and content hash are skipped, so re-draining is
         idempotent; a stored row that differs still raises ``DuplicateRecord`` with
         the conflicting LSNs. JournalRecords are encoded here (``RecordRejected``).
+
+        The history tables (``derived``) get the batch's rows in the same transaction.
+        ``payloads``, aligned with ``batch``, are the payload dicts of encoded records
+        when the caller still has them (so they are not parsed again); a JournalRecord
+        brings its own.
         """
-        rows = [r if type(r) is records.EncodedRecord else records.encode(r) for r in batch]  # type: ignore[arg-type]
+        rows: list[records.EncodedRecord] = []
+        sources: list[Any] = []
+        for i, r in enumerate(batch):
+            if type(r) is records.EncodedRecord:
+                rows.append(r)  # type: ignore[arg-type]
+                sources.append(payloads[i] if payloads is not None else None)
+            else:
+                rows.append(records.encode(r))  # type: ignore[arg-type]
+                sources.append(r.payload)  # type: ignore[union-attr]
         if not rows:
             return 0
         with self._append_lock:
             while True:
                 reused = self._append_conn is not None
                 try:
-                    return self._append(rows, skip_existing)
+                    return self._append(rows, sources, skip_existing)
                 except (sa_exc.DBAPIError, self._dbapi_error) as exc:
                     self._drop_append_connection()
                     if reused and getattr(exc, "connection_invalidated", False):
@@ -143,17 +159,26 @@ class Journal:
                     self._drop_append_connection()
                     raise
 
-    def _append(self, rows: list[records.EncodedRecord], skip_existing: bool) -> int:
+    def _append(self, rows: list[records.EncodedRecord], sources: list[Any], skip_existing: bool) -> int:
+        history = None if skip_existing else derived.derive(rows, sources)
         conn = self._append_conn
         if conn is None:
             conn = self._append_conn = self._engine.connect()
         with conn.begin():
             if skip_existing:
-                rows = self._without_stored(conn, rows)
-                if not rows:
+                kept = self._without_stored(conn, rows)
+                if not kept:
                     return 0
-            self._backend.insert_records(conn.connection.driver_connection, rows)
+                if len(kept) < len(rows):
+                    stored = {r.lsn for r in rows} - {r.lsn for r in kept}
+                    sources = [p for r, p in zip(rows, sources) if r.lsn not in stored]
+                rows = kept
+                history = derived.derive(rows, sources)
+            dbapi_connection = conn.connection.driver_connection
+            self._backend.insert_records(dbapi_connection, rows)
             self._project_incarnations(conn, rows)
+            if history:
+                self._backend.insert_derived(dbapi_connection, history)
         return len(rows)
 
     def _write_error(self, exc: Exception, rows: Sequence[records.EncodedRecord]) -> errors.JournalError:
@@ -202,6 +227,19 @@ class Journal:
         if found:
             dialect_insert: Any = _dialect_insert(conn)
             conn.execute(dialect_insert(schema.journal_incarnations).on_conflict_do_nothing(), found)
+
+    def reindex(self, *, chunk_size: int = REINDEX_CHUNK) -> int:
+        """Rebuild the history tables from the stored records in one transaction; the records read.
+
+        Takes the append lock: the writer's batches wait (a busy scheduler spools meanwhile).
+        """
+        with self._append_lock:
+            self._drop_append_connection()
+            try:
+                with self._engine.begin() as conn:
+                    return rebuild_history(conn, chunk_size=chunk_size)
+            except sa_exc.DBAPIError as exc:
+                raise errors.JournalUnavailable(f"cannot reindex the journal ({self.backend}): {exc.orig}") from exc
 
     # -- reading -----------------------------------------------------------------
 
@@ -272,6 +310,34 @@ class Journal:
                 return [Incarnation(*row) for row in conn.execute(stmt)]
         except sa_exc.DBAPIError as exc:
             raise errors.JournalUnavailable(f"cannot read incarnations ({self.backend}): {exc.orig}") from exc
+
+
+def rebuild_history(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK) -> int:
+    """Empty the history tables and derive them again from every stored record, in LSN order.
+
+    Runs in the caller's transaction (the migration that creates the tables, or
+    ``Journal.reindex``); returns how many records were read. The records are read in
+    pages of ``chunk_size`` and each page is applied as the writer applies a batch, which
+    gives the same tables as the writer's own batches did.
+    """
+    backend = _backend_for(conn.engine.url)
+    for table in reversed(derived.TABLES):
+        conn.execute(sa.delete(table))
+    r = schema.journal_records
+    columns = (r.c.lsn, r.c.incarnation, r.c.recorded_at, r.c.kind, r.c.schema_version, r.c.payload,
+               r.c.payload_sha256)
+    after, read = -1, 0
+    while True:
+        page = [records.EncodedRecord(*row) for row in conn.execute(
+            sa.select(*columns).where(r.c.lsn > after, r.c.kind.in_(sorted(derived.KINDS)))
+            .order_by(r.c.lsn).limit(chunk_size))]
+        if not page:
+            return read
+        read += len(page)
+        after = page[-1].lsn
+        history = derived.derive(page)
+        if history:
+            backend.insert_derived(conn.connection.driver_connection, history)
 
 
 def _dialect_insert(conn: sa.Connection) -> Any:

@@ -36,7 +36,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, errors, records, schema, views
+from kruntimes.journal import backends, derived, errors, records, schema, views
 
 #: The LSN of the prune record: outside the sequence a scheduler numbers from 1.
 PRUNE_LSN = 0
@@ -123,10 +123,22 @@ def _cut(conn: sa.Connection, report: PruneReport, by: str | None, now: datetime
         return report
     if not report.dry_run:
         conn.execute(sa.delete(r).where(doomed))
+        _forget_history(conn, checkpoint)
         _record_evidence(conn, checkpoint, report.before, by, now, sum(int(row[1]) for row in counts))
     return dataclasses.replace(
         report, deleted={kind: int(n) for kind, n, _low, _high in counts},
         deleted_lsns=(min(int(row[2]) for row in counts), max(int(row[3]) for row in counts)))
+
+
+def _forget_history(conn: sa.Connection, checkpoint: int) -> None:
+    """Delete the history rows of the deleted records, and the pending episodes that began before the cut.
+
+    The hourly counts (``history_pod_hours``, ``history_rejection_hours``) keep the
+    pruned hours: ``kruntimes journal reindex`` recounts them from what is left.
+    """
+    for table in derived.ROW_TABLES:
+        conn.execute(sa.delete(table).where(table.c.lsn > PRUNE_LSN, table.c.lsn < checkpoint))
+    conn.execute(sa.delete(derived.waits).where(derived.waits.c.first_lsn < checkpoint))
 
 
 def _record_evidence(conn: sa.Connection, checkpoint: int, before: datetime, by: str | None,

@@ -142,13 +142,19 @@ def test_examples_answer_two_history_questions(history_url: str, generated: Gene
     assert {r["reason"]: r["runs"] for r in reasons} == Counter(generated.truth.pending.values())
 
 
-def test_db_upgrade_and_downgrade_move_the_views_with_the_revision(journal_url: str,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_db_upgrade_and_downgrade_move_the_views_and_history_tables_with_the_revision(
+        journal_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = kruntimes(capsys, "db", "upgrade", "--url", journal_url)
-    assert code == 0 and out.strip().endswith("empty -> 0002_history_views")
+    assert code == 0 and out.strip().endswith("empty -> 0003_history_tables")
     engine = backends.create_engine(journal_url)
     try:
         assert "placements" in sa.inspect(engine).get_view_names()
+        assert "history_placements" in sa.inspect(engine).get_table_names()
+        code, out, _ = kruntimes(capsys, "db", "downgrade", "0002_history_views", "--url", journal_url)
+        assert code == 0 and "0003_history_tables -> 0002_history_views" in out
+        inspector = sa.inspect(engine)
+        assert "placements" in inspector.get_view_names()
+        assert not [t for t in inspector.get_table_names() if t.startswith("history_")]
         code, out, _ = kruntimes(capsys, "db", "downgrade", "0001_journal_records", "--url", journal_url)
         assert code == 0 and "0002_history_views -> 0001_journal_records" in out
         inspector = sa.inspect(engine)

@@ -36,7 +36,8 @@ class FlakyJournal:
         self.entered = threading.Event()
         self.batch_sizes: list[int] = []
 
-    def append_batch(self, rows: list[records.EncodedRecord], *, skip_existing: bool = False) -> int:
+    def append_batch(self, rows: list[records.EncodedRecord], *, skip_existing: bool = False,
+                     payloads: list[Any] | None = None) -> int:
         self.entered.set()
         deadline = time.monotonic() + WAIT
         while self.stalled.is_set() and time.monotonic() < deadline:
@@ -226,7 +227,7 @@ def test_a_killed_process_keeps_what_it_spooled_and_the_next_one_drains_it(journ
         from tests.journal.factories import record
 
         class Down:
-            def append_batch(self, rows, *, skip_existing=False):
+            def append_batch(self, rows, *, skip_existing=False, payloads=None):
                 raise errors.JournalUnavailable("database unreachable")
 
         w = writer.JournalWriter(Down(), spool_path={str(spool_path)!r}, registry=CollectorRegistry()).start()
