@@ -20,7 +20,7 @@ Most rows are a pure function of one record. Three things follow a Run across re
 and are kept by statements in LSN order instead: a placement's end (the Run's terminal
 phase, its deletion, or a newer placement of it), a pending episode (opened by an
 unschedulable cycle, extended by the next, closed by a placement, an invalid verdict or
-the Run's deletion), and the hourly counts. Applying a journal's records in LSN order
+the Run's deletion), and the counts (per hour, per epoch). Applying a journal's records in LSN order
 gives the same tables whatever the batch boundaries, so ``rebuild`` (``kruntimes
 journal reindex``) reproduces what the writer built incrementally; a test holds both
 backends to that.
@@ -144,9 +144,13 @@ rejection_hours = Table(
     Column("plugin", Text, primary_key=True), Column("reason", Text, primary_key=True), _i("pods"), _i("cycles"),
 )
 
+epochs = Table(
+    "history_epochs", _md, Column("epoch", String(64), primary_key=True), _i("cycles"),
+)
+
 #: Rows a single record yields, in insert order (a placement before what ends it).
 ROW_TABLES: tuple[Table, ...] = (cycles, candidates, rejections, placements, pods, runs, binds)
-TABLES: tuple[Table, ...] = (*ROW_TABLES, waits, pod_hours, rejection_hours)
+TABLES: tuple[Table, ...] = (*ROW_TABLES, waits, pod_hours, rejection_hours, epochs)
 TABLE_NAMES = tuple(t.name for t in TABLES)
 COLUMNS: dict[str, tuple[str, ...]] = {t.name: tuple(c.name for c in t.columns) for t in ROW_TABLES}
 #: Positions of the timestamp columns of each row table (SQLite stores them as text).
@@ -244,9 +248,11 @@ class Derived:
     run_ops: dict[tuple[str, str], list[list[Any]]] = field(default_factory=dict)
     pod_hours: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     rejection_hours: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
+    epoch_cycles: Counter[str] = field(default_factory=Counter)
 
     def __bool__(self) -> bool:
-        return any(self.rows.values()) or bool(self.run_ops) or bool(self.pod_hours) or bool(self.rejection_hours)
+        return (any(self.rows.values()) or bool(self.run_ops) or bool(self.pod_hours) or bool(self.rejection_hours)
+                or bool(self.epoch_cycles))
 
 
 # Statement kinds of ``Derived.run_ops`` (the first element of each op).
@@ -304,6 +310,7 @@ def _cycle(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, ls
     status, result, message = _str(p.get("status")), _str(p.get("result")), _str(p.get("message"))
     chosen, total, snapshot = _str(p.get("chosen")), _int(p.get("total")), _int(p.get("snapshot_lsn"))
     rows = out.rows
+    out.epoch_cycles[epoch] += 1
     rows["history_cycles"].append((
         epoch, lsn, at, namespace, run, run_uid, snapshot, _str(p.get("now")), status, result, chosen,
         _str(p.get("chosen_uid")), total, message, _int(p.get("pods_evaluated")), _int(p.get("pods_feasible")),
@@ -442,6 +449,11 @@ _REJECTION_HOURS_SQL = (
     " cycles = history_rejection_hours.cycles + excluded.cycles")
 
 
+_EPOCHS_SQL = (
+    "INSERT INTO history_epochs (epoch, cycles) VALUES (?,?)"
+    " ON CONFLICT (epoch) DO UPDATE SET cycles = history_epochs.cycles + excluded.cycles")
+
+
 def statements(derived: Derived, timestamp: Callable[[datetime], Any]) -> Iterable[tuple[str, list[tuple[Any, ...]]]]:
     """The (SQL, parameter rows) that apply ``derived`` after its rows are inserted, in order.
 
@@ -473,6 +485,8 @@ def statements(derived: Derived, timestamp: Callable[[datetime], Any]) -> Iterab
         queues = [ops for ops in queues if len(ops) > k]
     if derived.pod_hours:
         yield _POD_HOURS_SQL, [(ns, pod, hour, n) for (ns, pod, hour), n in sorted(derived.pod_hours.items())]
+    if derived.epoch_cycles:
+        yield _EPOCHS_SQL, sorted(derived.epoch_cycles.items())
     if derived.rejection_hours:
         yield _REJECTION_HOURS_SQL, [(hour, plugin, reason, n, c)
                                      for (hour, plugin, reason), (n, c) in sorted(derived.rejection_hours.items())]

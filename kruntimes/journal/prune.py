@@ -133,8 +133,8 @@ def _cut(conn: sa.Connection, report: PruneReport, by: str | None, now: datetime
 def _forget_history(conn: sa.Connection, checkpoint: int) -> None:
     """Delete the history rows of the deleted records, and the pending episodes that began before the cut.
 
-    The hourly counts (``history_pod_hours``, ``history_rejection_hours``) keep the
-    pruned hours: ``kruntimes journal reindex`` recounts them from what is left.
+    The counts (``history_pod_hours``, ``history_rejection_hours``, ``history_epochs``)
+    keep what was pruned: ``kruntimes journal reindex`` recounts them from what is left.
     """
     for table in derived.ROW_TABLES:
         conn.execute(sa.delete(table).where(table.c.lsn > PRUNE_LSN, table.c.lsn < checkpoint))

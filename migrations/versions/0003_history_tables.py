@@ -34,7 +34,7 @@ depends_on: str | Sequence[str] | None = None
 
 TABLES = (
     "history_cycles", "history_candidates", "history_rejections", "history_placements", "history_pods",
-    "history_runs", "history_binds", "history_waits", "history_pod_hours", "history_rejection_hours",
+    "history_runs", "history_binds", "history_waits", "history_pod_hours", "history_rejection_hours", "history_epochs",
 )
 # Dependants after what they read, so creation runs in order and dropping in reverse.
 VIEWS = (
@@ -272,6 +272,12 @@ def upgrade() -> None:
         sa.Column("pods", sa.BigInteger(), nullable=True),
         sa.Column("cycles", sa.BigInteger(), nullable=True),
         sa.PrimaryKeyConstraint("hour", "plugin", "reason", name="pk_history_rejection_hours"),
+    )
+    op.create_table(
+        "history_epochs",
+        sa.Column("epoch", sa.String(length=64), nullable=False),
+        sa.Column("cycles", sa.BigInteger(), nullable=True),
+        sa.PrimaryKeyConstraint("epoch", name="pk_history_epochs"),
     )
     from kruntimes.journal import backends  # the writer's own derivation, applied to what is stored
 
