@@ -29,6 +29,7 @@ backends to that.
 from __future__ import annotations
 
 import json
+import json.encoder
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -192,40 +193,46 @@ def _list(value: Any) -> list[Any]:
     return value if type(value) is list else []
 
 
+def _unencodable(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+# The C encoder itself, set up once: json.dumps with these options builds an encoder per
+# call and costs ~20 times as much for a candidate's few scores.
+_encode_compact = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+    None, _unencodable, json.encoder.encode_basestring, None, ":", ",", False, False, False)
+
+
 def compact_json(value: Any) -> str | None:
-    """The compact JSON text of a list (scores, capacities) as stored; None if not encodable."""
+    """The compact JSON text of a list (scores, capacities) as stored; None if not encodable.
+
+    Payloads are acyclic (built by the recorder or parsed from JSON), so no cycle check.
+    """
+    if _encode_compact is None:  # a Python without the C accelerator
+        try:
+            return _str(json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False))
+        except (TypeError, ValueError, RecursionError):
+            return None
     try:
-        return _str(json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False))
+        return _str("".join(_encode_compact(value, 0)))
     except (TypeError, ValueError, RecursionError):
         return None
 
 
-def _raw(raw: Any) -> str | None:
-    """A raw score as text: an int, or a compact JSON list (the vector scores)."""
-    if type(raw) is int:
-        return str(raw)
-    if type(raw) is list and all(type(x) is int for x in raw):
-        return "[" + ",".join(map(str, raw)) + "]"
-    return compact_json(raw)
+_scores = compact_json
 
-
-def _scores(scores: Any) -> str | None:
-    """A candidate's ``[[plugin, raw, normalized]]`` as compact JSON, built by hand for the usual shape."""
-    parts = []
-    for entry in _list(scores):
-        if (type(entry) is list and len(entry) == 3 and type(entry[0]) is str and entry[0].isidentifier()
-                and type(entry[2]) is int):
-            raw = _raw(entry[1])
-            if raw is not None:
-                parts.append(f'["{entry[0]}",{raw},{entry[2]}]')
-                continue
-        return compact_json(scores)
-    return "[" + ",".join(parts) + "]"
+_hours: dict[int, str] = {}
 
 
 def hour_of(at: datetime) -> str:
     """The UTC hour bucket of an instant, ``YYYY-MM-DD HH:00`` (the hourly tables' key)."""
-    return f"{at:%Y-%m-%d %H}:00"
+    index = int(at.timestamp()) // 3600
+    text = _hours.get(index)
+    if text is None:
+        if len(_hours) > 10_000:
+            _hours.clear()
+        text = _hours[index] = f"{at.astimezone(timezone.utc):%Y-%m-%d %H}:00"
+    return text
 
 
 def micros(at: datetime) -> int:
