@@ -168,3 +168,26 @@ def test_a_placement_ends_when_its_run_succeeds_and_a_new_placement_ends_the_old
     assert ends == [("a", 4, "replaced"), ("b", 6, "succeeded")]
     assert (wait.first_lsn, wait.pending_cycles, wait.end_lsn, wait.pod) == (1, 2, 3, "a")
     assert wait.waited_us == 2_000_000
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_prune_deletes_the_history_rows_of_the_records_it_deletes(
+        backend: str, generated: Generated, request: pytest.FixtureRequest) -> None:
+    from kruntimes.journal import prune
+
+    checkpoints = [r.lsn for r in generated.records if r.kind == "checkpoint"]
+    assert len(checkpoints) >= 2
+    cut = checkpoints[len(checkpoints) // 2]
+    with empty_journal_url(request, backend) as url:
+        write_through_writer(url, generated, max_batch=1000)
+        journal = backends.Journal.open(url)
+        try:
+            prune.prune_to(journal, cut)
+        finally:
+            journal.close()
+        kept = snapshot(url)
+    for table in derived.ROW_TABLES:
+        lsn = [c.name for c in table.columns].index("lsn")
+        assert all(row[lsn] >= cut for row in kept[table.name]), table.name
+    assert all(row[1] >= cut for row in kept["history_waits"])
+    assert kept["history_cycles"], "the cycles after the cut stay"
