@@ -83,7 +83,7 @@ rejections = Table(
     "history_rejections", _md, *_key(), Column("position", Integer, primary_key=True, autoincrement=False),
     _at("decided_at", False), _t("namespace"), _t("run"), _t("run_uid"), _t("status"), _t("result"),
     _t("plugin"), _t("reason"), _i("pods"),
-    Index("ix_history_rejections_reason", "reason", "decided_at"),
+    Index("ix_history_rejections_reason", "reason", "status", "decided_at"),
 )
 
 placements = Table(

@@ -290,22 +290,28 @@ def churn(journal: backends.Journal, *, since: datetime | None = None, until: da
     """Runs placed on another pod than the top candidate of their previous cycle, oldest first.
 
     The previous cycle is the Run's latest cycle of the same epoch before the placing
-    one: usually a choice that lost a race (a conflict), whose top pod then went elsewhere.
+    one: usually a choice that lost a race (a conflict), whose top pod then went
+    elsewhere. Each placement of the window costs three index look-ups (scalar
+    subqueries: joined instead, a database may hash every recorded candidate).
     """
     p, c, k = derived.placements, derived.cycles, derived.candidates
     previous = (sa.select(sa.func.max(c.c.lsn))
                 .where(c.c.namespace == p.c.namespace, c.c.run_uid == p.c.run_uid, c.c.epoch == p.c.epoch,
                        c.c.lsn < p.c.lsn).scalar_subquery())
-    prev = c.alias("previous")
-    stmt = (sa.select(p.c.epoch, p.c.lsn, p.c.decided_at, p.c.namespace, p.c.run, p.c.pod, p.c.total,
-                      prev.c.lsn.label("previous_lsn"), prev.c.result.label("previous_result"),
-                      k.c.pod.label("previous_top"), k.c.total.label("previous_top_total"))
-            .select_from(p)
-            .join(prev, sa.and_(prev.c.epoch == p.c.epoch, prev.c.lsn == previous))
-            .join(k, sa.and_(k.c.epoch == prev.c.epoch, k.c.lsn == prev.c.lsn, k.c.rank == 1))
-            .where(p.c.outcome == "scheduled", k.c.pod != p.c.pod)
-            .order_by(p.c.decided_at.desc(), p.c.lsn.desc()))
-    stmt = _window(stmt, p.c.decided_at, since, until)
+    placed = _window(sa.select(p.c.epoch, p.c.lsn, p.c.decided_at, p.c.namespace, p.c.run, p.c.pod, p.c.total,
+                               previous.label("previous_lsn")).where(p.c.outcome == "scheduled"),
+                     p.c.decided_at, since, until).subquery("placed")
+    before = c.alias("before")
+    result = (sa.select(before.c.result).where(before.c.epoch == placed.c.epoch, before.c.lsn == placed.c.previous_lsn)
+              .scalar_subquery())
+    top = (sa.select(k.c.pod).where(k.c.epoch == placed.c.epoch, k.c.lsn == placed.c.previous_lsn, k.c.rank == 1)
+           .scalar_subquery())
+    top_total = (sa.select(k.c.total).where(k.c.epoch == placed.c.epoch, k.c.lsn == placed.c.previous_lsn,
+                                            k.c.rank == 1).scalar_subquery())
+    compared = sa.select(placed, result.label("previous_result"), top.label("previous_top"),
+                         top_total.label("previous_top_total")).subquery("compared")
+    stmt = (sa.select(compared).where(compared.c.previous_top != compared.c.pod)
+            .order_by(compared.c.decided_at.desc(), compared.c.lsn.desc()))
     if limit is not None:
         stmt = stmt.limit(limit)
     return list(reversed(_rows(journal, stmt)))

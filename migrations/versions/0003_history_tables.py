@@ -153,7 +153,7 @@ def upgrade() -> None:
         sa.Column("pods", sa.BigInteger(), nullable=True),
         sa.PrimaryKeyConstraint("epoch", "lsn", "position", name="pk_history_rejections"),
     )
-    op.create_index("ix_history_rejections_reason", "history_rejections", ["reason", "decided_at"])
+    op.create_index("ix_history_rejections_reason", "history_rejections", ["reason", "status", "decided_at"])
     op.create_table(
         "history_placements",
         sa.Column("epoch", sa.String(length=64), nullable=False),
