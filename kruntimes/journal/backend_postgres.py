@@ -70,6 +70,10 @@ def insert_records(dbapi_connection: Any, rows: Sequence[records.EncodedRecord])
                 write_row(row)
 
 
+#: History rows hold datetimes: COPY sends them as timestamptz.
+STAMP = None
+
+
 def insert_derived(dbapi_connection: Any, derived: derived_rows.Derived) -> None:
     """COPY the history rows of a batch, then run its statements, inside the caller's transaction."""
     with dbapi_connection.cursor() as cursor:
@@ -81,12 +85,8 @@ def insert_derived(dbapi_connection: Any, derived: derived_rows.Derived) -> None
                 write_row = copy.write_row
                 for row in rows:
                     write_row(row)
-        for sql, params in derived_rows.statements(derived, _same):
+        for sql, params in derived_rows.statements(derived):
             cursor.executemany(sql.replace("?", "%s"), params)
-
-
-def _same(value: Any) -> Any:
-    return value
 
 
 _copies: dict[str, str] = {}

@@ -70,34 +70,28 @@ def insert_records(dbapi_connection: sqlite3.Connection, rows: Sequence[records.
         cursor.close()
 
 
+#: History rows hold their times as the text SQLite stores (``derived.derive(..., stamp=STAMP)``).
+STAMP = schema.sqlite_timestamp
+
+
 def insert_derived(dbapi_connection: sqlite3.Connection, derived: derived_rows.Derived) -> None:
     """Write the history rows and statements of a batch inside the caller's transaction."""
     cursor = dbapi_connection.cursor()
     try:
-        timestamp = schema.sqlite_timestamp
         limit = _variable_limit(dbapi_connection)
         for table, rows in derived.rows.items():
             if not rows:
                 continue
             width = len(rows[0])
-            stamps = derived_rows.TIMESTAMPS[table]
             chunk = max(1, min(500, limit // width))
             for start in range(0, len(rows), chunk):
                 part = rows[start : start + chunk]
                 params: list[Any] = []
                 extend = params.extend
-                if stamps:
-                    for row in part:
-                        values = list(row)
-                        for i in stamps:
-                            if values[i] is not None:
-                                values[i] = timestamp(values[i])
-                        extend(values)
-                else:
-                    for row in part:
-                        extend(row)
+                for row in part:
+                    extend(row)
                 cursor.execute(_derived_statement(table, width, len(part)), params)
-        for sql, params_rows in derived_rows.statements(derived, timestamp):
+        for sql, params_rows in derived_rows.statements(derived):
             cursor.executemany(sql, params_rows)
     finally:
         cursor.close()

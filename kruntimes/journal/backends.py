@@ -160,7 +160,7 @@ class Journal:
                     raise
 
     def _append(self, rows: list[records.EncodedRecord], sources: list[Any], skip_existing: bool) -> int:
-        history = None if skip_existing else derived.derive(rows, sources)
+        history = None if skip_existing else derived.derive(rows, sources, self._backend.STAMP)
         conn = self._append_conn
         if conn is None:
             conn = self._append_conn = self._engine.connect()
@@ -173,7 +173,7 @@ class Journal:
                     stored = {r.lsn for r in rows} - {r.lsn for r in kept}
                     sources = [p for r, p in zip(rows, sources) if r.lsn not in stored]
                 rows = kept
-                history = derived.derive(rows, sources)
+                history = derived.derive(rows, sources, self._backend.STAMP)
             dbapi_connection = conn.connection.driver_connection
             self._backend.insert_records(dbapi_connection, rows)
             self._project_incarnations(conn, rows)
@@ -335,7 +335,7 @@ def rebuild_history(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK) -> 
             return read
         read += len(page)
         after = page[-1].lsn
-        history = derived.derive(page)
+        history = derived.derive(page, stamp=backend.STAMP)
         if history:
             backend.insert_derived(conn.connection.driver_connection, history)
 

@@ -125,7 +125,6 @@ runs = Table(
     "history_runs", _md, *_key(), _at("recorded_at", False), _t("event"), _t("namespace"), _t("name"), _t("uid"),
     _t("runtime"), _t("resource_version"), _t("phase"), _t("pod_name"), _t("pending_message"),
     Index("ix_history_runs_uid", "namespace", "uid", "lsn"),
-    Index("ix_history_runs_name", "namespace", "name", "lsn"),
 )
 
 binds = Table(
@@ -154,9 +153,6 @@ ROW_TABLES: tuple[Table, ...] = (cycles, candidates, rejections, placements, pod
 TABLES: tuple[Table, ...] = (*ROW_TABLES, waits, pod_hours, rejection_hours, epochs)
 TABLE_NAMES = tuple(t.name for t in TABLES)
 COLUMNS: dict[str, tuple[str, ...]] = {t.name: tuple(c.name for c in t.columns) for t in ROW_TABLES}
-#: Positions of the timestamp columns of each row table (SQLite stores them as text).
-TIMESTAMPS: dict[str, tuple[int, ...]] = {
-    t.name: tuple(i for i, c in enumerate(t.columns) if isinstance(c.type, schema.UtcDateTime)) for t in ROW_TABLES}
 #: PostgreSQL COPY types per row table.
 COPY_TYPES: dict[str, list[str]] = {
     t.name: ["timestamptz" if isinstance(c.type, schema.UtcDateTime) else "bool" if isinstance(c.type, Boolean)
@@ -266,11 +262,13 @@ class Derived:
 PENDING, STATUS, CLOSE, END = "pending", "status", "close", "end"
 
 
-def derive(rows: Sequence[records.EncodedRecord], payloads: Sequence[Any] | None = None) -> Derived:
+def derive(rows: Sequence[records.EncodedRecord], payloads: Sequence[Any] | None = None,
+           stamp: Callable[[datetime], Any] | None = None) -> Derived:
     """The history rows of ``rows`` (in LSN order); ``payloads[i]`` is row i's payload dict if known.
 
     A payload not given (or not a dict) is parsed from the stored text, for the kinds
-    that have history rows only.
+    that have history rows only. ``stamp`` turns a record's time into what the backend
+    stores (SQLite: text), once per record; without it rows hold the datetimes.
     """
     out = Derived()
     state: dict[tuple[str, str], _RunState] = {}
@@ -287,7 +285,8 @@ def derive(rows: Sequence[records.EncodedRecord], payloads: Sequence[Any] | None
                 continue
             if type(payload) is not dict:
                 continue
-        handler(out, state, r.incarnation, r.lsn, r.recorded_at, payload)
+        when = r.recorded_at
+        handler(out, state, r.incarnation, r.lsn, stamp(when) if stamp is not None else when, when, payload)
     return out
 
 
@@ -311,26 +310,29 @@ def _run_state(out: Derived, state: dict[tuple[str, str], _RunState], key: tuple
     return s
 
 
-def _cycle(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, lsn: int, at: datetime,
+def _cycle(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, lsn: int, at: Any, when: datetime,
            p: dict[str, Any]) -> None:
-    namespace, run, run_uid = _str(p.get("namespace")), _str(p.get("run")), _str(p.get("run_uid"))
-    status, result, message = _str(p.get("status")), _str(p.get("result")), _str(p.get("message"))
-    chosen, total, snapshot = _str(p.get("chosen")), _int(p.get("total")), _int(p.get("snapshot_lsn"))
+    get, s, i = p.get, _str, _int
+    namespace, run, run_uid = s(get("namespace")), s(get("run")), s(get("run_uid"))
+    status, result, message = s(get("status")), s(get("result")), s(get("message"))
+    chosen, total, snapshot = s(get("chosen")), i(get("total")), i(get("snapshot_lsn"))
     rows = out.rows
     out.epoch_cycles[epoch] += 1
     rows["history_cycles"].append((
-        epoch, lsn, at, namespace, run, run_uid, snapshot, _str(p.get("now")), status, result, chosen,
-        _str(p.get("chosen_uid")), total, message, _int(p.get("pods_evaluated")), _int(p.get("pods_feasible")),
-        _int(p.get("duration_us")), _str(p.get("digest")), _str(p.get("planner_version")),
-        _str(p.get("config_hash"))))
-    add = rows["history_candidates"].append
-    for rank, c in enumerate(_list(p.get("candidates")), 1):
-        c = _dict(c)
-        add((epoch, lsn, rank, _str(c.get("pod")), _int(c.get("total")), _scores(c.get("scores"))))
-    rejected = _list(p.get("rejections"))
+        epoch, lsn, at, namespace, run, run_uid, snapshot, s(get("now")), status, result, chosen,
+        s(get("chosen_uid")), total, message, i(get("pods_evaluated")), i(get("pods_feasible")),
+        i(get("duration_us")), s(get("digest")), s(get("planner_version")), s(get("config_hash"))))
+    candidates = get("candidates")
+    if candidates:
+        add = rows["history_candidates"].append
+        for rank, c in enumerate(_list(candidates), 1):
+            if type(c) is not dict:
+                c = {}
+            add((epoch, lsn, rank, s(c.get("pod")), i(c.get("total")), _scores(c.get("scores"))))
+    rejected = _list(get("rejections"))
     if rejected:
         add = rows["history_rejections"].append
-        hour = hour_of(at)
+        hour = hour_of(when)
         counts = out.rejection_hours
         for position, entry in enumerate(rejected, 1):
             plugin, reason, n = (entry + [None, None, None])[:3] if type(entry) is list else (None, None, None)
@@ -348,76 +350,79 @@ def _cycle(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, ls
             epoch, lsn, at, namespace, run, run_uid, chosen, _str(p.get("chosen_uid")), _str(p.get("now")), total,
             result, snapshot, None, None, None, None))
         if result == "scheduled" and namespace is not None:
-            out.pod_hours[(namespace, chosen, hour_of(at))] += 1
+            out.pod_hours[(namespace, chosen, hour_of(when))] += 1
     if namespace is None or run_uid is None:
         return
-    s = _run_state(out, state, (namespace, run_uid))
+    rs = _run_state(out, state, (namespace, run_uid))
     if result == "scheduled" and chosen is not None:
         # A newer placement ends the one the Run held (its pod went away, it was re-planned).
-        if not s.ended:
-            s.ops.append([END, epoch, lsn, at, "replaced", namespace, run_uid])
-        s.ended = False
-        _close(s, epoch, lsn, at, "scheduled", chosen, status)
+        if not rs.ended:
+            rs.ops.append([END, epoch, lsn, at, "replaced", namespace, run_uid])
+        rs.ended = False
+        _close(rs, epoch, lsn, at, when, "scheduled", chosen, status)
     elif status == "invalid":
-        _close(s, epoch, lsn, at, "invalid", None, status)
+        _close(rs, epoch, lsn, at, when, "invalid", None, status)
     elif status == "unschedulable":
-        op = s.pending
+        op = rs.pending
         if op is not None:  # extends the episode this batch opened or extended
             op[9:14] = [epoch, lsn, at, message, status]
             op[14] += 1
         else:
-            s.pending = [PENDING, epoch, lsn, namespace, run, run_uid, at, micros(at), message,
+            rs.pending = [PENDING, epoch, lsn, namespace, run, run_uid, at, micros(when), message,
                          epoch, lsn, at, message, status, 1]
-            s.ops.append(s.pending)
-            s.closed = False
-    elif not s.closed:
-        if s.pending is not None:
-            s.pending[13] = status
+            rs.ops.append(rs.pending)
+            rs.closed = False
+    elif not rs.closed:
+        if rs.pending is not None:
+            rs.pending[13] = status
         else:
-            s.ops.append([STATUS, status, namespace, run_uid])
+            rs.ops.append([STATUS, status, namespace, run_uid])
 
 
-def _close(s: _RunState, epoch: str, lsn: int, at: datetime, outcome: str, pod: str | None,
+def _close(s: _RunState, epoch: str, lsn: int, at: Any, when: datetime, outcome: str, pod: str | None,
            status: str | None) -> None:
     s.pending = None
     if s.closed:
         return  # nothing is open any more
-    s.ops.append([CLOSE, epoch, lsn, at, outcome, pod, micros(at), status, *s.key])
+    s.ops.append([CLOSE, epoch, lsn, at, outcome, pod, micros(when), status, *s.key])
     s.closed = True
 
 
-def _mutation(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, lsn: int, at: datetime,
-              p: dict[str, Any]) -> None:
-    kind, event = p.get("kind"), _str(p.get("event"))
-    obj = _dict(p.get("object"))
-    namespace, name, uid = _str(p.get("namespace")), _str(p.get("name")), _str(p.get("uid"))
+def _mutation(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, lsn: int, at: Any,
+              when: datetime, p: dict[str, Any]) -> None:
+    get, s = p.get, _str
+    kind, event = get("kind"), s(get("event"))
+    obj = get("object")
+    if type(obj) is not dict:
+        obj = {}
+    namespace, name, uid = s(get("namespace")), s(get("name")), s(get("uid"))
     if kind == "Pod":
         out.rows["history_pods"].append((
-            epoch, lsn, at, event, namespace, name, uid, _str(obj.get("runtime")), _str(p.get("resource_version")),
-            _bool(obj.get("ready")), _bool(obj.get("terminating")), _str(obj.get("heartbeat")),
+            epoch, lsn, at, event, namespace, name, uid, s(obj.get("runtime")), s(get("resource_version")),
+            _bool(obj.get("ready")), _bool(obj.get("terminating")), s(obj.get("heartbeat")),
             compact_json(obj["capacity"]) if type(obj.get("capacity")) is list else None,
-            _str(obj.get("capacity_problem"))))
+            s(obj.get("capacity_problem"))))
         return
     if kind != "Run":
         return
-    phase = _str(obj.get("phase"))
+    phase = s(obj.get("phase"))
     out.rows["history_runs"].append((
-        epoch, lsn, at, event, namespace, name, uid, _str(obj.get("runtime")), _str(p.get("resource_version")),
-        phase, _str(obj.get("pod_name")), _str(obj.get("pending_message"))))
+        epoch, lsn, at, event, namespace, name, uid, s(obj.get("runtime")), s(get("resource_version")),
+        phase, s(obj.get("pod_name")), s(obj.get("pending_message"))))
     if namespace is None or uid is None:
         return
     why = "deleted" if event == "DELETED" else TERMINAL_PHASES.get(phase or "")
     if why is None:
         return
-    s = _run_state(out, state, (namespace, uid))
-    if not s.ended:
-        s.ops.append([END, epoch, lsn, at, why, namespace, uid])
-        s.ended = True
+    rs = _run_state(out, state, (namespace, uid))
+    if not rs.ended:
+        rs.ops.append([END, epoch, lsn, at, why, namespace, uid])
+        rs.ended = True
     if event == "DELETED":
-        _close(s, epoch, lsn, at, "deleted", None, None)
+        _close(rs, epoch, lsn, at, when, "deleted", None, None)
 
 
-def _bind(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, lsn: int, at: datetime,
+def _bind(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, lsn: int, at: Any, when: datetime,
           p: dict[str, Any]) -> None:
     out.rows["history_binds"].append((epoch, lsn, at, _str(p.get("namespace")), _str(p.get("run_uid")),
                                       _str(p.get("result")), _str(p.get("error"))))
@@ -461,13 +466,12 @@ _EPOCHS_SQL = (
     " ON CONFLICT (epoch) DO UPDATE SET cycles = history_epochs.cycles + excluded.cycles")
 
 
-def statements(derived: Derived, timestamp: Callable[[datetime], Any]) -> Iterable[tuple[str, list[tuple[Any, ...]]]]:
+def statements(derived: Derived) -> Iterable[tuple[str, list[tuple[Any, ...]]]]:
     """The (SQL, parameter rows) that apply ``derived`` after its rows are inserted, in order.
 
     A Run's statements go in its LSN order; different Runs' are independent, so the
     k-th statement of every Run goes in one round, grouped by kind (``executemany``).
     """
-    ts = timestamp
     queues = [ops for ops in derived.run_ops.values() if ops]
     k = 0
     while queues:
@@ -476,14 +480,14 @@ def statements(derived: Derived, timestamp: Callable[[datetime], Any]) -> Iterab
             op = ops[k]
             kind = op[0]
             if kind == PENDING:
-                params: tuple[Any, ...] = (op[1], op[2], op[3], op[4], op[5], ts(op[6]), op[7], op[8], op[9],
-                                           op[10], ts(op[11]), op[12], op[13], op[14])
+                params: tuple[Any, ...] = (op[1], op[2], op[3], op[4], op[5], op[6], op[7], op[8], op[9],
+                                           op[10], op[11], op[12], op[13], op[14])
             elif kind == STATUS:
                 params = (op[1], op[2], op[3])
             elif kind == CLOSE:
-                params = (op[1], op[2], ts(op[3]), op[4], op[5], op[6], op[7], op[8], op[9])
+                params = (op[1], op[2], op[3], op[4], op[5], op[6], op[7], op[8], op[9])
             else:
-                params = (op[1], op[2], ts(op[3]), op[4], op[5], op[6], op[1], op[2])
+                params = (op[1], op[2], op[3], op[4], op[5], op[6], op[1], op[2])
             by_kind.setdefault(kind, []).append(params)
         for kind, sql in ((END, _END_SQL), (CLOSE, _CLOSE_SQL), (STATUS, _STATUS_SQL), (PENDING, _PENDING_SQL)):
             if kind in by_kind:

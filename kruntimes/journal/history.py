@@ -300,7 +300,7 @@ def churn(journal: backends.Journal, *, since: datetime | None = None, until: da
                        c.c.lsn < p.c.lsn).scalar_subquery())
     placed = _window(sa.select(p.c.epoch, p.c.lsn, p.c.decided_at, p.c.namespace, p.c.run, p.c.pod, p.c.total,
                                previous.label("previous_lsn")).where(p.c.outcome == "scheduled"),
-                     p.c.decided_at, since, until).subquery("placed")
+                     p.c.decided_at, since, until).cte("placed").prefix_with("MATERIALIZED", dialect="postgresql")
     before = c.alias("before")
     result = (sa.select(before.c.result).where(before.c.epoch == placed.c.epoch, before.c.lsn == placed.c.previous_lsn)
               .scalar_subquery())

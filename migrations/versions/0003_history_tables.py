@@ -213,7 +213,6 @@ def upgrade() -> None:
         sa.Column("pending_message", sa.Text(), nullable=True),
         sa.PrimaryKeyConstraint("epoch", "lsn", name="pk_history_runs"),
     )
-    op.create_index("ix_history_runs_name", "history_runs", ["namespace", "name", "lsn"])
     op.create_index("ix_history_runs_uid", "history_runs", ["namespace", "uid", "lsn"])
     op.create_table(
         "history_binds",
