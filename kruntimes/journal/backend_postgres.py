@@ -85,8 +85,10 @@ def insert_derived(dbapi_connection: Any, derived: derived_rows.Derived) -> None
                 write_row = copy.write_row
                 for row in rows:
                     write_row(row)
-        for sql, params in derived_rows.statements(derived):
-            cursor.executemany(sql.replace("?", "%s"), params)
+        # One pipeline for every statement of the batch: a single round trip, not one per kind.
+        with dbapi_connection.pipeline():
+            for sql, params in derived_rows.statements(derived):
+                cursor.executemany(sql.replace("?", "%s"), params)
 
 
 _copies: dict[str, str] = {}
