@@ -227,7 +227,7 @@ def main() -> None:
     columns = [(b, s) for b in chosen for s in sizes]
     names = list(next(iter(results.values())))
     width = max(len(n) for n in names) + 2
-    header = f"{'question (ms, median)':<{width}}" + "".join(f"{b[:6]} {s // 1_000_000}M".rjust(12) for b, s in columns)
+    header = f"{'question (ms, median)':<{width}}" + "".join(f"{b[:6]} {s / 1e6:g}M".rjust(12) for b, s in columns)
     print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     print(header)
     print("-" * len(header))
@@ -235,7 +235,7 @@ def main() -> None:
         marker = " *" if name in POINT else ""
         print(f"{name + marker:<{width}}" + "".join(f"{results[c][name]:12.1f}" for c in columns))
     worst = {c: max(results[c].values()) for c in columns}
-    print("slowest: " + ", ".join(f"{b} {s // 1_000_000}M {worst[(b, s)]:.1f} ms" for b, s in columns))
+    print("slowest: " + ", ".join(f"{b} {s / 1e6:g}M {worst[(b, s)]:.1f} ms" for b, s in columns))
     print("* point questions (one Run, one pod at a time T)")
 
 
