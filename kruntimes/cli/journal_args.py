@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from alembic.util import CommandError
 from sqlalchemy import exc as sa_exc
 
 from kruntimes.cli import times
@@ -119,8 +118,6 @@ def guarded(prog: str) -> Callable[[Callable[[argparse.Namespace], int]], Callab
                            " (is the database up and the URL right?)")
             except sa_exc.SQLAlchemyError as exc:
                 message = f"journal error: {first_line(exc)}"
-            except CommandError as exc:  # alembic: unknown revision and the like
-                message = f"migration failed: {first_line(exc)}"
             except (ValueError, OSError) as exc:
                 message = first_line(exc)
             print(f"{prog}: {message}", file=sys.stderr)

@@ -55,12 +55,23 @@ def alembic_config() -> Config:
     return config
 
 
+class MigrationFailed(errors.JournalError):
+    """Alembic refused a migration (an unknown revision and the like); chains its error.
+
+    Why a type of our own: callers report it without importing Alembic, which costs a
+    quarter of a second at start-up for commands that never migrate.
+    """
+
+
 def upgrade(url: str | sa.URL | sa.Engine, revision: str = "head") -> None:
     """Migrate the journal at ``url`` up to ``revision`` (creating it if needed)."""
     with _connection(url) as conn:
         config = alembic_config()
         config.attributes["connection"] = conn
-        command.upgrade(config, revision)
+        try:
+            command.upgrade(config, revision)
+        except CommandError as exc:
+            raise MigrationFailed(f"migration failed: {str(exc).strip()}") from exc
 
 
 def downgrade(url: str | sa.URL | sa.Engine, revision: str) -> None:
@@ -68,7 +79,10 @@ def downgrade(url: str | sa.URL | sa.Engine, revision: str) -> None:
     with _connection(url) as conn:
         config = alembic_config()
         config.attributes["connection"] = conn
-        command.downgrade(config, revision)
+        try:
+            command.downgrade(config, revision)
+        except CommandError as exc:
+            raise MigrationFailed(f"migration failed: {str(exc).strip()}") from exc
 
 
 def current_revision(url: str | sa.URL | sa.Engine) -> str | None:
