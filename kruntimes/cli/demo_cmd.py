@@ -14,7 +14,7 @@ from sqlalchemy import exc as sa_exc
 
 from kruntimes import demo, demo_watch, gctuning
 from kruntimes.cli import journal_args
-from kruntimes.journal import errors
+from kruntimes.journal import errors, redact
 from kruntimes.journal.backends import DEFAULT_URL
 
 
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
             cause = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
             bar.stop()
             print(f"kruntimes demo: cannot use the journal at {journal_args.shown(args.journal)}: "
-                  f"{journal_args.first_line(cause)}"
+                  f"{redact.text(journal_args.first_line(cause), args.journal)}"
                   " (is the database up and the URL right? --no-journal runs without one)", file=sys.stderr)
             return 2
     _print(console, report)

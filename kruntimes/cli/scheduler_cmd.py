@@ -29,7 +29,7 @@ from kruntimes.cluster import logs
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.cluster.settings import DETAILS, MIGRATE_MODES, ClusterSettings, LeaseSettings, default_identity
-from kruntimes.journal import backends
+from kruntimes.journal import backends, redact
 from kruntimes.scheduler.config import ConfigError
 
 log = logging.getLogger("kruntimes.cli.scheduler")
@@ -174,12 +174,12 @@ def check_journal(url: str | None, *, migrate: str = "auto", schema_wait: float 
                     waiting.set(0)
         backends.Journal.open(parsed, create=migrate == "auto").close()
     except journal_args.UsageError as exc:
-        raise UsageError(str(exc)) from exc
+        raise UsageError(redact.text(str(exc), url)) from exc
     except migrations.SchemaNotReady as exc:
-        raise UsageError(str(exc)) from exc
+        raise UsageError(redact.text(str(exc), url)) from exc
     except Exception as exc:  # noqa: BLE001 - any driver error: one line, what to check
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise UsageError(f"cannot use the journal at {journal_args.shown(url)}: {first} "
+        raise UsageError(f"cannot use the journal at {journal_args.shown(url)}: {redact.text(first, url)} "
                          "(is the database up and the URL right?)") from exc
 
 

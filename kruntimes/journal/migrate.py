@@ -21,7 +21,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 
-from kruntimes.journal import backends, errors
+from kruntimes.journal import backends, errors, schema
 
 log = logging.getLogger("kruntimes.journal.migrate")
 
@@ -91,6 +91,24 @@ def current_revision(url: str | sa.URL | sa.Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
+def foreign_tables(url: str | sa.URL | sa.Engine) -> list[str]:
+    """The tables and views of a database that holds no journal revision yet, sorted.
+
+    Non-empty means ``url`` names a database something else uses: creating the journal
+    there mixes it with another application's tables (and a later ``downgrade base``
+    would run in that database). Once migrated, every table is the journal's concern.
+    """
+    with _connection(url) as conn:
+        if MigrationContext.configure(conn).get_current_revision() is not None:
+            return []
+        inspector = sa.inspect(conn)
+        names = set(inspector.get_table_names()) | set(inspector.get_view_names())
+        # Another `db upgrade` may have committed the journal meanwhile: then it is ours.
+        if names and MigrationContext.configure(conn).get_current_revision() is not None:
+            return []
+    return sorted(names - {"alembic_version"} - set(schema.metadata.tables))
+
+
 def head_revision() -> str:
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert head is not None, "the packaged migrations have no head revision"
@@ -103,7 +121,7 @@ def require_head(url: str | sa.URL | sa.Engine) -> None:
     if current != head:
         raise errors.JournalError(
             f"journal schema is at revision {current!r}, this kruntimes needs {head!r}:"
-            " run `kruntimes db upgrade --url URL`"
+            " run `kruntimes db upgrade --journal URL`"
         )
 
 
@@ -139,7 +157,7 @@ def wait_for_head(url: str | sa.URL | sa.Engine, *, timeout: float, poll: float 
             waited_at.append(current)
         if clock() >= deadline:
             raise SchemaNotReady(f"journal schema is at revision {current or 'empty'!r} after {timeout:g} s of"
-                                 f" waiting, this kruntimes needs {head!r}: run `kruntimes db upgrade --url URL`"
+                                 f" waiting, this kruntimes needs {head!r}: run `kruntimes db upgrade --journal URL`"
                                  " (in a cluster: the kruntimes-db-upgrade Job)")
         sleep(min(poll, max(0.0, deadline - clock())))
 

@@ -81,7 +81,7 @@ def test_a_scheduler_on_an_unmigrated_database_waits_then_proceeds_once_db_upgra
         waiting.join(1.0)
         assert waiting.is_alive(), outcome
         assert migrate.current_revision(journal_url) is None  # the scheduler migrated nothing
-        assert cli_main.main(["db", "upgrade", "--url", journal_url]) == 0
+        assert cli_main.main(["db", "upgrade", "--journal", journal_url]) == 0
     finally:
         waiting.join(30.0)
     assert outcome == [None]
@@ -101,7 +101,7 @@ def test_a_scheduler_told_to_migrate_still_migrates_its_own_journal(journal_url:
 
 def test_two_db_upgrades_started_together_on_postgresql_both_succeed_once(postgres_url: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "KRUNTIMES_JOURNAL_URL": ""}
-    command = [sys.executable, "-m", "kruntimes.cli.main", "db", "upgrade", "--url", postgres_url]
+    command = [sys.executable, "-m", "kruntimes.cli.main", "db", "upgrade", "--journal", postgres_url]
     upgrades = [subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True) for _ in range(2)]
     results = [(p.wait(120), *p.communicate()) for p in upgrades]
