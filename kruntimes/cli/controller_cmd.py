@@ -42,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--runtimed-image", default=kube_args.env("KRUNTIMES_RUNTIMED_IMAGE", f"ghcr.io/kruntimes/kruntimes:"
                                                                                 f"{__version__}"),
                    help="image of the runtimed container added to templates that have none")
-    p.add_argument("--resync-period", type=kube_args.positive(float), default=float(kube_args.env("KRUNTIMES_RESYNC_PERIOD", 30)),
+    p.add_argument("--resync-period", type=kube_args.positive(kube_args.seconds(float)),
+                   default=kube_args.env("KRUNTIMES_RESYNC_PERIOD", "30"),
                    metavar="SECONDS", help="every Runtime is reconciled at least this often (default 30)")
     p.add_argument("--leader-elect", type=kube_args.boolean, nargs="?", const=True,
                    default=kube_args.boolean(kube_args.env("KRUNTIMES_LEADER_ELECT", "true")), metavar="BOOL",

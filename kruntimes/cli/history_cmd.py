@@ -12,10 +12,9 @@ import argparse
 import sys
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from kruntimes.cli import journal_args as ja
+from kruntimes.cli import output, scores
+from kruntimes.cli.output import Column, Listing
 from kruntimes.journal import history
 
 
@@ -26,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     leaves = p.add_subparsers(dest="history_command", required=True, metavar="WHAT")
     common = argparse.ArgumentParser(add_help=False)
     ja.add_url_option(common)
-    common.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    output.add_options(common)
 
     r = leaves.add_parser("run", parents=[common], help="a Run's cycles, its placement and why, its binds")
     r.add_argument("key", metavar="NS/NAME", help="the Run, as namespace/name")
@@ -54,19 +53,6 @@ def _limit(value: int | None) -> int | None:
     return value
 
 
-def _console() -> Console:
-    # Piped output has no terminal width; 80 columns would squeeze every table to ellipses.
-    return Console() if sys.stdout.isatty() else Console(width=160)
-
-
-def _table(title: str, columns: tuple[str, ...], right: tuple[str, ...] = ()) -> Table:
-    table = Table(title=title, title_justify="left")
-    for column in columns:
-        # Numbers stay whole; text columns wrap in a narrow terminal.
-        table.add_column(column, justify="right" if column in right else "left", no_wrap=column in right)
-    return table
-
-
 def _num(value: Any) -> str:
     return "-" if value is None else str(value)
 
@@ -80,49 +66,54 @@ def run_run(args: argparse.Namespace) -> int:
         found = history.run_history(journal, namespace, name, limit=limit)
     finally:
         journal.close()
-    if args.json:
-        ja.print_json(found)
+    if output.structured(args):
+        output.print_document(args, scores.with_named_raws(found))
     if not found["cycles"] and not found["placement"]:
         print(f"no cycles recorded for Run {namespace}/{name} in this journal", file=sys.stderr)
         return 1
-    if not args.json:
-        _print_run(_console(), found)
+    if not output.structured(args):
+        _print_run(args, found)
     return 0
 
 
-def _print_run(console: Console, h: dict[str, Any]) -> None:
+def _print_run(args: argparse.Namespace, h: dict[str, Any]) -> None:
     placed = h["placement"]
     key = f"{h['namespace']}/{h['run']}"
-    if placed:
-        console.print(f"[bold]Run {key}[/bold]: runtime {placed['runtime'] or '?'}, placed on "
-                      f"[bold]{placed['pod']}[/bold] at {ja.when(placed['decided_at'])} "
-                      f"(cycle {placed['lsn']}, total score {placed['total']})")
-    else:
-        console.print(f"[bold]Run {key}[/bold]: never placed in this journal")
-    cycles = _table("Cycles", ("LSN", "DECIDED AT", "RESULT", "POD", "TOTAL", "FEASIBLE", "REASON"),
-                    right=("LSN", "TOTAL", "FEASIBLE"))
+    if not args.no_headers:
+        print(f"Run {key}: runtime {placed['runtime'] or '?'}, placed on {placed['pod']} at "
+              f"{ja.when(placed['decided_at'])} (cycle {placed['lsn']}, total score {placed['total']})"
+              if placed else f"Run {key}: never placed in this journal")
+    cycles = Listing([Column("LSN", right=True), Column("DECIDED AT"), Column("RESULT"), Column("POD", name=True),
+                      Column("TOTAL", right=True), Column("FEASIBLE", right=True, optional=True),
+                      Column("SNAPSHOT", right=True, wide_only=True), Column("REASON")], title="Cycles")
     for c in h["cycles"]:
-        cycles.add_row(str(c["lsn"]), ja.when(c["decided_at"]), c["result"], c["chosen"] or "-", _num(c["total"]),
-                       f"{c['pods_feasible']}/{c['pods_evaluated']}", c["message"] or "")
-    console.print(cycles)
+        cycles.add(c["lsn"], ja.when(c["decided_at"]), c["result"], c["chosen"] or "-", _num(c["total"]),
+                   f"{c['pods_feasible']}/{c['pods_evaluated']}", _num(c.get("snapshot_lsn")), c["message"] or "")
+    output.render(cycles, args)
     if placed and h["candidates"]:
-        console.print(_candidates(f"Why {placed['pod']}: the recorded candidates of cycle {placed['lsn']}",
-                                  h["candidates"]))
+        output.render(_candidates(f"Why {placed['pod']}: the recorded candidates of cycle {placed['lsn']}",
+                                  h["candidates"]), args)
     if h["binds"]:
-        binds = _table("Binds", ("LSN", "AT", "RESULT", "ERROR"), right=("LSN",))
+        binds = Listing([Column("LSN", right=True), Column("AT"), Column("RESULT"), Column("ERROR")], title="Binds")
         for b in h["binds"]:
-            binds.add_row(str(b["lsn"]), ja.when(b["recorded_at"]), b["result"], b["error"] or "")
-        console.print(binds)
+            binds.add(b["lsn"], ja.when(b["recorded_at"]), b["result"], b["error"] or "")
+        output.render(binds, args)
 
 
-def _candidates(title: str, candidates: list[dict[str, Any]]) -> Table:
+def _candidates(title: str, candidates: list[dict[str, Any]]) -> Listing:
+    """The ranked candidates; equal totals are ranked by pod name, and the table says so."""
     plugins = sorted({s["plugin"] for c in candidates for s in c["scores"]})
-    table = _table(title, ("RANK", "POD", "TOTAL", *[f"{p} (raw)" for p in plugins], "CHOSEN"),
-                   right=("RANK", "TOTAL"))
+    ties = len(candidates) > 1 and candidates[0]["total"] == candidates[1]["total"]
+    if ties:
+        tied = sum(1 for c in candidates if c["total"] == candidates[0]["total"])
+        title += f" ({tied} share the top total {candidates[0]['total']}: the tie goes to the first pod by name)"
+    table = Listing([Column("RANK", right=True), Column("POD", name=True), Column("TOTAL", right=True),
+                     *[Column(p, optional=True) for p in plugins], Column("CHOSEN")],
+                    title=title, legend=scores.LEGEND)
     for c in candidates:
-        by_plugin = {s["plugin"]: f"{s['normalized']} ({s['raw']})" for s in c["scores"]}
-        table.add_row(str(c["rank"]), c["pod"], str(c["total"]), *[by_plugin.get(p, "-") for p in plugins],
-                      "✓" if c["chosen"] else "")
+        by_plugin = {s["plugin"]: scores.text(s["plugin"], s["normalized"], s["raw"]) for s in c["scores"]}
+        table.add(c["rank"], c["pod"], c["total"], *[by_plugin.get(p, "-") for p in plugins],
+                  "yes" if c["chosen"] else "")
     return table
 
 
@@ -136,33 +127,34 @@ def run_pod(args: argparse.Namespace) -> int:
         found = history.pod_history(journal, namespace, name, at=at, limit=limit)
     finally:
         journal.close()
-    if args.json:
-        ja.print_json(found)
+    if output.structured(args):
+        output.print_document(args, found)
     if not found["observations"] and not found["placements"]:
         when = f" at or before {ja.when(at)}" if at else ""
         print(f"no observations of Runtime Pod {namespace}/{name}{when} in this journal", file=sys.stderr)
         return 1
-    if not args.json:
-        _print_pod(_console(), found)
+    if not output.structured(args):
+        _print_pod(args, found)
     return 0
 
 
-def _print_pod(console: Console, h: dict[str, Any]) -> None:
+def _print_pod(args: argparse.Namespace, h: dict[str, Any]) -> None:
     title = (f"What the scheduler saw of {h['namespace']}/{h['pod']} at {ja.when(h['at'])}" if h["at"]
              else f"What the scheduler saw of {h['namespace']}/{h['pod']}")
-    seen = _table(title, ("LSN", "RECORDED AT", "EVENT", "RUNTIME", "READY", "TERMINATING", "HEARTBEAT",
-                          "CAPACITY"), right=("LSN",))
+    seen = Listing([Column("LSN", right=True), Column("RECORDED AT"), Column("EVENT"), Column("RUNTIME"),
+                    Column("READY"), Column("TERMINATING", optional=True), Column("HEARTBEAT", optional=True),
+                    Column("CAPACITY")], title=title)
     for o in h["observations"]:
         capacity = o["capacity"] if not o["capacity_problem"] else f"{o['capacity']} ({o['capacity_problem']})"
-        seen.add_row(str(o["lsn"]), ja.when(o["recorded_at"]), o["event"], o["runtime"], _yes(o["ready"]),
-                     _yes(o["terminating"]), o["heartbeat"] or "-", capacity)
-    console.print(seen)
-    placed = _table("Cycles that chose it", ("LSN", "DECIDED AT", "RUN", "RUNTIME", "TOTAL", "OUTCOME"),
-                    right=("LSN", "TOTAL"))
+        seen.add(o["lsn"], ja.when(o["recorded_at"]), o["event"], o["runtime"], _yes(o["ready"]),
+                 _yes(o["terminating"]), o["heartbeat"] or "-", capacity)
+    output.render(seen, args)
+    placed = Listing([Column("LSN", right=True), Column("DECIDED AT"), Column("RUN", name=True),
+                      Column("RUNTIME", optional=True), Column("TOTAL", right=True), Column("OUTCOME")],
+                     title="Cycles that chose it")
     for p in h["placements"]:
-        placed.add_row(str(p["lsn"]), ja.when(p["decided_at"]), p["run"], p["runtime"] or "?", _num(p["total"]),
-                       p["outcome"])
-    console.print(placed)
+        placed.add(p["lsn"], ja.when(p["decided_at"]), p["run"], p["runtime"] or "?", _num(p["total"]), p["outcome"])
+    output.render(placed, args)
 
 
 def _yes(value: bool | None) -> str:
@@ -179,15 +171,17 @@ def run_cycles(args: argparse.Namespace) -> int:
         found = history.cycles(journal, since=since, until=until, outcome=args.outcome, limit=limit)
     finally:
         journal.close()
-    if args.json:
-        ja.print_json(found)
+    if output.structured(args):
+        output.print_document(args, found)
         return 0
-    table = _table(f"{len(found)} cycles (newest {limit} at most)" if limit else f"{len(found)} cycles",
-                   ("LSN", "DECIDED AT", "RUN", "RESULT", "POD", "TOTAL", "FEASIBLE", "µs", "REASON"),
-                   right=("LSN", "TOTAL", "FEASIBLE", "µs"))
+    table = Listing([Column("LSN", right=True), Column("DECIDED AT"), Column("RUN", name=True), Column("RESULT"),
+                     Column("POD", name=True), Column("TOTAL", right=True),
+                     Column("FEASIBLE", right=True, optional=True), Column("µs", right=True, optional=True),
+                     Column("SNAPSHOT", right=True, wide_only=True), Column("REASON")],
+                    title=f"{len(found)} cycles (newest {limit} at most)" if limit else f"{len(found)} cycles")
     for c in found:
-        table.add_row(str(c["lsn"]), ja.when(c["decided_at"]), f"{c['namespace']}/{c['run']}", c["result"],
-                      c["chosen"] or "-", _num(c["total"]), f"{c['pods_feasible']}/{c['pods_evaluated']}",
-                      _num(c["duration_us"]), c["message"] or "")
-    _console().print(table)
+        table.add(c["lsn"], ja.when(c["decided_at"]), f"{c['namespace']}/{c['run']}", c["result"],
+                  c["chosen"] or "-", _num(c["total"]), f"{c['pods_feasible']}/{c['pods_evaluated']}",
+                  _num(c["duration_us"]), _num(c.get("snapshot_lsn")), c["message"] or "")
+    output.render(table, args)
     return 0

@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="where each Run gets its working directory (env KRUNTIMES_WORK_DIR)")
     # String defaults go through `type` like the flag itself, so a malformed environment
     # variable is argparse's one-line usage error, not a traceback at start-up.
-    p.add_argument("--heartbeat-period", type=float,
+    p.add_argument("--heartbeat-period", type=kube_args.seconds(float),
                    default=kube_args.env("KRUNTIMES_HEARTBEAT_PERIOD", str(DEFAULT_HEARTBEAT_PERIOD)),
                    metavar="SECONDS", help="heartbeat renewal period; keep it well inside the scheduler's "
                                            f"staleness (env KRUNTIMES_HEARTBEAT_PERIOD; default {DEFAULT_HEARTBEAT_PERIOD:g})")

@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     option(api, "--workers", "KRUNTIMES_WORKERS", 4, "scheduling workers", type=kube_args.positive(int), metavar="N")
     option(api, "--heartbeat-staleness", "KRUNTIMES_HEARTBEAT_STALENESS", 30,
-           "seconds after which a runtimed heartbeat is stale", type=int, metavar="SECONDS")
+           "seconds after which a runtimed heartbeat is stale", type=kube_args.seconds(int), metavar="SECONDS")
     option(api, "--default-runs-capacity", "KRUNTIMES_DEFAULT_RUNS_CAPACITY", 1,
            "runs capacity of a pod without a kruntimes.io/capacity.runs annotation", type=int, metavar="N")
 
@@ -78,7 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
            "(replicas in a cluster; default: auto for SQLite, never for PostgreSQL)", choices=MIGRATE_MODES)
     option(journal, "--journal-schema-wait", "KRUNTIMES_JOURNAL_SCHEMA_WAIT", 300.0,
            "with --journal-migrate never: seconds to wait for the schema's head revision before exit code 2",
-           type=float, metavar="SECONDS")
+           type=kube_args.seconds(float), metavar="SECONDS")
 
     election = p.add_argument_group("leader election")
     option(election, "--leader-elect", "KRUNTIMES_LEADER_ELECT", True,
@@ -95,12 +95,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
            "this replica's holder identity (default: $POD_NAME, else host name and a nonce)", metavar="ID")
     option(election, "--leader-elect-lease-duration", "KRUNTIMES_LEASE_DURATION", 15,
            "seconds a standby waits after the last renewal it saw before taking the lease",
-           type=kube_args.positive(int), metavar="SECONDS")
+           type=kube_args.positive(kube_args.seconds(int)), metavar="SECONDS")
     option(election, "--leader-elect-renew-deadline", "KRUNTIMES_LEASE_RENEW_DEADLINE", 10.0,
            "seconds the leader keeps trying to renew before it stops scheduling",
-           type=kube_args.positive(float), metavar="SECONDS")
+           type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
     option(election, "--leader-elect-retry-period", "KRUNTIMES_LEASE_RETRY_PERIOD", 2.0,
-           "seconds between attempts to acquire or renew", type=kube_args.positive(float), metavar="SECONDS")
+           "seconds between attempts to acquire or renew", type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
 
     process = p.add_argument_group("process")
     option(process, "--http-address", "KRUNTIMES_HTTP_ADDRESS", "0.0.0.0",
@@ -108,10 +108,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     option(process, "--http-port", "KRUNTIMES_HTTP_PORT", 8080,
            "port of /metrics, /healthz and /readyz (0: any free port)", type=int, metavar="PORT")
     option(process, "--watch-timeout", "KRUNTIMES_WATCH_TIMEOUT", 300,
-           "seconds one watch request lasts before it is resumed", type=kube_args.positive(int), metavar="SECONDS")
+           "seconds one watch request lasts before it is resumed", type=kube_args.positive(kube_args.seconds(int)), metavar="SECONDS")
     option(process, "--shutdown-timeout", "KRUNTIMES_SHUTDOWN_TIMEOUT", 20.0,
            "seconds for the cycle in flight and the journal flush at shutdown",
-           type=kube_args.positive(float), metavar="SECONDS")
+           type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
     option(process, "--log-level", "KRUNTIMES_LOG_LEVEL", "info", "debug, info, warning or error",
            choices=("debug", "info", "warning", "error"))
 
