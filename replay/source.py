@@ -175,6 +175,13 @@ def latest_checkpoint(journal: backends.Journal, incarnation: str, at_or_before:
     return None if found is None else int(found)
 
 
+def last_cycle_lsn(journal: backends.Journal) -> int | None:
+    """The LSN of the newest recorded cycle (`kruntimes replay cycle --last`), or None."""
+    r = schema.journal_records
+    found = _scalar(journal, sa.select(sa.func.max(r.c.lsn)).where(r.c.kind == "cycle"))
+    return None if found is None else int(found)
+
+
 def resolve_incarnation(journal: backends.Journal, given: str) -> str:
     """An incarnation ID from the full ID or a unique prefix of it."""
     ids = [i.incarnation for i in journal.incarnations()]

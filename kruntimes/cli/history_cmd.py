@@ -9,6 +9,7 @@ line and exit code 2 (``journal_args.guarded``).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
@@ -128,7 +129,8 @@ def run_pod(args: argparse.Namespace) -> int:
     finally:
         journal.close()
     if output.structured(args):
-        output.print_document(args, found)
+        output.print_document(args, {**found, "observations": [{**o, "capacity": _capacity(o["capacity"])}
+                                                               for o in found["observations"]]})
     if not found["observations"] and not found["placements"]:
         when = f" at or before {ja.when(at)}" if at else ""
         print(f"no observations of Runtime Pod {namespace}/{name}{when} in this journal", file=sys.stderr)
@@ -145,7 +147,8 @@ def _print_pod(args: argparse.Namespace, h: dict[str, Any]) -> None:
                     Column("READY"), Column("TERMINATING", optional=True), Column("HEARTBEAT", optional=True),
                     Column("CAPACITY")], title=title)
     for o in h["observations"]:
-        capacity = o["capacity"] if not o["capacity_problem"] else f"{o['capacity']} ({o['capacity_problem']})"
+        shown = ", ".join(f"{r} {q}" for r, q in _capacity(o["capacity"]).items()) or "-"
+        capacity = shown if not o["capacity_problem"] else f"{shown} ({o['capacity_problem']})"
         seen.add(o["lsn"], ja.when(o["recorded_at"]), o["event"], o["runtime"], _yes(o["ready"]),
                  _yes(o["terminating"]), o["heartbeat"] or "-", capacity)
     output.render(seen, args)
@@ -155,6 +158,15 @@ def _print_pod(args: argparse.Namespace, h: dict[str, Any]) -> None:
     for p in h["placements"]:
         placed.add(p["lsn"], ja.when(p["decided_at"]), p["run"], p["runtime"] or "?", _num(p["total"]), p["outcome"])
     output.render(placed, args)
+
+
+def _capacity(recorded: Any) -> dict[str, Any]:
+    """A recorded capacity (JSON text of [resource, amount] pairs) as a mapping by resource."""
+    try:
+        pairs = json.loads(recorded) if isinstance(recorded, str) else recorded
+        return {str(r): q for r, q in pairs or []}
+    except (ValueError, TypeError):
+        return {"(unreadable)": recorded}
 
 
 def _yes(value: bool | None) -> str:

@@ -53,6 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                            description="Rebuilds one cycle's snapshot and prints every pod with its verdict, reason, "
                                        "scores and usage, the winner, and what the assumed cache held.")
     c.add_argument("lsn", nargs="?", type=int, metavar="LSN", help="the cycle's LSN (`kruntimes history cycles`)")
+    c.add_argument("--last", action="store_true", help="explain the newest cycle in the journal")
     c.add_argument("--run", dest="run_key", metavar="NS/NAME", help="explain this Run's cycles instead")
     c.add_argument("--limit", type=int, default=3, metavar="N", help="with --run: its newest N cycles (3)")
     c.set_defaults(run=run_cycle)
@@ -250,8 +251,8 @@ def _amounts(amounts: dict[str, int]) -> str:
 
 @guarded("kruntimes replay cycle")
 def run_cycle(args: argparse.Namespace) -> int:
-    if (args.lsn is None) == (args.run_key is None):
-        raise ja.UsageError("give a cycle LSN or --run NS/NAME (one of them)")
+    if sum((args.lsn is not None, args.run_key is not None, args.last)) != 1:
+        raise ja.UsageError("give a cycle LSN, --last or --run NS/NAME (one of them)")
     if args.limit < 1:
         raise ja.UsageError(f"--limit must be at least 1, got {args.limit}")
     journal = ja.open_journal(ja.journal_url(args))
@@ -263,7 +264,10 @@ def run_cycle(args: argparse.Namespace) -> int:
                 raise errors.CycleNotFound(f"no cycle of Run {args.run_key} in the journal")
             found = explain.explain(journal, source.Selection(lsns=tuple(lsns)))
         else:
-            found = explain.explain(journal, source.Selection(lsns=(args.lsn,)))
+            lsn = source.last_cycle_lsn(journal) if args.last else args.lsn
+            if lsn is None:
+                raise errors.CycleNotFound("the journal holds no cycle yet")
+            found = explain.explain(journal, source.Selection(lsns=(lsn,)))
     finally:
         journal.close()
     if output.structured(args):

@@ -73,6 +73,7 @@ def test_the_command_list_imports_no_library_any_command_uses(argv: list[str]) -
 
 @pytest.mark.parametrize("argv", [
     ["replay", "verify", "--journal", MISSING_JOURNAL],
+    ["replay", "cycle", "--last", "--journal", MISSING_JOURNAL],
     ["history", "cycles", "--journal", MISSING_JOURNAL],
     ["journal", "prune", "--before", "1d", "--journal", MISSING_JOURNAL],
     ["db", "upgrade", "--help"],
