@@ -130,7 +130,7 @@ def test_cycle_refuses_a_record_that_is_not_a_cycle_and_a_missing_argument(
     assert _run("cycle", str(mutation), "--journal", journal.url) == 2
     assert f"LSN {mutation} is a mutation record, not a cycle" in capsys.readouterr().err
     assert _run("cycle", "--journal", journal.url) == 2
-    assert "give a cycle LSN or --run NS/NAME" in capsys.readouterr().err
+    assert "give a cycle LSN, --last or --run NS/NAME" in capsys.readouterr().err
 
 
 def test_what_if_reports_changed_decisions_and_the_placement_shift(
@@ -169,3 +169,10 @@ def test_what_if_usage_mistakes_are_one_line_and_exit_2(
 def test_a_journal_that_is_not_there_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _run("verify", "--journal", f"sqlite:///{tmp_path}/none.db") == 2
     assert "no journal at" in capsys.readouterr().err
+
+
+def test_cycle_last_explains_the_newest_cycle_in_the_journal(journal: journals.Written,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    newest = journals.lsns_of(journal.url, "cycle")[-1]
+    assert _run("cycle", "--last", "--journal", journal.url, "-o", "json") == 0
+    assert json.loads(capsys.readouterr().out)["lsn"] == newest
