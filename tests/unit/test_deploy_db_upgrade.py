@@ -12,7 +12,7 @@ import pytest
 from kruntimes.cli import main as cli_main
 from kruntimes.cli import scheduler_cmd
 from tests.unit.test_deploy import documented_secret
-from tests.unit.manifests import IMAGE, NAMESPACE, Object, build, container, decoded, env, find
+from tests.unit.manifests import IMAGE, Object, build, container, decoded, env, find
 
 JOB = "kruntimes-db-upgrade"
 SCHEDULER = "kruntimes-scheduler"
