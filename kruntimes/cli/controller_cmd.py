@@ -50,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="elect one active controller on a Lease (env KRUNTIMES_LEADER_ELECT; default true)")
     p.add_argument("--no-leader-elect", dest="leader_elect", action="store_false",
                    help="run without leader election (one replica only)")
-    p.add_argument("--leader-elect-resource-name", default=kube_args.env("KRUNTIMES_LEASE_NAME", "kruntimes-controller"),
+    p.add_argument("--leader-elect-resource-name",
+                   default=kube_args.env("KRUNTIMES_LEASE_NAME", "kruntimes-controller"),
                    metavar="NAME", help="the Lease's name (default kruntimes-controller)")
     p.add_argument("--leader-elect-resource-namespace", default=kube_args.env("KRUNTIMES_LEASE_NAMESPACE"),
                    metavar="NAMESPACE", help="the Lease's namespace (default: the pod's own, or 'default')")

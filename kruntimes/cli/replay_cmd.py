@@ -211,8 +211,8 @@ def _print_divergence(console: Console, result: reproduce.CycleResult, args: arg
     for d in result.differences:
         console.print(f"  {d}")
     if result.outcome is not None:
-        output.render(_outcome_table(f"replayed outcome of cycle {result.lsn}", compare.per_pod_outcome(result.outcome)),
-                      args)
+        outcome = compare.per_pod_outcome(result.outcome)
+        output.render(_outcome_table(f"replayed outcome of cycle {result.lsn}", outcome), args)
 
 
 def _outcome_table(title: str, outcome: dict[str, Any], usage: bool = False) -> Listing:

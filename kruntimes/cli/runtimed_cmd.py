@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--pod-namespace", default=kube_args.env("KRUNTIMES_POD_NAMESPACE"),
                    help="its namespace (env KRUNTIMES_POD_NAMESPACE)")
     p.add_argument("--pod-uid", default=kube_args.env("KRUNTIMES_POD_UID"), help="its UID (env KRUNTIMES_POD_UID)")
-    p.add_argument("--work-dir", type=Path, default=Path(kube_args.env("KRUNTIMES_WORK_DIR", "/tmp/kruntimes-runs") or ""),
+    p.add_argument("--work-dir", type=Path,
+                   default=Path(kube_args.env("KRUNTIMES_WORK_DIR", "/tmp/kruntimes-runs") or ""),
                    help="where each Run gets its working directory (env KRUNTIMES_WORK_DIR)")
     # String defaults go through `type` like the flag itself, so a malformed environment
     # variable is argparse's one-line usage error, not a traceback at start-up.

@@ -100,7 +100,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
            "seconds the leader keeps trying to renew before it stops scheduling",
            type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
     option(election, "--leader-elect-retry-period", "KRUNTIMES_LEASE_RETRY_PERIOD", 2.0,
-           "seconds between attempts to acquire or renew", type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
+           "seconds between attempts to acquire or renew",
+           type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
 
     process = p.add_argument_group("process")
     option(process, "--http-address", "KRUNTIMES_HTTP_ADDRESS", "0.0.0.0",
@@ -108,10 +109,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     option(process, "--http-port", "KRUNTIMES_HTTP_PORT", 8080,
            "port of /metrics, /healthz and /readyz (0: any free port)", type=int, metavar="PORT")
     option(process, "--watch-timeout", "KRUNTIMES_WATCH_TIMEOUT", 300,
-           "seconds one watch request lasts before it is resumed", type=kube_args.positive(kube_args.seconds(int)), metavar="SECONDS")
+           "seconds one watch request lasts before it is resumed",
+           type=kube_args.positive(kube_args.seconds(int)), metavar="SECONDS")
     option(process, "--shutdown-timeout", "KRUNTIMES_SHUTDOWN_TIMEOUT", 20.0,
            "seconds for the cycle in flight and the journal flush at shutdown",
            type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
+    option(process, "--event-interval", "KRUNTIMES_EVENT_INTERVAL", 60.0,
+           "seconds between two writes of one Run's FailedScheduling Event (repeats in between are "
+           "counted into its series); 0 emits no Events", type=kube_args.seconds(float), metavar="SECONDS")
     option(process, "--log-level", "KRUNTIMES_LOG_LEVEL", "info", "debug, info, warning or error",
            choices=("debug", "info", "warning", "error"))
 
@@ -133,7 +138,8 @@ def settings_from(args: argparse.Namespace) -> ClusterSettings:
                                journal_spool=args.journal_spool, journal_writer=args.journal_writer,
                                journal_migrate=_migrate_mode(args), journal_schema_wait=args.journal_schema_wait,
                                leader_elect=args.leader_elect, lease=lease,
-                               watch_timeout=args.watch_timeout, shutdown_timeout=args.shutdown_timeout)
+                               watch_timeout=args.watch_timeout, shutdown_timeout=args.shutdown_timeout,
+                               event_interval=args.event_interval)
     except ConfigError as exc:
         raise UsageError(str(exc)) from exc
 

@@ -19,7 +19,7 @@ from typing import Callable
 import kubernetes.client
 from prometheus_client import CollectorRegistry, Gauge
 
-from kruntimes.cluster import client, sources
+from kruntimes.cluster import client, events, sources
 from kruntimes.cluster.backoff import Backoff
 from kruntimes.cluster.binder import KubernetesBinder
 from kruntimes.cluster.informer import Handler, Informer
@@ -55,9 +55,16 @@ class ClusterScheduler:
                                      throttling=self.throttling) if settings.leader_elect else None
         # The read that settles an unanswered bind decides a write: bounded like one, so that
         # no worker outlives its term's end (`shutdown_timeout`) inside it.
-        self.binder = KubernetesBinder(api, fence=self._may_write, timeout=settings.write_timeout,
-                                       read_timeout=settings.write_timeout, throttling=self.throttling)
+        binder = KubernetesBinder(api, fence=self._may_write, timeout=settings.write_timeout,
+                                  read_timeout=settings.write_timeout, throttling=self.throttling)
+        # Events on Runs, from a thread of their own: a write that landed enqueues, never waits.
+        self.events = (events.EventRecorder(api, instance=self.identity, min_interval=settings.event_interval,
+                                            timeout=settings.write_timeout, registry=self.registry)
+                       if settings.event_interval > 0 else None)
+        self.binder = events.EventingBinder(binder, self.events) if self.events is not None else binder
         self.scheduler = Scheduler(self.cache, self.binder, clock=clock, metrics=SchedulerMetrics(self.registry))
+        if self.events is not None:
+            self.scheduler.on_pending_again = self.events.failed_scheduling
         self.intake = Intake(self.scheduler, clock)
         self.runtimes = RuntimeStore()
         ns = settings.namespace
@@ -82,6 +89,8 @@ class ClusterScheduler:
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> ClusterScheduler:
+        if self.events is not None:
+            self.events.start()
         for informer in self.informers.values():
             informer.start()
         self._thread = threading.Thread(target=self._campaign, name="kruntimes-leader-election", daemon=True)
@@ -98,6 +107,8 @@ class ClusterScheduler:
                 log.error("the leader election thread did not stop within %.1fs", timeout)
         for informer in self.informers.values():
             informer.stop()
+        if self.events is not None:
+            self.events.stop()
         self._close_api()
 
     def kill(self) -> None:
@@ -111,6 +122,8 @@ class ClusterScheduler:
         self.terms.crash()
         for informer in self.informers.values():
             informer.stop()
+        if self.events is not None:
+            self.events.abandon()
         self._close_api()
 
     def _close_api(self) -> None:

@@ -106,6 +106,10 @@ class Scheduler:
         # Binds whose outcome is unknown (their assumption is kept), until settled.
         self._unsettled: dict[RunKey, Bind] = {}
         self.results: Counter[str] = Counter()
+        # Told of an attempt that left a Run Pending for the reason it already shows (no
+        # status write): the cluster layer counts it into the Run's FailedScheduling Event.
+        # It must return at once (it only enqueues).
+        self.on_pending_again: Callable[[RunInfo, str], None] | None = None
 
     # -- event intake (informer threads): apply, then only enqueue ----------------------
     def on_pod(self, info: PodInfo, event: str = "MODIFIED") -> None:
@@ -240,6 +244,8 @@ class Scheduler:
         if outcome.status == out.UNSCHEDULABLE:
             if outcome.message == run.pending_message:
                 self.queue.forget(key)
+                if self.on_pending_again is not None:
+                    self.on_pending_again(run, outcome.message or "")
                 return "unschedulable"
             return self._write(key, run, st.pending_status(None, outcome.message or "", now), "unschedulable")
         assert outcome.chosen is not None and outcome.chosen_uid is not None

@@ -72,6 +72,8 @@ SCHEDULER_CALLS = [
          ALL_NAMESPACES, "kruntimes.io", "runs", "get"),
     Call("the binder, Pending and Failed writes may update a Run's status in any namespace",
          ALL_NAMESPACES, "kruntimes.io", "runs/status", "update"),
+    Call("Events on Runs may be created in any namespace", ALL_NAMESPACES, "events.k8s.io", "events", "create"),
+    Call("an Event's series may be patched in any namespace", ALL_NAMESPACES, "events.k8s.io", "events", "patch"),
     Call("leader election may read its Lease", NAMESPACE, "coordination.k8s.io", "leases", "get", LEASE),
     Call("leader election may create its Lease", NAMESPACE, "coordination.k8s.io", "leases", "create"),
     Call("leader election may renew its Lease", NAMESPACE, "coordination.k8s.io", "leases", "update", LEASE),
@@ -123,6 +125,8 @@ FORBIDDEN = [
     Call("nobody may impersonate service accounts", ALL_NAMESPACES, "", "serviceaccounts", "impersonate"),
     Call("nobody may impersonate users", ALL_NAMESPACES, "", "users", "impersonate"),
     Call("nobody may create Events", "team-a", "", "events", "create"),
+    *(Call(f"Events on Runs are only created and patched, never {verb}", "team-a", "events.k8s.io", "events", verb)
+      for verb in ("get", "list", "watch", "update", "delete", "deletecollection")),
 ]
 
 
