@@ -7,7 +7,7 @@ import sys
 
 from kruntimes import __version__
 from kruntimes.cli import crds_cmd, db_cmd, demo_cmd, history_cmd, journal_cmd, replay_cmd, simulate_cmd
-from kruntimes.cli import controller_cmd, release_cmd, runtimed_cmd, scheduler_cmd
+from kruntimes.cli import controller_cmd, release_cmd, runtimed_cmd, scheduler_cmd, ui_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     controller_cmd.register(sub)
     runtimed_cmd.register(sub)
     release_cmd.register(sub)
+    ui_cmd.register(sub)
     return parser
 
 

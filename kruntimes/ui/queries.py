@@ -1,0 +1,398 @@
+"""Every database read the web view makes, behind one class, over a read-only connection.
+
+Why one module: the pages must not care where an answer comes from. Today the answers
+come from ``journal_records`` itself, read by the two indexes it has (LSN and
+``recorded_at``) and parsed here with orjson: a time window reads only the records
+recorded in it (plus the stretch back to the checkpoint before it, which holds the
+state the window starts from); a Run's or a pod's story finds its records with a
+substring filter on the canonical payload (``"kind":"Run","name":"x","namespace":"y"``
+is contiguous because keys are sorted) and checks every match after parsing. When the
+typed history tables exist, these methods read them instead and no page changes.
+
+The connection is read-only twice over: SQLite is opened with ``mode=ro`` (and
+``PRAGMA query_only``), PostgreSQL sessions with ``default_transaction_read_only``;
+``deploy/README.md`` also shows a role that can only ``SELECT``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+
+from kruntimes.journal import backends, errors, migrate, schema
+
+_R = schema.journal_records
+TERMINAL = frozenset({"Succeeded", "Failed"})
+
+
+class JournalNotFound(errors.JournalError):
+    """The URL names no journal (an SQLite file that is not there)."""
+
+
+def open_reader(url: str) -> Reader:
+    """A ``Reader`` on the journal at ``url``, read-only; its schema must be current."""
+    parsed = backends.parse_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        path = parsed.database or ""
+        if path in ("", ":memory:") or not Path(path).is_file():
+            raise JournalNotFound(f"no journal at {path or '(in-memory)'}: pass --journal sqlite:///PATH of an "
+                                  "existing journal (the scheduler's, or the one `kruntimes demo` wrote)")
+        engine = _sqlite_read_only(str(Path(path).resolve()), parsed)
+    else:
+        engine = sa.create_engine(parsed, pool_pre_ping=True,
+                                  connect_args={"options": "-c default_transaction_read_only=on"})
+    try:
+        migrate.require_head(engine)
+    except BaseException:
+        engine.dispose()
+        raise
+    return Reader(backends.Journal(engine))
+
+
+def _sqlite_read_only(path: str, url: sa.URL) -> sa.Engine:
+    uri = f"file:{quote(path)}?mode=ro"
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=10)
+        conn.execute("PRAGMA query_only=1")
+        return conn
+
+    return sa.create_engine(url, creator=connect)
+
+
+def _at(value: Any) -> datetime:
+    """``recorded_at`` as stored (SQLite text, PostgreSQL datetime) → aware UTC datetime."""
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    parsed = datetime.fromisoformat(str(value))
+    return parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed.astimezone(timezone.utc)
+
+
+def _needle(**fields: str) -> str:
+    """The canonical JSON text of consecutive (sorted) payload fields, to find records by substring."""
+    return ",".join(f"{json.dumps(k)}:{json.dumps(v, ensure_ascii=False)}" for k, v in fields.items())
+
+
+@dataclass(frozen=True)
+class Record:
+    lsn: int
+    at: datetime
+    kind: str
+    incarnation: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Bounds:
+    first_lsn: int
+    last_lsn: int
+    first_at: datetime
+    last_at: datetime
+
+
+@dataclass
+class Lane:
+    """A Runtime Pod as the window saw it (latest observation wins)."""
+
+    namespace: str
+    name: str
+    runtime: str
+    capacity: dict[str, int]
+    ready: bool
+    terminating: bool
+    heartbeat: str | None
+    deleted_at: datetime | None = None
+
+
+@dataclass
+class Bar:
+    """One placement: a Run on a pod from its reservation (or from before the window) to its end."""
+
+    namespace: str
+    run: str
+    run_uid: str
+    pod: str
+    requests: dict[str, int]
+    start: datetime | None  # None: placed before the window's starting checkpoint
+    end: datetime | None = None  # None: still there at the window's end
+    ended: str = ""  # Succeeded, Failed, deleted, bind_conflict, bind_error, aborted, ...
+    lsn: int = 0
+
+
+@dataclass
+class Window:
+    """What happened in ``[since, until)``: the lanes, the bars, the pending reasons, the binds."""
+
+    since: datetime
+    until: datetime
+    lanes: dict[tuple[str, str], Lane] = field(default_factory=dict)
+    bars: list[Bar] = field(default_factory=list)
+    pending: list[tuple[datetime, str, str]] = field(default_factory=list)  # (at, reason, run_uid)
+    binds: list[tuple[datetime, str]] = field(default_factory=list)  # (at, ok|conflict|error)
+    records_read: int = 0
+
+
+class Reader:
+    """The read side of the web view: one method per question a page asks."""
+
+    def __init__(self, journal: backends.Journal) -> None:
+        self.journal = journal
+
+    def close(self) -> None:
+        self.journal.engine.dispose()
+
+    @property
+    def backend(self) -> str:
+        return self.journal.backend
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _execute(self, stmt: sa.Executable) -> list[sa.Row[Any]]:
+        try:
+            with self.journal.engine.connect() as conn:
+                return list(conn.execute(stmt))
+        except sa_exc.DBAPIError as exc:
+            raise errors.JournalUnavailable(f"cannot read the journal ({self.backend}): {exc.orig}") from exc
+
+    def _records(self, stmt: sa.Select[Any]) -> Iterator[Record]:
+        for lsn, at, kind, incarnation, payload in self._execute(stmt):
+            yield Record(lsn, _at(at), kind, incarnation, orjson.loads(payload))
+
+    @staticmethod
+    def _select() -> sa.Select[Any]:
+        # recorded_at as stored: parsing it through the column type costs more than the payload.
+        return sa.select(_R.c.lsn, sa.type_coerce(_R.c.recorded_at, sa.String), _R.c.kind, _R.c.incarnation,
+                         _R.c.payload)
+
+    def _contains(self, text: str) -> sa.ColumnElement[bool]:
+        if self.journal.engine.dialect.name == "sqlite":
+            return sa.func.instr(_R.c.payload, text) > 0
+        return sa.func.strpos(_R.c.payload, text) > 0
+
+    # -- the journal as a whole ---------------------------------------------------------------
+
+    def bounds(self) -> Bounds | None:
+        """First and last LSN and instant (LSN 0, a prune record, is not a scheduler's record)."""
+        lsns = self._execute(sa.select(sa.func.min(_R.c.lsn), sa.func.max(_R.c.lsn)).where(_R.c.lsn > 0))
+        first, last = lsns[0]
+        if first is None:
+            return None
+        times = self._execute(sa.select(sa.type_coerce(_R.c.recorded_at, sa.String)).where(_R.c.lsn.in_((first, last)))
+                              .order_by(_R.c.lsn))
+        return Bounds(first, last, _at(times[0][0]), _at(times[-1][0]))
+
+    def incarnations(self) -> list[Record]:
+        """Every scheduler incarnation's first record (its version and configuration), oldest first."""
+        stmt = self._select().where(_R.c.kind == "incarnation").order_by(_R.c.lsn)
+        return list(self._records(stmt))
+
+    def config_at(self, lsn: int) -> dict[str, Any]:
+        """The scheduler configuration of the incarnation that wrote LSN ``lsn`` (or the first one)."""
+        found = [r for r in self.incarnations() if r.lsn <= lsn] or self.incarnations()
+        return dict(found[-1].payload.get("config") or {}) if found else {}
+
+    def kind_counts(self) -> dict[str, int]:
+        stmt = sa.select(_R.c.kind, sa.func.count()).group_by(_R.c.kind)
+        return {kind: n for kind, n in self._execute(stmt)}
+
+    def leader_records(self, limit: int = 200) -> list[Record]:
+        stmt = self._select().where(_R.c.kind == "leader").order_by(_R.c.lsn.desc()).limit(limit)
+        return list(reversed(list(self._records(stmt))))
+
+    def prune_record(self) -> Record | None:
+        return next(self._records(self._select().where(_R.c.lsn == 0)), None)
+
+    def checkpoints(self, limit: int = 20) -> list[tuple[int, datetime]]:
+        stmt = (sa.select(_R.c.lsn, sa.type_coerce(_R.c.recorded_at, sa.String))
+                .where(_R.c.kind == "checkpoint").order_by(_R.c.lsn.desc()).limit(limit))
+        return [(lsn, _at(at)) for lsn, at in self._execute(stmt)]
+
+    def cycles_between(self, since: datetime, until: datetime) -> int:
+        stmt = (sa.select(sa.func.count()).select_from(_R)
+                .where(_R.c.recorded_at >= since, _R.c.recorded_at < until, _R.c.kind == "cycle"))
+        return int(self._execute(stmt)[0][0])
+
+    # -- a time window ------------------------------------------------------------------------
+
+    def _window_filter(self, since: datetime) -> sa.ColumnElement[bool]:
+        """The records a window draws from, chosen in the database so that Python parses only those.
+
+        Reservations and releases from the starting checkpoint on (they open and close
+        bars); Run mutations that end a Run; Pod additions and deletions (the lanes);
+        and, inside the window only, binds and the cycles that left a Run Pending. Pod
+        heartbeat renewals, Run phase changes on the way and scheduled cycles - most
+        of the journal - stay in the database.
+        """
+        has = self._contains
+        # `kind || ''`: the window is one stretch of LSNs, read in order by the primary key;
+        # an index on kind would turn it into scattered look-ups and a sort.
+        kind = _R.c.kind.concat("")
+        return sa.or_(
+            kind.in_(("reserve", "release")),
+            sa.and_(kind == "mutation",
+                    sa.or_(has('"event":"ADDED"'), has('"event":"DELETED"'), has('"phase":"Succeeded"'),
+                           has('"phase":"Failed"'))),
+            sa.and_(_R.c.recorded_at >= since,
+                    sa.or_(kind == "bind", sa.and_(kind == "cycle", has('"status":"unschedulable"')))),
+        )
+
+    def _checkpoint_before(self, at: datetime) -> Record | None:
+        stmt = (self._select().where(_R.c.kind == "checkpoint", _R.c.recorded_at <= at)
+                .order_by(_R.c.lsn.desc()).limit(1))
+        return next(self._records(stmt), None)
+
+    def window(self, since: datetime, until: datetime) -> Window:
+        """Lanes, bars, Pending reasons and binds of ``[since, until)``, in one pass over its records.
+
+        The pass starts at the newest checkpoint recorded at or before ``since``: the
+        pods and the Runs on them there are the window's starting state (a Run placed
+        before it has no start, and its bar begins at the window's edge).
+        """
+        out = Window(since, until)
+        checkpoint = self._checkpoint_before(since)
+        open_bars: dict[str, Bar] = {}
+        start_lsn = 0
+        if checkpoint is not None:
+            start_lsn = checkpoint.lsn
+            for pod in checkpoint.payload.get("pods", ()):
+                _observe_pod(out, pod, None)
+            for run in checkpoint.payload.get("runs", ()):
+                if run.get("pod_name") and run.get("phase") not in TERMINAL:
+                    open_bars[run["uid"]] = Bar(run["namespace"], run["name"], run["uid"], run["pod_name"],
+                                                dict(map(tuple, run.get("requests") or ())), None)
+            for a in checkpoint.payload.get("assumed", ()):
+                open_bars.setdefault(a["run_uid"], Bar(a["namespace"], a["run_name"], a["run_uid"], a["pod_name"],
+                                                       dict(map(tuple, a.get("requests") or ())), None))
+        stmt = (self._select().where(_R.c.lsn > start_lsn, _R.c.recorded_at < until, self._window_filter(since))
+                .order_by(_R.c.lsn))
+        if checkpoint is None:
+            stmt = stmt.where(_R.c.lsn > 0)
+        closed: list[Bar] = []
+        for rec in self._records(stmt):
+            out.records_read += 1
+            p = rec.payload
+            if rec.kind == "mutation":
+                if p.get("kind") == "Pod":
+                    _observe_pod(out, p.get("object") or {}, rec.at if p.get("event") == "DELETED" else None,
+                                 key=(p.get("namespace", ""), p.get("name", "")))
+                    continue
+                obj = p.get("object") or {}
+                ended = "deleted" if p.get("event") == "DELETED" else obj.get("phase")
+                if ended in TERMINAL or ended == "deleted":
+                    _close(open_bars, closed, p.get("uid", ""), rec.at, ended)
+                elif obj.get("pod_name") and p.get("uid") not in open_bars:
+                    # Bound by someone else's decision (or before the pass began): it is there from now on.
+                    open_bars[p["uid"]] = Bar(p.get("namespace", ""), p.get("name", ""), p["uid"], obj["pod_name"],
+                                              dict(map(tuple, obj.get("requests") or ())), rec.at, lsn=rec.lsn)
+            elif rec.kind == "reserve":
+                a = p.get("assumption") or {}
+                uid = a.get("run_uid", "")
+                _close(open_bars, closed, uid, rec.at, "replaced")
+                open_bars[uid] = Bar(a.get("namespace", ""), a.get("run_name", ""), uid, a.get("pod_name", ""),
+                                     dict(map(tuple, a.get("requests") or ())), rec.at, lsn=rec.lsn)
+            elif rec.kind == "release":
+                _close(open_bars, closed, p.get("run_uid", ""), rec.at, str(p.get("why", "released")))
+            elif rec.at >= since and rec.kind == "bind":
+                out.binds.append((rec.at, str(p.get("result"))))
+            elif rec.at >= since and rec.kind == "cycle" and p.get("status") == "unschedulable":
+                reasons = sorted({str(reason) for _plugin, reason, _pods in p.get("rejections") or ()})
+                for reason in reasons or [str(p.get("message") or "unschedulable")]:
+                    out.pending.append((rec.at, reason, str(p.get("run_uid", ""))))
+        out.bars = [b for b in closed + list(open_bars.values()) if b.end is None or b.end >= since]
+        out.bars.sort(key=lambda b: (b.start or since, b.lsn))
+        return out
+
+    # -- one Run ------------------------------------------------------------------------------
+
+    def run_records(self, namespace: str, name: str, *, limit: int = 2000) -> list[Record]:
+        """Every record about the Run(s) named ``namespace/name``, in LSN order (the newest ``limit``).
+
+        Its cycles and Run mutations by name, then everything naming one of their
+        UIDs (reserve, release, bind, drop).
+        """
+        cycles = self._select().where(_R.c.kind == "cycle", self._contains(_needle(run=name)))
+        runs = self._select().where(_R.c.kind == "mutation",
+                                    self._contains(_needle(kind="Run", name=name, namespace=namespace)))
+        found: dict[int, Record] = {}
+        for stmt in (cycles, runs):
+            for rec in self._records(stmt.order_by(_R.c.lsn.desc()).limit(limit)):
+                if rec.payload.get("namespace") == namespace and rec.payload.get(
+                        "run" if rec.kind == "cycle" else "name") == name:
+                    found[rec.lsn] = rec
+        uids = sorted({str(r.payload.get("run_uid" if r.kind == "cycle" else "uid")) for r in found.values()})
+        if uids:
+            stmt = self._select().where(_R.c.kind.in_(("reserve", "release", "bind", "drop")),
+                                        sa.or_(*(self._contains(_needle(run_uid=u)) for u in uids)))
+            for rec in self._records(stmt.order_by(_R.c.lsn.desc()).limit(limit * 4)):
+                body = rec.payload.get("assumption") if rec.kind == "reserve" else rec.payload
+                if isinstance(body, dict) and body.get("run_uid") in uids and body.get("namespace") == namespace:
+                    found[rec.lsn] = rec
+        return [found[lsn] for lsn in sorted(found)][-limit:]
+
+    def record(self, lsn: int) -> Record | None:
+        return next(self._records(self._select().where(_R.c.lsn == lsn)), None)
+
+    # -- one pod ------------------------------------------------------------------------------
+
+    def pod_observation(self, namespace: str, name: str, at: datetime) -> Record | None:
+        """The newest mutation of the pod recorded at or before ``at``."""
+        stmt = (self._select().where(_R.c.kind == "mutation", _R.c.recorded_at <= at,
+                                     self._contains(_needle(kind="Pod", name=name, namespace=namespace)))
+                .order_by(_R.c.lsn.desc()).limit(1))
+        rec = next(self._records(stmt), None)
+        if rec is None:
+            checkpoint = self._checkpoint_before(at)
+            for pod in (checkpoint.payload.get("pods", ()) if checkpoint else ()):
+                if pod.get("namespace") == namespace and pod.get("name") == name:
+                    return Record(checkpoint.lsn, checkpoint.at, "checkpoint", checkpoint.incarnation,  # type: ignore[union-attr]
+                                  {"event": "CHECKPOINT", "object": pod})
+        return rec
+
+    def pod_runs(self, namespace: str, name: str, at: datetime) -> list[Bar]:
+        """The Runs on the pod at ``at``: placed (or found in the checkpoint) and not yet ended."""
+        window = self.window(at, at)
+        return [b for b in window.bars if b.namespace == namespace and b.pod == name
+                and (b.start is None or b.start <= at) and (b.end is None or b.end > at)]
+
+    def pods_like(self, text: str, limit: int = 20) -> list[tuple[str, str]]:
+        """Pod keys whose name contains ``text`` as of the newest checkpoint and after it (for a picker)."""
+        bounds = self.bounds()
+        if bounds is None:
+            return []
+        lanes = self.window(bounds.last_at, bounds.last_at).lanes
+        return sorted(k for k in lanes if text in k[1])[:limit]
+
+
+def _observe_pod(out: Window, obj: dict[str, Any], deleted_at: datetime | None,
+                 key: tuple[str, str] | None = None) -> None:
+    key = key or (obj.get("namespace", ""), obj.get("name", ""))
+    if not key[1]:
+        return
+    lane = out.lanes.get(key)
+    capacity = {str(k): int(v) for k, v in (obj.get("capacity") or ()) if isinstance(v, int)}
+    if lane is None:
+        out.lanes[key] = Lane(key[0], key[1], str(obj.get("runtime") or ""), capacity, bool(obj.get("ready")),
+                              bool(obj.get("terminating")), obj.get("heartbeat"), deleted_at)
+        return
+    lane.runtime = str(obj.get("runtime") or lane.runtime)
+    lane.capacity = capacity or lane.capacity
+    lane.ready, lane.terminating = bool(obj.get("ready")), bool(obj.get("terminating"))
+    lane.heartbeat = obj.get("heartbeat", lane.heartbeat)
+    lane.deleted_at = deleted_at
+
+
+def _close(open_bars: dict[str, Bar], closed: list[Bar], uid: str, at: datetime, why: str) -> None:
+    bar = open_bars.pop(uid, None)
+    if bar is not None:
+        bar.end, bar.ended = at, why
+        closed.append(bar)
