@@ -22,6 +22,7 @@ from replay import source, whatif
 DEFAULT_WINDOW = timedelta(seconds=10)
 MAX_CYCLES = 3000
 MAX_WEIGHT = 1000
+MAX_ROWS = 100
 
 EXPLAIN = ("Each cycle is replayed against the recorded history: the capacity, assumptions and affinity targets "
            "that the recorded decisions produced, not the state the alternative's own earlier decisions would "
@@ -78,9 +79,10 @@ def _report(reader: queries.Reader, since: Any, until: Any, scores: list[tuple[s
     except (replay_errors.ReplayError, ConfigError) as exc:
         return m.h("p", f"cannot replay this window: {exc}", class_="error")
     changed_rows = [(m.link(c.lsn, f"/run/{m.seg(c.namespace)}/{m.seg(c.run)}#cycle-{c.lsn}"),
-                     f"{c.namespace}/{c.run}", str(c.before), str(c.after)) for c in report.changed]
+                     f"{c.namespace}/{c.run}", str(c.before), str(c.after)) for c in report.changed[:MAX_ROWS]]
+    shift = report.shift()
     parts: list[Any] = [
-        m.h("h2", f"With {alternative.describe()}"),
+        m.h("h2", f"What-if: {alternative.describe()}"),
         m.h("p", m.h("strong", f"{len(report.changed):,}", id="changed-count"),
             f" of {report.cycles:,} decisions would have changed", id="whatif-summary"),
     ]
@@ -88,10 +90,25 @@ def _report(reader: queries.Reader, since: Any, until: Any, scores: list[tuple[s
         parts.append(m.h("p", f"{len(report.not_reproduced)} cycles did not reproduce with the recorded "
                               "configuration and are left out: " + ", ".join(map(str, report.not_reproduced[:20])),
                          class_="error"))
-    parts += [m.h("h3", "Decisions that change"),
-              m.table(("cycle", "Run", "recorded", "what-if"), changed_rows, id="changes") if changed_rows
-              else m.h("p", "none", class_="note"),
-              m.h("h3", "Decisions per pod (recorded → what-if)"),
-              m.table(("pod", "recorded", "what-if"), report.shift(), id="shift") if report.shift()
-              else m.h("p", "no pod's count changes", class_="note")]
+    if shift:
+        parts += [m.h("h3", "Decisions per pod, recorded and what-if"),
+                  m.figure("shift-figure", _shift_figure(shift), height=320),
+                  m.table(("pod", "recorded", "what-if"), shift, id="shift")]
+    else:
+        parts.append(m.h("p", "No pod's count of decisions changes.", class_="note", id="shift"))
+    parts.append(m.h("h3", "Decisions that change"))
+    if len(report.changed) > MAX_ROWS:
+        parts.append(m.h("p", f"the first {MAX_ROWS:,} of {len(report.changed):,}", class_="note"))
+    parts.append(m.table(("cycle", "Run", "recorded", "what-if"), changed_rows, id="changes") if changed_rows
+                 else m.h("p", "none", class_="note"))
     return m.h("section", *parts, id="whatif-report")
+
+
+def _shift_figure(shift: list[tuple[str, int, int]]) -> dict[str, Any]:
+    pods = [p for p, _, _ in shift]
+    return {"data": [{"type": "bar", "name": "recorded", "x": pods, "y": [b for _, b, _ in shift],
+                      "marker": {"color": "#4e79a7"}},
+                     {"type": "bar", "name": "what-if", "x": pods, "y": [a for _, _, a in shift],
+                      "marker": {"color": "#f28e2b"}}],
+            "layout": {"barmode": "group", "margin": {"l": 60, "r": 10, "t": 10, "b": 90},
+                       "legend": {"orientation": "h", "y": 1.1}, "yaxis": {"title": {"text": "decisions"}}}}

@@ -74,6 +74,7 @@ def screenshot(driver: Any, name: str) -> Path:
     height = int(driver.execute_script("return document.documentElement.scrollHeight"))
     driver.set_window_size(1400, min(max(height + 40, 600), 6000))
     wait_until_drawn(driver)
+    driver.execute_script("window.scrollTo(0, 0)")
     path = ARTIFACTS / f"{name}.png"
     driver.save_screenshot(str(path))
     driver.set_window_size(1400, 1000)

@@ -21,7 +21,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from kruntimes.journal import backends, history
-from kruntimes.ui import markup, timeline
+from kruntimes.ui import markup, timeline, whatif_page
 from replay import source, whatif
 from tests.ui import browser
 from tests.ui.conftest import DemoJournal, Served
@@ -160,9 +160,13 @@ def test_what_if_lists_the_decisions_replay_says_would_change(
     assert expected.changed, "without LeastLoaded some demo Runs go elsewhere"
     assert _text(driver, "#changed-count") == f"{len(expected.changed):,}"
     assert f"of {expected.cycles:,} decisions" in _text(driver, "#whatif-summary")
-    if expected.changed:
-        rows = driver.find_elements(By.CSS_SELECTOR, "#changes tbody tr")
-        assert len(rows) == len(expected.changed)
+    rows = driver.find_elements(By.CSS_SELECTOR, "#changes tbody tr")
+    assert [r.find_element(By.TAG_NAME, "td").text for r in rows] == [
+        str(c.lsn) for c in expected.changed[:whatif_page.MAX_ROWS]]
+    shift = {r.find_elements(By.TAG_NAME, "td")[0].text: (int(r.find_elements(By.TAG_NAME, "td")[1].text),
+                                                           int(r.find_elements(By.TAG_NAME, "td")[2].text))
+             for r in driver.find_elements(By.CSS_SELECTOR, "#shift tbody tr")}
+    assert shift == {p: (b, a) for p, b, a in expected.shift()}
     assert browser.console_errors(driver) == []
     browser.screenshot(driver, "whatif")
 
