@@ -183,13 +183,19 @@ class Reader:
 
     def bounds(self) -> Bounds | None:
         """First and last LSN and instant (LSN 0, a prune record, is not a scheduler's record)."""
-        lsns = self._execute(sa.select(sa.func.min(_R.c.lsn), sa.func.max(_R.c.lsn)).where(_R.c.lsn > 0))
-        first, last = lsns[0]
-        if first is None:
+        # Two ordered look-ups on the key: MIN/MAX with a WHERE would scan on SQLite.
+        at = sa.type_coerce(_R.c.recorded_at, sa.String)
+        first = self._execute(sa.select(_R.c.lsn, at).where(_R.c.lsn > 0).order_by(_R.c.lsn).limit(1))
+        if not first:
             return None
-        times = self._execute(sa.select(sa.type_coerce(_R.c.recorded_at, sa.String)).where(_R.c.lsn.in_((first, last)))
-                              .order_by(_R.c.lsn))
-        return Bounds(first, last, _at(times[0][0]), _at(times[-1][0]))
+        last = self._execute(sa.select(_R.c.lsn, at).order_by(_R.c.lsn.desc()).limit(1))
+        return Bounds(first[0][0], last[0][0], _at(first[0][1]), _at(last[0][1]))
+
+    def recorded_at_lsn(self, lsn: int) -> datetime | None:
+        """When the first record at or after ``lsn`` was recorded (to size a default window by records)."""
+        found = self._execute(sa.select(sa.type_coerce(_R.c.recorded_at, sa.String)).where(_R.c.lsn >= lsn)
+                              .order_by(_R.c.lsn).limit(1))
+        return _at(found[0][0]) if found else None
 
     def incarnations(self) -> list[Record]:
         """Every scheduler incarnation's first record (its version and configuration), oldest first."""
@@ -317,25 +323,30 @@ class Reader:
     def run_records(self, namespace: str, name: str, *, limit: int = 2000) -> list[Record]:
         """Every record about the Run(s) named ``namespace/name``, in LSN order (the newest ``limit``).
 
-        Its cycles and Run mutations by name, then everything naming one of their
-        UIDs (reserve, release, bind, drop).
+        Two passes: the cycles, Run mutations and reservations that carry its name
+        (one scan, matched on the quoted name and checked after parsing), then, from
+        the first of those on, the binds, releases and drops that name one of its UIDs.
         """
-        cycles = self._select().where(_R.c.kind == "cycle", self._contains(_needle(run=name)))
-        runs = self._select().where(_R.c.kind == "mutation",
-                                    self._contains(_needle(kind="Run", name=name, namespace=namespace)))
+        named = self._select().where(_R.c.kind.in_(("cycle", "mutation", "reserve")),
+                                     self._contains(json.dumps(name, ensure_ascii=False)))
         found: dict[int, Record] = {}
-        for stmt in (cycles, runs):
-            for rec in self._records(stmt.order_by(_R.c.lsn.desc()).limit(limit)):
-                if rec.payload.get("namespace") == namespace and rec.payload.get(
-                        "run" if rec.kind == "cycle" else "name") == name:
-                    found[rec.lsn] = rec
-        uids = sorted({str(r.payload.get("run_uid" if r.kind == "cycle" else "uid")) for r in found.values()})
+        for rec in self._records(named.order_by(_R.c.lsn.desc()).limit(limit * 4)):
+            p = rec.payload
+            if rec.kind == "cycle":
+                mine = p.get("namespace") == namespace and p.get("run") == name
+            elif rec.kind == "reserve":
+                a = p.get("assumption") or {}
+                mine = a.get("namespace") == namespace and a.get("run_name") == name
+            else:
+                mine = p.get("kind") == "Run" and p.get("namespace") == namespace and p.get("name") == name
+            if mine:
+                found[rec.lsn] = rec
+        uids = sorted({_run_uid(r) for r in found.values()} - {""})
         if uids:
-            stmt = self._select().where(_R.c.kind.in_(("reserve", "release", "bind", "drop")),
+            stmt = self._select().where(_R.c.lsn >= min(found), _R.c.kind.in_(("release", "bind", "drop")),
                                         sa.or_(*(self._contains(_needle(run_uid=u)) for u in uids)))
             for rec in self._records(stmt.order_by(_R.c.lsn.desc()).limit(limit * 4)):
-                body = rec.payload.get("assumption") if rec.kind == "reserve" else rec.payload
-                if isinstance(body, dict) and body.get("run_uid") in uids and body.get("namespace") == namespace:
+                if rec.payload.get("run_uid") in uids and rec.payload.get("namespace") == namespace:
                     found[rec.lsn] = rec
         return [found[lsn] for lsn in sorted(found)][-limit:]
 
@@ -389,6 +400,14 @@ def _observe_pod(out: Window, obj: dict[str, Any], deleted_at: datetime | None,
     lane.ready, lane.terminating = bool(obj.get("ready")), bool(obj.get("terminating"))
     lane.heartbeat = obj.get("heartbeat", lane.heartbeat)
     lane.deleted_at = deleted_at
+
+
+def _run_uid(rec: Record) -> str:
+    if rec.kind == "cycle":
+        return str(rec.payload.get("run_uid") or "")
+    if rec.kind == "reserve":
+        return str((rec.payload.get("assumption") or {}).get("run_uid") or "")
+    return str(rec.payload.get("uid") or "")
 
 
 def _close(open_bars: dict[str, Bar], closed: list[Bar], uid: str, at: datetime, why: str) -> None:

@@ -18,6 +18,7 @@ from kruntimes.ui import markup as m
 from kruntimes.ui import params, queries
 
 DEFAULT_WINDOW = timedelta(seconds=60)
+DEFAULT_RECORDS = 20_000
 DEFAULT_LANES = 40
 MAX_LANES = 200
 BUCKETS = 120
@@ -38,7 +39,12 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
     bounds = reader.bounds()
     if bounds is None:
         return m.page("Timeline", m.h("p", "The journal holds no records yet."), active="Timeline")
-    since, until = q.window(bounds.last_at, DEFAULT_WINDOW, bounds.first_at)
+    # On a busy journal the default minute is shortened to its last DEFAULT_RECORDS records: the page
+    # opens quickly, and zooming out or a chosen window reads as much as it is asked to.
+    start = bounds.first_at
+    if not q.text("since") and bounds.last_lsn - bounds.first_lsn > DEFAULT_RECORDS:
+        start = max(start, reader.recorded_at_lsn(bounds.last_lsn - DEFAULT_RECORDS) or start)
+    since, until = q.window(bounds.last_at, DEFAULT_WINDOW, start)
     runtime = q.text("runtime")
     offset = q.integer("lanes", 0)
     per = q.integer("per", DEFAULT_LANES, low=1, high=MAX_LANES)
