@@ -18,7 +18,7 @@ from kruntimes.ui import markup as m
 from kruntimes.ui import params, queries
 
 DEFAULT_WINDOW = timedelta(seconds=60)
-DEFAULT_RECORDS = 20_000
+DEFAULT_RECORDS = 50_000
 DEFAULT_LANES = 40
 MAX_LANES = 200
 BUCKETS = 120
@@ -61,9 +61,9 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
         _legend(alive, palette, base),
         _pager(offset, per, len(chosen), base),
         m.figure("lanes", lanes_figure(w, shown, palette), height=max(160, 60 + 22 * len(shown))),
-        m.h("h2", "Utilisation per resource (all pods)"),
-        m.figure("utilisation", utilisation_figure(w, alive), height=240),
-        m.h("h2", "Pending Runs by reason"),
+        m.h("h2", f"Utilisation per resource ({runtime + ' pods' if runtime else 'all pods'})"),
+        m.figure("utilisation", utilisation_figure(w, chosen), height=240),
+        m.h("h2", "Pending Runs by reason (all Runtimes)"),
         m.figure("pending", pending_figure(w), height=240),
         m.h("h2", "Binds and conflicts per second"),
         m.figure("binds", binds_figure(w), height=220),
@@ -133,7 +133,7 @@ def lanes_figure(w: queries.Window, shown: list[queries.Lane], palette: dict[str
         start, end = _clip(bar, w.since, w.until)
         rt = runtime_of[key]
         t = traces.setdefault(rt, {"type": "bar", "orientation": "h", "name": rt, "y": [], "x": [], "base": [],
-                                   "customdata": [], "marker": {"color": palette.get(rt, "#888"),
+                                   "customdata": [], "opacity": 0.7, "marker": {"color": palette.get(rt, "#888"),
                                                                 "line": {"color": "#fff", "width": 0.5}},
                                    "hovertemplate": "%{customdata[0]}<br>%{customdata[1]}<extra>%{y}</extra>"})
         t["y"].append(names[key])
@@ -161,16 +161,19 @@ def _bucket(w: queries.Window, at: datetime) -> int:
 
 
 def utilisation(w: queries.Window, lanes: list[queries.Lane]) -> dict[str, list[float]]:
-    """Per resource and bucket: the time-weighted share of capacity that placed Runs held, in percent.
+    """Per resource and bucket: the time-weighted share of the ``lanes``' capacity their Runs held, in percent.
 
     Time-weighted, not a count of the Runs seen in a bucket: ten Runs of 50 ms one after
     another in the same slot of a half-second bucket held it for a tenth of the bucket.
     Buckets a bar covers whole go through a difference array; only its two ends are partial.
     """
     step = (w.until - w.since) / BUCKETS
+    pods = {(lane.namespace, lane.name) for lane in lanes}
     full: dict[str, list[float]] = defaultdict(lambda: [0.0] * (BUCKETS + 1))
     part: dict[str, list[float]] = defaultdict(lambda: [0.0] * BUCKETS)
     for bar in w.bars:
+        if (bar.namespace, bar.pod) not in pods:
+            continue
         start, end = _clip(bar, w.since, w.until)
         first, last = _bucket(w, start), _bucket(w, end)
         for resource, amount in bar.requests.items():
@@ -202,6 +205,7 @@ def _xs(w: queries.Window) -> list[str]:
 
 def _layout(w: queries.Window, title: str, **extra: Any) -> dict[str, Any]:
     return {"margin": {"l": 170, "r": 10, "t": 10, "b": 30}, "legend": {"orientation": "h", "y": -0.25},
+            "showlegend": True,
             "xaxis": {"type": "date", "range": [m.iso(w.since), m.iso(w.until)]},
             "yaxis": {"title": {"text": title}, "rangemode": "tozero"}, **extra}
 
