@@ -241,7 +241,8 @@ class Reader:
         """The records a window draws from, chosen in the database so that Python parses only those.
 
         Reservations and releases from the starting checkpoint on (they open and close
-        bars); Run mutations that end a Run; Pod additions and deletions (the lanes);
+        bars); the Run mutation that ends a Run (the phase it ended in, or its deletion
+        before it ended); Pod additions and deletions (the lanes);
         and, inside the window only, binds and the cycles that left a Run Pending. Pod
         heartbeat renewals, Run phase changes on the way and scheduled cycles - most
         of the journal - stay in the database.
@@ -250,11 +251,14 @@ class Reader:
         # `kind || ''`: the window is one stretch of LSNs, read in order by the primary key;
         # an index on kind would turn it into scattered look-ups and a sort.
         kind = _R.c.kind.concat("")
+        ended = sa.or_(has('"phase":"Succeeded"'), has('"phase":"Failed"'))
         return sa.or_(
             kind.in_(("reserve", "release")),
-            sa.and_(kind == "mutation",
-                    sa.or_(has('"event":"ADDED"'), has('"event":"DELETED"'), has('"phase":"Succeeded"'),
-                           has('"phase":"Failed"'))),
+            sa.and_(kind == "mutation", sa.or_(
+                has('"event":"ADDED","kind":"Pod"'), has('"event":"DELETED","kind":"Pod"'),
+                sa.and_(has('"event":"MODIFIED","kind":"Run"'), ended),
+                # A Run deleted after it ended was closed by the modification that ended it.
+                sa.and_(has('"event":"DELETED","kind":"Run"'), sa.not_(ended)))),
             sa.and_(_R.c.recorded_at >= since,
                     sa.or_(kind == "bind", sa.and_(kind == "cycle", has('"status":"unschedulable"')))),
         )
@@ -333,14 +337,8 @@ class Reader:
                     _observe_pod(out, p.get("object") or {}, rec.at if p.get("event") == "DELETED" else None,
                                  key=(p.get("namespace", ""), p.get("name", "")))
                     continue
-                obj = p.get("object") or {}
-                ended = "deleted" if p.get("event") == "DELETED" else obj.get("phase")
-                if ended in TERMINAL or ended == "deleted":
-                    _close(open_bars, closed, p.get("uid", ""), rec.at, ended)
-                elif obj.get("pod_name") and p.get("uid") not in open_bars:
-                    # Bound by someone else's decision (or before the pass began): it is there from now on.
-                    open_bars[p["uid"]] = Bar(p.get("namespace", ""), p.get("name", ""), p["uid"], obj["pod_name"],
-                                              dict(map(tuple, obj.get("requests") or ())), rec.at, lsn=rec.lsn)
+                ended = "deleted" if p.get("event") == "DELETED" else (p.get("object") or {}).get("phase")
+                _close(open_bars, closed, p.get("uid", ""), rec.at, str(ended))
             elif rec.kind == "reserve":
                 a = p.get("assumption") or {}
                 uid = a.get("run_uid", "")
