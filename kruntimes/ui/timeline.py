@@ -224,7 +224,11 @@ def pending_figure(w: queries.Window) -> dict[str, Any]:
     xs = _xs(w)
     data = [{"type": "bar", "name": reason, "x": xs, "y": [len(s) for s in buckets]}
             for reason, buckets in sorted(runs.items())]
-    return {"data": data, "layout": _layout(w, "Pending Runs", barmode="stack", bargap=0)}
+    layout = _layout(w, "Pending Runs", barmode="stack", bargap=0)
+    if not data:
+        layout["annotations"] = [{"text": "no cycle left a Run Pending in this window", "showarrow": False,
+                                  "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5}]
+    return {"data": data, "layout": layout}
 
 
 def binds_figure(w: queries.Window) -> dict[str, Any]:
