@@ -54,8 +54,10 @@ def open_reader(url: str) -> Reader:
                                   "existing journal (the scheduler's, or the one `kruntimes demo` wrote)")
         engine = _sqlite_read_only(str(Path(path).resolve()), parsed)
     else:
-        engine = sa.create_engine(parsed, pool_pre_ping=True,
-                                  connect_args={"options": "-c default_transaction_read_only=on"})
+        # Added to the URL's own options (a search_path, say), not instead of them.
+        options = " ".join(filter(None, (str(parsed.query.get("options") or ""),
+                                         "-c default_transaction_read_only=on")))
+        engine = sa.create_engine(parsed.update_query_dict({"options": options}), pool_pre_ping=True)
     try:
         migrate.require_head(engine)
     except BaseException:
