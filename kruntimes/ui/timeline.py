@@ -166,22 +166,26 @@ def utilisation(w: queries.Window, lanes: list[queries.Lane]) -> dict[str, list[
     Time-weighted, not a count of the Runs seen in a bucket: ten Runs of 50 ms one after
     another in the same slot of a half-second bucket held it for a tenth of the bucket.
     Buckets a bar covers whole go through a difference array; only its two ends are partial.
+    Seconds as floats (not datetimes) because this runs once per bar of the window.
     """
-    step = (w.until - w.since) / BUCKETS
+    origin, span = w.since.timestamp(), (w.until - w.since).total_seconds()
+    step = span / BUCKETS
     pods = {(lane.namespace, lane.name) for lane in lanes}
     full: dict[str, list[float]] = defaultdict(lambda: [0.0] * (BUCKETS + 1))
     part: dict[str, list[float]] = defaultdict(lambda: [0.0] * BUCKETS)
     for bar in w.bars:
         if (bar.namespace, bar.pod) not in pods:
             continue
-        start, end = _clip(bar, w.since, w.until)
-        first, last = _bucket(w, start), _bucket(w, end)
+        start = max(0.0, bar.start.timestamp() - origin) if bar.start else 0.0
+        end = min(span, bar.end.timestamp() - origin) if bar.end else span
+        end = max(start, end)
+        first, last = min(BUCKETS - 1, int(start / step)), min(BUCKETS - 1, int(end / step))
         for resource, amount in bar.requests.items():
             if first == last:
-                part[resource][first] += amount * ((end - start) / step)
+                part[resource][first] += amount * (end - start) / step
                 continue
-            part[resource][first] += amount * ((w.since + step * (first + 1) - start) / step)
-            part[resource][last] += amount * ((end - (w.since + step * last)) / step)
+            part[resource][first] += amount * ((first + 1) * step - start) / step
+            part[resource][last] += amount * (end - last * step) / step
             full[resource][first + 1] += amount
             full[resource][last] -= amount
     capacity: Counter[str] = Counter()
