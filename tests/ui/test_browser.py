@@ -10,6 +10,7 @@ elements and the values against the journal read another way (the history views 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,8 +21,9 @@ import sqlalchemy as sa
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+from bench import replay as generator
 from kruntimes.journal import backends, history
-from kruntimes.ui import markup, timeline, whatif_page
+from kruntimes.ui import markup, queries, server, timeline, whatif_page
 from replay import source, whatif
 from tests.ui import browser
 from tests.ui.conftest import DemoJournal, Served
@@ -206,3 +208,39 @@ def test_the_integrity_page_names_each_incarnation_and_verifies_a_window_on_requ
     assert "OK" in verdict and f"{cycles:,} cycles replayed" in verdict
     assert browser.console_errors(driver) == []
     browser.screenshot(driver, "integrity")
+
+
+@pytest.fixture(scope="module")
+def thousand_pods(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A journal of 1,000 pods (50 Runtimes x 20) and a few thousand Runs, from bench/replay.py's generator."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('ui-wide')}/journal.db"
+    generator.generate(url, target=30_000, runtimes=50, pods_per_runtime=20, capacity=4)
+    reader = queries.open_reader(url)
+    app = server.App(reader)
+    httpd = server.make_server(app, "127.0.0.1", 0)
+    thread = threading.Thread(target=httpd.serve_forever, name="ui-test-wide", daemon=True)
+    thread.start()
+    try:
+        yield Served(f"http://127.0.0.1:{httpd.server_port}", app)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+        reader.close()
+
+
+def test_a_thousand_pods_are_paged_forty_lanes_at_a_time_and_every_page_of_lanes_is_reachable(
+        driver: Any, thousand_pods: Served) -> None:
+    _open(driver, thousand_pods, "/timeline")
+    assert browser.console_errors(driver) == []
+    assert "lanes 1–40 of 1,000 pods" in _text(driver, ".pager")
+    lanes = driver.execute_script("return document.getElementById('lanes').layout.yaxis.categoryarray.length")
+    assert lanes == 40
+    assert len(driver.find_elements(By.CSS_SELECTOR, ".legend .key")) == 50
+    browser.screenshot(driver, "timeline-1000-pods")
+    driver.find_element(By.ID, "lanes-next").click()
+    browser.wait_until_drawn(driver)
+    assert "lanes 41–80 of 1,000 pods" in _text(driver, ".pager")
+    _open(driver, thousand_pods, "/timeline?lanes=960")
+    assert "lanes 961–1,000 of 1,000 pods" in _text(driver, ".pager")
+    assert not driver.find_elements(By.ID, "lanes-next")
