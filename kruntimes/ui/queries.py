@@ -33,25 +33,10 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from kruntimes.journal import backends, errors, migrate, schema
+from kruntimes.ui import indexed
 
 _R = schema.journal_records
 
-def _history_table(name: str, *columns: str, times: tuple[str, ...] = ()) -> sa.TableClause:
-    """The columns of one typed history table (issue 15) this module reads; times as UTC instants."""
-    return sa.table(name, *(sa.column(c) for c in columns), *(sa.column(c, schema.UtcDateTime()) for c in times))
-
-
-# The typed history tables, keyed by (epoch, lsn): the epoch is the record's incarnation.
-_HC = _history_table("history_cycles", "epoch", "lsn", "namespace", "run", "run_uid", "status", "message",
-                     times=("decided_at",))
-_HRJ = _history_table("history_rejections", "epoch", "lsn", "reason")
-_HP = _history_table("history_placements", "epoch", "lsn", "namespace", "run", "run_uid", "pod", "outcome",
-                     "end_epoch", "end_lsn", "end_reason", times=("decided_at", "ended_at"))
-_HPOD = _history_table("history_pods", "epoch", "lsn", "event", "namespace", "name", "runtime", "ready",
-                       "terminating", "heartbeat", "capacity", times=("recorded_at",))
-_HRUN = _history_table("history_runs", "epoch", "lsn", "event", "namespace", "name", "uid", "phase",
-                       times=("recorded_at",))
-_HB = _history_table("history_binds", "epoch", "lsn", "namespace", "run_uid", "result", times=("recorded_at",))
 #: Parsed checkpoints kept in memory (each ~1 MB of JSON at 1,000 pods and 2,400 placed Runs).
 CHECKPOINTS_KEPT = 4
 TERMINAL = frozenset({"Succeeded", "Failed"})
@@ -174,7 +159,7 @@ class Reader:
         self._lock = threading.Lock()
         self._starts: OrderedDict[int, tuple[dict[tuple[str, str], Lane], dict[str, Bar]]] = OrderedDict()
         #: Whether the journal has the typed history tables (schema 0003 on): then look-ups use their indexes.
-        self.tables = sa.inspect(journal.engine).has_table("history_cycles")
+        self.tables = indexed.present(journal.engine)
 
     def close(self) -> None:
         self.journal.engine.dispose()
@@ -338,47 +323,61 @@ class Reader:
                 {k: dataclasses.replace(v) for k, v in bars.items()})
 
     def window(self, since: datetime, until: datetime) -> Window:
-        """Lanes, bars, Pending reasons and binds of ``[since, until)``, in one pass over its records.
+        """Lanes, bars, Pending reasons and binds of ``[since, until)``.
 
-        The pass starts at the newest checkpoint recorded at or before ``since``: the
-        pods and the Runs on them there are the window's starting state (a Run placed
-        before it has no start, and its bar begins at the window's edge).
+        From the newest checkpoint recorded at or before ``since`` (its pods and the Runs
+        on them are the window's starting state; a Run placed before it has no start and
+        its bar begins at the window's edge), the events after it, in LSN order, open and
+        close bars: a reservation opens one, a release, the Run's end or a new
+        reservation closes it; pods added and deleted change the lanes.
         """
-        if self.tables:
-            return self._window_from_tables(since, until)
         out = Window(since, until)
-        start_lsn, lanes, open_bars = self._start_state(since)
-        out.lanes = lanes
-        stmt = (self._select().where(_R.c.lsn > start_lsn, _R.c.recorded_at < until, self._window_filter(since))
-                .order_by(_R.c.lsn))
+        start_lsn, out.lanes, open_bars = self._start_state(since)
+        if self.tables:
+            upto = self.lsn_at(until)
+            kinds = self._select().where(_R.c.kind.in_(("reserve", "release")), _R.c.lsn > start_lsn,
+                                         _R.c.lsn <= upto)
+            events = [_event(rec) for rec in self._records(kinds)]
+            events += indexed.window_events(self._execute, [i.incarnation for i in self.journal.incarnations()],
+                                            start_lsn, upto)
+            events.sort(key=lambda e: e[1])
+            out.binds = indexed.binds(self._execute, since, until)
+            out.pending = indexed.pending(self._execute, since, until)
+        else:
+            events = self._events_from_records(out, start_lsn)
         closed: list[Bar] = []
-        for rec in self._records(stmt):
+        for event in events:
             out.records_read += 1
-            p = rec.payload
-            if rec.kind == "mutation":
-                if p.get("kind") == "Pod":
-                    _observe_pod(out, p.get("object") or {}, rec.at if p.get("event") == "DELETED" else None,
-                                 key=(p.get("namespace", ""), p.get("name", "")))
-                    continue
-                ended = "deleted" if p.get("event") == "DELETED" else (p.get("object") or {}).get("phase")
-                _close(open_bars, closed, p.get("uid", ""), rec.at, str(ended))
-            elif rec.kind == "reserve":
-                a = p.get("assumption") or {}
-                uid = a.get("run_uid", "")
-                _close(open_bars, closed, uid, rec.at, "replaced")
-                open_bars[uid] = Bar(a.get("namespace", ""), a.get("run_name", ""), uid, a.get("pod_name", ""),
-                                     dict(map(tuple, a.get("requests") or ())), rec.at, lsn=rec.lsn)
-            elif rec.kind == "release":
-                _close(open_bars, closed, p.get("run_uid", ""), rec.at, str(p.get("why", "released")))
-            elif rec.at >= since and rec.kind == "bind":
-                out.binds.append((rec.at, str(p.get("result"))))
-            elif rec.at >= since and rec.kind == "cycle" and p.get("status") == "unschedulable":
-                reasons = sorted({str(reason) for _plugin, reason, _pods in p.get("rejections") or ()})
-                for reason in reasons or [str(p.get("message") or "unschedulable")]:
-                    out.pending.append((rec.at, reason, str(p.get("run_uid", ""))))
+            what, lsn, at = event[:3]
+            if what == "pod":
+                _, _, _, change, namespace, name, obj = event
+                _observe_pod(out, obj, at if change == "DELETED" else None, key=(namespace, name))
+            elif what == "reserve":
+                _, _, _, namespace, run, uid, pod, requests = event
+                _close(open_bars, closed, uid, at, "replaced")
+                open_bars[uid] = Bar(namespace, run, uid, pod, requests, at, lsn=lsn)
+            else:  # an end or a release
+                _close(open_bars, closed, event[3], at, event[4])
         out.bars = [b for b in closed + list(open_bars.values()) if b.end is None or b.end >= since]
         out.bars.sort(key=lambda b: (b.start or since, b.lsn))
         return out
+
+    def _events_from_records(self, out: Window, start_lsn: int) -> list[tuple[Any, ...]]:
+        """The window's events from the records themselves; binds and Pending cycles go straight to ``out``."""
+        stmt = (self._select().where(_R.c.lsn > start_lsn, _R.c.recorded_at < out.until,
+                                     self._window_filter(out.since)).order_by(_R.c.lsn))
+        events: list[tuple[Any, ...]] = []
+        for rec in self._records(stmt):
+            p = rec.payload
+            if rec.kind == "bind":
+                out.binds.append((rec.at, str(p.get("result"))))
+            elif rec.kind == "cycle":
+                reasons = sorted({str(reason) for _plugin, reason, _pods in p.get("rejections") or ()})
+                for reason in reasons or [str(p.get("message") or "unschedulable")]:
+                    out.pending.append((rec.at, reason, str(p.get("run_uid", ""))))
+            else:
+                events.append(_event(rec))
+        return events
 
     # -- one Run ------------------------------------------------------------------------------
 
@@ -390,7 +389,7 @@ class Reader:
         the first of those on, the binds, releases and drops that name one of its UIDs.
         """
         if self.tables:
-            return self._run_records_from_tables(namespace, name, limit)
+            return self._by_keys(indexed.run_keys(self._execute, namespace, name, limit))[-limit:]
         named = self._select().where(_R.c.kind.in_(("cycle", "mutation", "reserve")),
                                      self._contains(json.dumps(name, ensure_ascii=False)))
         found: dict[int, Record] = {}
@@ -417,14 +416,24 @@ class Reader:
     def record(self, lsn: int) -> Record | None:
         return next(self._records(self._select().where(_R.c.lsn == lsn)), None)
 
+    def _by_keys(self, keys: Iterable[tuple[str, int]]) -> list[Record]:
+        """The records at these (epoch, LSN) keys, in LSN order: primary-key look-ups, nothing scanned."""
+        wanted = set(keys)
+        lsns = sorted({lsn for _, lsn in wanted})
+        found: list[Record] = []
+        for start in range(0, len(lsns), 500):
+            stmt = self._select().where(_R.c.lsn.in_(lsns[start:start + 500]))
+            found += [r for r in self._records(stmt) if (r.incarnation, r.lsn) in wanted]
+        return sorted(found, key=lambda r: r.lsn)
+
     # -- one pod ------------------------------------------------------------------------------
 
     def pod_observation(self, namespace: str, name: str, at: datetime) -> Record | None:
         """The newest mutation of the pod recorded at or before ``at``."""
         if self.tables:
-            found = self._pod_observation_from_tables(namespace, name, at)
-            if found is not None:
-                return found
+            found = self._by_keys(indexed.pod_key(self._execute, namespace, name, at))
+            if found:
+                return found[0]
         stmt = (self._select().where(_R.c.lsn <= self.lsn_at(at), _R.c.kind.concat("") == "mutation",
                                      self._contains(_needle(kind="Pod", name=name, namespace=namespace)))
                 .order_by(_R.c.lsn.desc()).limit(1))
@@ -440,133 +449,31 @@ class Reader:
     def pod_runs(self, namespace: str, name: str, at: datetime) -> list[Bar]:
         """The Runs on the pod at ``at``: placed (or found in the checkpoint) and not yet ended."""
         if self.tables:
-            return self._pod_runs_from_tables(namespace, name, at)
+            bars = [Bar(namespace, run, uid, name, {}, placed, ended, str(why or ""), lsn)
+                    for run, uid, placed, ended, why, lsn in indexed.held(self._execute, namespace, name, at)]
+            for bar in bars:  # requests are not in the tables: the Run's observation up to T says them
+                for rec in self._by_keys(indexed.run_key(self._execute, namespace, bar.run_uid, at)):
+                    bar.requests = dict(map(tuple, (rec.payload.get("object") or {}).get("requests") or ()))
+            return bars
         window = self.window(at, at)
         return [b for b in window.bars if b.namespace == namespace and b.pod == name
                 and (b.start is None or b.start <= at) and (b.end is None or b.end > at)]
 
-    def pods_like(self, text: str, limit: int = 20) -> list[tuple[str, str]]:
-        """Pod keys whose name contains ``text`` as of the newest checkpoint and after it (for a picker)."""
-        bounds = self.bounds()
-        if bounds is None:
-            return []
-        lanes = self.window(bounds.last_at, bounds.last_at).lanes
-        return sorted(k for k in lanes if text in k[1])[:limit]
 
-
-    # -- the same questions through the typed history tables -----------------------------------
-
-    def _by_keys(self, keys: Iterable[tuple[str, int]]) -> list[Record]:
-        """The records at these (epoch, LSN) keys, in LSN order: primary-key look-ups, nothing scanned."""
-        wanted = set(keys)
-        found: list[Record] = []
-        lsns = sorted({lsn for _, lsn in wanted})
-        for start in range(0, len(lsns), 500):
-            stmt = self._select().where(_R.c.lsn.in_(lsns[start:start + 500]))
-            found += [r for r in self._records(stmt) if (r.incarnation, r.lsn) in wanted]
-        return sorted(found, key=lambda r: r.lsn)
-
-    def _run_records_from_tables(self, namespace: str, name: str, limit: int) -> list[Record]:
-        keys: set[tuple[str, int]] = set()
-        uids: set[str] = set()
-        for table, column, uid in ((_HC, _HC.c.run, _HC.c.run_uid), (_HRUN, _HRUN.c.name, _HRUN.c.uid)):
-            stmt = (sa.select(table.c.epoch, table.c.lsn, uid).where(table.c.namespace == namespace, column == name)
-                    .order_by(table.c.lsn.desc()).limit(limit))
-            for epoch, lsn, run_uid in self._execute(stmt):
-                keys.add((epoch, lsn))
-                uids.add(run_uid)
-        if uids:
-            binds = sa.select(_HB.c.epoch, _HB.c.lsn).where(_HB.c.namespace == namespace,
-                                                             _HB.c.run_uid.in_(sorted(uids)))
-            ends = sa.select(_HP.c.end_epoch, _HP.c.end_lsn).where(_HP.c.namespace == namespace, _HP.c.run == name,
-                                                                    _HP.c.end_lsn.is_not(None))
-            keys.update((epoch, lsn) for epoch, lsn in self._execute(binds))
-            keys.update((epoch, lsn) for epoch, lsn in self._execute(ends))
-        return self._by_keys(keys)[-limit:]
-
-    def _pod_observation_from_tables(self, namespace: str, name: str, at: datetime) -> Record | None:
-        stmt = (sa.select(_HPOD.c.epoch, _HPOD.c.lsn)
-                .where(_HPOD.c.namespace == namespace, _HPOD.c.name == name, _HPOD.c.recorded_at <= at)
-                .order_by(_HPOD.c.recorded_at.desc(), _HPOD.c.lsn.desc()).limit(1))
-        found = self._by_keys(self._execute(stmt))
-        return found[0] if found else None
-
-    def _pod_runs_from_tables(self, namespace: str, name: str, at: datetime) -> list[Bar]:
-        stmt = (sa.select(_HP.c.run, _HP.c.run_uid, _HP.c.decided_at, _HP.c.ended_at, _HP.c.end_reason, _HP.c.lsn)
-                .where(_HP.c.namespace == namespace, _HP.c.pod == name, _HP.c.outcome == "scheduled",
-                       _HP.c.decided_at <= at, sa.or_(_HP.c.ended_at.is_(None), _HP.c.ended_at > at))
-                .order_by(_HP.c.decided_at, _HP.c.lsn))
-        bars = [Bar(namespace, run, uid, name, {}, placed, ended, str(why or ""), lsn)
-                for run, uid, placed, ended, why, lsn in self._execute(stmt)]
-        # Requests are not in the tables: each Run's newest observation up to T says what it asked for.
-        for bar in bars:
-            latest = (sa.select(_HRUN.c.epoch, _HRUN.c.lsn)
-                      .where(_HRUN.c.namespace == namespace, _HRUN.c.uid == bar.run_uid, _HRUN.c.recorded_at <= at)
-                      .order_by(_HRUN.c.lsn.desc()).limit(1))
-            for rec in self._by_keys(self._execute(latest)):
-                bar.requests = dict(map(tuple, (rec.payload.get("object") or {}).get("requests") or ()))
-        return bars
-
-    def _epochs(self) -> list[str]:
-        return [i.incarnation for i in self.journal.incarnations()]
-
-    def _window_from_tables(self, since: datetime, until: datetime) -> Window:
-        """``window`` with each kind of event read through its own index, merged in LSN order."""
-        out = Window(since, until)
-        start_lsn, out.lanes, open_bars = self._start_state(since)
-        end_lsn = self.lsn_at(until)
-        epochs = self._epochs()
-        events: list[tuple[int, int, str, Any]] = []  # (lsn, order, what, data)
-        kinds = (self._select().where(_R.c.kind.in_(("reserve", "release")), _R.c.lsn > start_lsn,
-                                      _R.c.lsn <= end_lsn))
-        for rec in self._records(kinds):
-            events.append((rec.lsn, 0, rec.kind, rec))
-        pods = (sa.select(_HPOD.c.lsn, _HPOD.c.recorded_at, _HPOD.c.event, _HPOD.c.namespace, _HPOD.c.name,
-                          _HPOD.c.runtime, _HPOD.c.capacity, _HPOD.c.ready, _HPOD.c.terminating, _HPOD.c.heartbeat)
-                .where(_HPOD.c.epoch.in_(epochs), _HPOD.c.lsn > start_lsn, _HPOD.c.lsn <= end_lsn,
-                       _HPOD.c.event.in_(("ADDED", "DELETED"))))
-        events += [(row[0], 0, "pod", row) for row in self._execute(pods)]
-        ends = (sa.select(_HRUN.c.lsn, _HRUN.c.recorded_at, _HRUN.c.event, _HRUN.c.uid, _HRUN.c.phase)
-                .where(_HRUN.c.epoch.in_(epochs), _HRUN.c.lsn > start_lsn, _HRUN.c.lsn <= end_lsn,
-                       sa.or_(sa.and_(_HRUN.c.event == "MODIFIED", _HRUN.c.phase.in_(sorted(TERMINAL))),
-                              sa.and_(_HRUN.c.event == "DELETED", _HRUN.c.phase.not_in(sorted(TERMINAL))))))
-        events += [(row[0], 0, "end", row) for row in self._execute(ends)]
-        events.sort(key=lambda e: e[0])
-        closed: list[Bar] = []
-        for lsn, _, what, data in events:
-            out.records_read += 1
-            if what == "pod":
-                _, at, event, namespace, name, runtime, capacity, ready, terminating, heartbeat = data
-                obj = {"runtime": runtime, "capacity": orjson.loads(capacity) if capacity else (),
-                       "ready": ready, "terminating": terminating, "heartbeat": heartbeat}
-                _observe_pod(out, obj, at if event == "DELETED" else None, key=(namespace, name))
-            elif what == "end":
-                _, at, event, uid, phase = data
-                _close(open_bars, closed, uid, at, "deleted" if event == "DELETED" else str(phase))
-            elif what == "reserve":
-                a = data.payload.get("assumption") or {}
-                uid = a.get("run_uid", "")
-                _close(open_bars, closed, uid, data.at, "replaced")
-                open_bars[uid] = Bar(a.get("namespace", ""), a.get("run_name", ""), uid, a.get("pod_name", ""),
-                                     dict(map(tuple, a.get("requests") or ())), data.at, lsn=lsn)
-            else:
-                _close(open_bars, closed, data.payload.get("run_uid", ""), data.at,
-                       str(data.payload.get("why", "released")))
-        out.bars = [b for b in closed + list(open_bars.values()) if b.end is None or b.end >= since]
-        out.bars.sort(key=lambda b: (b.start or since, b.lsn))
-        binds = (sa.select(_HB.c.recorded_at, _HB.c.result)
-                 .where(_HB.c.recorded_at >= since, _HB.c.recorded_at < until).order_by(_HB.c.recorded_at))
-        out.binds = [(at, str(result)) for at, result in self._execute(binds)]
-        pending = (sa.select(_HC.c.decided_at, _HC.c.run_uid, _HC.c.message, _HRJ.c.reason)
-                   .select_from(_HC.outerjoin(_HRJ, sa.and_(_HRJ.c.epoch == _HC.c.epoch, _HRJ.c.lsn == _HC.c.lsn)))
-                   .where(_HC.c.decided_at >= since, _HC.c.decided_at < until, _HC.c.status == "unschedulable"))
-        seen: set[tuple[datetime, str, str]] = set()
-        for at, uid, message, reason in self._execute(pending):
-            item = (at, str(reason or message or "unschedulable"), str(uid))
-            if item not in seen:
-                seen.add(item)
-                out.pending.append(item)
-        return out
+def _event(rec: Record) -> tuple[Any, ...]:
+    """A window's record as its fold takes it (see ``indexed.window_events`` for the other two shapes)."""
+    p = rec.payload
+    if rec.kind == "reserve":
+        a = p.get("assumption") or {}
+        return ("reserve", rec.lsn, rec.at, a.get("namespace", ""), a.get("run_name", ""), a.get("run_uid", ""),
+                a.get("pod_name", ""), dict(map(tuple, a.get("requests") or ())))
+    if rec.kind == "release":
+        return ("release", rec.lsn, rec.at, p.get("run_uid", ""), str(p.get("why", "released")))
+    if p.get("kind") == "Pod":
+        return ("pod", rec.lsn, rec.at, p.get("event"), p.get("namespace", ""), p.get("name", ""),
+                p.get("object") or {})
+    ended = "deleted" if p.get("event") == "DELETED" else str((p.get("object") or {}).get("phase"))
+    return ("end", rec.lsn, rec.at, p.get("uid", ""), ended)
 
 
 def _observe_pod(out: Window, obj: dict[str, Any], deleted_at: datetime | None,
