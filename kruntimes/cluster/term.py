@@ -11,13 +11,15 @@ from active Runs"):
    first records are a checkpoint of the whole cache (what replay starts from, since
    the standby's changes were not journaled) and `leader` {acquired};
 3. start with an empty assumed cache (dropping whatever a previous term left);
-4. route events through the scheduler, enqueue every Pending Run, start the workers.
+4. route events through the scheduler, enqueue every Pending Run, start the
+   scheduling loop (its writes go to the binder processes, `binders`).
 
 End (lost, or shutting down):
 
 1. route events straight into the cache again, so nothing more is enqueued;
-2. pause the scheduler: cycles in flight finish (their writes pass the binder's
-   fence only while the lease is still held), the workers are joined;
+2. pause the scheduler: cycles in flight finish - their writes, sent only before
+   the deadline they carry (the fence, while the lease is certainly held), are
+   answered - and the scheduling loop is joined;
 3. drop this term's assumptions (recorded as releases, reason `aborted`), journal
    `leader` {lost, reason}, and close the journal, which flushes it - before the
    lease is released on shutdown, so the next leader continues after the last LSN.
@@ -85,8 +87,8 @@ class Terms:
             self.leading = True
         self.started += 1
         self.scheduler.enqueue_pending()
-        self.scheduler.start(self.settings.workers)
-        log.info("leading: scheduling with %d workers", self.settings.workers,
+        self.scheduler.start()
+        log.info("leading: scheduling, writes sent by %d binder processes", self.settings.binders,
                  extra={"pending": len(self.cache.pending_keys()), "identity": self.identity})
 
     def end(self, reason: str) -> None:
