@@ -10,6 +10,7 @@ never draws more than ``MAX_LANES`` lanes, however large the cluster.
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from datetime import datetime, timedelta
 from typing import Any
@@ -26,9 +27,14 @@ PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b
            "#9c755f", "#bab0ac")
 
 
+def natural(text: str) -> tuple[Any, ...]:
+    """Sort key that puts rt2 before rt10 (numbers inside names compare as numbers)."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"([0-9]+)", text))
+
+
 def colours(runtimes: list[str]) -> dict[str, str]:
-    """A stable colour per Runtime: its position among the sorted Runtime names."""
-    return {rt: PALETTE[i % len(PALETTE)] for i, rt in enumerate(sorted(set(runtimes)))}
+    """A stable colour per Runtime: its position among the Runtime names, in natural order."""
+    return {rt: PALETTE[i % len(PALETTE)] for i, rt in enumerate(sorted(set(runtimes), key=natural))}
 
 
 def run_href(namespace: str, name: str) -> str:
@@ -52,12 +58,12 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
     alive = [lane for lane in w.lanes.values() if lane.deleted_at is None or lane.deleted_at >= since]
     palette = colours([lane.runtime for lane in alive])
     chosen = sorted((lane for lane in alive if not runtime or lane.runtime == runtime),
-                    key=lambda lane: (lane.runtime, lane.namespace, lane.name))
+                    key=lambda lane: (natural(lane.runtime), lane.namespace, natural(lane.name)))
     shown = chosen[offset:offset + per]
     base = {"since": since, "until": until, "runtime": runtime or None, "per": per if per != DEFAULT_LANES else None}
     span = until - since
     body = [
-        _controls(since, until, runtime, offset, per, base, sorted(palette)),
+        _controls(since, until, runtime, offset, per, base, list(palette)),
         _legend(alive, palette, base),
         _pager(offset, per, len(chosen), base),
         m.figure("lanes", lanes_figure(w, shown, palette), height=max(160, 60 + 22 * len(shown))),
@@ -100,7 +106,7 @@ def _legend(alive: list[queries.Lane], palette: dict[str, str], base: dict[str, 
     pods = Counter(lane.runtime for lane in alive)
     items = [m.h("span", m.h("i", style=f"background:{colour}"),
                   m.link(f"{rt} ({pods[rt]} pods)", m.url("/timeline", **{**base, "runtime": rt})), class_="key")
-             for rt, colour in sorted(palette.items())]
+             for rt, colour in palette.items()]
     return m.h("p", *items, class_="legend")
 
 

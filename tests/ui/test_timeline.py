@@ -44,3 +44,8 @@ def test_a_run_placed_before_the_window_or_still_there_fills_it_to_the_edge() ->
 def test_utilisation_counts_only_the_pods_asked_about() -> None:
     series = timeline.utilisation(_window(_bar("q", 0, 120, runs=4)), LANES[:1])["runs"]
     assert set(series) == {0.0}
+
+
+def test_runtimes_and_pods_are_listed_in_natural_order() -> None:
+    assert list(timeline.colours(["rt10", "rt2", "rt1"])) == ["rt1", "rt2", "rt10"]
+    assert sorted(["pod-10", "pod-9", "pod-100"], key=timeline.natural) == ["pod-9", "pod-10", "pod-100"]
