@@ -29,10 +29,9 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
     bounds = reader.bounds()
     if bounds is None:
         return m.page("Integrity", m.h("p", "The journal holds no records yet."), active="Integrity")
-    app = getattr(q, "app", None)
     since, until = q.window(bounds.last_at, DEFAULT_WINDOW, bounds.first_at)
-    if q.text("verify") == "1" and app is not None:
-        app.last_verify = _verify(reader, since, until)
+    if q.text("verify") == "1":
+        q.memory["last_verify"] = _verify(reader, since, until)
     incarnations = reader.incarnations()
     counts = reader.kind_counts()
     body: list[Any] = [
@@ -57,7 +56,7 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
             class_="note"),
         m.h("h2", "Replay verify"),
         _verify_form(since, until),
-        _last_verify(app.last_verify if app is not None else None),
+        _last_verify(q.memory.get("last_verify")),
     ]
     return m.page("Integrity", *body, active="Integrity")
 

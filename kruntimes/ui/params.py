@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from kruntimes.cli import times
 
@@ -17,8 +18,12 @@ class BadParameter(ValueError):
 
 
 class Query:
-    def __init__(self, values: Mapping[str, Sequence[str]]) -> None:
+    """One request's parameters, and ``memory``: what the application keeps between requests
+    (the Integrity page's last verify result; never the journal's)."""
+
+    def __init__(self, values: Mapping[str, Sequence[str]], memory: dict[str, Any] | None = None) -> None:
         self._values = values
+        self.memory = memory if memory is not None else {}
 
     def text(self, name: str, default: str = "", *, limit: int = 512) -> str:
         found = self._values.get(name)

@@ -74,7 +74,7 @@ class App:
         self.reader = reader
         self.label = label
         self._static_cache: dict[str, bytes] = {}
-        self.last_verify: dict[str, Any] | None = None  # the Integrity page's last verify, kept in memory only
+        self.memory: dict[str, Any] = {}  # what pages keep between requests (the last verify), in memory only
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         method = environ.get("REQUEST_METHOD", "GET")
@@ -103,8 +103,7 @@ class App:
 
     def _page(self, page: Page, args: list[str], query: str) -> tuple[str, list[tuple[str, str]], bytes]:
         started = time.perf_counter()
-        q = params.Query(parse_qs(query, keep_blank_values=False, max_num_fields=200))
-        q.app = self  # type: ignore[attr-defined]  # pages that keep state (the last verify) reach it here
+        q = params.Query(parse_qs(query, keep_blank_values=False, max_num_fields=200), self.memory)
         try:
             body = page(self.reader, q, *args)
         except params.BadParameter as exc:

@@ -59,6 +59,7 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
     palette = colours([lane.runtime for lane in alive])
     chosen = sorted((lane for lane in alive if not runtime or lane.runtime == runtime),
                     key=lambda lane: (natural(lane.runtime), lane.namespace, natural(lane.name)))
+    offset = min(offset, max(0, len(chosen) - 1) // per * per)  # past the last lane: its last page
     shown = chosen[offset:offset + per]
     base = {"since": since, "until": until, "runtime": runtime or None, "per": per if per != DEFAULT_LANES else None}
     span = until - since

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import urllib.error
 import urllib.request
 from datetime import datetime, timezone
@@ -146,3 +147,10 @@ def test_the_view_listens_on_this_machine_only_unless_told_otherwise() -> None:
     assert server.ROUTES  # and routes exist for the pages linked from the navigation
     linked = {href for _, href in markup.NAV}
     assert all(any(p.fullmatch(href) for p, _ in server.ROUTES) for href in linked)
+
+
+def test_an_offset_past_the_last_lane_shows_the_last_page_of_lanes(served: Served) -> None:
+    status, _, body = _get(served, "/timeline?per=10&lanes=100000")
+    assert status == 200
+    found = re.search(r"lanes ([0-9,]+)–([0-9,]+) of ([0-9,]+) pods", body)
+    assert found is not None and found.group(2) == found.group(3) and 'id="lanes-next"' not in body
