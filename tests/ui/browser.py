@@ -7,6 +7,7 @@ chromium-driver``). Without them the browser tests skip and say why - except in 
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 from collections.abc import Iterator
@@ -69,13 +70,15 @@ def wait_until_drawn(driver: Any, timeout: float = 30) -> None:
 
 
 def screenshot(driver: Any, name: str) -> Path:
-    """The whole page, not only the first screenful, as test-artifacts/ui/NAME.png."""
+    """The whole page, not only the first screenful, as test-artifacts/ui/NAME.png (Chromium's DevTools
+    capture beyond the viewport, at the page's full height)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    height = int(driver.execute_script("return document.documentElement.scrollHeight"))
-    driver.set_window_size(1400, min(max(height + 40, 600), 6000))
     wait_until_drawn(driver)
-    driver.execute_script("window.scrollTo(0, 0)")
+    width, height = driver.execute_script(
+        "return [document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
+    shot = driver.execute_cdp_cmd("Page.captureScreenshot", {
+        "format": "png", "captureBeyondViewport": True,
+        "clip": {"x": 0, "y": 0, "width": int(width), "height": int(height), "scale": 1}})
     path = ARTIFACTS / f"{name}.png"
-    driver.save_screenshot(str(path))
-    driver.set_window_size(1400, 1000)
+    path.write_bytes(base64.b64decode(shot["data"]))
     return path
