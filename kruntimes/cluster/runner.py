@@ -28,7 +28,8 @@ from kruntimes.cluster.leader import LeaderElector, LeaseRecord
 from kruntimes.cluster.settings import ClusterSettings
 from kruntimes.cluster.term import Terms
 from kruntimes.cluster.throttling import Throttling
-from kruntimes.journal.session import JournalSession
+from kruntimes.journal import recovery
+from kruntimes.journal.session import JournalSession, default_spool
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.recording import Recorder
 from kruntimes.scheduler.loop import Scheduler, utc_now
@@ -36,6 +37,10 @@ from kruntimes.scheduler.metrics import SchedulerMetrics
 from kruntimes.scheduler.writes import NO_DEADLINE
 
 log = logging.getLogger(__name__)
+
+#: Longest pause between the journal writer's attempts to reach a database that is
+#: away: the spool drains at most this long after the database is back.
+JOURNAL_MAX_RETRY_SECONDS = 2.0
 
 
 class ClusterScheduler:
@@ -75,6 +80,7 @@ class ClusterScheduler:
                            open_journal=self._open_journal, standby_recorder=self.cache.recorder)
         Gauge("kruntimes_scheduler_leader", "1 while this scheduler holds the leader lease and schedules.",
               registry=self.registry).set_function(lambda: 1.0 if self.terms.leading else 0.0)
+        self._recovery: recovery.SpoolRecovery | None = None
         self._stop = threading.Event()
         self._killed = threading.Event()
         self._thread: threading.Thread | None = None
@@ -87,6 +93,7 @@ class ClusterScheduler:
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> ClusterScheduler:
         self.binder.start()
+        self._recover_spool()
         for informer in self.informers.values():
             informer.start()
         self._thread = threading.Thread(target=self._campaign, name="kruntimes-leader-election", daemon=True)
@@ -101,6 +108,7 @@ class ClusterScheduler:
             self._thread.join(timeout)
             if self._thread.is_alive():
                 log.error("the leader election thread did not stop within %.1fs", timeout)
+        self._stop_recovery()
         for informer in self.informers.values():
             informer.stop()
         self.binder.close(timeout)
@@ -116,6 +124,7 @@ class ClusterScheduler:
             self._thread.join(10.0)
         self.binder.kill()
         self.terms.crash()
+        self._stop_recovery()
         for informer in self.informers.values():
             informer.stop()
         self._close_api()
@@ -178,11 +187,31 @@ class ClusterScheduler:
             return self.elector.fence_deadline()
         return NO_DEADLINE if self.terms.leading else float("-inf")
 
+    def _recover_spool(self) -> None:
+        """A spool left with records by an earlier run drains while this replica is a standby."""
+        s = self.settings
+        if s.journal_url and recovery.has_records(self._spool_path()):
+            self._recovery = recovery.SpoolRecovery(s.journal_url, self._spool_path(),
+                                                    migrate=s.journal_migrate == "auto", registry=self.registry,
+                                                    max_retry_interval=JOURNAL_MAX_RETRY_SECONDS).start()
+
+    def _stop_recovery(self) -> None:
+        found, self._recovery = self._recovery, None
+        if found is not None:
+            found.stop(self.settings.shutdown_timeout)
+
+    def _spool_path(self) -> str:
+        s = self.settings
+        return s.journal_spool or default_spool(s.journal_url or "")
+
     def _open_journal(self) -> JournalSession | None:
         s = self.settings
         if not s.journal_url:
             return None
-        return JournalSession(s.journal_url, self.cache.config, spool_path=s.journal_spool, detail=s.journal_detail,
+        self._stop_recovery()  # the term's writer takes the spool over
+        return JournalSession(s.journal_url, self.cache.config, detail=s.journal_detail,
                               checkpoint_every=s.journal_checkpoint_every,
                               checkpoint_size_ratio=s.journal_checkpoint_size_ratio, registry=self.registry,
-                              writer=s.journal_writer, migrate=s.journal_migrate == "auto")
+                              spool_path=self._spool_path(), writer=s.journal_writer,
+                              migrate=s.journal_migrate == "auto", key_file=s.journal_key_file,
+                              after_lsn=self.terms.last_journal_lsn, max_retry_interval=JOURNAL_MAX_RETRY_SECONDS)

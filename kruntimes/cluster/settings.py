@@ -82,6 +82,8 @@ class ClusterSettings:
     journal_checkpoint_size_ratio: int = DEFAULT_CHECKPOINT_SIZE_RATIO
     journal_spool: str | None = None
     journal_writer: str = "process"
+    # The HMAC key of the journal's chain (SPEC §5 "Integrity"); None: $KRUNTIMES_JOURNAL_KEY_FILE, else unkeyed.
+    journal_key_file: str | None = None
     # "auto" migrates on start (one writer: embedded SQLite); "never" only waits, up to
     # journal_schema_wait seconds, for the `kruntimes db upgrade` Job (SPEC §5).
     journal_migrate: str = "auto"

@@ -18,10 +18,11 @@ from kruntimes.journal import records
 
 NAME = "postgresql"
 _COPY = (
-    "COPY journal_records (lsn, incarnation, recorded_at, kind, schema_version, payload, payload_sha256)"
+    "COPY journal_records (lsn, incarnation, recorded_at, kind, schema_version, payload, payload_sha256,"
+    " chain_hash)"
     " FROM STDIN (FORMAT BINARY)"
 )
-_COPY_TYPES = ["int8", "text", "timestamptz", "text", "int4", "text", "text"]
+_COPY_TYPES = ["int8", "text", "timestamptz", "text", "int4", "text", "text", "text"]
 
 
 def normalize_url(url: sa.URL) -> sa.URL:

@@ -25,8 +25,8 @@ from kruntimes.journal import records, schema
 
 NAME = "sqlite"
 BUSY_TIMEOUT_MS = 10_000
-_COLUMNS = "lsn, incarnation, recorded_at, kind, schema_version, payload, payload_sha256"
-_ROW_PLACEHOLDERS = "(?,?,?,?,?,?,?)"
+_COLUMNS = "lsn, incarnation, recorded_at, kind, schema_version, payload, payload_sha256, chain_hash"
+_ROW_PLACEHOLDERS = "(?,?,?,?,?,?,?,?)"
 
 
 def create_engine(url: sa.URL) -> sa.Engine:
@@ -63,7 +63,7 @@ def insert_records(dbapi_connection: sqlite3.Connection, rows: Sequence[records.
             params: list[Any] = []
             extend = params.extend
             for r in part:
-                extend((r[0], r[1], timestamp(r[2]), r[3], r[4], r[5], r[6]))
+                extend((r[0], r[1], timestamp(r[2]), r[3], r[4], r[5], r[6], r[7]))
             cursor.execute(_insert_statement(len(part)), params)
     finally:
         cursor.close()
@@ -90,4 +90,4 @@ def _rows_per_statement(dbapi_connection: sqlite3.Connection) -> int:
         limit = dbapi_connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
     except AttributeError:  # Python < 3.11
         limit = 999
-    return max(1, min(500, limit // 7))
+    return max(1, min(500, limit // 8))

@@ -99,6 +99,7 @@ _BUILDERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "bind": _plain,
     "leader": _plain,
     "incarnation": _plain,
+    "end": _plain,
 }
 
 

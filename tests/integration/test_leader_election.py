@@ -215,8 +215,11 @@ def test_a_leader_that_cannot_renew_stops_within_the_renew_deadline_and_a_new_te
 def test_a_leader_whose_term_cannot_start_gives_the_lease_up_to_one_that_can(
         cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler], tmp_path: Path) -> None:
     cluster_api.add_pod("python-0")
-    broken = f"sqlite:///{tmp_path / 'missing-directory' / 'journal.db'}"  # the journal cannot be opened
-    a = start_scheduler(identity="a", journal_url=broken, journal_spool=str(tmp_path / "a.spool"))
+    # A database that is away does not stop a term (its records wait in the spool); a spool
+    # that cannot be opened does: records would have nowhere durable to go.
+    (tmp_path / "a-file").write_text("")
+    a = start_scheduler(identity="a", journal_url=f"sqlite:///{tmp_path / 'journal.db'}",
+                        journal_spool=str(tmp_path / "a-file" / "a.spool"))
     wait_for(lambda: a.elector is not None and a.elector.terms >= 1, what="a winning the lease once")
     b = start_scheduler(identity="b")
     wait_for(lambda: b.leading, timeout=LEASE_DURATION, what="b leading")  # a released it: no expiry wait

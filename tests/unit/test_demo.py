@@ -95,3 +95,14 @@ def test_a_postgresql_url_without_its_driver_says_how_to_install_it(monkeypatch:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "psycopg" else real(name, *a))
     with pytest.raises(ValueError, match=r"pip install 'kruntimes\[postgres\]'"):
         backends.parse_url("postgresql://db/kruntimes")
+
+
+@pytest.mark.parametrize("command", [["demo"], ["scheduler", "--kubeconfig", "/nonexistent"]])
+def test_a_journal_key_file_too_short_to_key_the_chain_is_one_line_naming_the_flag_and_exit_code_2(
+        command: list[str], tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    key = tmp_path / "key"
+    key.write_bytes(b"short")
+    code = main([*command, "--journal", f"sqlite:///{tmp_path}/j.db", "--journal-key-file", str(key)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and "--journal-key-file" in err[0] and "use at least 32" in err[0]
