@@ -1,4 +1,4 @@
-"""The web view's look-ups through the typed history tables (schema revision 0003, issue 15).
+"""The web view's look-ups through the typed history tables (issue 15).
 
 Why a module of its own: these are the questions ``queries`` asks when the tables are
 there, each answered by one of their indexes instead of a scan of the records. They
@@ -40,7 +40,7 @@ BINDS = _table("history_binds", "epoch", "lsn", "namespace", "run_uid", "result"
 
 
 def present(engine: sa.Engine) -> bool:
-    """Whether the journal has the tables (its schema is at 0003 or later)."""
+    """Whether the journal has the tables (a schema with the history-tables revision)."""
     return sa.inspect(engine).has_table(CYCLES.name)
 
 

@@ -39,7 +39,9 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
                       "LSNs": f"{bounds.first_lsn:,} – {bounds.last_lsn:,}",
                       "recorded": f"{m.when(bounds.first_at)} – {m.when(bounds.last_at)}",
                       "by kind": ", ".join(f"{k} {n:,}" for k, n in sorted(counts.items()))}, id="journal"),
-        m.h("h2", f"Epochs: scheduler incarnations ({len(incarnations)})"),
+        m.h("h2", "Epochs: heads and ends"),
+        _epochs(reader),
+        m.h("h2", f"Scheduler incarnations ({len(incarnations)})"),
         m.table(("first LSN", "started", "incarnation", "version", "planner", "config hash", "workers"),
                 [(r.lsn, m.when(r.at), r.incarnation, r.payload.get("version"), r.payload.get("planner_version"),
                   str(r.payload.get("config_hash", ""))[:12], (r.payload.get("config") or {}).get("workers"))
@@ -59,6 +61,14 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
         _last_verify(q.memory.get("last_verify")),
     ]
     return m.page("Integrity", *body, active="Integrity")
+
+
+def _epochs(reader: queries.Reader) -> m.Html:
+    """Each epoch (one leadership term) as ``journal_epochs`` stores it: where its chain ends and why."""
+    rows = [(epoch, m.when(started), f"{first:,}–{head:,}", f"{algorithm}{' key ' + key_id if key_id else ''}",
+             str(head_hash)[:16], f"{end_reason} at {end_lsn:,}" if end_lsn is not None else (end_reason or "open"))
+            for epoch, first, head, head_hash, algorithm, key_id, started, end_lsn, end_reason in reader.epochs()]
+    return m.table(("epoch", "started", "LSNs", "chain", "head link", "ended"), rows, id="epochs")
 
 
 def _leaders(reader: queries.Reader) -> m.Html:

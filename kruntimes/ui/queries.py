@@ -158,7 +158,7 @@ class Reader:
         self.journal = journal
         self._lock = threading.Lock()
         self._starts: OrderedDict[int, tuple[dict[tuple[str, str], Lane], dict[str, Bar]]] = OrderedDict()
-        #: Whether the journal has the typed history tables (schema 0003 on): then look-ups use their indexes.
+        #: Whether the journal has the typed history tables (issue 15): then look-ups use their indexes.
         self.tables = indexed.present(journal.engine)
 
     def close(self) -> None:
@@ -291,16 +291,17 @@ class Reader:
         few) and handed out as copies: the next page over the same stretch of time
         starts from it without reading a megabyte of JSON again.
         """
-        checkpoint_lsn = self._execute(sa.select(sa.func.max(_R.c.lsn)).where(
-            _R.c.kind == "checkpoint", _R.c.lsn <= self.lsn_at(at)))[0][0]
-        if checkpoint_lsn is None:
+        found = self._execute(sa.select(_R.c.lsn, _R.c.incarnation).where(
+            _R.c.kind == "checkpoint", _R.c.lsn <= self.lsn_at(at)).order_by(_R.c.lsn.desc()).limit(1))
+        if not found:
             return 0, {}, {}
+        checkpoint_lsn, epoch = found[0]
         with self._lock:
             cached = self._starts.get(checkpoint_lsn)
             if cached is not None:
                 self._starts.move_to_end(checkpoint_lsn)
         if cached is None:
-            checkpoint = self.record(checkpoint_lsn)
+            checkpoint = self.record(checkpoint_lsn, epoch)
             assert checkpoint is not None
             scratch = Window(at, at)
             bars: dict[str, Bar] = {}
@@ -413,8 +414,23 @@ class Reader:
                     found[rec.lsn] = rec
         return [found[lsn] for lsn in sorted(found)][-limit:]
 
-    def record(self, lsn: int) -> Record | None:
-        return next(self._records(self._select().where(_R.c.lsn == lsn)), None)
+    def record(self, lsn: int, epoch: str | None = None) -> Record | None:
+        """The record at ``lsn`` (of ``epoch`` when given: LSNs are unique only within an epoch)."""
+        stmt = self._select().where(_R.c.lsn == lsn)
+        if epoch is not None:
+            stmt = stmt.where(_R.c.incarnation == epoch)
+        return next(self._records(stmt.order_by(_R.c.incarnation)), None)
+
+    def records_at(self, lsn: int) -> list[Record]:
+        """Every record at ``lsn``, one per epoch that has one."""
+        return list(self._records(self._select().where(_R.c.lsn == lsn).order_by(_R.c.incarnation)))
+
+    def epochs(self) -> list[sa.Row[Any]]:
+        """Each epoch's stored head and end (``journal_epochs``), oldest first."""
+        e = schema.journal_epochs
+        return self._execute(sa.select(e.c.epoch, e.c.first_lsn, e.c.head_lsn, e.c.head_hash, e.c.algorithm,
+                                       e.c.key_id, e.c.started_at, e.c.end_lsn, e.c.end_reason)
+                             .order_by(e.c.started_at, e.c.epoch))
 
     def _by_keys(self, keys: Iterable[tuple[str, int]]) -> list[Record]:
         """The records at these (epoch, LSN) keys, in LSN order: primary-key look-ups, nothing scanned."""

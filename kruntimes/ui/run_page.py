@@ -121,7 +121,8 @@ def _cycle(rec: queries.Record) -> m.Html:
                                          f'<tr class="chosen"><td>1</td><td>{m.esc(chosen)}</td>', 1))
         parts.append(table)
     target = f"verdict-{rec.lsn}"
-    parts.append(m.h("p", m.link("replay this cycle", f"/replay/{rec.lsn}", data_verdict=target, class_="replay"),
+    parts.append(m.h("p", m.link("replay this cycle", m.url(f"/replay/{rec.lsn}", epoch=rec.incarnation),
+                                 data_verdict=target, class_="replay"),
                      " ", m.h("span", id=target, class_="verdict-slot")))
     return m.h("section", *parts, class_="cycle", id=f"cycle-{rec.lsn}")
 
@@ -133,23 +134,27 @@ def _raw(value: Any) -> str:
 
 
 def render_replay(reader: queries.Reader, q: params.Query, lsn_text: str) -> bytes:
-    """``/replay/LSN``: replay one cycle and say whether it is identical to the record."""
-    lsn = int(lsn_text)
-    rec = reader.record(lsn)
-    if rec is None or rec.kind != "cycle":
-        raise LookupError(f"LSN {lsn} is not a cycle record in this journal")
-    verdict = verdict_html(reader, lsn)
+    """``/replay/LSN?epoch=E``: replay one cycle and say whether it is identical to the record."""
+    lsn, epoch = int(lsn_text), q.text("epoch") or None
+    found = [r for r in reader.records_at(lsn) if r.kind == "cycle" and epoch in (None, r.incarnation)]
+    if not found:
+        raise LookupError(f"LSN {lsn}{' of epoch ' + epoch if epoch else ''} is not a cycle record in this journal")
+    if len(found) > 1:
+        raise params.BadParameter(f"LSN {lsn} names cycles of {len(found)} epochs: add epoch= one of "
+                                  + ", ".join(r.incarnation for r in found))
+    rec = found[0]
+    verdict = verdict_html(reader, rec.lsn, rec.incarnation)
     if q.text("fragment") == "1":
         return verdict.encode("utf-8")
     run = rec.payload
     back = m.link(f"Run {run.get('namespace')}/{run.get('run')}",
                   f"/run/{m.seg(str(run.get('namespace')))}/{m.seg(str(run.get('run')))}#cycle-{lsn}")
-    return m.page(f"Replay of cycle {lsn}", m.h("p", back), verdict)
+    return m.page(f"Replay of cycle {lsn}", m.h("p", back, f" · epoch {rec.incarnation}"), verdict)
 
 
-def verdict_html(reader: queries.Reader, lsn: int) -> m.Html:
+def verdict_html(reader: queries.Reader, lsn: int, epoch: str) -> m.Html:
     try:
-        report = verify.verify(reader.journal, source.Selection(lsns=(lsn,)))
+        report = verify.verify(reader.journal, source.Selection(lsns=(lsn,), incarnation=epoch))
     except replay_errors.ReplayError as exc:
         return m.h("div", m.h("span", "cannot replay: ", class_="bad"), str(exc), class_="verdict")
     if report.skipped:

@@ -200,6 +200,8 @@ def test_the_integrity_page_names_each_incarnation_and_verifies_a_window_on_requ
     incarnations = journal.incarnations()
     table = _text(driver, "#incarnations")
     assert all(i.incarnation in table for i in incarnations)
+    epochs = _text(driver, "#epochs")
+    assert all(epoch in epochs and f"{head.head_lsn:,}" in epochs for epoch, head in journal.epochs().items())
     assert "Not verified" in _text(driver, "#last-verify")
     driver.find_element(By.ID, "run-verify").click()
     WebDriverWait(driver, 120).until(lambda d: "Not verified" not in _text(d, "#last-verify"))

@@ -86,9 +86,14 @@ def test_an_unknown_run_is_a_404_and_its_name_comes_back_escaped(served: Served)
     assert "<script>alert" not in body and "&lt;script&gt;alert" in body
 
 
-def test_a_replay_of_something_that_is_not_a_cycle_is_a_404(served: Served) -> None:
+def test_a_replay_of_something_that_is_not_a_cycle_or_of_another_epoch_is_a_404(served: Served) -> None:
     status, _, body = _get(served, "/replay/1")
     assert status == 404 and "not a cycle" in body
+    with served.app.reader.journal.engine.connect() as conn:
+        lsn = conn.execute(sa.text("SELECT MIN(lsn) FROM journal_records WHERE kind = 'cycle'")).scalar()
+    assert _get(served, f"/replay/{lsn}?fragment=1")[0] == 200
+    status, _, body = _get(served, f"/replay/{lsn}?epoch=no-such-epoch")
+    assert status == 404 and "of epoch no-such-epoch" in body
 
 
 def test_the_lanes_are_paged(served: Served) -> None:

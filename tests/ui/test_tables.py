@@ -1,4 +1,4 @@
-"""With the typed history tables (schema 0003 on), every question goes through their indexes and
+"""With the typed history tables (issue 15), every question goes through their indexes and
 gets the answer the records give: both paths, side by side, on the demo's journal."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def reader(demo_journal: DemoJournal) -> Iterator[queries.Reader]:
     found = queries.open_reader(demo_journal.url)
     if not found.tables:
         found.close()
-        pytest.skip("this journal schema has no history tables (they arrive with revision 0003)")
+        pytest.skip("this journal schema has no typed history tables yet (issue 15)")
     yield found
     found.close()
 

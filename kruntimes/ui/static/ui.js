@@ -39,7 +39,8 @@ function wireReplayLinks() {
       event.preventDefault();
       var target = document.getElementById(a.dataset.verdict);
       target.textContent = "replaying…";
-      fetch(a.getAttribute("href") + "?fragment=1").then(function (response) {
+      var href = a.getAttribute("href");
+      fetch(href + (href.indexOf("?") < 0 ? "?" : "&") + "fragment=1").then(function (response) {
         return response.text().then(function (text) { return {ok: response.ok, text: text}; });
       }).then(function (answer) {
         var doc = new DOMParser().parseFromString(answer.text, "text/html");
