@@ -1,10 +1,11 @@
 """The Integrity page: who wrote the journal, what it holds, and whether replay agrees with it.
 
-Epochs are the scheduler incarnations (each process that wrote records, with its
-version and configuration hash); leader changes are the ``leader`` records; a prune
-leaves its record at LSN 0. Spilling to the spool is not journaled (the records are
-written later, in order, with their original LSN and time): it shows in the writer's
-metrics (``kruntimes_journal_records_spilled``), not here.
+Epochs are the leadership terms that wrote the journal (``journal_epochs``: each one's
+LSN range, chain and how it ended) and the scheduler incarnations behind them (version
+and configuration hash); leader changes are the ``leader`` records; a prune leaves its
+record at LSN 0. A spool that outlived its writer is drained by the next process into
+the writer's own epoch, which it then ends as ``recovered``: those are the spool
+episodes the journal shows. A spill the writer drains itself leaves no seam.
 
 ``verify=1`` runs ``replay verify`` over the chosen window (coverage from the start
 or the recorded prune, then every cycle in it); the server keeps the last result in
@@ -51,11 +52,11 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
         m.h("h2", "Prunes"),
         _prune(reader),
         m.h("h2", "Checkpoints (newest)"),
-        m.table(("LSN", "recorded"), [(lsn, m.when(at)) for lsn, at in reader.checkpoints(5)], id="checkpoints"),
+        m.table(("LSN", "recorded"), [(lsn, m.when(at)) for lsn, at in reader.checkpoints(5)], id="checkpoints")
+        if reader.checkpoints(1) else m.h("p", "None yet: replay starts from each epoch's first record.",
+                                          class_="note", id="checkpoints"),
         m.h("h2", "Spool episodes"),
-        m.h("p", "Not journaled: a spill keeps each record's LSN and time and lands in order, so the log itself "
-                 "shows no seam. The writer counts them in kruntimes_journal_records_spilled on /metrics.",
-            class_="note"),
+        _spool(reader),
         m.h("h2", "Replay verify"),
         _verify_form(since, until),
         _last_verify(q.memory.get("last_verify")),
@@ -69,6 +70,19 @@ def _epochs(reader: queries.Reader) -> m.Html:
              str(head_hash)[:16], f"{end_reason} at {end_lsn:,}" if end_lsn is not None else (end_reason or "open"))
             for epoch, first, head, head_hash, algorithm, key_id, started, end_lsn, end_reason in reader.epochs()]
     return m.table(("epoch", "started", "LSNs", "chain", "head link", "ended"), rows, id="epochs")
+
+
+def _spool(reader: queries.Reader) -> m.Html:
+    """Epochs closed by a spool's recovery: a writer whose records waited in its spool and were stored by
+    the next process (``end`` reason ``recovered``). Spills a writer drained itself leave no seam."""
+    recovered = [row for row in reader.epochs() if row.end_reason == "recovered"]
+    note = ("A spill the writer drains itself keeps each record's LSN, time and chain and leaves no seam "
+            "(kruntimes_journal_records_spilled on /metrics counts it).")
+    if not recovered:
+        return m.h("p", "No epoch was recovered from a spool. " + note, class_="note", id="spool")
+    return m.join((m.table(("epoch", "LSNs", "recovered at LSN"),
+                           [(row.epoch, f"{row.first_lsn:,}–{row.head_lsn:,}", f"{row.end_lsn:,}")
+                            for row in recovered], id="spool"), m.h("p", note, class_="note")))
 
 
 def _leaders(reader: queries.Reader) -> m.Html:

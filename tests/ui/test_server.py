@@ -159,3 +159,20 @@ def test_an_offset_past_the_last_lane_shows_the_last_page_of_lanes(served: Serve
     assert status == 200
     found = re.search(r"lanes ([0-9,]+)–([0-9,]+) of ([0-9,]+) pods", body)
     assert found is not None and found.group(2) == found.group(3) and 'id="lanes-next"' not in body
+
+
+def test_an_epoch_a_spool_recovery_closed_is_listed_as_a_spool_episode() -> None:
+    from collections import namedtuple
+
+    from kruntimes.ui import integrity_page
+
+    Row = namedtuple("Row", "epoch first_lsn head_lsn head_hash algorithm key_id started_at end_lsn end_reason")
+    at = datetime(2026, 12, 1, tzinfo=timezone.utc)
+
+    class _Reader:
+        def epochs(self) -> list[Row]:
+            return [Row("e-live", 1, 90, "h", "sha256", None, at, 91, "shutdown"),
+                    Row("e-lost", 92, 140, "h", "sha256", None, at, 141, "recovered")]
+
+    html = integrity_page._spool(_Reader())  # type: ignore[arg-type]
+    assert "e-lost" in html and "92–140" in html and "e-live" not in html
