@@ -20,9 +20,11 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backend_postgres, backend_sqlite, chain, errors, records, schema, schema_wait
+from kruntimes.journal import backend_postgres, backend_sqlite, chain, derived, errors, records, schema, schema_wait
 
 DEFAULT_URL = "sqlite:///kruntimes-journal.db"
+#: Records read and applied at a time when the history tables are rebuilt.
+REINDEX_CHUNK = 5_000
 
 
 class Incarnation(NamedTuple):
@@ -143,6 +145,7 @@ class Journal:
         skip_existing: bool = False,
         key: chain.ChainKey | None = None,
         heads: dict[str, tuple[int, str]] | None = None,
+        payloads: Sequence[Any] | None = None,
     ) -> int:
         """Store ``batch`` in ONE transaction, with its epochs' heads; return the number of rows inserted.
 
@@ -157,8 +160,21 @@ class Journal:
         of it in the same transaction; ``heads`` (epoch -> (LSN, link)), when given, is
         updated with the new heads after the commit. JournalRecords are encoded here
         (``RecordRejected``).
+
+        The history tables (``derived``) get the batch's rows in the same transaction.
+        ``payloads``, aligned with ``batch``, are the payload dicts of encoded records
+        when the caller still has them (so they are not parsed again); a JournalRecord
+        brings its own.
         """
-        rows = [r if type(r) is records.EncodedRecord else records.encode(r) for r in batch]  # type: ignore[arg-type]
+        rows: list[records.EncodedRecord] = []
+        sources: list[Any] = []
+        for i, r in enumerate(batch):
+            if type(r) is records.EncodedRecord:
+                rows.append(r)  # type: ignore[arg-type]
+                sources.append(payloads[i] if payloads is not None else None)
+            else:
+                rows.append(records.encode(r))  # type: ignore[arg-type]
+                sources.append(r.payload)  # type: ignore[union-attr]
         if not rows:
             return 0
         if self._schema is not None:
@@ -167,7 +183,7 @@ class Journal:
             while True:
                 reused = self._append_conn is not None
                 try:
-                    stored = self._append(rows, skip_existing, key)
+                    stored = self._append(rows, sources, skip_existing, key)
                     break
                 except (sa_exc.DBAPIError, self._dbapi_error) as exc:
                     self._drop_append_connection()
@@ -183,23 +199,32 @@ class Journal:
                     heads[r.incarnation] = (r.lsn, r.chain_hash)
         return len(stored)
 
-    def _append(self, rows: list[records.EncodedRecord], skip_existing: bool,
+    def _append(self, rows: list[records.EncodedRecord], sources: list[Any], skip_existing: bool,
                 key: chain.ChainKey | None) -> list[records.EncodedRecord]:
+        history = None if skip_existing else derived.derive(rows, sources, self._backend.STAMP)
         conn = self._append_conn
         if conn is None:
             conn = self._append_conn = self._engine.connect()
         with conn.begin():
             if skip_existing:
-                rows = self._without_stored(conn, rows)
-                if not rows:
-                    return rows
+                kept = self._without_stored(conn, rows)
+                if not kept:
+                    return kept
+                if len(kept) < len(rows):
+                    stored = {(r.incarnation, r.lsn) for r in rows} - {(r.incarnation, r.lsn) for r in kept}
+                    sources = [p for r, p in zip(rows, sources) if (r.incarnation, r.lsn) not in stored]
+                rows = kept
+                history = derived.derive(rows, sources, self._backend.STAMP)
             for r in rows:
                 if not r.chain_hash:
                     rows = self._linked(conn, rows, key)
                     break
-            self._backend.insert_records(conn.connection.driver_connection, rows)
+            dbapi_connection = conn.connection.driver_connection
+            self._backend.insert_records(dbapi_connection, rows)
             self._project_incarnations(conn, rows)
             self._advance_epochs(conn, rows, key)
+            if history:
+                self._backend.insert_derived(dbapi_connection, history)
         return rows
 
     def _write_error(self, exc: Exception, rows: Sequence[records.EncodedRecord]) -> errors.JournalError:
@@ -297,6 +322,19 @@ class Journal:
         if found:
             dialect_insert: Any = _dialect_insert(conn)
             conn.execute(dialect_insert(schema.journal_incarnations).on_conflict_do_nothing(), found)
+
+    def reindex(self, *, chunk_size: int = REINDEX_CHUNK) -> int:
+        """Rebuild the history tables from the stored records in one transaction; the records read.
+
+        Takes the append lock: the writer's batches wait (a busy scheduler spools meanwhile).
+        """
+        with self._append_lock:
+            self._drop_append_connection()
+            try:
+                with self._engine.begin() as conn:
+                    return rebuild_history(conn, chunk_size=chunk_size)
+            except sa_exc.DBAPIError as exc:
+                raise errors.JournalUnavailable(f"cannot reindex the journal ({self.backend}): {exc.orig}") from exc
 
     # -- reading -----------------------------------------------------------------
 
@@ -413,6 +451,38 @@ def _bounded(call: Callable[[], Any], timeout: float, late: str) -> Any:
     if not ok:
         raise value
     return value
+
+
+def rebuild_history(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK) -> int:
+    """Empty the history tables and derive them again from every stored record, in LSN order.
+
+    Runs in the caller's transaction (the migration that creates the tables, or
+    ``Journal.reindex``); returns how many records were read. The records are read in
+    pages of ``chunk_size`` and each page is applied as the writer applies a batch, which
+    gives the same tables as the writer's own batches did.
+    """
+    backend = _backend_for(conn.engine.url)
+    for table in reversed(derived.TABLES):
+        conn.execute(sa.delete(table))
+    r = schema.journal_records
+    columns = (r.c.lsn, r.c.incarnation, r.c.recorded_at, r.c.kind, r.c.schema_version, r.c.payload,
+               r.c.payload_sha256)
+    # Keyset pages over (lsn, epoch): LSNs are unique only within an epoch, so a page
+    # boundary between two epochs' records of the same LSN must not skip one of them.
+    after: tuple[int, str] = (-1, "")
+    read = 0
+    while True:
+        page = [records.EncodedRecord(*row) for row in conn.execute(
+            sa.select(*columns).where(sa.tuple_(r.c.lsn, r.c.incarnation) > sa.tuple_(*after),
+                                      r.c.kind.in_(sorted(derived.KINDS)))
+            .order_by(r.c.lsn, r.c.incarnation).limit(chunk_size))]
+        if not page:
+            return read
+        read += len(page)
+        after = (page[-1].lsn, page[-1].incarnation)
+        history = derived.derive(page, stamp=backend.STAMP)
+        if history:
+            backend.insert_derived(conn.connection.driver_connection, history)
 
 
 def _dialect_insert(conn: sa.Connection) -> Any:

@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -332,13 +333,15 @@ class JournalWriter:
     def _process(self, batch: list[Record]) -> int:
         """Make ``batch`` (after any held records) durable; return how many records settled."""
         before = dict(self._heads)
-        rows = self._held + self._linked(self._encode(batch))
+        encoded, built = self._encode(batch)
+        rows = self._held + self._linked(encoded)
+        sources: list[Any] | None = [None] * len(self._held) + built if self._held else built
         unsettled_before = len(self._held) + len(batch)
         self._held = []
         try:
             if self._spilling:
                 self._drain_spool()
-            if rows and not self._spilling and self._write(rows, skip_existing=False):
+            if rows and not self._spilling and self._write(rows, skip_existing=False, payloads=sources):
                 rows = []
             if rows and self._spill(rows) == "dropped":
                 self._heads = before  # the chain goes on from the last durable record
@@ -388,37 +391,56 @@ class JournalWriter:
                 if r.kind == "end" and r.incarnation == self._epoch:
                     self._ended = True
 
-    def _encode(self, batch: list[Record]) -> list[records.EncodedRecord]:
-        rows, first = records.encode_batch(batch, max_payload_bytes=self._max_payload_bytes,
-                                           rejected=self._rejected, prepare=self._realized)
-        good = [r for r in rows if r is not None]
+    def _encode(self, batch: list[Record]) -> tuple[list[records.EncodedRecord], list[Any]]:
+        """The stored form of each record (rejected ones counted and left out), with its payload dict.
+
+        The payload dicts (None for records that came encoded) go with the rows to the
+        journal, which derives the history tables from them without parsing the JSON again.
+        """
+        rows: list[records.EncodedRecord] = []
+        built: list[Any] = []
+        first: Exception | None = None
+        rejected = self._rejected
+        deferred, journal_record, limit = payloads.DeferredRecord, records.JournalRecord, self._max_payload_bytes
+        for record in batch:
+            try:
+                if type(record) is deferred:
+                    row, payload = payloads.encoded_with_payload(record, max_payload_bytes=limit)  # type: ignore[arg-type]
+                elif type(record) is journal_record:
+                    row, payload = records.encode(record, max_payload_bytes=limit), record.payload  # type: ignore[arg-type]
+                else:
+                    row, payload = record, None  # type: ignore[assignment]
+            except Exception as exc:  # an encoder or builder bug is still this record's problem only
+                reason = exc.reason if isinstance(exc, errors.RecordRejected) else "malformed"
+                rejected[reason] = rejected.get(reason, 0) + 1
+                first = first or exc
+                continue
+            rows.append(row)
+            built.append(payload)
         if first is not None:
             log.error("journal writer rejected %d record(s) of a batch of %d; first: %s",
-                      len(rows) - len(good), len(batch), first)
-        return good
+                      len(batch) - len(rows), len(batch), first)
+        return rows, built
 
-    def _realized(self, record: Record) -> records.JournalRecord | records.EncodedRecord:
-        """A deferred record's payload built and encoded; any other record as it is."""
-        if type(record) is not payloads.DeferredRecord:
-            return record  # type: ignore[return-value]
-        return payloads.encoded(record, max_payload_bytes=self._max_payload_bytes)
-
-    def _write(self, rows: list[records.EncodedRecord], *, skip_existing: bool) -> bool:
+    def _write(self, rows: list[records.EncodedRecord], *, skip_existing: bool,
+               payloads: list[Any] | None = None) -> bool:
         """One transaction; False (and spill mode) if the database failed or was too slow.
 
         Rows stored under their key with other content or link are moved to the
-        quarantine (with the rest of their epoch in ``rows``), never stored.
+        quarantine (with the rest of their epoch in ``rows``), never stored. ``payloads``,
+        aligned with ``rows``, are their payload dicts where the writer still has them
+        (the history tables are derived from them instead of the JSON text).
         """
         started = self._clock()
         append = self._journal.append_batch
         try:
             try:
-                append(rows, skip_existing=skip_existing, key=self._key, heads=self._stored_heads)
+                append(rows, skip_existing=skip_existing, key=self._key, heads=self._stored_heads, payloads=payloads)
             except errors.DuplicateRecord:
                 if skip_existing:
                     raise
                 # Usually a commit whose acknowledgement was lost: store what is missing.
-                append(rows, skip_existing=True, key=self._key, heads=self._stored_heads)
+                append(rows, skip_existing=True, key=self._key, heads=self._stored_heads, payloads=payloads)
         except errors.DuplicateRecord as exc:
             if not exc.keys:
                 raise
