@@ -61,6 +61,7 @@ from kruntimes.scheduler.writes import NO_DEADLINE, ReadDone, WriteDone
 log = logging.getLogger(__name__)
 
 GATHER = 0.001  # seconds an outbox lets messages gather after each send
+RESTART_DELAY = 5.0  # before replacing a binder that died before it was ready
 
 # A request: (id, kind, namespace, name, uid, resourceVersion, body, deadline); kind "w" or "r".
 Request = tuple[int, str, str, str, str, str, Any, float]
@@ -75,13 +76,30 @@ class BinderExited(errors.ApiError):
 
 
 # -- the binder process ------------------------------------------------------------------------
-def serve(conn: Connection, configuration: kubernetes.client.Configuration, concurrency: int,
-          timeout: float, read_timeout: float) -> None:
+class Fixed:
+    """A configuration source that hands out a copy of one configuration: a plain host and
+    credentials (the emulator, tests). Refused for a configuration with a token refresh hook
+    (in-cluster, exec credentials): only a loader run in the binder itself can refresh there."""
+
+    def __init__(self, configuration: kubernetes.client.Configuration) -> None:
+        if configuration.refresh_api_key_hook is not None:
+            raise ValueError("this client configuration refreshes its credentials through a hook that only the "
+                             "process that loaded it can run: give the binder processes a loader instead "
+                             "(ClusterScheduler(configuration_source=...), as `kruntimes scheduler` does)")
+        self._configuration = copy.deepcopy(configuration)
+
+    def __call__(self) -> kubernetes.client.Configuration:
+        return copy.deepcopy(self._configuration)
+
+
+def serve(conn: Connection, configuration_source: Callable[[], kubernetes.client.Configuration],
+          concurrency: int, timeout: float, read_timeout: float) -> None:
     """A binder process's main: requests in from `conn`, answers out, until told to stop or orphaned."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us; Ctrl-C is for it
     quiet = logging.getLogger("kruntimes")  # throttling is logged by the parent, from the answers
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
+    configuration = configuration_source()  # loaded here: credentials (and their refresh) are this process's
     configuration.connection_pool_maxsize = concurrency
     api = kubernetes.client.ApiClient(client.configure(configuration))
     binder = KubernetesBinder(api, timeout=timeout, read_timeout=read_timeout, throttling=Throttling())
@@ -201,7 +219,7 @@ class _Link:
         conn, child = context.Pipe()
         self.process = context.Process(
             target=serve, name=f"kruntimes-binder-{index}", daemon=True,
-            args=(child, pool.configuration, pool.concurrency, pool.timeout, pool.read_timeout))
+            args=(child, pool.configuration_source, pool.concurrency, pool.timeout, pool.read_timeout))
         self.process.start()
         child.close()
         self.conn = conn
@@ -235,18 +253,23 @@ class _Link:
 class BinderProcesses:
     """Implements `writes.Sender` (the loop's writes) and `loop.Binder` (waited-for calls); thread-safe.
 
+    `configuration_source` builds the client's configuration in each binder process
+    (a `Configuration` is copied there; credentials that refresh need a loader).
     `processes` binder processes, each with `concurrency` requests in flight at most;
     requests go to the one with the fewest unanswered. `deadline()` is the send-by
     deadline of a write made through `update_status`. The counters are this
     process's view of the answers, for tests and the benchmark.
     """
 
-    def __init__(self, configuration: kubernetes.client.Configuration, *, processes: int = 1,
+    def __init__(self, configuration_source: Callable[[], kubernetes.client.Configuration] | kubernetes.client.Configuration,
+                 *, processes: int = 1,
                  concurrency: int = 16, timeout: float = 30.0, read_timeout: float | None = None,
                  deadline: Callable[[], float] = lambda: NO_DEADLINE, throttling: Throttling | None = None) -> None:
         if processes < 1 or concurrency < 1:
             raise ValueError("need at least one binder process and one request in flight")
-        self.configuration = copy.deepcopy(configuration)
+        # Called in each binder process (so it must pickle): a `Configuration` stands for `Fixed(it)`.
+        self.configuration_source = Fixed(configuration_source) \
+            if isinstance(configuration_source, kubernetes.client.Configuration) else configuration_source
         self.processes = processes
         self.concurrency = concurrency
         self.timeout = timeout
@@ -390,19 +413,33 @@ class BinderProcesses:
             self.lost += len(lost)
             replace = not self._closing and link in self._links
         link.outbox.close()
-        if replace:  # first, so that the loop's next requests (the reads that settle these) have a binder
-            fresh = _Link(self, self._links.index(link))
-            with self._lock:
-                self._links[self._links.index(link)] = fresh
-                if self._closing:
-                    fresh.outbox.put(None)
-                    fresh.outbox.close()
         if lost:
             log.warning("a binder process exited with %d requests unanswered; each write among them may "
                         "have been sent", len(lost))
+        if replace and not link.ready.is_set():
+            # It died before it could serve (its configuration, its imports): answer what
+            # waited for it, and do not restart it in a tight loop.
+            log.error("a binder process exited before it was ready (exit code %s); starting another in %.0fs",
+                      link.process.exitcode, RESTART_DELAY)
+            self._lose(lost)
+            lost = []
+            time.sleep(RESTART_DELAY)
+        if replace:  # before answering, so that the loop's next requests (the reads that settle these) have one
+            with self._lock:
+                replace = not self._closing
+            if replace:
+                fresh = _Link(self, self._links.index(link))
+                with self._lock:
+                    self._links[self._links.index(link)] = fresh
+                    if self._closing:
+                        fresh.outbox.put(None)
+                        fresh.outbox.close()
+        self._lose(lost)
+        link.process.join(5)
+
+    def _lose(self, lost: list[_Pending]) -> None:
         for pending in lost:
             self._fail(pending, "the binder process exited before answering", sent=True)
-        link.process.join(5)
 
     def _fail(self, pending: _Pending, why: str, *, sent: bool) -> None:
         run = pending.run
