@@ -317,7 +317,8 @@ def report(args: argparse.Namespace, label: str, pods: int, r: dict[str, Any]) -
         ("leading -> last bind observed by the informer", f"{wall:.2f} s"),
         ("binds/s (written)", f"{r['binds'] / r['bound']:,.0f}"),
         ("binds/s (end to end, observed)", f"{r['binds'] / wall:,.0f}"),
-        ("cycles / binds / conflicts / errors", f"{r['cycles']:,} / {r['binds']:,} / {r['conflicts']} / {r['failures']}"),
+        ("cycles / binds / conflicts / errors",
+         f"{r['cycles']:,} / {r['binds']:,} / {r['conflicts']} / {r['failures']}"),
         ("scheduler process CPU while leading", f"{r['cpu']:.2f} s ({r['cpu'] / wall:.2f} of a core)"),
         ("scheduling loop in Scheduler.process", f"{r['process']:.2f} s ({1e3 * r['process'] / cycles:.3f} ms/cycle,"
                                                  f" {r['process'] / wall:.2f} of the wall time)"),
@@ -389,8 +390,8 @@ def main(argv: list[str] | None = None) -> int:
                     url = {"off": None, "sqlite": f"sqlite:///{journal_dir}/{namespace}.db"}.get(mode)
                     if mode == "postgres":
                         url = stack.enter_context(fresh_postgres(args.journal))
-                    label = "off" if mode == "off" else \
-                        f"{'PostgreSQL' if mode == 'postgres' else 'SQLite (WAL)'}, summary, {args.journal_writer} writer"
+                    backend = "PostgreSQL" if mode == "postgres" else "SQLite (WAL)"
+                    label = "off" if mode == "off" else f"{backend}, summary, {args.journal_writer} writer"
                     result = measure(emulator.host, args, namespace, args.runs, journal_dir, url)
                 results.append((namespace, pods, label, result))
                 report(args, label, pods, result)

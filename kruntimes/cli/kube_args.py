@@ -8,6 +8,7 @@ and nothing of the scheduler's journal (SQLAlchemy), which they never use.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -94,15 +95,29 @@ def add_kube_options(group: Any) -> None:
 
 def api_client(args: argparse.Namespace, pool_size: int) -> kubernetes.client.ApiClient:
     """In-cluster configuration inside a pod (unless a kubeconfig is named), else the kubeconfig."""
+    configuration = load_configuration(args.kubeconfig, args.context)
+    # The watches, the elector and the binders' reads each hold a connection at times.
+    configuration.connection_pool_maxsize = pool_size
+    return kubernetes.client.ApiClient(cluster_client.configure(configuration))  # writes are never re-sent
+
+
+def configuration_source(args: argparse.Namespace) -> Callable[[], kubernetes.client.Configuration]:
+    """`load_configuration` for these flags, to be called in another process (a binder): it loads
+    its own credentials there, token refresh included, which a copied configuration could not."""
+    return functools.partial(load_configuration, args.kubeconfig, args.context)
+
+
+def load_configuration(kubeconfig: str | None, context: str | None) -> kubernetes.client.Configuration:
+    """The client configuration `api_client` uses. Raises `UsageError`."""
     configuration = kubernetes.client.Configuration()
     try:
-        if not args.kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        if not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
             kubernetes.config.load_incluster_config(client_configuration=configuration)
         else:
-            paths = args.kubeconfig or KUBECONFIG_DEFAULT
+            paths = kubeconfig or KUBECONFIG_DEFAULT
             check_kubeconfig(paths)
             try:
-                kubernetes.config.load_kube_config(config_file=paths, context=args.context,
+                kubernetes.config.load_kube_config(config_file=paths, context=context,
                                                    client_configuration=configuration)
             except (kubernetes.config.ConfigException, OSError, yaml.YAMLError,
                     ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
@@ -112,9 +127,7 @@ def api_client(args: argparse.Namespace, pool_size: int) -> kubernetes.client.Ap
     except (kubernetes.config.ConfigException, OSError) as exc:
         raise UsageError(f"no usable Kubernetes configuration ({first_line(exc)}); pass --kubeconfig PATH "
                          "or run in a pod") from exc
-    # Three watches, the elector and every worker each hold a connection at times.
-    configuration.connection_pool_maxsize = pool_size
-    return kubernetes.client.ApiClient(cluster_client.configure(configuration))  # writes are never re-sent
+    return configuration
 
 
 def check_kubeconfig(paths: str) -> None:

@@ -231,7 +231,8 @@ def run(args: argparse.Namespace) -> int:
         api.close()
         return 2
     schema = watch_schema(settings, registry)
-    scheduler = ClusterScheduler(api, settings, registry=registry)
+    scheduler = ClusterScheduler(api, settings, registry=registry,
+                                 configuration_source=kube_args.configuration_source(args))
     started.append(scheduler)
     gctuning.tune()
     stop = threading.Event()

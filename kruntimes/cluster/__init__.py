@@ -1,7 +1,7 @@
 """The live scheduler's adapter to a Kubernetes API: everything between the client and the core.
 
 The pure core (`kruntimes.scheduler`) plans on projections and writes through a
-`Binder`; this package feeds it from the API server and writes back to it, with the
+`Sender`; this package feeds it from the API server and writes back to it, with the
 official `kubernetes` client. One concept per module, from the wire inwards:
 
 - ``errors``: this package's own exception types, each chaining the client's error;
@@ -15,9 +15,12 @@ official `kubernetes` client. One concept per module, from the wire inwards:
   leading, straight into the cache while standing by;
 - ``binder``: the `Binder` that writes a Run's status, guarded by its resourceVersion,
   and tells an unanswered write (it may have landed) from a failed one;
+- ``binders``: the binder processes that send those writes for the scheduling loop,
+  each before the deadline it carries, and bring the answers back (``binder_process``:
+  what runs inside one);
 - ``leader``: leader election on a coordination.k8s.io/v1 Lease;
-- ``term``: what starts and ends a leadership term (journal, queue, workers, assumptions);
-- ``runner``: `ClusterScheduler`, which wires all of the above into one process;
+- ``term``: what starts and ends a leadership term (journal, queue, the scheduling loop, assumptions);
+- ``runner``: `ClusterScheduler`, which wires all of the above into one process (and its binders);
 - ``probes``: `/metrics`, `/healthz` and `/readyz` on one port; ``logs``: JSON log lines.
 
 Nothing in the core imports this package (tests/unit/test_layering.py).

@@ -32,27 +32,24 @@ The rules across the process boundary:
   to it, whichever binder thread finished first.
 
 `update_status` and `observe` are the same requests, waited for: the synchronous
-`Binder` interface, for callers outside the loop.
+`Binder` interface, for callers outside the loop. What runs inside a binder process
+is `binder_process`.
 """
 
 from __future__ import annotations
 
-import copy
 import itertools
 import logging
 import multiprocessing
-import signal
 import threading
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
-from multiprocessing.connection import Connection
 from typing import Any, Callable
 
 import kubernetes.client
 
-from kruntimes.cluster import client, errors
-from kruntimes.cluster.binder import KubernetesBinder
+from kruntimes.cluster import binder_process, errors
+from kruntimes.cluster.binder_process import Answer, ConfigurationSource, Fixed, Outbox
 from kruntimes.cluster.throttling import Throttling
 from kruntimes.scheduler import status as st
 from kruntimes.scheduler.projection import RunInfo
@@ -60,118 +57,13 @@ from kruntimes.scheduler.writes import NO_DEADLINE, ReadDone, WriteDone
 
 log = logging.getLogger(__name__)
 
-GATHER = 0.001  # seconds an outbox lets messages gather after each send
-
-# A request: (id, kind, namespace, name, uid, resourceVersion, body, deadline); kind "w" or "r".
-Request = tuple[int, str, str, str, str, str, Any, float]
-# An answer: (id, outcome, message, code, retry_after, seconds, observed).
-# outcome: ok | conflict | ambiguous | late | error | gone (a read of a Run that is not there);
-# observed: (uid, resourceVersion, phase, podUID) for a read that found the Run.
-Answer = tuple[int, str, str, int | None, float | None, float, tuple[str, str, str, str | None] | None]
+RESTART_DELAY = 5.0  # before replacing a binder that died before it was ready
 
 
 class BinderExited(errors.ApiError):
     """A read lost with the binder process that was making it."""
 
 
-# -- the binder process ------------------------------------------------------------------------
-def serve(conn: Connection, configuration: kubernetes.client.Configuration, concurrency: int,
-          timeout: float, read_timeout: float) -> None:
-    """A binder process's main: requests in from `conn`, answers out, until told to stop or orphaned."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us; Ctrl-C is for it
-    quiet = logging.getLogger("kruntimes")  # throttling is logged by the parent, from the answers
-    quiet.addHandler(logging.NullHandler())
-    quiet.propagate = False
-    configuration.connection_pool_maxsize = concurrency
-    api = kubernetes.client.ApiClient(client.configure(configuration))
-    binder = KubernetesBinder(api, timeout=timeout, read_timeout=read_timeout, throttling=Throttling())
-    outbox = _Outbox(conn)
-    sender = threading.Thread(target=outbox.run, name="binder-answers", daemon=True)
-    sender.start()
-    conn.send([])  # ready: the client is imported and built
-    pool = ThreadPoolExecutor(concurrency, thread_name_prefix="binder")
-    try:
-        while True:
-            try:
-                batch = conn.recv()
-            except (EOFError, OSError):
-                break  # the scheduler is gone
-            stop = None in batch  # None: stop, after the requests before it
-            for request in batch[:batch.index(None)] if stop else batch:
-                pool.submit(lambda r=request: outbox.put(answer(binder, r)))
-            if stop:
-                break
-    finally:
-        pool.shutdown(wait=True)
-        outbox.close()
-        sender.join(10)
-        api.close()
-
-
-def answer(binder: KubernetesBinder, request: Request) -> Answer:
-    """Carry out one request; whatever happens becomes an answer, never an exception."""
-    rid, kind, namespace, name, uid, resource_version, body, deadline = request
-    run = RunInfo(namespace=namespace, name=name, uid=uid, resource_version=resource_version)
-    started = time.perf_counter()
-    try:
-        if kind == "r":
-            seen = binder.observe(run)
-            return (rid, "gone" if seen is None else "ok", "", None, None, time.perf_counter() - started,
-                    None if seen is None else (seen.uid, seen.resource_version, seen.phase, seen.pod_uid))
-        if time.monotonic() >= deadline:  # the fence, checked next to the send
-            return (rid, "late", "", None, None, 0.0, None)
-        binder.update_status(run, body)
-        return (rid, "ok", "", None, None, time.perf_counter() - started, None)
-    except st.Conflict as exc:
-        return (rid, "conflict", str(exc), None, None, time.perf_counter() - started, None)
-    except st.Ambiguous as exc:
-        return (rid, "ambiguous", str(exc), getattr(exc, "code", None), None, time.perf_counter() - started, None)
-    except Exception as exc:  # noqa: BLE001 - an ApiError, or anything unforeseen: not landed
-        return (rid, "error", str(exc) or type(exc).__name__, getattr(exc, "code", None),
-                getattr(exc, "retry_after", None), time.perf_counter() - started, None)
-
-
-class _Outbox:
-    """Messages for the other end of a pipe, sent in batches by one thread (a send never blocks its caller)."""
-
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
-        self._items: list[Any] = []
-        self._cond = threading.Condition()
-        self._closed = False
-
-    def put(self, item: Any) -> None:
-        with self._cond:
-            self._items.append(item)
-            self._cond.notify()
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify()
-
-    def run(self) -> None:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._items or self._closed)
-                batch, self._items = self._items, []
-                closed = self._closed
-            if batch:
-                try:
-                    self._conn.send(batch)
-                except (OSError, ValueError):
-                    return  # the other end is gone: it will see EOF
-            if closed:
-                with self._cond:
-                    if not self._items:
-                        return
-            # Let the next moment's messages gather: then one wake-up and one send carry
-            # them all. Waking a waiting thread costs the caller of `put` a lock hand-over
-            # while it holds the interpreter - on the scheduling loop, once per write.
-            time.sleep(GATHER)
-
-
-# -- the scheduler's side ----------------------------------------------------------------------
 def forkserver() -> Any:
     """Binders fork from a server process started once, with the client already imported.
 
@@ -180,7 +72,7 @@ def forkserver() -> Any:
     or more on a loaded machine, for each replacement and each test's scheduler.
     """
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
+    context.set_forkserver_preload([binder_process.__name__])
     return context
 
 
@@ -200,12 +92,12 @@ class _Link:
         context = forkserver()
         conn, child = context.Pipe()
         self.process = context.Process(
-            target=serve, name=f"kruntimes-binder-{index}", daemon=True,
-            args=(child, pool.configuration, pool.concurrency, pool.timeout, pool.read_timeout))
+            target=binder_process.serve, name=f"kruntimes-binder-{index}", daemon=True,
+            args=(child, pool.configuration_source, pool.concurrency, pool.timeout, pool.read_timeout))
         self.process.start()
         child.close()
         self.conn = conn
-        self.outbox = _Outbox(conn)
+        self.outbox = Outbox(conn)
         self.inflight: dict[int, _Pending] = {}
         self.alive = True
         self.ready = threading.Event()  # set by the binder's first message
@@ -235,18 +127,23 @@ class _Link:
 class BinderProcesses:
     """Implements `writes.Sender` (the loop's writes) and `loop.Binder` (waited-for calls); thread-safe.
 
+    `configuration_source` builds the client's configuration in each binder process
+    (a `Configuration` is copied there; credentials that refresh need a loader).
     `processes` binder processes, each with `concurrency` requests in flight at most;
     requests go to the one with the fewest unanswered. `deadline()` is the send-by
     deadline of a write made through `update_status`. The counters are this
     process's view of the answers, for tests and the benchmark.
     """
 
-    def __init__(self, configuration: kubernetes.client.Configuration, *, processes: int = 1,
+    def __init__(self, configuration_source: ConfigurationSource | kubernetes.client.Configuration, *,
+                 processes: int = 1,
                  concurrency: int = 16, timeout: float = 30.0, read_timeout: float | None = None,
                  deadline: Callable[[], float] = lambda: NO_DEADLINE, throttling: Throttling | None = None) -> None:
         if processes < 1 or concurrency < 1:
             raise ValueError("need at least one binder process and one request in flight")
-        self.configuration = copy.deepcopy(configuration)
+        # Called in each binder process (so it must pickle): a `Configuration` stands for `Fixed(it)`.
+        self.configuration_source = Fixed(configuration_source) \
+            if isinstance(configuration_source, kubernetes.client.Configuration) else configuration_source
         self.processes = processes
         self.concurrency = concurrency
         self.timeout = timeout
@@ -390,19 +287,33 @@ class BinderProcesses:
             self.lost += len(lost)
             replace = not self._closing and link in self._links
         link.outbox.close()
-        if replace:  # first, so that the loop's next requests (the reads that settle these) have a binder
-            fresh = _Link(self, self._links.index(link))
-            with self._lock:
-                self._links[self._links.index(link)] = fresh
-                if self._closing:
-                    fresh.outbox.put(None)
-                    fresh.outbox.close()
         if lost:
             log.warning("a binder process exited with %d requests unanswered; each write among them may "
                         "have been sent", len(lost))
+        if replace and not link.ready.is_set():
+            # It died before it could serve (its configuration, its imports): answer what
+            # waited for it, and do not restart it in a tight loop.
+            log.error("a binder process exited before it was ready (exit code %s); starting another in %.0fs",
+                      link.process.exitcode, RESTART_DELAY)
+            self._lose(lost)
+            lost = []
+            time.sleep(RESTART_DELAY)
+        if replace:  # before answering, so that the loop's next requests (the reads that settle these) have one
+            with self._lock:
+                replace = not self._closing
+            if replace:
+                fresh = _Link(self, self._links.index(link))
+                with self._lock:
+                    self._links[self._links.index(link)] = fresh
+                    if self._closing:
+                        fresh.outbox.put(None)
+                        fresh.outbox.close()
+        self._lose(lost)
+        link.process.join(5)
+
+    def _lose(self, lost: list[_Pending]) -> None:
         for pending in lost:
             self._fail(pending, "the binder process exited before answering", sent=True)
-        link.process.join(5)
 
     def _fail(self, pending: _Pending, why: str, *, sent: bool) -> None:
         run = pending.run

@@ -10,9 +10,9 @@ Exactly one scheduler plans at a time (SPEC §3.6). The rules:
   is guarded by the lease's resourceVersion: of two candidates racing for it, one
   gets a 409.
 - Renew every retry period. A leader that has not renewed for the renew deadline has
-  lost: `is_leader()` turns False at that instant (the binder's fence), and the
-  elector calls `on_stopped`, which stops the workers. Another candidate cannot take
-  over before `duration` has passed since it saw the last renewal, and
+  lost: `is_leader()` turns False at that instant (the fence; `fence_deadline()` is
+  that instant, carried by every write), and the elector calls `on_stopped`, which
+  stops the scheduling loop. Another candidate cannot take over before `duration` has passed since it saw the last renewal, and
   `renew_deadline < duration`, so the old leader has stopped writing by then.
 - On shutdown: `on_stopped("shutdown")` (finish the cycle in flight, flush the
   journal), then release the lease (clear the holder) so a standby takes over at

@@ -46,8 +46,13 @@ JOURNAL_MAX_RETRY_SECONDS = 2.0
 class ClusterScheduler:
     def __init__(self, api: kubernetes.client.ApiClient, settings: ClusterSettings, *,
                  registry: CollectorRegistry | None = None, clock: Callable[[], datetime] = utc_now,
-                 recorder: Recorder | None = None) -> None:
-        """`recorder` numbers (and may observe) the cache's changes whenever no journal term is open."""
+                 recorder: Recorder | None = None,
+                 configuration_source: Callable[[], kubernetes.client.Configuration] | None = None) -> None:
+        """`recorder` numbers (and may observe) the cache's changes whenever no journal term is open.
+
+        `configuration_source` loads the client's configuration in each binder process
+        (picklable: a module-level function or a partial of one); default: a copy of `api`'s.
+        """
         self.settings = settings
         # Never a client that re-sends writes on its own (SPEC §3.2 step 6): a copy of
         # `api` with kruntimes' retry policy unless it was built with it; closed on stop.
@@ -61,7 +66,7 @@ class ClusterScheduler:
                                      throttling=self.throttling) if settings.leader_elect else None
         # The read that settles an unanswered bind decides a write: bounded like one, so that
         # no cycle outlives its term's end (`shutdown_timeout`) waiting for it.
-        self.binder = BinderProcesses(api.configuration, processes=settings.binders,
+        self.binder = BinderProcesses(configuration_source or api.configuration, processes=settings.binders,
                                       concurrency=settings.bind_concurrency, timeout=settings.write_timeout,
                                       read_timeout=settings.write_timeout, deadline=self._write_deadline,
                                       throttling=self.throttling)

@@ -28,7 +28,7 @@ class LeaseSettings:
     """Leader election on a coordination.k8s.io/v1 Lease (client-go's defaults: 15 s, 10 s, 2 s).
 
     `duration` is whole seconds because the Lease stores `leaseDurationSeconds` as an
-    integer. A leader that has not renewed for `renew_deadline` stops its workers; the
+    integer. A leader that has not renewed for `renew_deadline` stops scheduling; the
     others may take over `duration` after they last saw the lease change, so the gap
     between the two is the time a deposed leader has to stop, and the upper bound of
     any status write it still sends.

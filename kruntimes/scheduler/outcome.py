@@ -61,6 +61,8 @@ class CycleOutcome:
 
     def rejection_counts(self) -> tuple[tuple[str, str, int], ...]:
         """(plugin, reason, count), sorted by plugin then reason."""
+        if not any(self.rejections):  # every pod feasible, as most cycles of a busy cluster: no dict at all
+            return ()
         counts = Counter(self.rejections)  # counted in C, the feasible pods' None too
         counts.pop(None, None)
         return tuple((p, r, n) for (p, r), n in sorted(counts.items()))  # type: ignore[misc]

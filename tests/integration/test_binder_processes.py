@@ -157,3 +157,12 @@ def test_a_scheduler_whose_binder_dies_mid_bind_keeps_the_slot_until_the_run_is_
     # Every send reached the server once: the lost one, and any deliberate re-send after a read.
     sends = emulator.hits_of(status_write("a"))
     assert sends == scheduler.binder.sent["a"] + 1 and scheduler.binder.pids != [killed]
+
+
+def test_a_client_configuration_that_refreshes_its_credentials_is_refused_saying_to_pass_a_loader() -> None:
+    # In-cluster and exec credentials refresh through a hook that only the process that
+    # loaded them can run; a binder process copying it would send with a token that expires.
+    configuration = kubernetes.client.Configuration()
+    configuration.refresh_api_key_hook = lambda c: None
+    with pytest.raises(ValueError, match="loader"):
+        BinderProcesses(configuration)

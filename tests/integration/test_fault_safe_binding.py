@@ -123,7 +123,7 @@ def test_a_pod_replaced_between_plan_and_bind_is_a_bind_conflict_and_the_run_goe
         if not replaced:
             cluster_api.core.delete_namespaced_pod("python-0", cluster_api.namespace)
             replaced.append(cluster_api.add_pod("python-0", runs=1)["uid"])
-            wait_for(lambda: (cache.pod((cluster_api.namespace, "python-0")) or old).uid == replaced[0],
+            wait_for(lambda: getattr(cache.pod((cluster_api.namespace, "python-0")), "uid", None) == replaced[0],
                      what="the new pod in the cache")
         bind(cycle, run, planned)
 
