@@ -39,7 +39,7 @@ class Pruned:
     earlier: int  # prunes before this one, carried in the record
     epoch: str | None = None  # the epoch cut at the checkpoint
     link_before: str | None = None
-    removed_epochs: tuple[str, ...] = field(default=())
+    removed_epochs: tuple[str, ...] = field(default=())  # by this prune and the earlier ones
 
     @property
     def starts(self) -> dict[str, integrity.Start]:
@@ -80,7 +80,8 @@ def _read(journal: backends.Journal, record: source.Record) -> Pruned:
             raise TypeError("checkpoint_sha256 is not a str")
         if checkpoint is not None:
             [int(lsn) for lsn in record.field("incarnation_lsns")]  # a list of LSNs, or damage
-        removed = tuple(str(e["epoch"]) for e in p.get("removed_epochs", []))
+        removed = tuple(str(e["epoch"]) for prune_ in (*p.get("earlier", []), p)
+                        for e in prune_.get("removed_epochs", []))
         epoch = p.get("epoch", record.incarnation if checkpoint is not None else None)
         link_before = p.get("link_before")
         if link_before is not None and not isinstance(link_before, str):

@@ -144,19 +144,21 @@ def _unavailable(journal: backends.Journal, exc: sa_exc.DBAPIError) -> journal_e
     return journal_errors.JournalUnavailable(f"cannot read the journal ({journal.backend}): {exc.orig}")
 
 
-def _epoch_rows(journal: backends.Journal) -> list[_Row]:
-    """Every epoch with a head row, and every epoch that has records but no row, oldest first."""
-    e, r = schema.journal_epochs, schema.journal_records
+def _epoch_rows(journal: backends.Journal, removed: Iterable[str] = ()) -> list[_Row]:
+    """Every epoch with a head row, every epoch that has records but no row, and every incarnation the
+    journal_incarnations projection remembers that is neither (unless a prune removed it), oldest first."""
+    e, r, i = schema.journal_epochs, schema.journal_records, schema.journal_incarnations
     try:
         with journal.engine.connect() as conn:
             rows = {row.epoch: _Row(**row._asdict()) for row in conn.execute(sa.select(e))}
             stray = conn.execute(
                 sa.select(r.c.incarnation, sa.func.min(r.c.lsn), sa.func.min(r.c.recorded_at))
                 .where(r.c.lsn != prune.PRUNE_LSN).group_by(r.c.incarnation)).all()
+            remembered = conn.execute(sa.select(i.c.incarnation, i.c.first_lsn, i.c.started_at)).all()
     except sa_exc.DBAPIError as exc:
         raise _unavailable(journal, exc) from exc
-    for epoch, first, at in stray:
-        if epoch not in rows:
+    for epoch, first, at in [*stray, *remembered]:
+        if epoch not in rows and epoch not in removed:
             rows[epoch] = _Row(epoch=epoch, first_lsn=None, head_lsn=None, head_hash=None, algorithm=None,
                                key_id=None, started_at=at, end_lsn=None, end_reason=None, stray_first=int(first))
     return sorted(rows.values(), key=lambda row: (row.started_at is None, row.started_at, row.first_lsn or 0))
@@ -182,9 +184,15 @@ def resolve(ids: Iterable[str], given: str) -> str:
 
 def check(journal: backends.Journal, key: chain.ChainKey | None = None, *,
           published: Iterable[PublishedHead] = (), starts: dict[str, Start] | None = None,
-          only: Iterable[str] | None = None) -> list[EpochReport]:
-    """Check every epoch (or those in `only`); a report per epoch, oldest first, problems in it."""
-    rows = _epoch_rows(journal)
+          removed: Iterable[str] = (), only: Iterable[str] | None = None) -> list[EpochReport]:
+    """Check every epoch (or those in `only`); a report per epoch, oldest first, problems in it.
+
+    `starts` and `removed` are what a recorded prune accounts for (`coverage`): where a
+    cut epoch resumes, and the epochs it removed whole (a head published for one of
+    those is not missing).
+    """
+    removed = set(removed)
+    rows = _epoch_rows(journal, removed)
     newest = rows[-1].epoch if rows else None
     wanted = None if only is None else set(only)
     by_epoch: dict[str, list[PublishedHead]] = {}
@@ -195,7 +203,8 @@ def check(journal: backends.Journal, key: chain.ChainKey | None = None, *,
         try:
             by_epoch.setdefault(resolve(ids, head.epoch), []).append(head)
         except errors.CycleNotFound:
-            unmatched.append(head)
+            if not any(epoch.startswith(head.epoch) for epoch in removed):
+                unmatched.append(head)
     for row in rows:
         if wanted is not None and row.epoch not in wanted:
             continue
@@ -217,8 +226,8 @@ def _check_epoch(journal: backends.Journal, row: _Row, key: chain.ChainKey | Non
     report = EpochReport(epoch=row.epoch, first_lsn=first, head_lsn=row.head_lsn, algorithm=row.algorithm,
                          started_at=row.started_at, end_reason=row.end_reason)
     if row.head_lsn is None:
-        report.add(errors.HeadMismatch(first, "the epoch has records but no head in journal_epochs (the row was "
-                                              "deleted, or the records were written around the writer)"))
+        report.add(errors.HeadMismatch(first, "the epoch has no head in journal_epochs (the row was deleted, or "
+                                              "the records were written around the writer)"))
     linking = _key_for(report, row, key)
     if start is not None:
         report.pruned_until = start.checkpoint_lsn
@@ -263,7 +272,8 @@ def _check_epoch(journal: backends.Journal, row: _Row, key: chain.ChainKey | Non
             expected = lsn + 1
             last = (lsn, link)
     if last is None:
-        report.add(errors.MissingStart(first, "the epoch has a head but not one record in the journal"))
+        report.add(errors.MissingStart(first, "not one record of the epoch is in the journal (deleted whole, "
+                                              "and no prune accounts for it)"))
     _check_end(report, row, ended_at, newest)
     _check_head(report, row, last)
     for head in published:

@@ -114,8 +114,10 @@ def verify(journal: backends.Journal, selection: source.Selection = source.Selec
         report.unplaced.append(damage)
     if selection.lsns is None:
         only = None if selection.incarnation is None else [selection.incarnation]
+        pruned = report.pruned
         for checked in integrity.check(journal, key, published=published, only=only,
-                                       starts=report.pruned.starts if report.pruned else None):
+                                       starts=pruned.starts if pruned else None,
+                                       removed=pruned.removed_epochs if pruned else ()):
             report.epochs[checked.epoch] = checked
     cycles = engine.select(journal, selection)
     pruned = report.pruned

@@ -63,7 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     c = actions.add_parser("cycle", parents=[common], help="explain one cycle: every pod's verdict and scores",
                            description="Rebuilds one cycle's snapshot and prints every pod with its verdict, reason, "
                                        "scores and usage, the winner, and what the assumed cache held.")
-    c.add_argument("lsn", nargs="?", type=int, metavar="LSN", help="the cycle's LSN (`kruntimes history cycles`)")
+    c.add_argument("lsn", nargs="?", metavar="[EPOCH:]LSN",
+                   help="the cycle's LSN (`kruntimes history cycles`); EPOCH:LSN (a unique prefix of the epoch) "
+                        "when several epochs have a cycle at that LSN")
     c.add_argument("--run", dest="run_key", metavar="NS/NAME", help="explain this Run's cycles instead")
     c.add_argument("--limit", type=int, default=3, metavar="N", help="with --run: its newest N cycles (3)")
     c.set_defaults(run=run_cycle)
@@ -72,7 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                            help="replay cycles with other weights or plugins; which decisions change",
                            description="Each cycle is replayed against the RECORDED history, not against the "
                                        "consequences of earlier changed decisions (see docs/replay.md).")
-    w.add_argument("--cycle", type=int, metavar="LSN", help="only this cycle")
+    w.add_argument("--cycle", metavar="[EPOCH:]LSN", help="only this cycle")
     w.add_argument("--run", dest="run_key", metavar="NS/NAME", help="only this Run's cycles")
     w.add_argument("--weights", metavar="PLUGIN=W,...", help="score weights, e.g. LeastLoaded=3,PreferredRunAffinity=1")
     w.add_argument("--disable-plugin", action="append", default=[], metavar="NAME",
@@ -223,10 +225,10 @@ def _epochs_table(report: verify.VerifyReport) -> Table:
         if e.pruned_until is not None:
             lsns += f" (pruned below {e.pruned_until})"
         state = e.state if e.end_reason is None or e.state != integrity.ENDED else f"ended: {e.end_reason}"
-        links = str(e.links) if e.algorithm is None or e.links else f"- ({e.algorithm})"
-        cycles = f"{e.identical} identical" + (f", {e.diverged} diverged" if e.diverged else "")
+        links = f"{e.links:,}" if e.algorithm is None or e.links else f"- ({e.algorithm})"
+        cycles = f"{e.identical:,} identical" + (f", {e.diverged:,} diverged" if e.diverged else "")
         problems = len(e.problems) + e.more_problems
-        table.add_row(e.epoch[:12], lsns, state, str(e.records), links, cycles,
+        table.add_row(e.epoch[:12], lsns, state, f"{e.records:,}", links, cycles,
                       f"[red]{problems}[/red]" if problems else "0")
     return table
 
@@ -322,6 +324,26 @@ def _amounts(amounts: dict[str, int]) -> str:
 
 # -- cycle -------------------------------------------------------------------------------------
 
+def cycle_selection(journal: Any, text: str) -> source.Selection:
+    """One cycle, from `LSN` (unique across epochs) or `EPOCH:LSN` (a unique prefix of the epoch).
+
+    LSNs are gap-free within an epoch and unique across epochs in practice, not by
+    construction (SPEC §5): a plain LSN that names cycles of several epochs is refused,
+    listing them.
+    """
+    epoch, sep, number = text.strip().rpartition(":")
+    if not number.isdigit() or (sep and not epoch):
+        raise ja.UsageError(f"expected a cycle as LSN or EPOCH:LSN, got {text!r}")
+    lsn = int(number)
+    if sep:
+        return source.Selection(lsns=(lsn,), incarnation=integrity.resolve(integrity.epochs(journal), epoch))
+    epochs = sorted({ref.incarnation for ref in engine.select(journal, source.Selection(lsns=(lsn,)))})
+    if len(epochs) > 1:
+        raise errors.CycleNotFound(f"LSN {lsn} is a cycle in {len(epochs)} epochs; give one of "
+                                   f"{', '.join(f'{e[:12]}:{lsn}' for e in epochs)}")
+    return source.Selection(lsns=(lsn,), incarnation=epochs[0] if epochs else None)
+
+
 @guarded("kruntimes replay cycle")
 def run_cycle(args: argparse.Namespace) -> int:
     if (args.lsn is None) == (args.run_key is None):
@@ -337,7 +359,7 @@ def run_cycle(args: argparse.Namespace) -> int:
                 raise errors.CycleNotFound(f"no cycle of Run {args.run_key} in the journal")
             found = explain.explain(journal, source.Selection(lsns=tuple(lsns)))
         else:
-            found = explain.explain(journal, source.Selection(lsns=(args.lsn,)))
+            found = explain.explain(journal, cycle_selection(journal, args.lsn))
     finally:
         journal.close()
     if args.json:
@@ -409,7 +431,12 @@ def run_what_if(args: argparse.Namespace) -> int:
     try:
         extra: dict[str, Any] = {}
         if args.cycle is not None:
-            extra["lsns"] = (args.cycle,)
+            one = cycle_selection(journal, args.cycle)
+            extra["lsns"] = one.lsns
+            if one.incarnation is not None:
+                if args.incarnation:
+                    raise ja.UsageError("give the epoch in --cycle EPOCH:LSN or --incarnation, not both")
+                args.incarnation = one.incarnation
         if args.run_key is not None:
             extra["run"] = ja.parse_key(args.run_key)
         selection = _selection(args, journal, **extra)

@@ -210,6 +210,15 @@ def older_epoch_never_ended(h: History) -> tuple[str, int]:
     return e, end - 1
 
 
+def epoch_deleted_whole(h: History) -> tuple[str, int]:
+    # Every record of the older epoch and its head row; only the incarnations projection remembers it.
+    e = h.older.incarnation
+    first = _lsns(h.url, e)[0]
+    journals._rows(h.url, sa.delete(T).where(T.c.incarnation == e))
+    journals._rows(h.url, sa.delete(E).where(E.c.epoch == e))
+    return e, first
+
+
 def head_row_deleted(h: History) -> tuple[str, int]:
     e = h.middle.incarnation
     journals._rows(h.url, sa.delete(E).where(E.c.epoch == e))
@@ -231,6 +240,7 @@ CASES: dict[str, tuple[Tamper, type[errors.JournalDamage]]] = {
     "an epoch's start deleted": (delete_start, errors.MissingStart),
     "an older epoch that never ended": (older_epoch_never_ended, errors.MissingEnd),
     "an epoch's head row deleted": (head_row_deleted, errors.HeadMismatch),
+    "an older epoch deleted whole with its head row": (epoch_deleted_whole, errors.HeadMismatch),
 }
 
 
