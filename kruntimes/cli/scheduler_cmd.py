@@ -99,7 +99,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     api.add_argument("--namespace", default=_env("KRUNTIMES_NAMESPACE"),
                      help="watch and schedule in this namespace only (env KRUNTIMES_NAMESPACE; default: all)")
 
-    option(api, "--workers", "KRUNTIMES_WORKERS", 4, "scheduling workers", type=_positive(int), metavar="N")
+    option(api, "--binders", "KRUNTIMES_BINDERS", 1,
+           "binder processes sending the status writes (one scheduling loop plans; writes leave it)",
+           type=_positive(int), metavar="N")
+    option(api, "--bind-concurrency", "KRUNTIMES_BIND_CONCURRENCY", 8,
+           "status writes in flight per binder process", type=_positive(int), metavar="N")
     option(api, "--heartbeat-staleness", "KRUNTIMES_HEARTBEAT_STALENESS", 30,
            "seconds after which a runtimed heartbeat is stale", type=int, metavar="SECONDS")
     option(api, "--default-runs-capacity", "KRUNTIMES_DEFAULT_RUNS_CAPACITY", 1,
@@ -177,7 +181,8 @@ def settings_from(args: argparse.Namespace) -> ClusterSettings:
                               duration=args.leader_elect_lease_duration,
                               renew_deadline=args.leader_elect_renew_deadline,
                               retry_period=args.leader_elect_retry_period)
-        return ClusterSettings(namespace=args.namespace or None, workers=args.workers,
+        return ClusterSettings(namespace=args.namespace or None, binders=args.binders,
+                               bind_concurrency=args.bind_concurrency,
                                heartbeat_staleness=args.heartbeat_staleness,
                                default_runs_capacity=args.default_runs_capacity, journal_url=args.journal_url,
                                journal_detail=args.journal_detail,
@@ -303,7 +308,7 @@ def run(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
     try:
         settings = settings_from(args)
-        api = api_client(args, pool_size=settings.workers + 8)
+        api = api_client(args, pool_size=8)
     except UsageError as exc:
         print(f"kruntimes scheduler: {exc}", file=sys.stderr)
         return 2
@@ -333,7 +338,7 @@ def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, frame: stop.set())
     log.info("starting", extra={
-        "namespace": settings.namespace or "*", "workers": settings.workers, "identity": settings.lease.identity,
+        "namespace": settings.namespace or "*", "binders": settings.binders, "identity": settings.lease.identity,
         "leader_elect": settings.leader_elect, "lease": f"{settings.lease.namespace}/{settings.lease.name}",
         "journal": journal_args.shown(settings.journal_url) if settings.journal_url else None,
         "http_port": probes.port})

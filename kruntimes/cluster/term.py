@@ -16,13 +16,15 @@ from active Runs"):
    database's if it answers at once, and the records wait in the spool until the
    database answers;
 3. start with an empty assumed cache (dropping whatever a previous term left);
-4. route events through the scheduler, enqueue every Pending Run, start the workers.
+4. route events through the scheduler, enqueue every Pending Run, start the
+   scheduling loop (its writes go to the binder processes, `binders`).
 
 End (lost, or shutting down):
 
 1. route events straight into the cache again, so nothing more is enqueued;
-2. pause the scheduler: cycles in flight finish (their writes pass the binder's
-   fence only while the lease is still held), the workers are joined;
+2. pause the scheduler: cycles in flight finish - their writes, sent only before
+   the deadline they carry (the fence, while the lease is certainly held), are
+   answered - and the scheduling loop is joined;
 3. drop this term's assumptions (recorded as releases, reason `aborted`), journal
    `leader` {lost, reason} and the epoch's `end` {reason}, and close the journal,
    which flushes it - before the lease is released on shutdown.
@@ -91,9 +93,9 @@ class Terms:
             self.leading = True
         self.started += 1
         self.scheduler.enqueue_pending()
-        self.scheduler.start(self.settings.workers)
+        self.scheduler.start()
         journal = None if session is None else {"epoch": session.epoch, "first_lsn": session.first_lsn}
-        log.info("leading: scheduling with %d workers", self.settings.workers,
+        log.info("leading: scheduling, writes sent by %d binder processes", self.settings.binders,
                  extra={"pending": len(self.cache.pending_keys()), "identity": self.identity, "journal": journal})
 
     def end(self, reason: str) -> None:

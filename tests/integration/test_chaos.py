@@ -155,7 +155,7 @@ def test_two_replicas_lose_no_record_through_leader_kills_and_a_20s_database_out
     args = ["--namespace", kube_namespace, "--leader-elect-resource-namespace", kube_namespace,
             "--leader-elect-lease-duration", "2", "--leader-elect-renew-deadline", "1",
             "--leader-elect-retry-period", "0.2", "--http-address", "127.0.0.1", "--http-port", "0",
-            "--workers", "2", "--shutdown-timeout", "10", "--journal-url", proxied_journal.url,
+            "--binders", "1", "--shutdown-timeout", "10", "--journal-url", proxied_journal.url,
             "--journal-migrate", "never"]
     replicas = {name: Replica(name, tmp_path / f"{name}.spool", run_scheduler, args) for name in ("a", "b")}
     scratch = tmp_path / "snapshots"

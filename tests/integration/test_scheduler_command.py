@@ -23,15 +23,17 @@ def test_the_scheduler_process_schedules_serves_probes_and_metrics_and_shuts_dow
     process = run_scheduler("--namespace", kube_namespace, "--leader-elect-resource-namespace", kube_namespace,
                             "--leader-elect-identity", "process-a", "--leader-elect-lease-duration", "2",
                             "--leader-elect-renew-deadline", "1", "--leader-elect-retry-period", "0.2",
-                            "--http-address", "127.0.0.1", "--http-port", "0", "--workers", "2",
+                            "--http-address", "127.0.0.1", "--http-port", "0", "--binders", "1",
                             "--journal-url", journal)
     wait_for(lambda: process.get("/readyz")[0] == 200, timeout=20, what="/readyz 200")
     assert process.get("/healthz") == (200, "ok\n")
     cluster_api.add_run("r")
     wait_for(lambda: cluster_api.placements() == {"r": "python-0"}, timeout=20, what="the Run placed")
+    # The status is visible before its answer is back from the binder process: wait for the count.
+    wait_for(lambda: 'kruntimes_scheduler_schedule_results_total{result="scheduled"} 1.0' in process.get("/metrics")[1],
+             what="the placing cycle's result counted")
     status, metrics = process.get("/metrics")
     assert status == 200
-    assert 'kruntimes_scheduler_schedule_results_total{result="scheduled"} 1.0' in metrics
     assert "kruntimes_scheduler_leader 1.0" in metrics and "kruntimes_journal_records" in metrics
     process.popen.send_signal(signal.SIGTERM)
     assert process.finish() == 0
