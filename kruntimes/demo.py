@@ -226,6 +226,10 @@ def run(*, workers: int = 4, conflict_rate: float = 0.02, seed: int = 7, journal
     """
     workload = generate(seed, scale)
     config = SchedulerConfig(workers=workers)
+    if journal:
+        # The demo is one writer on a journal of its own: migrate it, and fail now if the database
+        # is away (the live scheduler would schedule on and spool; a demo would only spool).
+        Journal.open(journal).close()
     session = JournalSession(journal, config, key_file=journal_key_file) if journal else None
     cache = ClusterCache(config, session.recorder if session else None)
     if session is not None:

@@ -225,6 +225,8 @@ def test_two_replicas_lose_no_record_through_leader_kills_and_a_20s_database_out
         code = replica.current.finish(60)
         assert code == 0, (replica.identity, code, replica.current.lines[-10:])
     assert cluster_api.overcommit() == 0
+    stepped_down = [e for r in replicas.values() for e in r.logs() if "could not start a leadership term" in e["message"]]
+    assert stepped_down == [], "a term waited for the database"
 
     # Nothing is left in a spool, nothing was quarantined.
     for replica in replicas.values():
