@@ -383,11 +383,11 @@ def summary(cells: Sequence[Cell]) -> list[str]:
         target = by.get((pods, active))
         if target and target.real:
             verdict = "met" if target.real.rate >= goal else "NOT met"
+            beside = f"; pod by pod {target.pod_by_pod.rate:,.0f}" if target.pod_by_pod else ""
             lines.append(f"Target >= {goal:,.0f} cycles/s at {pods:,} pods x {active:,} Runs: {verdict}"
-                         f" ({target.real.rate:,.0f} cycles/s; pod by pod {target.pod_by_pod.rate:,.0f})"
-                         if target.pod_by_pod else "")
+                         f" ({target.real.rate:,.0f} cycles/s{beside})")
     lines.extend(per_pod_cost(cells))
-    return [line for line in lines if line]
+    return lines
 
 
 def per_pod_cost(cells: Sequence[Cell], active: int = 10_000) -> list[str]:

@@ -38,9 +38,10 @@ the cycle rather than the view (the heartbeat deadline, the Run's affinity and
 workspace sets) is never stored without the value it came from.
 
 Tables are a memo, never observable: a fresh table computes the same arrays
-(`tests/unit/test_core_columns.py` plans every cycle both ways). The planner keeps a
-bounded number of them (least recently used first out) and, like the snapshot it
-plans on, is used under the cluster cache lock.
+(`tests/unit/test_core_columns.py` plans every cycle both ways). The planner keeps at
+most 16 of them (least recently used first out): each holds its lists and at most
+one superseded view per pod until it is next used. Like the snapshot it plans on,
+the planner is used under the cluster cache lock.
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ class PodTable:
 class Tables:
     """A bounded map of pod tables, least recently used first out."""
 
-    def __init__(self, limit: int = 64) -> None:
+    def __init__(self, limit: int = 16) -> None:
         self.limit = limit
         self._tables: dict[Hashable, PodTable] = {}
 

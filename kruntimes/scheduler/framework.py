@@ -208,7 +208,6 @@ class Planner:
         return out.CycleOutcome(status=out.SCHEDULED, **common, scores=tuple(results), totals=tuple(totals),
                                 chosen=feasible[best].info.name, chosen_uid=feasible[best].info.uid, **base)
 
-
     def _table(self, snapshot: Snapshot) -> cols.PodTable | None:
         """The pod table of the Run's Runtime and request shape, up to date; None: plan pod by pod."""
         run = snapshot.run
