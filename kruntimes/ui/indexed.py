@@ -45,22 +45,23 @@ def present(engine: sa.Engine) -> bool:
 
 
 def run_keys(execute: Execute, namespace: str, name: str, limit: int) -> set[Key]:
-    """The Run's cycles and observations (by name), then its binds (by UID) and the records that ended
-    its placements (a release, an end, a newer placement)."""
+    """The Run's cycles (by name), then by its UIDs its observations and binds, and the records that
+    ended its placements (a release, an end, a newer placement)."""
+    stmt = (sa.select(CYCLES.c.epoch, CYCLES.c.lsn, CYCLES.c.run_uid)
+            .where(CYCLES.c.namespace == namespace, CYCLES.c.run == name).order_by(CYCLES.c.lsn.desc()).limit(limit))
     keys: set[Key] = set()
     uids: set[str] = set()
-    for table, column, uid in ((CYCLES, CYCLES.c.run, CYCLES.c.run_uid), (RUNS, RUNS.c.name, RUNS.c.uid)):
-        stmt = (sa.select(table.c.epoch, table.c.lsn, uid).where(table.c.namespace == namespace, column == name)
-                .order_by(table.c.lsn.desc()).limit(limit))
-        for epoch, lsn, run_uid in execute(stmt):
-            keys.add((epoch, lsn))
-            uids.add(run_uid)
+    for epoch, lsn, run_uid in execute(stmt):
+        keys.add((epoch, lsn))
+        uids.add(run_uid)
     if uids:
-        binds = sa.select(BINDS.c.epoch, BINDS.c.lsn).where(BINDS.c.namespace == namespace,
-                                                             BINDS.c.run_uid.in_(sorted(uids)))
+        for table, column in ((RUNS, RUNS.c.uid), (BINDS, BINDS.c.run_uid)):
+            stmt = (sa.select(table.c.epoch, table.c.lsn).where(table.c.namespace == namespace,
+                                                                 column.in_(sorted(uids)))
+                    .order_by(table.c.lsn.desc()).limit(limit))
+            keys.update((epoch, lsn) for epoch, lsn in execute(stmt))
         ends = sa.select(PLACEMENTS.c.end_epoch, PLACEMENTS.c.end_lsn).where(
             PLACEMENTS.c.namespace == namespace, PLACEMENTS.c.run == name, PLACEMENTS.c.end_lsn.is_not(None))
-        keys.update((epoch, lsn) for epoch, lsn in execute(binds))
         keys.update((epoch, lsn) for epoch, lsn in execute(ends))
     return keys
 
