@@ -1,11 +1,10 @@
 """The web view's look-ups through the typed history tables (issue 15).
 
-Why a module of its own: these are the questions ``queries`` asks when the tables are
-there, each answered by one of their indexes instead of a scan of the records. They
-return keys and plain rows; ``queries`` fetches records by key and folds the rows into
-the same ``Window`` and ``Bar`` values the records give (``tests/ui/test_tables.py``
-holds both to the same pages). Only the columns read here are declared, so this module
-depends on the tables' names and columns, not on the writer's code.
+Why a module of its own: these are the questions ``queries`` asks of the tables, each
+answered by one of their indexes. They return keys and plain rows; ``queries``
+fetches records by key and folds the rows into ``Window`` and ``Bar`` values. Only the
+columns read here are declared, so this module depends on the tables' names and
+columns (``kruntimes.journal.derived``), not on the writer's code.
 """
 
 from __future__ import annotations
@@ -37,11 +36,6 @@ PODS = _table("history_pods", "epoch", "lsn", "event", "namespace", "name", "run
               "heartbeat", "capacity", times=("recorded_at",))
 RUNS = _table("history_runs", "epoch", "lsn", "event", "namespace", "name", "uid", "phase", times=("recorded_at",))
 BINDS = _table("history_binds", "epoch", "lsn", "namespace", "run_uid", "result", times=("recorded_at",))
-
-
-def present(engine: sa.Engine) -> bool:
-    """Whether the journal has the tables (a schema with the history-tables revision)."""
-    return sa.inspect(engine).has_table(CYCLES.name)
 
 
 def run_keys(execute: Execute, namespace: str, name: str, limit: int) -> set[Key]:
