@@ -140,7 +140,7 @@ class Window:
     bars: list[Bar] = field(default_factory=list)
     pending: list[tuple[datetime, str, str]] = field(default_factory=list)  # (at, reason, run_uid)
     binds: list[tuple[datetime, str]] = field(default_factory=list)  # (at, ok|conflict|error)
-    records_read: int = 0
+    records_read: int = 0  # the events folded: reservations, releases, Run ends, pod changes
 
 
 class Reader:

@@ -76,8 +76,9 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
         m.h("h2", "Binds and conflicts per second"),
         m.figure("binds", binds_figure(w), height=220),
         m.h("p", f"{len(w.bars):,} placements, {len(w.binds):,} binds and {len(w.pending):,} Pending verdicts in "
-                 f"{span.total_seconds():,.3f} s; {w.records_read:,} journal records read (from the checkpoint "
-                 "before the window). Click a bar for its Run; drag across the lanes to zoom.", class_="note"),
+                 f"{span.total_seconds():,.3f} s; {w.records_read:,} reservations, releases, Run ends and pod changes "
+                 "read from the checkpoint before the window on. Click a bar for its Run; drag across the lanes "
+                 "to zoom.", class_="note"),
     ]
     return m.page("Timeline", *body, active="Timeline")
 
