@@ -24,6 +24,8 @@ about eighty start a Python interpreter.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import sys
 import tempfile
@@ -175,7 +177,7 @@ class Report:
     runs: int
     pods: int
     phases: Counter[str]
-    pending_reasons: Counter[str]
+    pending_reasons: Counter[tuple[str, str]]  # (namespace/runtime, reason)
     failed_reasons: Counter[tuple[str, str]]
     peak_utilisation: dict[str, dict[str, tuple[int, int]]]
     timeline: list[tuple[float, Counter[str]]]
@@ -191,6 +193,28 @@ class Report:
     journal: str | None = None
     records: int = 0
     history: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
+    latest_placement: dict[str, Any] | None = None  # for the follow-up commands the demo prints
+    seed: int = 7
+
+    def summary(self) -> dict[str, Any]:
+        """What the seed decides, without what the timing decides: the same seed gives the same summary.
+
+        Left out, because threads, processes and the clock decide them: cycle and conflict
+        counts, the timeline, and how many Runs were running on the pod deleted midway
+        (they end RuntimePodLost instead of Succeeded, so the two are counted together).
+        """
+        lost = sum(n for (reason, _), n in self.failed_reasons.items() if reason == "RuntimePodLost")
+        failed = {f"{reason}: {message}": n for (reason, message), n in sorted(self.failed_reasons.items())
+                  if reason != "RuntimePodLost"}
+        return {"seed": self.seed, "runs": self.runs, "pods": self.pods,
+                "succeeded_or_lost_with_the_deleted_pod": self.phases.get("Succeeded", 0) + lost,
+                "failed": failed, "pending": {f"{runtime}: {reason}": n
+                                              for (runtime, reason), n in sorted(self.pending_reasons.items())}}
+
+    def summary_digest(self) -> str:
+        """A short digest of ``summary()``, printed so two runs can be compared at a glance."""
+        text = json.dumps(self.summary(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def run(*, workers: int = 4, conflict_rate: float = 0.02, seed: int = 7, journal: str | None = None,
@@ -237,6 +261,7 @@ def run(*, workers: int = 4, conflict_rate: float = 0.02, seed: int = 7, journal
                 session.close()
         seconds = time.perf_counter() - started
     report = _report(workload, runs, scheduler, watch, seconds, pod_lost, list(log))
+    report.seed = seed
     report.processes = sum(1 for r in runs.runs() if r.phase in ("Succeeded", "Failed") and _executed(runs, r))
     if session is not None:
         report.journal = journal
@@ -244,6 +269,7 @@ def run(*, workers: int = 4, conflict_rate: float = 0.02, seed: int = 7, journal
         store = Journal.open(journal)
         try:
             report.history = history.examples(store)
+            report.latest_placement = history.latest_placement(store)
         finally:
             store.close()
     return report
@@ -330,7 +356,8 @@ def _report(w: Workload, runs: MemoryApi, scheduler: Scheduler, watch: demo_watc
             pod_lost: str | None, pod_log: list[str]) -> Report:
     final = runs.runs()
     phases = Counter(r.phase for r in final)
-    pending = Counter(r.pending_message or "not yet evaluated" for r in final if r.phase == "Pending")
+    pending = Counter((f"{r.namespace}/{r.runtime}", r.pending_message or "not yet evaluated")
+                      for r in final if r.phase == "Pending")
     failed = Counter(_failure(runs, r) for r in final if r.phase == "Failed")
     wakeups = {s.labels["source"]: int(s.value) for m in scheduler.metrics.wakeups.collect()
                for s in m.samples if s.name.endswith("_total")}

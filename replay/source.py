@@ -186,6 +186,21 @@ def latest_checkpoint(journal: backends.Journal, incarnation: str, at_or_before:
     return None if found is None else int(found)
 
 
+def last_cycle(journal: backends.Journal) -> tuple[str, int] | None:
+    """(epoch, LSN) of the newest recorded cycle (`kruntimes replay cycle --last`), or None.
+
+    Newest by the time it was recorded: LSNs are comparable only within an epoch.
+    """
+    r = schema.journal_records
+    try:
+        with journal.engine.connect() as conn:
+            found = conn.execute(sa.select(r.c.incarnation, r.c.lsn).where(r.c.kind == "cycle")
+                                 .order_by(r.c.recorded_at.desc(), r.c.lsn.desc()).limit(1)).first()
+    except sa_exc.DBAPIError as exc:
+        raise _unavailable(journal, exc) from exc
+    return None if found is None else (str(found[0]), int(found[1]))
+
+
 def resolve_incarnation(journal: backends.Journal, given: str) -> str:
     """An incarnation ID from the full ID or a unique prefix of it."""
     ids = [i.incarnation for i in journal.incarnations()]

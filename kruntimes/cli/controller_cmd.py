@@ -19,8 +19,8 @@ import threading
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
 from kruntimes import __version__
-from kruntimes.cli.scheduler_cmd import (UsageError, _boolean, _env, _lease_namespace, _positive, add_kube_options,
-                                         api_client)
+from kruntimes.cli import kube_args
+from kruntimes.cli.kube_args import UsageError, add_kube_options, api_client
 from kruntimes.cluster import logs
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.settings import LeaseSettings, default_identity
@@ -37,29 +37,31 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                    "whose pod is gone and write Runtime.status, with leader election.")
     p.set_defaults(run=run)
     add_kube_options(p)
-    p.add_argument("--namespace", default=_env("KRUNTIMES_NAMESPACE"),
+    p.add_argument("--namespace", default=kube_args.env("KRUNTIMES_NAMESPACE"),
                    help="manage Runtimes in this namespace only (env KRUNTIMES_NAMESPACE; default: all)")
-    p.add_argument("--runtimed-image", default=_env("KRUNTIMES_RUNTIMED_IMAGE", f"ghcr.io/kruntimes/kruntimes:"
+    p.add_argument("--runtimed-image", default=kube_args.env("KRUNTIMES_RUNTIMED_IMAGE", f"ghcr.io/kruntimes/kruntimes:"
                                                                                 f"{__version__}"),
                    help="image of the runtimed container added to templates that have none")
-    p.add_argument("--resync-period", type=_positive(float), default=float(_env("KRUNTIMES_RESYNC_PERIOD", 30)),
+    p.add_argument("--resync-period", type=kube_args.positive(kube_args.seconds(float)),
+                   default=kube_args.env("KRUNTIMES_RESYNC_PERIOD", "30"),
                    metavar="SECONDS", help="every Runtime is reconciled at least this often (default 30)")
-    p.add_argument("--leader-elect", type=_boolean, nargs="?", const=True,
-                   default=_boolean(_env("KRUNTIMES_LEADER_ELECT", "true")), metavar="BOOL",
+    p.add_argument("--leader-elect", type=kube_args.boolean, nargs="?", const=True,
+                   default=kube_args.boolean(kube_args.env("KRUNTIMES_LEADER_ELECT", "true")), metavar="BOOL",
                    help="elect one active controller on a Lease (env KRUNTIMES_LEADER_ELECT; default true)")
     p.add_argument("--no-leader-elect", dest="leader_elect", action="store_false",
                    help="run without leader election (one replica only)")
-    p.add_argument("--leader-elect-resource-name", default=_env("KRUNTIMES_LEASE_NAME", "kruntimes-controller"),
+    p.add_argument("--leader-elect-resource-name",
+                   default=kube_args.env("KRUNTIMES_LEASE_NAME", "kruntimes-controller"),
                    metavar="NAME", help="the Lease's name (default kruntimes-controller)")
-    p.add_argument("--leader-elect-resource-namespace", default=_env("KRUNTIMES_LEASE_NAMESPACE"),
+    p.add_argument("--leader-elect-resource-namespace", default=kube_args.env("KRUNTIMES_LEASE_NAMESPACE"),
                    metavar="NAMESPACE", help="the Lease's namespace (default: the pod's own, or 'default')")
-    p.add_argument("--leader-elect-identity", default=_env("KRUNTIMES_LEASE_IDENTITY"), metavar="ID",
+    p.add_argument("--leader-elect-identity", default=kube_args.env("KRUNTIMES_LEASE_IDENTITY"), metavar="ID",
                    help="this replica's holder identity (default: $POD_NAME, else host name and a nonce)")
-    p.add_argument("--http-address", default=_env("KRUNTIMES_HTTP_ADDRESS", "0.0.0.0"), metavar="ADDRESS",
+    p.add_argument("--http-address", default=kube_args.env("KRUNTIMES_HTTP_ADDRESS", "0.0.0.0"), metavar="ADDRESS",
                    help="address of /metrics, /healthz and /readyz")
-    p.add_argument("--http-port", type=int, default=int(_env("KRUNTIMES_HTTP_PORT", 8080)), metavar="PORT",
+    p.add_argument("--http-port", type=int, default=int(kube_args.env("KRUNTIMES_HTTP_PORT", 8080)), metavar="PORT",
                    help="port of /metrics, /healthz and /readyz (0: any free port; default 8080)")
-    p.add_argument("--log-level", default=_env("KRUNTIMES_LOG_LEVEL", "info"),
+    p.add_argument("--log-level", default=kube_args.env("KRUNTIMES_LOG_LEVEL", "info"),
                    choices=["debug", "info", "warning", "error"])
 
 
@@ -69,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         lease = None
         if args.leader_elect:
             lease = LeaseSettings(name=args.leader_elect_resource_name,
-                                  namespace=args.leader_elect_resource_namespace or _lease_namespace(),
+                                  namespace=args.leader_elect_resource_namespace or kube_args.lease_namespace(),
                                   identity=args.leader_elect_identity or default_identity())
         api = api_client(args, pool_size=8)
     except (UsageError, ConfigError) as exc:

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections import Counter
+from datetime import timedelta, timezone
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -13,8 +14,8 @@ from rich.table import Table
 from sqlalchemy import exc as sa_exc
 
 from kruntimes import demo, demo_watch, gctuning
-from kruntimes.cli import journal_args
-from kruntimes.journal import chain, errors
+from kruntimes.cli import journal_args, scores
+from kruntimes.journal import chain, errors, redact
 from kruntimes.journal.backends import DEFAULT_URL
 
 
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
             cause = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
             bar.stop()
             print(f"kruntimes demo: cannot use the journal at {journal_args.shown(args.journal)}: "
-                  f"{journal_args.first_line(cause)}"
+                  f"{redact.text(journal_args.first_line(cause), args.journal)}"
                   " (is the database up and the URL right? --no-journal runs without one)", file=sys.stderr)
             return 2
     _print(console, report)
@@ -83,7 +84,7 @@ def _print(console: Console, r: demo.Report) -> None:
                   f"{r.phases.get('Failed', 0)} failed, {r.phases.get('Pending', 0)} still pending; "
                   f"{r.processes} executed by runtimed in {r.seconds:.1f}s")
     console.print(_timeline(r.timeline))
-    console.print(_reasons("Pending Runs by reason (at the end)", r.pending_reasons))
+    console.print(_pending(r))
     failed = Counter({f"{reason}: {message}": n for (reason, message), n in r.failed_reasons.items()})
     console.print(_reasons("Failed Runs by reason", failed))
     util = Table(title="Peak use of ready Runtime Pods by Running Runs")
@@ -100,13 +101,78 @@ def _print(console: Console, r: demo.Report) -> None:
     results = ", ".join(f"{k} {v}" for k, v in sorted(r.results.items()))
     console.print(f"{r.cycles} scheduling cycles ({results}); {r.injected_conflicts} injected 409 conflicts; "
                   f"wake-ups: {', '.join(f'{k} {v}' for k, v in sorted(r.wakeups.items())) or 'none'}")
+    console.print(f"seed {r.seed}: summary {r.summary_digest()} (the same seed gives the same summary: Runs, "
+                  "pods and every Failed and Pending reason; the timing decides the rest)", markup=False)
     if r.journal:
         console.print(f"journal: {r.records} records appended to {r.journal}; check every cycle with "
-                      f"`kruntimes replay verify --journal {r.journal}`")
+                      f"`kruntimes replay verify --journal {r.journal}`", markup=False)
         for question, rows in r.history:
-            console.print(_rows(question, rows))
-        console.print("Ask more with `kruntimes history run NS/NAME`, `kruntimes history cycles --outcome "
-                      "unschedulable`, or plain SQL over the views in docs/journal.md.")
+            if question.startswith("Why was "):
+                console.print(_why_placed(question, rows))
+            else:
+                _journal_agrees(console, r, rows)
+        _follow_ups(console, r)
+
+
+def _pending(r: demo.Report) -> Table:
+    """Pending Runs by runtime and reason, printed once (the journal's answer is checked against it)."""
+    table = Table(title="Pending Runs at the end, by runtime and reason")
+    table.add_column("Runs", justify="right")
+    table.add_column("Runtime", no_wrap=True)
+    table.add_column("Reason")
+    for (runtime, reason), n in sorted(r.pending_reasons.items(), key=lambda item: (-item[1], item[0])):
+        table.add_row(str(n), runtime, reason)
+    return table
+
+
+def _why_placed(question: str, rows: list[dict[str, object]]) -> Table:
+    """The recorded candidates, saying when the top totals tie that the first pod by name won."""
+    plugins = [k for k in (rows[0] if rows else {}) if k not in ("rank", "pod", "total")]
+    tied = [row for row in rows if row["total"] == rows[0]["total"]] if rows else []
+    caption = scores.LEGEND
+    if len(tied) > 1:
+        caption = (f"{len(tied)} pods tie at total {rows[0]['total']}; ties go to the smallest pod name, so "
+                   f"{rows[0]['pod']} (before {tied[1]['pod']}) won.\n" + caption)
+    table = Table(title=question, caption=caption, caption_justify="left")
+    for column in ("rank", "pod", "total", *plugins):
+        table.add_column(column, no_wrap=column == "pod", justify="right" if column in ("rank", "total") else "left")
+    for row in rows:
+        cells = [_score_cell(plugin, str(row.get(plugin, "-"))) for plugin in plugins]
+        table.add_row(str(row["rank"]), str(row["pod"]), str(row["total"]), *cells)
+    return table
+
+
+def _score_cell(plugin: str, text: str) -> str:
+    """The history view's ``normalised (raw R)`` in the one form every command prints."""
+    normalized, _, raw = text.partition(" (raw ")
+    return scores.text(plugin, normalized, raw.rstrip(")")) if raw else text
+
+
+def _journal_agrees(console: Console, r: demo.Report, rows: list[dict[str, object]]) -> None:
+    from_journal = sum(int(str(row.get("runs", 0))) for row in rows)
+    pending = sum(r.pending_reasons.values())
+    verdict = "agrees" if from_journal == pending else f"DISAGREES ({from_journal} Pending by the journal)"
+    console.print(f"the journal {verdict}: {pending} Runs Pending, as of each Run's latest cycle "
+                  "(`kruntimes history cycles --outcome unschedulable`)", markup=False)
+
+
+def _follow_ups(console: Console, r: demo.Report) -> None:
+    """Commands that answer on this journal: a Run, a pod at a time it was seen, a cycle that exists."""
+    placed = r.latest_placement
+    journal = "" if r.journal == DEFAULT_URL else f" --journal {r.journal}"
+    lines = ["Ask the journal more:"]
+    if placed is not None:
+        decided = placed["decided_at"]
+        decided = decided.replace(tzinfo=timezone.utc) if decided.tzinfo is None else decided
+        # The next whole second: at or after the decision, so the pod's observations are in.
+        at = (decided.astimezone(timezone.utc) + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        lines += [f"  kruntimes history run {placed['namespace']}/{placed['run']}{journal}",
+                  f"  kruntimes history pod {placed['namespace']}/{placed['pod']} --at {at}{journal}",
+                  f"  kruntimes replay cycle {placed['lsn']}{journal}"]
+    lines += [f"  kruntimes replay cycle --last{journal}",
+              f"  kruntimes history cycles --outcome unschedulable{journal}",
+              "  or plain SQL over the views in docs/journal.md"]
+    console.print("\n".join(lines), markup=False, soft_wrap=True)
 
 
 def _timeline(timeline: list[tuple[float, Counter[str]]]) -> Table:
@@ -128,13 +194,4 @@ def _reasons(title: str, counts: Counter[str]) -> Table:
     table.add_column("Reason")
     for reason, n in counts.most_common():
         table.add_row(str(n), reason)
-    return table
-
-
-def _rows(title: str, rows: list[dict[str, object]]) -> Table:
-    table = Table(title=title)
-    for column in rows[0] if rows else ["answer"]:
-        table.add_column(str(column))
-    for row in rows or [{"answer": "nothing recorded"}]:
-        table.add_row(*(str(v) for v in row.values()))
     return table

@@ -1,7 +1,7 @@
 """`kruntimes history run|pod|cycles|held|waits|decisions|churn|conflicts`: what the scheduler saw and decided.
 
 Each sub-command is one call into ``kruntimes.journal.history`` (parameterized queries on
-the history views) printed as `rich` tables, or as JSON with ``--json``. Nothing is
+the history tables) printed as tables, or as ``-o json|yaml``. Nothing is
 found → a note on stderr and exit code 1; bad input or an unreachable journal → one
 line and exit code 2 (``journal_args.guarded``).
 """
@@ -9,14 +9,14 @@ line and exit code 2 (``journal_args.guarded``).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from datetime import datetime, timezone
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from kruntimes.cli import journal_args as ja
+from kruntimes.cli import output, scores
+from kruntimes.cli.output import Column, Listing
 from kruntimes.journal import history
 
 
@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     leaves = p.add_subparsers(dest="history_command", required=True, metavar="WHAT")
     common = argparse.ArgumentParser(add_help=False)
     ja.add_url_option(common)
-    common.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    output.add_options(common)
 
     r = leaves.add_parser("run", parents=[common], help="a Run's cycles, its placement and why, its binds")
     r.add_argument("key", metavar="NS/NAME", help="the Run, as namespace/name")
@@ -83,19 +83,6 @@ def _limit(value: int | None) -> int | None:
     return value
 
 
-def _console() -> Console:
-    # Piped output has no terminal width; 80 columns would squeeze every table to ellipses.
-    return Console() if sys.stdout.isatty() else Console(width=160)
-
-
-def _table(title: str, columns: tuple[str, ...], right: tuple[str, ...] = ()) -> Table:
-    table = Table(title=title, title_justify="left")
-    for column in columns:
-        # Numbers stay whole; text columns wrap in a narrow terminal.
-        table.add_column(column, justify="right" if column in right else "left", no_wrap=column in right)
-    return table
-
-
 def _num(value: Any) -> str:
     return "-" if value is None else str(value)
 
@@ -109,49 +96,54 @@ def run_run(args: argparse.Namespace) -> int:
         found = history.run_history(journal, namespace, name, limit=limit)
     finally:
         journal.close()
-    if args.json:
-        ja.print_json(found)
+    if output.structured(args):
+        output.print_document(args, scores.with_named_raws(found))
     if not found["cycles"] and not found["placement"]:
         print(f"no cycles recorded for Run {namespace}/{name} in this journal", file=sys.stderr)
         return 1
-    if not args.json:
-        _print_run(_console(), found)
+    if not output.structured(args):
+        _print_run(args, found)
     return 0
 
 
-def _print_run(console: Console, h: dict[str, Any]) -> None:
+def _print_run(args: argparse.Namespace, h: dict[str, Any]) -> None:
     placed = h["placement"]
     key = f"{h['namespace']}/{h['run']}"
-    if placed:
-        console.print(f"[bold]Run {key}[/bold]: runtime {placed['runtime'] or '?'}, placed on "
-                      f"[bold]{placed['pod']}[/bold] at {ja.when(placed['decided_at'])} "
-                      f"(cycle {placed['lsn']}, total score {placed['total']})")
-    else:
-        console.print(f"[bold]Run {key}[/bold]: never placed in this journal")
-    cycles = _table("Cycles", ("LSN", "DECIDED AT", "RESULT", "POD", "TOTAL", "FEASIBLE", "REASON"),
-                    right=("LSN", "TOTAL", "FEASIBLE"))
+    if not args.no_headers:
+        print(f"Run {key}: runtime {placed['runtime'] or '?'}, placed on {placed['pod']} at "
+              f"{ja.when(placed['decided_at'])} (cycle {placed['lsn']}, total score {placed['total']})"
+              if placed else f"Run {key}: never placed in this journal")
+    cycles = Listing([Column("LSN", right=True), Column("DECIDED AT"), Column("RESULT"), Column("POD", name=True),
+                      Column("TOTAL", right=True), Column("FEASIBLE", right=True, optional=True),
+                      Column("SNAPSHOT", right=True, wide_only=True), Column("REASON")], title="Cycles")
     for c in h["cycles"]:
-        cycles.add_row(str(c["lsn"]), ja.when(c["decided_at"]), c["result"], c["chosen"] or "-", _num(c["total"]),
-                       f"{c['pods_feasible']}/{c['pods_evaluated']}", c["message"] or "")
-    console.print(cycles)
+        cycles.add(c["lsn"], ja.when(c["decided_at"]), c["result"], c["chosen"] or "-", _num(c["total"]),
+                   f"{c['pods_feasible']}/{c['pods_evaluated']}", _num(c.get("snapshot_lsn")), c["message"] or "")
+    output.render(cycles, args)
     if placed and h["candidates"]:
-        console.print(_candidates(f"Why {placed['pod']}: the recorded candidates of cycle {placed['lsn']}",
-                                  h["candidates"]))
+        output.render(_candidates(f"Why {placed['pod']}: the recorded candidates of cycle {placed['lsn']}",
+                                  h["candidates"]), args)
     if h["binds"]:
-        binds = _table("Binds", ("LSN", "AT", "RESULT", "ERROR"), right=("LSN",))
+        binds = Listing([Column("LSN", right=True), Column("AT"), Column("RESULT"), Column("ERROR")], title="Binds")
         for b in h["binds"]:
-            binds.add_row(str(b["lsn"]), ja.when(b["recorded_at"]), b["result"], b["error"] or "")
-        console.print(binds)
+            binds.add(b["lsn"], ja.when(b["recorded_at"]), b["result"], b["error"] or "")
+        output.render(binds, args)
 
 
-def _candidates(title: str, candidates: list[dict[str, Any]]) -> Table:
+def _candidates(title: str, candidates: list[dict[str, Any]]) -> Listing:
+    """The ranked candidates; equal totals are ranked by pod name, and the table says so."""
     plugins = sorted({s["plugin"] for c in candidates for s in c["scores"]})
-    table = _table(title, ("RANK", "POD", "TOTAL", *[f"{p} (raw)" for p in plugins], "CHOSEN"),
-                   right=("RANK", "TOTAL"))
+    ties = len(candidates) > 1 and candidates[0]["total"] == candidates[1]["total"]
+    if ties:
+        tied = sum(1 for c in candidates if c["total"] == candidates[0]["total"])
+        title += f" ({tied} share the top total {candidates[0]['total']}: the tie goes to the first pod by name)"
+    table = Listing([Column("RANK", right=True), Column("POD", name=True), Column("TOTAL", right=True),
+                     *[Column(p, optional=True) for p in plugins], Column("CHOSEN")],
+                    title=title, legend=scores.LEGEND)
     for c in candidates:
-        by_plugin = {s["plugin"]: f"{s['normalized']} ({s['raw']})" for s in c["scores"]}
-        table.add_row(str(c["rank"]), c["pod"], str(c["total"]), *[by_plugin.get(p, "-") for p in plugins],
-                      "✓" if c["chosen"] else "")
+        by_plugin = {s["plugin"]: scores.text(s["plugin"], s["normalized"], s["raw"]) for s in c["scores"]}
+        table.add(c["rank"], c["pod"], c["total"], *[by_plugin.get(p, "-") for p in plugins],
+                  "yes" if c["chosen"] else "")
     return table
 
 
@@ -165,33 +157,45 @@ def run_pod(args: argparse.Namespace) -> int:
         found = history.pod_history(journal, namespace, name, at=at, limit=limit)
     finally:
         journal.close()
-    if args.json:
-        ja.print_json(found)
+    if output.structured(args):
+        output.print_document(args, {**found, "observations": [{**o, "capacity": _capacity(o["capacity"])}
+                                                               for o in found["observations"]]})
     if not found["observations"] and not found["placements"]:
         when = f" at or before {ja.when(at)}" if at else ""
         print(f"no observations of Runtime Pod {namespace}/{name}{when} in this journal", file=sys.stderr)
         return 1
-    if not args.json:
-        _print_pod(_console(), found)
+    if not output.structured(args):
+        _print_pod(args, found)
     return 0
 
 
-def _print_pod(console: Console, h: dict[str, Any]) -> None:
+def _print_pod(args: argparse.Namespace, h: dict[str, Any]) -> None:
     title = (f"What the scheduler saw of {h['namespace']}/{h['pod']} at {ja.when(h['at'])}" if h["at"]
              else f"What the scheduler saw of {h['namespace']}/{h['pod']}")
-    seen = _table(title, ("LSN", "RECORDED AT", "EVENT", "RUNTIME", "READY", "TERMINATING", "HEARTBEAT",
-                          "CAPACITY"), right=("LSN",))
+    seen = Listing([Column("LSN", right=True), Column("RECORDED AT"), Column("EVENT"), Column("RUNTIME"),
+                    Column("READY"), Column("TERMINATING", optional=True), Column("HEARTBEAT", optional=True),
+                    Column("CAPACITY")], title=title)
     for o in h["observations"]:
-        capacity = o["capacity"] if not o["capacity_problem"] else f"{o['capacity']} ({o['capacity_problem']})"
-        seen.add_row(str(o["lsn"]), ja.when(o["recorded_at"]), o["event"], o["runtime"], _yes(o["ready"]),
-                     _yes(o["terminating"]), o["heartbeat"] or "-", capacity)
-    console.print(seen)
-    placed = _table("Cycles that chose it", ("LSN", "DECIDED AT", "RUN", "RUNTIME", "TOTAL", "OUTCOME"),
-                    right=("LSN", "TOTAL"))
+        shown = ", ".join(f"{r} {q}" for r, q in _capacity(o["capacity"]).items()) or "-"
+        capacity = shown if not o["capacity_problem"] else f"{shown} ({o['capacity_problem']})"
+        seen.add(o["lsn"], ja.when(o["recorded_at"]), o["event"], o["runtime"], _yes(o["ready"]),
+                 _yes(o["terminating"]), o["heartbeat"] or "-", capacity)
+    output.render(seen, args)
+    placed = Listing([Column("LSN", right=True), Column("DECIDED AT"), Column("RUN", name=True),
+                      Column("RUNTIME", optional=True), Column("TOTAL", right=True), Column("OUTCOME")],
+                     title="Cycles that chose it")
     for p in h["placements"]:
-        placed.add_row(str(p["lsn"]), ja.when(p["decided_at"]), p["run"], p["runtime"] or "?", _num(p["total"]),
-                       p["outcome"])
-    console.print(placed)
+        placed.add(p["lsn"], ja.when(p["decided_at"]), p["run"], p["runtime"] or "?", _num(p["total"]), p["outcome"])
+    output.render(placed, args)
+
+
+def _capacity(recorded: Any) -> dict[str, Any]:
+    """A recorded capacity (JSON text of [resource, amount] pairs) as a mapping by resource."""
+    try:
+        pairs = json.loads(recorded) if isinstance(recorded, str) else recorded
+        return {str(r): q for r, q in pairs or []}
+    except (ValueError, TypeError):
+        return {"(unreadable)": recorded}
 
 
 def _yes(value: bool | None) -> str:
@@ -208,17 +212,19 @@ def run_cycles(args: argparse.Namespace) -> int:
         found = history.cycles(journal, since=since, until=until, outcome=args.outcome, limit=limit)
     finally:
         journal.close()
-    if args.json:
-        ja.print_json(found)
+    if output.structured(args):
+        output.print_document(args, found)
         return 0
-    table = _table(f"{len(found)} cycles (newest {limit} at most)" if limit else f"{len(found)} cycles",
-                   ("LSN", "DECIDED AT", "RUN", "RESULT", "POD", "TOTAL", "FEASIBLE", "µs", "REASON"),
-                   right=("LSN", "TOTAL", "FEASIBLE", "µs"))
+    table = Listing([Column("LSN", right=True), Column("DECIDED AT"), Column("RUN", name=True), Column("RESULT"),
+                     Column("POD", name=True), Column("TOTAL", right=True),
+                     Column("FEASIBLE", right=True, optional=True), Column("µs", right=True, optional=True),
+                     Column("SNAPSHOT", right=True, wide_only=True), Column("REASON")],
+                    title=f"{len(found)} cycles (newest {limit} at most)" if limit else f"{len(found)} cycles")
     for c in found:
-        table.add_row(str(c["lsn"]), ja.when(c["decided_at"]), f"{c['namespace']}/{c['run']}", c["result"],
-                      c["chosen"] or "-", _num(c["total"]), f"{c['pods_feasible']}/{c['pods_evaluated']}",
-                      _num(c["duration_us"]), c["message"] or "")
-    _console().print(table)
+        table.add(c["lsn"], ja.when(c["decided_at"]), f"{c['namespace']}/{c['run']}", c["result"],
+                  c["chosen"] or "-", _num(c["total"]), f"{c['pods_feasible']}/{c['pods_evaluated']}",
+                  _num(c["duration_us"]), _num(c.get("snapshot_lsn")), c["message"] or "")
+    output.render(table, args)
     return 0
 
 
@@ -236,17 +242,21 @@ def _times(args: argparse.Namespace) -> tuple[Any, Any]:
     return since, until
 
 
-def _listing(args: argparse.Namespace, found: list[dict[str, Any]], empty: str, table: Table,
+def _table(title: str, columns: list[Column]) -> Listing:
+    return Listing(columns, title=title)
+
+
+def _listing(args: argparse.Namespace, found: list[dict[str, Any]], empty: str, table: Listing,
              row: Any) -> int:
-    if args.json:
-        ja.print_json(found)
+    if output.structured(args):
+        output.print_document(args, found)
         return 0
     if not found:
         print(empty, file=sys.stderr)
         return 1
     for item in found:
-        table.add_row(*row(item))
-    _console().print(table)
+        table.add(*row(item))
+    output.render(table, args)
     return 0
 
 
@@ -256,7 +266,8 @@ def run_held(args: argparse.Namespace) -> int:
     at = ja.parse_time(args.at, what="--at")
     found = _read(args, lambda j: history.pod_held(j, namespace, name, at))
     table = _table(f"What {namespace}/{name} held at {ja.when(at)}",
-                   ("RUN", "RUNTIME", "PLACED AT", "CYCLE", "TOTAL", "ENDED AT", "ENDED BY"), right=("CYCLE", "TOTAL"))
+                   [Column("RUN", name=True), Column("RUNTIME", optional=True), Column("PLACED AT"), Column("CYCLE", right=True), Column("TOTAL", right=True),
+                    Column("ENDED AT"), Column("ENDED BY")])
     return _listing(args, found, f"Runtime Pod {namespace}/{name} held no Run at {ja.when(at)} in this journal", table,
                     lambda p: (p["run"], p["runtime"] or "?", ja.when(p["placed_at"]), str(p["lsn"]), _num(p["total"]),
                                ja.when(p["ended_at"]) if p["ended_at"] else "-", p["end_reason"] or "-"))
@@ -267,8 +278,8 @@ def run_waits(args: argparse.Namespace) -> int:
     limit = _limit(args.limit) or 10
     found = _read(args, lambda j: history.longest_waits(j, limit=limit, waiting=not args.placed_only))
     table = _table(f"The {limit} longest waits from first Pending to placement",
-                   ("RUN", "WAITED", "FIRST PENDING", "PLACED AT", "POD", "PENDING CYCLES", "FIRST REASON",
-                    "LATEST REASON"), right=("WAITED", "PENDING CYCLES"))
+                   [Column("RUN", name=True), Column("WAITED", right=True), Column("FIRST PENDING"), Column("PLACED AT"), Column("POD", name=True),
+                    Column("PENDING CYCLES", right=True, optional=True), Column("FIRST REASON", optional=True), Column("LATEST REASON")])
     return _listing(args, found, "no Run waited in this journal (every Run was placed on its first cycle)", table,
                     lambda w: (f"{w['namespace']}/{w['run']}", _duration(w["waited_s"]), ja.when(w["first_pending_at"]),
                                ja.when(w["placed_at"]) if w["placed_at"] else f"({w['outcome'] or 'still waiting'})",
@@ -289,7 +300,7 @@ def run_decisions(args: argparse.Namespace) -> int:
     limit = _limit(args.limit)
     found = _read(args, lambda j: history.decisions(j, since=since, until=until, limit=limit))
     table = _table(f"{len(found)} decisions from {ja.when(since)} to {ja.when(until)}",
-                   ("LSN", "DECIDED AT", "RUN", "RESULT", "POD", "REASON"), right=("LSN",))
+                   [Column("LSN", right=True), Column("DECIDED AT"), Column("RUN", name=True), Column("RESULT"), Column("POD", name=True), Column("REASON")])
     return _listing(args, found, "no cycle was decided in that window", table,
                     lambda c: (str(c["lsn"]), ja.when(c["decided_at"]), f"{c['namespace']}/{c['run']}", c["result"],
                                c["chosen"] or "-", c["reason"]))
@@ -304,8 +315,8 @@ def run_churn(args: argparse.Namespace) -> int:
     since, until = _times(args)
     found = _read(args, lambda j: history.churn(j, since=since, until=until, limit=_limit(args.limit)))
     table = _table("Runs placed elsewhere than their previous cycle's top candidate",
-                   ("LSN", "DECIDED AT", "RUN", "POD", "PREVIOUS TOP", "PREVIOUS CYCLE", "ITS RESULT"),
-                   right=("LSN", "PREVIOUS CYCLE"))
+                   [Column("LSN", right=True), Column("DECIDED AT"), Column("RUN", name=True), Column("POD", name=True), Column("PREVIOUS TOP", name=True),
+                    Column("PREVIOUS CYCLE", right=True, optional=True), Column("ITS RESULT")])
     return _listing(args, found, "no Run was placed elsewhere than its previous cycle's top candidate", table,
                     lambda c: (str(c["lsn"]), ja.when(c["decided_at"]), f"{c['namespace']}/{c['run']}", c["pod"],
                                c["previous_top"], str(c["previous_lsn"]), c["previous_result"]))
@@ -315,7 +326,8 @@ def run_churn(args: argparse.Namespace) -> int:
 def run_conflicts(args: argparse.Namespace) -> int:
     since, until = _times(args)
     found = _read(args, lambda j: history.conflicts(j, since=since, until=until, limit=_limit(args.limit)))
-    table = _table("Conflicts and ambiguous binds", ("LSN", "AT", "WHAT", "RUN", "POD", "DETAIL"), right=("LSN",))
+    table = _table("Conflicts and ambiguous binds", [Column("LSN", right=True), Column("AT"), Column("WHAT"), Column("RUN", name=True), Column("POD", name=True),
+                                                     Column("DETAIL")])
     return _listing(args, found, "no conflict and no ambiguous bind in that window", table,
                     lambda c: (str(c["lsn"]), ja.when(c["at"]), c["what"],
                                f"{c['namespace']}/{c['run'] or c['run_uid']}", c["pod"] or "-", c["detail"] or ""))

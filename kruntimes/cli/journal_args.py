@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from alembic.util import CommandError
 from sqlalchemy import exc as sa_exc
 
 from kruntimes.cli import times
-from kruntimes.journal import backends, errors
+from kruntimes.journal import backends, errors, redact
 
 URL_ENV = "KRUNTIMES_JOURNAL_URL"
 
@@ -32,10 +31,23 @@ class UsageError(Exception):
     """A bad argument or a missing journal: printed as one line, exit code 2."""
 
 
-def add_url_option(parser: argparse.ArgumentParser, *flags: str) -> None:
-    parser.add_argument(*(flags or ("--journal",)), dest="url", metavar="URL",
+def add_url_option(parser: argparse.ArgumentParser, *, deprecated: str | None = None) -> None:
+    """``--journal URL``, the one name every command uses; ``deprecated`` is an old name still read."""
+    parser.add_argument("--journal", dest="url", metavar="URL",
                         help=f"journal database (default: ${URL_ENV} or {backends.DEFAULT_URL}); "
                              "sqlite:///PATH or postgresql+psycopg://USER@HOST/DB")
+    if deprecated:
+        parser.add_argument(deprecated, dest="url", metavar="URL", action=_DeprecatedName,
+                            help="deprecated: the same as --journal")
+
+
+class _DeprecatedName(argparse.Action):
+    """Stores like the option it stands for, and says once on stderr which name to use."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"{parser.prog}: {option_string} is deprecated, use --journal", file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 def journal_url(args: argparse.Namespace) -> str:
@@ -43,11 +55,8 @@ def journal_url(args: argparse.Namespace) -> str:
 
 
 def shown(url: str | sa.URL) -> str:
-    """A URL safe to print: the password masked."""
-    try:
-        return sa.make_url(url).render_as_string(hide_password=True)
-    except sa_exc.ArgumentError:
-        return str(url)
+    """A URL safe to print: the password masked, even when the URL does not parse."""
+    return redact.url(url)
 
 
 def checked_url(url: str, *, must_exist: bool) -> sa.URL:
@@ -58,7 +67,7 @@ def checked_url(url: str, *, must_exist: bool) -> sa.URL:
     try:
         parsed = backends.parse_url(url)
     except (ValueError, sa_exc.ArgumentError) as exc:
-        raise UsageError(f"bad journal URL {url!r}: {first_line(exc)}") from exc
+        raise UsageError(f"bad journal URL {shown(url)}: {redact.text(first_line(exc), url)}") from exc
     if must_exist and parsed.get_backend_name() == "sqlite":
         path = parsed.database or ""
         if path in ("", ":memory:") or not Path(path).is_file():
@@ -70,6 +79,34 @@ def checked_url(url: str, *, must_exist: bool) -> sa.URL:
 def open_journal(url: str) -> backends.Journal:
     """Open an existing journal for reading; its schema must be current."""
     return backends.Journal.open(checked_url(url, must_exist=True), create=False)
+
+
+class Declined(Exception):
+    """The person at the terminal did not confirm: nothing was changed, exit code 1."""
+
+
+def add_yes_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-y", "--yes", action="store_true",
+                        help="do it without asking (required when stdin is not a terminal)")
+
+
+def confirm(args: argparse.Namespace, question: str) -> None:
+    """Ask ``question`` on the terminal unless ``--yes``; refuse without a terminal to ask on.
+
+    Why refuse rather than proceed: a destructive command in a script or a Job must say
+    so with ``--yes``, so that a command line copied from the docs never deletes by surprise.
+    """
+    if getattr(args, "yes", False):
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(f"{question.rstrip('?')}: refusing without confirmation because stdin is not a "
+                         "terminal; pass --yes to do it")
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        raise Declined("not confirmed; nothing was changed")
 
 
 def parse_key(text: str, what: str = "NAMESPACE/NAME") -> tuple[str, str]:
@@ -112,6 +149,9 @@ def guarded(prog: str) -> Callable[[Callable[[argparse.Namespace], int]], Callab
                 return command(args)
             except UsageError as exc:
                 message = str(exc)
+            except Declined as exc:
+                print(f"{prog}: {exc}", file=sys.stderr)
+                return 1
             except errors.JournalError as exc:
                 message = str(exc)
             except sa_exc.DBAPIError as exc:
@@ -119,11 +159,10 @@ def guarded(prog: str) -> Callable[[Callable[[argparse.Namespace], int]], Callab
                            " (is the database up and the URL right?)")
             except sa_exc.SQLAlchemyError as exc:
                 message = f"journal error: {first_line(exc)}"
-            except CommandError as exc:  # alembic: unknown revision and the like
-                message = f"migration failed: {first_line(exc)}"
             except (ValueError, OSError) as exc:
                 message = first_line(exc)
-            print(f"{prog}: {message}", file=sys.stderr)
+            # Whatever the message quotes (a driver's error, Alembic's), it never shows a password.
+            print(f"{prog}: {redact.text(message, journal_url(args))}", file=sys.stderr)
             return 2
 
         return run

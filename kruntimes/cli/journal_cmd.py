@@ -1,7 +1,8 @@
 """`kruntimes journal prune --before TIME` (retention) and `kruntimes journal reindex` (the history tables).
 
 The rule (which checkpoint is kept, what may go) lives in ``kruntimes.journal.prune``;
-this prints what was deleted, or with ``--dry-run`` what would be.
+this prints what was deleted, or with ``--dry-run`` what would be. Deleting asks first
+on a terminal (showing what would go) and needs ``--yes`` anywhere else.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     q.add_argument("--before", required=True, metavar="TIME", help="delete records recorded before TIME")
     q.add_argument("--dry-run", action="store_true", help="only print what would be deleted")
     ja.add_url_option(q)
+    ja.add_yes_option(q)
     q.set_defaults(run=run_prune)
     r = actions.add_parser(
         "reindex", help="rebuild the history tables from the journal's records",
@@ -48,7 +50,15 @@ def run_prune(args: argparse.Namespace) -> int:
     before = ja.parse_time(args.before, what="--before")
     journal = ja.open_journal(ja.journal_url(args))
     try:
-        report = prune.prune(journal, before, dry_run=args.dry_run)
+        if args.dry_run or args.yes:
+            report = prune.prune(journal, before, dry_run=args.dry_run)
+        else:
+            # Show what would go, then ask: the question names the count the person agrees to.
+            report = prune.prune(journal, before, dry_run=True)
+            if report.deleted:
+                print(describe(report))
+                ja.confirm(args, f"delete these {report.total} records from {ja.shown(ja.journal_url(args))}?")
+                report = prune.prune(journal, before)
     finally:
         journal.close()
     print(describe(report))

@@ -16,7 +16,7 @@ import kubernetes.client
 from kubernetes.client import ApiException
 
 from kruntimes.api import models
-from kruntimes.cli.scheduler_cmd import UsageError, add_kube_options, api_client
+from kruntimes.cli.kube_args import UsageError, add_kube_options, api_client
 from kruntimes.cluster import errors
 from kruntimes.cluster.sources import RUNS
 from kruntimes.runtimed.lifecycle import RELEASE_ANNOTATION

@@ -24,6 +24,8 @@ from rich.table import Table
 from rich.text import Text
 
 from kruntimes.cli import journal_args as ja
+from kruntimes.cli import output, scores
+from kruntimes.cli.output import Column, Listing
 from kruntimes.journal import chain
 from kruntimes.scheduler.config import ConfigError
 from replay import compare, engine, errors, explain, integrity, parallel, reproduce, source, verify, whatif
@@ -40,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     actions = p.add_subparsers(dest="replay_command", required=True, metavar="ACTION")
     common = argparse.ArgumentParser(add_help=False)
     ja.add_url_option(common)
-    common.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    output.add_options(common)
     window = argparse.ArgumentParser(add_help=False)
     window.add_argument("--since", metavar="TIME", help="cycles decided at or after TIME (RFC 3339 or an age: 2h)")
     window.add_argument("--until", metavar="TIME", help="cycles decided before TIME")
@@ -66,6 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     c.add_argument("lsn", nargs="?", metavar="[EPOCH:]LSN",
                    help="the cycle's LSN (`kruntimes history cycles`); EPOCH:LSN (a unique prefix of the epoch) "
                         "when several epochs have a cycle at that LSN")
+    c.add_argument("--last", action="store_true", help="explain the newest cycle in the journal")
     c.add_argument("--run", dest="run_key", metavar="NS/NAME", help="explain this Run's cycles instead")
     c.add_argument("--limit", type=int, default=3, metavar="N", help="with --run: its newest N cycles (3)")
     c.set_defaults(run=run_cycle)
@@ -167,17 +170,17 @@ def run_verify(args: argparse.Namespace) -> int:
     except (ValueError, chain.ChainKeyError) as exc:
         raise ja.UsageError(str(exc)) from exc
     journal = ja.open_journal(ja.journal_url(args))
-    progress = _Progress(enabled=not args.json)
+    progress = _Progress(enabled=not output.structured(args))
     try:
         report = verify.verify(journal, _selection(args, journal), progress, workers=workers, key=key,
                                published=published)
     finally:
         progress.close()
         journal.close()
-    if args.json:
-        ja.print_json(_verify_json(report))
+    if output.structured(args):
+        output.print_document(args, scores.with_named_raws(_verify_json(report)))
     else:
-        _print_verify(_console(), report, max(0, args.show))
+        _print_verify(_console(), report, max(0, args.show), args)
     if report.selected == 0:
         print("kruntimes replay verify: no cycle in range", file=sys.stderr)
     if report.problems:
@@ -233,7 +236,7 @@ def _epochs_table(report: verify.VerifyReport) -> Table:
     return table
 
 
-def _print_verify(console: Console, report: verify.VerifyReport, show: int) -> None:
+def _print_verify(console: Console, report: verify.VerifyReport, show: int, args: argparse.Namespace) -> None:
     note = _pruned_note(report)
     if note is not None:
         console.print(note, markup=False, highlight=False, soft_wrap=True)
@@ -248,7 +251,7 @@ def _print_verify(console: Console, report: verify.VerifyReport, show: int) -> N
     for warning in report.stats.warnings:
         console.print(f"[yellow]warning[/yellow]: {warning}")
     for result in report.diverged[:show]:
-        _print_divergence(console, result)
+        _print_divergence(console, result, args)
     n = len(report.stats.incarnations)
     by = f" by {report.workers} processes" if report.workers > 1 else ""
     checked = ""
@@ -274,43 +277,37 @@ def _print_verify(console: Console, report: verify.VerifyReport, show: int) -> N
         console.print(f"[bold green]OK[/bold green] {summary}", soft_wrap=True)
 
 
-def _print_divergence(console: Console, result: reproduce.CycleResult) -> None:
+def _print_divergence(console: Console, result: reproduce.CycleResult, args: argparse.Namespace) -> None:
     console.print(f"[bold]cycle LSN {result.lsn}[/bold] Run {result.key} (epoch {result.incarnation[:12]}): "
                   f"[red]not identical[/red]")
     for d in result.differences:
         console.print(f"  {d}")
     if result.outcome is not None:
-        console.print(_outcome_table(f"replayed outcome of cycle {result.lsn}", compare.per_pod_outcome(result.outcome)))
+        outcome = compare.per_pod_outcome(result.outcome)
+        output.render(_outcome_table(f"replayed outcome of cycle {result.lsn}", outcome), args)
 
 
-def _outcome_table(title: str, outcome: dict[str, Any], usage: bool = False) -> Table:
+def _outcome_table(title: str, outcome: dict[str, Any], usage: bool = False) -> Listing:
     plugins = sorted({p for row in outcome["pods"] for p in row.get("scores", {})})
-    columns = ["POD", "VERDICT", *plugins, "TOTAL"]
+    columns = [Column("POD", name=True), Column("VERDICT"), *[Column(p, optional=True) for p in plugins],
+               Column("TOTAL", right=True)]
     if usage:
-        columns += ["USED/CAPACITY", "ASSUMED"]
-    table = Table(title=f"{title}: {outcome['status']}"
-                        + (f", chosen {outcome['chosen']}" if outcome["chosen"] else f" - {outcome['message']}"),
-                  title_justify="left", caption="scores: normalised (raw) ×weight; ★ the winner",
-                  caption_justify="left")
-    for column in columns:
-        table.add_column(column, justify="right" if column == "TOTAL" else "left",
-                         no_wrap=column in ("POD", "VERDICT", "TOTAL"))
+        columns += [Column("USED/CAPACITY", optional=True), Column("ASSUMED", optional=True)]
+    title = f"{title}: {outcome['status']}" + (f", chosen {outcome['chosen']}" if outcome["chosen"]
+                                               else f" - {outcome['message']}")
+    table = Listing(columns, title=title, legend=scores.LEGEND + "; ★ the winner")
     for row in outcome["pods"]:
-        scores = row.get("scores", {})
+        found = row.get("scores", {})
         cells = [("★ " if row["winner"] else "") + row["pod"], row["verdict"],
-                 *[_score(scores.get(p)) for p in plugins], "-" if row["total"] is None else str(row["total"])]
+                 *[_score(p, found.get(p)) for p in plugins], "-" if row["total"] is None else str(row["total"])]
         if usage:
             cells += [_usage(row), _amounts(row.get("assumed") or {})]
-        table.add_row(*cells)
+        table.add(*cells)
     return table
 
 
-def _score(s: dict[str, Any] | None) -> str:
-    if s is None:
-        return "-"
-    raw = s["raw"]
-    raw_text = "/".join(map(str, raw)) if isinstance(raw, list) else str(raw)
-    return f"{s['normalized']} ({raw_text}) ×{s['weight']}"
+def _score(plugin: str, s: dict[str, Any] | None) -> str:
+    return "-" if s is None else scores.text(plugin, s["normalized"], s["raw"], s["weight"])
 
 
 def _usage(row: dict[str, Any]) -> str:
@@ -346,8 +343,8 @@ def cycle_selection(journal: Any, text: str) -> source.Selection:
 
 @guarded("kruntimes replay cycle")
 def run_cycle(args: argparse.Namespace) -> int:
-    if (args.lsn is None) == (args.run_key is None):
-        raise ja.UsageError("give a cycle LSN or --run NS/NAME (one of them)")
+    if sum((args.lsn is not None, args.run_key is not None, args.last)) != 1:
+        raise ja.UsageError("give a cycle LSN, --last or --run NS/NAME (one of them)")
     if args.limit < 1:
         raise ja.UsageError(f"--limit must be at least 1, got {args.limit}")
     journal = ja.open_journal(ja.journal_url(args))
@@ -359,19 +356,27 @@ def run_cycle(args: argparse.Namespace) -> int:
                 raise errors.CycleNotFound(f"no cycle of Run {args.run_key} in the journal")
             found = explain.explain(journal, source.Selection(lsns=tuple(lsns)))
         else:
-            found = explain.explain(journal, cycle_selection(journal, args.lsn))
+            if args.last:
+                last = source.last_cycle(journal)
+                if last is None:
+                    raise errors.CycleNotFound("the journal holds no cycle yet")
+                selection = source.Selection(lsns=(last[1],), incarnation=last[0])
+            else:
+                selection = cycle_selection(journal, args.lsn)
+            found = explain.explain(journal, selection)
     finally:
         journal.close()
-    if args.json:
-        ja.print_json([e.as_json() for e in found] if args.run_key is not None else found[0].as_json())
+    if output.structured(args):
+        document = [e.as_json() for e in found] if args.run_key is not None else found[0].as_json()
+        output.print_document(args, scores.with_named_raws(document))
     else:
         console = _console()
         for e in found:
-            _print_explanation(console, e)
+            _print_explanation(console, e, args)
     return 0 if all(e.result.identical for e in found) else EXIT_DIVERGED
 
 
-def _print_explanation(console: Console, e: explain.Explanation) -> None:
+def _print_explanation(console: Console, e: explain.Explanation, args: argparse.Namespace) -> None:
     data = e.as_json()
     run = data["run"]
     requests = _amounts(run["requests"])
@@ -380,16 +385,14 @@ def _print_explanation(console: Console, e: explain.Explanation) -> None:
                   f"{data['snapshot_lsn']} (incarnation {data['incarnation'][:12]})")
     for warning in e.warnings:
         console.print(f"[yellow]warning[/yellow]: {warning}")
-    console.print(_outcome_table("every pod as replay computes it", {**data["replayed"], "pods": data["pods"]},
-                                 usage=True))
+    output.render(_outcome_table("every pod as replay computes it", {**data["replayed"], "pods": data["pods"]},
+                                 usage=True), args)
     if data["assumed"]:
-        table = Table(title="the assumed cache (reserved, bind not yet observed) in this namespace",
-                      title_justify="left")
-        for column in ("RUN", "POD", "REQUESTS"):
-            table.add_column(column)
+        table = Listing([Column("RUN", name=True), Column("POD", name=True), Column("REQUESTS")],
+                        title="the assumed cache (reserved, bind not yet observed) in this namespace")
         for a in data["assumed"]:
-            table.add_row(a["run"], a["pod"], _amounts(a["requests"]))
-        console.print(table)
+            table.add(a["run"], a["pod"], _amounts(a["requests"]))
+        output.render(table, args)
     else:
         console.print("the assumed cache held nothing in this namespace")
     if data["assumed_in_other_namespaces"]:
@@ -448,14 +451,14 @@ def run_what_if(args: argparse.Namespace) -> int:
         journal.close()
     if args.cycle is not None and report.cycles == 0:
         raise errors.CycleNotFound(f"LSN {args.cycle} is not a cycle in the journal")
-    if args.json:
-        ja.print_json(report.as_json())
+    if output.structured(args):
+        output.print_document(args, scores.with_named_raws(report.as_json()))
     else:
-        _print_what_if(_console(), report, max(0, args.show))
+        _print_what_if(_console(), report, max(0, args.show), args)
     return 0
 
 
-def _print_what_if(console: Console, report: whatif.WhatIfReport, show: int) -> None:
+def _print_what_if(console: Console, report: whatif.WhatIfReport, show: int, args: argparse.Namespace) -> None:
     console.print(f"what if: {report.alternative.describe()} - {report.cycles} cycles replayed, "
                   f"[bold]{len(report.changed)}[/bold] decisions would change")
     console.print("(each cycle against the RECORDED history; later cycles do not see the changed decisions)")
@@ -464,19 +467,17 @@ def _print_what_if(console: Console, report: whatif.WhatIfReport, show: int) -> 
                       f"configuration (run `kruntimes replay verify`); left out, first LSN "
                       f"{report.not_reproduced[0]}[/yellow]")
     if report.changed:
-        table = Table(title="changed decisions", title_justify="left")
-        for column in ("LSN", "RUN", "RECORDED", "WHAT IF"):
-            table.add_column(column)
+        table = Listing([Column("LSN", right=True), Column("RUN", name=True), Column("RECORDED", name=True),
+                         Column("WHAT IF", name=True)], title="changed decisions")
         for c in report.changed[:show]:
-            table.add_row(str(c.lsn), f"{c.namespace}/{c.run}", str(c.before), str(c.after))
-        console.print(table)
+            table.add(c.lsn, f"{c.namespace}/{c.run}", c.before, c.after)
+        output.render(table, args)
         if len(report.changed) > show:
             console.print(f"... and {len(report.changed) - show} more (--show N, or --json)")
     shift = report.shift()
     if shift:
-        table = Table(title="placement shift (decisions per pod)", title_justify="left")
-        for column in ("POD", "RECORDED", "WHAT IF", "Δ"):
-            table.add_column(column, justify="left" if column == "POD" else "right")
+        table = Listing([Column("POD", name=True), Column("RECORDED", right=True), Column("WHAT IF", right=True),
+                         Column("Δ", right=True)], title="placement shift (decisions per pod)")
         for pod, before, after in shift:
-            table.add_row(pod, str(before), str(after), f"{after - before:+d}")
-        console.print(table)
+            table.add(pod, before, after, f"{after - before:+d}")
+        output.render(table, args)

@@ -17,7 +17,8 @@ import signal
 import sys
 from pathlib import Path
 
-from kruntimes.cli.scheduler_cmd import UsageError, _env, add_kube_options, api_client
+from kruntimes.cli import kube_args
+from kruntimes.cli.kube_args import UsageError, add_kube_options, api_client
 from kruntimes.cluster import logs
 from kruntimes.cluster.errors import ApiError
 from kruntimes.runtimed.agent import DEFAULT_HEARTBEAT_PERIOD, Agent, Settings
@@ -32,22 +33,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                    "them and write their end; renew the pod's heartbeat.")
     p.set_defaults(run=run)
     add_kube_options(p)
-    p.add_argument("--pod-name", default=_env("KRUNTIMES_POD_NAME"), help="this pod (env KRUNTIMES_POD_NAME)")
-    p.add_argument("--pod-namespace", default=_env("KRUNTIMES_POD_NAMESPACE"),
+    p.add_argument("--pod-name", default=kube_args.env("KRUNTIMES_POD_NAME"), help="this pod (env KRUNTIMES_POD_NAME)")
+    p.add_argument("--pod-namespace", default=kube_args.env("KRUNTIMES_POD_NAMESPACE"),
                    help="its namespace (env KRUNTIMES_POD_NAMESPACE)")
-    p.add_argument("--pod-uid", default=_env("KRUNTIMES_POD_UID"), help="its UID (env KRUNTIMES_POD_UID)")
-    p.add_argument("--work-dir", type=Path, default=Path(_env("KRUNTIMES_WORK_DIR", "/tmp/kruntimes-runs") or ""),
+    p.add_argument("--pod-uid", default=kube_args.env("KRUNTIMES_POD_UID"), help="its UID (env KRUNTIMES_POD_UID)")
+    p.add_argument("--work-dir", type=Path,
+                   default=Path(kube_args.env("KRUNTIMES_WORK_DIR", "/tmp/kruntimes-runs") or ""),
                    help="where each Run gets its working directory (env KRUNTIMES_WORK_DIR)")
     # String defaults go through `type` like the flag itself, so a malformed environment
     # variable is argparse's one-line usage error, not a traceback at start-up.
-    p.add_argument("--heartbeat-period", type=float,
-                   default=_env("KRUNTIMES_HEARTBEAT_PERIOD", str(DEFAULT_HEARTBEAT_PERIOD)),
+    p.add_argument("--heartbeat-period", type=kube_args.seconds(float),
+                   default=kube_args.env("KRUNTIMES_HEARTBEAT_PERIOD", str(DEFAULT_HEARTBEAT_PERIOD)),
                    metavar="SECONDS", help="heartbeat renewal period; keep it well inside the scheduler's "
                                            f"staleness (env KRUNTIMES_HEARTBEAT_PERIOD; default {DEFAULT_HEARTBEAT_PERIOD:g})")
     p.add_argument("--default-runs-capacity", type=int,
-                   default=_env("KRUNTIMES_DEFAULT_RUNS_CAPACITY", "1"), metavar="N",
+                   default=kube_args.env("KRUNTIMES_DEFAULT_RUNS_CAPACITY", "1"), metavar="N",
                    help="runs capacity of a pod that declares none; the scheduler's setting (default 1)")
-    p.add_argument("--log-level", default=_env("KRUNTIMES_LOG_LEVEL", "info"),
+    p.add_argument("--log-level", default=kube_args.env("KRUNTIMES_LOG_LEVEL", "info"),
                    choices=["debug", "info", "warning", "error"])
 
 

@@ -16,72 +16,25 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-import kubernetes.client
-import kubernetes.config
-import yaml
 from prometheus_client import CollectorRegistry, Gauge, GCCollector, PlatformCollector, ProcessCollector
 
-from kruntimes import bounded_yaml, gctuning
-from kruntimes.cli import journal_args
+from kruntimes import gctuning
+from kruntimes.cli import journal_args, kube_args
+from kruntimes.cli.kube_args import UsageError, add_kube_options, api_client
 from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO
-from kruntimes.cluster import client as cluster_client
 from kruntimes.cluster import logs
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.cluster.settings import DETAILS, MIGRATE_MODES, ClusterSettings, LeaseSettings, default_identity
-from kruntimes.journal import chain, schema_wait
+from kruntimes.journal import chain, redact, schema_wait
 from kruntimes.scheduler.config import ConfigError
 
 log = logging.getLogger("kruntimes.cli.scheduler")
-
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-KUBECONFIG_DEFAULT = "~/.kube/config"
-
-
-class UsageError(Exception):
-    """A setting that cannot work: printed as one line, exit code 2."""
-
-
-def _env(name: str, default: Any = None) -> Any:
-    value = os.environ.get(name)
-    return value if value not in (None, "") else default
-
-
-def _boolean(text: str | bool) -> bool:
-    if isinstance(text, bool):
-        return text
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
-    def parse(text: str) -> Any:
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
-        return value
-    parse.__name__ = kind.__name__
-    return parse
-
-
-def _lease_namespace() -> str:
-    if _env("POD_NAMESPACE"):
-        return str(_env("POD_NAMESPACE"))
-    try:
-        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
-    except OSError:
-        return "default"
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -92,31 +45,31 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     def option(group: Any, flag: str, env: str, default: Any, help_text: str, **kwargs: Any) -> None:
         shown = "" if default is None else f"; default {default}"
-        group.add_argument(flag, default=_env(env, default), help=f"{help_text} (env {env}{shown})", **kwargs)
+        group.add_argument(flag, default=kube_args.env(env, default), help=f"{help_text} (env {env}{shown})", **kwargs)
 
     api = p.add_argument_group("API server and scheduling")
     add_kube_options(api)
-    api.add_argument("--namespace", default=_env("KRUNTIMES_NAMESPACE"),
+    api.add_argument("--namespace", default=kube_args.env("KRUNTIMES_NAMESPACE"),
                      help="watch and schedule in this namespace only (env KRUNTIMES_NAMESPACE; default: all)")
 
     option(api, "--binders", "KRUNTIMES_BINDERS", 1,
            "binder processes sending the status writes (one scheduling loop plans; writes leave it)",
-           type=_positive(int), metavar="N")
+           type=kube_args.positive(int), metavar="N")
     option(api, "--bind-concurrency", "KRUNTIMES_BIND_CONCURRENCY", 8,
-           "status writes in flight per binder process", type=_positive(int), metavar="N")
+           "status writes in flight per binder process", type=kube_args.positive(int), metavar="N")
     option(api, "--heartbeat-staleness", "KRUNTIMES_HEARTBEAT_STALENESS", 30,
-           "seconds after which a runtimed heartbeat is stale", type=int, metavar="SECONDS")
+           "seconds after which a runtimed heartbeat is stale", type=kube_args.seconds(int), metavar="SECONDS")
     option(api, "--default-runs-capacity", "KRUNTIMES_DEFAULT_RUNS_CAPACITY", 1,
            "runs capacity of a pod without a kruntimes.io/capacity.runs annotation", type=int, metavar="N")
 
     journal = p.add_argument_group("journal")
-    journal.add_argument("--journal-url", "--journal", dest="journal_url", default=_env(journal_args.URL_ENV),
+    journal.add_argument("--journal-url", "--journal", dest="journal_url", default=kube_args.env(journal_args.URL_ENV),
                          metavar="URL", help=f"journal database, e.g. postgresql+psycopg://USER@HOST/DB or "
                                              f"sqlite:///PATH (env {journal_args.URL_ENV}; default: no journal)")
     option(journal, "--journal-detail", "KRUNTIMES_JOURNAL_DETAIL", "summary", "cycle records: summary or full",
            choices=DETAILS)
     option(journal, "--journal-checkpoint-every", "KRUNTIMES_JOURNAL_CHECKPOINT_EVERY", DEFAULT_CHECKPOINT_EVERY,
-           "fewest records between checkpoints of the cache", type=_positive(int), metavar="N")
+           "fewest records between checkpoints of the cache", type=kube_args.positive(int), metavar="N")
     option(journal, "--journal-checkpoint-size-ratio", "KRUNTIMES_JOURNAL_CHECKPOINT_SIZE_RATIO",
            DEFAULT_CHECKPOINT_SIZE_RATIO, "also at least this many records between checkpoints per object in the "
            "cache (0: every --journal-checkpoint-every records)", type=int, metavar="N")
@@ -135,12 +88,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     option(journal, "--journal-schema-wait", "KRUNTIMES_JOURNAL_SCHEMA_WAIT", 300.0,
            "with --journal-migrate never: seconds of waiting for the schema's head revision after which an error "
            "naming the kruntimes-db-upgrade Job is logged (scheduling goes on; records wait in the spool)",
-           type=float, metavar="SECONDS")
+           type=kube_args.seconds(float), metavar="SECONDS")
 
     election = p.add_argument_group("leader election")
     option(election, "--leader-elect", "KRUNTIMES_LEADER_ELECT", True,
            "elect one active scheduler on a Lease (--no-leader-elect: this one always leads)",
-           type=_boolean, nargs="?", const=True, metavar="BOOL")
+           type=kube_args.boolean, nargs="?", const=True, metavar="BOOL")
     election.add_argument("--no-leader-elect", dest="leader_elect", action="store_false",
                           help="run without leader election (one replica only)")
     option(election, "--leader-elect-resource-name", "KRUNTIMES_LEASE_NAME", "kruntimes-scheduler",
@@ -152,12 +105,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
            "this replica's holder identity (default: $POD_NAME, else host name and a nonce)", metavar="ID")
     option(election, "--leader-elect-lease-duration", "KRUNTIMES_LEASE_DURATION", 15,
            "seconds a standby waits after the last renewal it saw before taking the lease",
-           type=_positive(int), metavar="SECONDS")
+           type=kube_args.positive(kube_args.seconds(int)), metavar="SECONDS")
     option(election, "--leader-elect-renew-deadline", "KRUNTIMES_LEASE_RENEW_DEADLINE", 10.0,
            "seconds the leader keeps trying to renew before it stops scheduling",
-           type=_positive(float), metavar="SECONDS")
+           type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
     option(election, "--leader-elect-retry-period", "KRUNTIMES_LEASE_RETRY_PERIOD", 2.0,
-           "seconds between attempts to acquire or renew", type=_positive(float), metavar="SECONDS")
+           "seconds between attempts to acquire or renew",
+           type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
 
     process = p.add_argument_group("process")
     option(process, "--http-address", "KRUNTIMES_HTTP_ADDRESS", "0.0.0.0",
@@ -165,10 +119,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     option(process, "--http-port", "KRUNTIMES_HTTP_PORT", 8080,
            "port of /metrics, /healthz and /readyz (0: any free port)", type=int, metavar="PORT")
     option(process, "--watch-timeout", "KRUNTIMES_WATCH_TIMEOUT", 300,
-           "seconds one watch request lasts before it is resumed", type=_positive(int), metavar="SECONDS")
+           "seconds one watch request lasts before it is resumed",
+           type=kube_args.positive(kube_args.seconds(int)), metavar="SECONDS")
     option(process, "--shutdown-timeout", "KRUNTIMES_SHUTDOWN_TIMEOUT", 20.0,
            "seconds for the cycle in flight and the journal flush at shutdown",
-           type=_positive(float), metavar="SECONDS")
+           type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
+    option(process, "--event-interval", "KRUNTIMES_EVENT_INTERVAL", 60.0,
+           "seconds between two writes of one Run's FailedScheduling Event (repeats in between are "
+           "counted into its series); 0 emits no Events", type=kube_args.seconds(float), metavar="SECONDS")
     option(process, "--log-level", "KRUNTIMES_LOG_LEVEL", "info", "debug, info, warning or error",
            choices=("debug", "info", "warning", "error"))
 
@@ -176,7 +134,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def settings_from(args: argparse.Namespace) -> ClusterSettings:
     try:
         lease = LeaseSettings(name=args.leader_elect_resource_name,
-                              namespace=args.leader_elect_resource_namespace or _lease_namespace(),
+                              namespace=args.leader_elect_resource_namespace or kube_args.lease_namespace(),
                               identity=args.leader_elect_identity or default_identity(),
                               duration=args.leader_elect_lease_duration,
                               renew_deadline=args.leader_elect_renew_deadline,
@@ -192,7 +150,8 @@ def settings_from(args: argparse.Namespace) -> ClusterSettings:
                                journal_key_file=_key_file(args),
                                journal_migrate=_migrate_mode(args), journal_schema_wait=args.journal_schema_wait,
                                leader_elect=args.leader_elect, lease=lease,
-                               watch_timeout=args.watch_timeout, shutdown_timeout=args.shutdown_timeout)
+                               watch_timeout=args.watch_timeout, shutdown_timeout=args.shutdown_timeout,
+                               event_interval=args.event_interval)
     except ConfigError as exc:
         raise UsageError(str(exc)) from exc
 
@@ -219,65 +178,6 @@ def _migrate_mode(args: argparse.Namespace) -> str:
         return "never"
 
 
-def add_kube_options(group: Any) -> None:
-    """`--kubeconfig` and `--context`, read by `api_client`: the same for every command that talks to the API."""
-    group.add_argument("--kubeconfig", default=_env("KUBECONFIG"), metavar="PATH",
-                       help="kubeconfig to use (env KUBECONFIG); default: in-cluster configuration when running "
-                            "in a pod, else ~/.kube/config")
-    group.add_argument("--context", default=_env("KRUNTIMES_KUBE_CONTEXT"),
-                       help="kubeconfig context (env KRUNTIMES_KUBE_CONTEXT; default: the current one)")
-
-
-def api_client(args: argparse.Namespace, pool_size: int) -> kubernetes.client.ApiClient:
-    """In-cluster configuration inside a pod (unless a kubeconfig is named), else the kubeconfig."""
-    configuration = kubernetes.client.Configuration()
-    try:
-        if not args.kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            kubernetes.config.load_incluster_config(client_configuration=configuration)
-        else:
-            paths = args.kubeconfig or KUBECONFIG_DEFAULT
-            check_kubeconfig(paths)
-            try:
-                kubernetes.config.load_kube_config(config_file=paths, context=args.context,
-                                                   client_configuration=configuration)
-            except (kubernetes.config.ConfigException, OSError, yaml.YAMLError,
-                    ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
-                # The client trusts the file's shape: a cluster entry that is a number fails deep inside it.
-                raise UsageError(f"kubeconfig {paths}: not usable ({_first_line(exc)}); pass --kubeconfig PATH "
-                                 "or run in a pod") from exc
-    except (kubernetes.config.ConfigException, OSError) as exc:
-        raise UsageError(f"no usable Kubernetes configuration ({_first_line(exc)}); pass --kubeconfig PATH "
-                         "or run in a pod") from exc
-    # Three watches, the elector and every worker each hold a connection at times.
-    configuration.connection_pool_maxsize = pool_size
-    return kubernetes.client.ApiClient(cluster_client.configure(configuration))  # writes are never re-sent
-
-
-def check_kubeconfig(paths: str) -> None:
-    """Read each kubeconfig the client will read, bounded, so a bad file is one line naming it.
-
-    The client reads with ``yaml.safe_load`` and formats its entries into strings: a
-    binary file raised ``UnicodeDecodeError``, an alias bomb would exhaust memory, and a
-    file that is a list raised ``TypeError``. Like the client (and kubectl), ``paths``
-    may list several files separated by ``os.pathsep``; missing ones are skipped.
-    """
-    for path in paths.split(os.pathsep):
-        path = os.path.expanduser(path)
-        if not path or not os.path.exists(path):
-            continue
-        try:
-            config = bounded_yaml.load(path, bounded_yaml.read_text(path))
-        except bounded_yaml.Unreadable as exc:
-            raise UsageError(f"kubeconfig {exc}") from exc
-        if config is not None and not isinstance(config, dict):
-            raise UsageError(f"kubeconfig {path}: not a kubeconfig (expected a YAML mapping, got a "
-                             f"{type(config).__name__})")
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-
-
 def check_journal(url: str | None) -> None:
     """Check the journal URL now, so that a typo fails at once - but never reach for the database.
 
@@ -289,7 +189,7 @@ def check_journal(url: str | None) -> None:
     try:
         journal_args.checked_url(url, must_exist=False)
     except journal_args.UsageError as exc:
-        raise UsageError(str(exc)) from exc
+        raise UsageError(redact.text(str(exc), url)) from exc
 
 
 def watch_schema(settings: ClusterSettings, registry: CollectorRegistry) -> schema_wait.SchemaWatch | None:

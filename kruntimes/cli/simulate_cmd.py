@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from kruntimes import bounded_yaml
-from kruntimes.cli import times
+from kruntimes.cli import output, times
+from kruntimes.cli.output import Column, Listing
 from kruntimes.simulate import InputError, load_documents, simulate
 
 
@@ -23,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="YAML file with v1 Pods and kruntimes.io/v1alpha1 Runs ('-' for stdin); repeatable")
     p.add_argument("--now", help="judge runtimed heartbeats at this time: RFC 3339 (no zone means UTC) "
                                  "or an age such as 2h (default: now)")
-    p.add_argument("--json", action="store_true", help="print a JSON list in input order")
+    output.add_options(p)
     p.set_defaults(run=run)
 
 
@@ -40,15 +36,13 @@ def run(args: argparse.Namespace) -> int:
     except (InputError, bounded_yaml.Unreadable) as exc:
         print(f"kruntimes simulate: {exc}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps([p.as_json() for p in placements], indent=2))
+    if output.structured(args):
+        output.print_document(args, [p.as_json() for p in placements])  # a list in input order
         return 0
-    table = Table(title=f"placements at {now.isoformat()}")
-    for column in ("NAMESPACE", "RUN", "PHASE", "POD", "REASON"):
-        table.add_column(column)
+    table = Listing([Column("NAMESPACE"), Column("RUN", name=True), Column("PHASE"), Column("POD", name=True),
+                     Column("REASON")], title=f"placements at {now.isoformat()}")
     for p in placements:
-        # Text, not markup: names and reasons are the user's, and "[/b]" in them is not a style.
-        table.add_row(*(Text(cell) for cell in (p.namespace, p.name, p.phase, p.pod or "-", p.reason or "")))
-    Console().print(table)
+        table.add(p.namespace, p.name, p.phase, p.pod or "-", p.reason or "")
+    output.render(table, args)
     return 0
 

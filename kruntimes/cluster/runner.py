@@ -19,7 +19,7 @@ from typing import Callable
 import kubernetes.client
 from prometheus_client import CollectorRegistry, Gauge
 
-from kruntimes.cluster import client, sources
+from kruntimes.cluster import client, events, sources
 from kruntimes.cluster.backoff import Backoff
 from kruntimes.cluster.binders import BinderProcesses
 from kruntimes.cluster.informer import Handler, Informer
@@ -67,6 +67,14 @@ class ClusterScheduler:
                                       throttling=self.throttling)
         self.scheduler = Scheduler(self.cache, self.binder, clock=clock, metrics=SchedulerMetrics(self.registry),
                                    sender=self.binder, deadline=self._write_deadline)
+        # Events on Runs, from a thread of their own: a write that landed enqueues, never waits.
+        self.events = (events.EventRecorder(api, instance=self.identity, min_interval=settings.event_interval,
+                                            timeout=settings.write_timeout, registry=self.registry)
+                       if settings.event_interval > 0 else None)
+        if self.events is not None:
+            recorder = self.events
+            self.scheduler.on_written = lambda run, status: events.tell(recorder, run, status)
+            self.scheduler.on_pending_again = recorder.failed_scheduling
         self.intake = Intake(self.scheduler, clock)
         self.runtimes = RuntimeStore()
         ns = settings.namespace
@@ -94,6 +102,8 @@ class ClusterScheduler:
     def start(self) -> ClusterScheduler:
         self.binder.start()
         self._recover_spool()
+        if self.events is not None:
+            self.events.start()
         for informer in self.informers.values():
             informer.start()
         self._thread = threading.Thread(target=self._campaign, name="kruntimes-leader-election", daemon=True)
@@ -112,6 +122,8 @@ class ClusterScheduler:
         for informer in self.informers.values():
             informer.stop()
         self.binder.close(timeout)
+        if self.events is not None:
+            self.events.stop()
         self._close_api()
 
     def kill(self) -> None:
@@ -127,6 +139,8 @@ class ClusterScheduler:
         self._stop_recovery()
         for informer in self.informers.values():
             informer.stop()
+        if self.events is not None:
+            self.events.abandon()
         self._close_api()
 
     def _close_api(self) -> None:

@@ -95,6 +95,9 @@ class ClusterSettings:
     backoff_initial: float = 0.2      # first reconnect delay of an informer
     backoff_max: float = 30.0
     shutdown_timeout: float = 20.0    # for the cycle in flight and the journal flush
+    # Events on Runs (kruntimes.cluster.events): writes of one Run's FailedScheduling
+    # Event at least this many seconds apart; 0 turns Events off.
+    event_interval: float = 60.0
 
     def __post_init__(self) -> None:
         if self.journal_detail not in DETAILS:

@@ -14,6 +14,7 @@ thread; multi-row VALUES 153k rows/s alone and 44k rows/s beside it.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
@@ -33,6 +34,8 @@ _ROW_PLACEHOLDERS = "(?,?,?,?,?,?,?,?)"
 def create_engine(url: sa.URL) -> sa.Engine:
     """An engine whose every connection runs in WAL mode with a busy timeout."""
     memory = url.database in (None, "", ":memory:")
+    if not memory:
+        _create_private(str(url.database))
     kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000}}
     if memory:
         # One shared connection, or every thread would see its own empty database.
@@ -51,6 +54,20 @@ def create_engine(url: sa.URL) -> sa.Engine:
             cursor.close()
 
     return engine
+
+
+def _create_private(path: str) -> None:
+    """Create a journal file that is not there yet with mode 0600, before SQLite would create it 0644.
+
+    SQLite gives the -wal and -shm files the database file's mode, so they are private
+    too. A file that exists keeps its mode; a missing directory is left for SQLite to report.
+    """
+    if path.startswith("file:") or os.path.exists(path) or not os.path.isdir(os.path.dirname(path) or "."):
+        return
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass  # created meanwhile by another process: its mode stands
 
 
 def insert_records(dbapi_connection: sqlite3.Connection, rows: Sequence[records.EncodedRecord]) -> None:

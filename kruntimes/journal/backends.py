@@ -44,7 +44,8 @@ def parse_url(url: str | sa.URL) -> sa.URL:
         return backend_postgres.normalize_url(parsed)
     if parsed.get_backend_name() == "sqlite":
         return parsed
-    raise ValueError(f"unsupported journal URL {parsed!r}: use sqlite:///PATH or postgresql+psycopg://...")
+    raise ValueError(f"unsupported journal URL scheme {parsed.drivername!r}: use sqlite:///PATH or "
+                     "postgresql+psycopg://USER@HOST/DB")
 
 
 def create_engine(url: str | sa.URL) -> sa.Engine:

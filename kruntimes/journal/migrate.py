@@ -19,7 +19,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 
-from kruntimes.journal import backends, errors
+from kruntimes.journal import backends, errors, schema
 
 
 def default_migrate_mode(url: str | sa.URL) -> str:
@@ -49,12 +49,23 @@ def alembic_config() -> Config:
     return config
 
 
+class MigrationFailed(errors.JournalError):
+    """Alembic refused a migration (an unknown revision and the like); chains its error.
+
+    Why a type of our own: callers report it without importing Alembic, which costs a
+    quarter of a second at start-up for commands that never migrate.
+    """
+
+
 def upgrade(url: str | sa.URL | sa.Engine, revision: str = "head") -> None:
     """Migrate the journal at ``url`` up to ``revision`` (creating it if needed)."""
     with _connection(url) as conn:
         config = alembic_config()
         config.attributes["connection"] = conn
-        command.upgrade(config, revision)
+        try:
+            command.upgrade(config, revision)
+        except CommandError as exc:
+            raise MigrationFailed(f"migration failed: {str(exc).strip()}") from exc
 
 
 def downgrade(url: str | sa.URL | sa.Engine, revision: str) -> None:
@@ -62,13 +73,34 @@ def downgrade(url: str | sa.URL | sa.Engine, revision: str) -> None:
     with _connection(url) as conn:
         config = alembic_config()
         config.attributes["connection"] = conn
-        command.downgrade(config, revision)
+        try:
+            command.downgrade(config, revision)
+        except CommandError as exc:
+            raise MigrationFailed(f"migration failed: {str(exc).strip()}") from exc
 
 
 def current_revision(url: str | sa.URL | sa.Engine) -> str | None:
     """The revision the journal at ``url`` is at, or None for an empty database."""
     with _connection(url) as conn:
         return MigrationContext.configure(conn).get_current_revision()
+
+
+def foreign_tables(url: str | sa.URL | sa.Engine) -> list[str]:
+    """The tables and views of a database that holds no journal revision yet, sorted.
+
+    Non-empty means ``url`` names a database something else uses: creating the journal
+    there mixes it with another application's tables (and a later ``downgrade base``
+    would run in that database). Once migrated, every table is the journal's concern.
+    """
+    with _connection(url) as conn:
+        if MigrationContext.configure(conn).get_current_revision() is not None:
+            return []
+        inspector = sa.inspect(conn)
+        names = set(inspector.get_table_names()) | set(inspector.get_view_names())
+        # Another `db upgrade` may have committed the journal meanwhile: then it is ours.
+        if names and MigrationContext.configure(conn).get_current_revision() is not None:
+            return []
+    return sorted(names - {"alembic_version"} - set(schema.metadata.tables))
 
 
 def head_revision() -> str:
@@ -83,7 +115,7 @@ def require_head(url: str | sa.URL | sa.Engine) -> None:
     if current != head:
         raise errors.JournalError(
             f"journal schema is at revision {current!r}, this kruntimes needs {head!r}:"
-            " run `kruntimes db upgrade --url URL`"
+            " run `kruntimes db upgrade --journal URL`"
         )
 
 

@@ -122,7 +122,7 @@ class SchemaWatch:
                 if not late and self._clock() - started >= self.patience:
                     late = True
                     log.error(f"journal schema is not at {head!r} after {self.patience:g} s of waiting: run "
-                              "`kruntimes db upgrade --url URL` (in a cluster: the kruntimes-db-upgrade Job); "
+                              "`kruntimes db upgrade --journal URL` (in a cluster: the kruntimes-db-upgrade Job); "
                               "scheduling goes on and records wait in the spool", extra={"state": said[-1]})
                 self._stop.wait(self.poll)
         finally:

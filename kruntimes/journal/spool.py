@@ -111,7 +111,10 @@ class Spool:
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        file = open(path, "a+b", buffering=0)  # noqa: SIM115 - kept open for the writer's lifetime
+        # 0600: the spool holds every record the database has not taken yet (Run and pod
+        # names, arguments); only the writer's user reads it. An existing file keeps its mode.
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        file = os.fdopen(descriptor, "a+b", buffering=0)  # noqa: SIM115 - kept open for the writer's lifetime
         try:
             _lock(file, path, wait)
             size = os.fstat(file.fileno()).st_size

@@ -120,6 +120,13 @@ class Scheduler:
         # Binds whose outcome is unknown (their assumption is kept), until settled.
         self._unsettled: dict[RunKey, Bind] = {}
         self.results: Counter[str] = Counter()
+        # Told of an attempt that left a Run Pending for the reason it already shows (no
+        # status write): the cluster layer counts it into the Run's FailedScheduling Event.
+        # It must return at once (it only enqueues).
+        self.on_pending_again: Callable[[RunInfo, str], None] | None = None
+        #: Told of every status write that landed (the Run, the status written), e.g. to
+        #: emit an Event; called on the thread that settled the answer, so it must not block.
+        self.on_written: Callable[[RunInfo, dict[str, Any]], None] | None = None
 
     # -- event intake (informer threads): apply, then only enqueue ----------------------
     def on_pod(self, info: PodInfo, event: str = "MODIFIED") -> None:
@@ -286,6 +293,8 @@ class Scheduler:
             if outcome.message == run.pending_message:
                 self.queue.forget(key)
                 self._end(cycle, "unschedulable")
+                if self.on_pending_again is not None:
+                    self.on_pending_again(run, outcome.message or "")
                 return
             self._write(cycle, run, st.pending_status(None, outcome.message or "", now), "unschedulable")
             return
@@ -327,6 +336,7 @@ class Scheduler:
             self._written[key] = run.resource_version
             self.queue.forget(key)
             self._end(cycle, "scheduled")
+            self._landed(run, bind.body)
             return
         if confirming or isinstance(exc, st.Ambiguous):
             # This send, or the earlier one, may have landed (a 409 now may be our own
@@ -395,6 +405,7 @@ class Scheduler:
             self._written[key] = run.resource_version
             self.queue.forget(key)
             self._end(cycle, "scheduled")
+            self._landed(run, bind.body)
             return
         # The Run moved on without this bind (or is gone): it can never land. Plan again
         # once the informer shows the newer version (its event enqueues the key).
@@ -422,11 +433,19 @@ class Scheduler:
             data["error"] = error
         self.cache.record("bind", data)
 
+    def _landed(self, run: RunInfo, body: dict[str, Any]) -> None:
+        if self.on_written is not None:
+            try:
+                self.on_written(run, body)
+            except Exception:  # noqa: BLE001 - telling others of a write must never undo it
+                log.exception("a hook told of a status write failed")
+
     def _write(self, cycle: Cycle, run: RunInfo, body: dict[str, Any], result: str) -> None:
         """A status write that is not a bind (a Pending message, Failed for an invalid Run)."""
-        self.sender.write(run, body, self.deadline(), lambda exc: self._wrote(cycle, run, result, exc))
+        self.sender.write(run, body, self.deadline(), lambda exc: self._wrote(cycle, run, body, result, exc))
 
-    def _wrote(self, cycle: Cycle, run: RunInfo, result: str, exc: BaseException | None) -> None:
+    def _wrote(self, cycle: Cycle, run: RunInfo, body: dict[str, Any], result: str,
+               exc: BaseException | None) -> None:
         if self._stale(cycle):
             return
         key = cycle.key
@@ -442,6 +461,7 @@ class Scheduler:
         self._written[key] = run.resource_version
         self.queue.forget(key)
         self._end(cycle, result)
+        self._landed(run, body)
 
 
 @dataclass(frozen=True)

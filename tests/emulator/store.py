@@ -322,6 +322,8 @@ class Store:
     def _admit(self, resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None, status: bool) -> None:
         if resource.plural == "leases":
             validation.lease(resource, obj)
+        if resource.plural == "events":
+            validation.event(resource, obj, old)
         schema = self.schemas.get((resource.group, resource.plural)) if resource.custom else None
         if schema is None:
             if resource.plural == "pods" and not (obj.get("spec") or {}).get("containers"):

@@ -100,6 +100,54 @@ def lease(resource: Resource, obj: dict[str, Any]) -> None:
         raise invalid(resource, obj, problems)
 
 
+# events.k8s.io/v1 (ValidateEventCreate / ValidateEventUpdate for the v1 API).
+_EVENT_IMMUTABLE = ("eventTime", "action", "reason", "reportingController", "reportingInstance", "regarding",
+                    "related", "type")
+_EVENT_FIELD_LIMIT = 128
+_EVENT_NOTE_LIMIT = 1024
+
+
+def event(resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    """Decode (400) then validate (422) an events.k8s.io/v1 Event, as the API server does for v1."""
+    for field in ("eventTime", "deprecatedFirstTimestamp", "deprecatedLastTimestamp"):
+        value = obj.get(field)
+        if value is not None and not (isinstance(value, str) and is_date_time(value)):
+            raise ApiError(400, "BadRequest", f'Event in version "v1" cannot be handled as a Event: parsing time '
+                                              f'"{value}" as "2006-01-02T15:04:05.000000Z07:00": cannot parse {field}')
+    series = obj.get("series")
+    if series is not None and not isinstance(series, dict):
+        raise _undecodable(resource, "series", "v1.EventSeries", series)
+    problems = []
+    if not obj.get("eventTime"):
+        problems.append("eventTime: Required value")
+    if obj.get("type") not in ("Normal", "Warning"):
+        problems.append(f'type: Unsupported value: "{obj.get("type")}": supported values: "Normal", "Warning"')
+    controller = obj.get("reportingController") or ""
+    if not controller:
+        problems.append("reportingController: Required value")
+    elif "/" not in controller or not _SUBDOMAIN.match(controller.split("/", 1)[0]):
+        problems.append(f'reportingController: Invalid value: "{controller}": must be a domain-prefixed path '
+                        "(such as \"acme.io/foo\")")
+    for field in ("reportingController", "reportingInstance", "action", "reason"):
+        value = obj.get(field) or ""
+        if not value and field != "reportingController":
+            problems.append(f"{field}: Required value")
+        elif len(value) > _EVENT_FIELD_LIMIT:
+            problems.append(f"{field}: Too long: may not be longer than {_EVENT_FIELD_LIMIT}")
+    if len((obj.get("note") or "").encode()) > _EVENT_NOTE_LIMIT:
+        problems.append(f"note: Too long: may not be longer than {_EVENT_NOTE_LIMIT}")
+    if series is not None:
+        if not isinstance(series.get("count"), int) or series["count"] < 2:
+            problems.append(f"series.count: Invalid value: {series.get('count')}: should be at least 2")
+        if not series.get("lastObservedTime"):
+            problems.append("series.lastObservedTime: Required value")
+    if old is not None:
+        problems += [f"{field}: Invalid value: field is immutable" for field in _EVENT_IMMUTABLE
+                     if obj.get(field) != old.get(field)]
+    if problems:
+        raise invalid(resource, obj, problems)
+
+
 def _undecodable(resource: Resource, field: str, wanted: str, value: Any) -> ApiError:
     return ApiError(400, "BadRequest",
                     f'{resource.kind} in version "{resource.version}" cannot be handled as a {resource.kind}: '

@@ -162,7 +162,7 @@ BAD = {
     "an unsupported URL": (["history", "run", "a/b", "--journal", "mysql://h/db"], "bad journal URL"),
     "a URL that is not one": (["journal", "prune", "--before", "1h", "--journal", "::"], "bad journal URL"),
     "a bad prune time": (["journal", "prune", "--before", "last tuesday"], "is not a time"),
-    "an unknown revision": (["db", "downgrade", "no-such-revision"], "migration failed"),
+    "an unknown revision": (["db", "downgrade", "no-such-revision", "--yes"], "migration failed"),
 }
 
 
@@ -193,22 +193,24 @@ def test_examples_answer_two_history_questions(history_url: str, generated: Gene
 
 def test_db_upgrade_and_downgrade_move_the_views_and_history_tables_with_the_revision(
         journal_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = kruntimes(capsys, "db", "upgrade", "--url", journal_url)
+    code, out, _ = kruntimes(capsys, "db", "upgrade", "--journal", journal_url)
     assert code == 0 and out.strip().endswith(f"empty -> {migrate.head_revision()}")
     engine = backends.create_engine(journal_url)
     try:
         assert "placements" in sa.inspect(engine).get_view_names()
         assert "history_placements" in sa.inspect(engine).get_table_names()
-        code, out, _ = kruntimes(capsys, "db", "downgrade", "0003_epochs", "--url", journal_url)
+        code, out, _ = kruntimes(capsys, "db", "downgrade", "0003_epochs", "--journal", journal_url, "--yes")
         assert code == 0 and "0004_history_tables -> 0003_epochs" in out
         inspector = sa.inspect(engine)
         assert "placements" in inspector.get_view_names()
         assert not [t for t in inspector.get_table_names() if t.startswith("history_")]
-        code, out, _ = kruntimes(capsys, "db", "downgrade", "0001_journal_records", "--url", journal_url)
+        code, out, _ = kruntimes(capsys, "db", "downgrade", "0001_journal_records", "--journal", journal_url,
+                                 "--yes")
         assert code == 0 and "0003_epochs -> 0001_journal_records" in out
         inspector = sa.inspect(engine)
         assert inspector.get_view_names() == [] and "journal_records" in inspector.get_table_names()
-        code, _, _ = kruntimes(capsys, "db", "upgrade", "--url", journal_url)
+        code, _, err = kruntimes(capsys, "db", "upgrade", "--url", journal_url)  # the old name still works
         assert code == 0 and migrate.current_revision(journal_url) == migrate.head_revision()
+        assert "--url is deprecated, use --journal" in err
     finally:
         engine.dispose()

@@ -125,11 +125,11 @@ def test_prune_from_the_command_line_prints_what_it_deleted_and_kept(journal_url
     assert cli.main(["journal", "prune", "--before", before, "--journal", journal_url, "--dry-run"]) == 0
     dry: Any = capsys.readouterr().out
     assert dry.startswith("would delete ") and "kept checkpoint LSN" in dry
-    assert cli.main(["journal", "prune", "--before", before, "--journal", journal_url]) == 0
+    assert cli.main(["journal", "prune", "--before", before, "--journal", journal_url, "--yes"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("deleted ") and out.split()[1] == dry.split()[2]
     assert "recorded at LSN 0" in out and "recorded at LSN 0" not in dry
-    assert cli.main(["journal", "prune", "--before", before, "--journal", journal_url]) == 0
+    assert cli.main(["journal", "prune", "--before", before, "--journal", journal_url]) == 0  # nothing to ask
     assert capsys.readouterr().out.startswith("nothing to prune")
 
 

@@ -80,7 +80,7 @@ def test_a_session_on_an_unmigrated_journal_spools_then_drains_once_db_upgrade_r
         assert session.writer.flush(30.0)
         assert session.writer.spooled == 51 and session.writer.stats().written == 0
         assert migrate.current_revision(journal_url) is None  # the scheduler migrated nothing
-        assert cli_main.main(["db", "upgrade", "--url", journal_url]) == 0
+        assert cli_main.main(["db", "upgrade", "--journal", journal_url]) == 0
         assert session.writer.drain(30.0)
     finally:
         session.close()
@@ -127,7 +127,7 @@ def test_the_scheduler_checks_its_journal_url_at_start_but_never_waits_for_the_d
 
 def test_two_db_upgrades_started_together_on_postgresql_both_succeed_once(postgres_url: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "KRUNTIMES_JOURNAL_URL": ""}
-    command = [sys.executable, "-m", "kruntimes.cli.main", "db", "upgrade", "--url", postgres_url]
+    command = [sys.executable, "-m", "kruntimes.cli.main", "db", "upgrade", "--journal", postgres_url]
     upgrades = [subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True) for _ in range(2)]
     results = [(p.wait(120), *p.communicate()) for p in upgrades]

@@ -135,7 +135,7 @@ def test_cycle_refuses_a_record_that_is_not_a_cycle_and_a_missing_argument(
     assert _run("cycle", str(mutation), "--journal", journal.url) == 2
     assert f"LSN {mutation} is a mutation record, not a cycle" in capsys.readouterr().err
     assert _run("cycle", "--journal", journal.url) == 2
-    assert "give a cycle LSN or --run NS/NAME" in capsys.readouterr().err
+    assert "give a cycle LSN, --last or --run NS/NAME" in capsys.readouterr().err
 
 
 def test_what_if_reports_changed_decisions_and_the_placement_shift(
@@ -219,3 +219,10 @@ def test_a_cycle_lsn_in_two_epochs_must_be_named_by_epoch_and_both_epochs_verify
     assert report["replayed"] == 2 * written.cycles
     assert [(e["epoch"], e["identical"], e["problems"]) for e in report["epochs"]] == [
         (written.incarnation, written.cycles, []), (clone, written.cycles, [])]
+
+
+def test_cycle_last_explains_the_newest_cycle_in_the_journal(journal: journals.Written,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    newest = journals.lsns_of(journal.url, "cycle")[-1]
+    assert _run("cycle", "--last", "--journal", journal.url, "-o", "json") == 0
+    assert json.loads(capsys.readouterr().out)["lsn"] == newest

@@ -226,7 +226,8 @@ _METHOD = re.compile(r"(list|read|get|create|replace|patch|delete)_(?:(?:namespa
 _VERB = {"list": "list", "read": "get", "get": "get", "create": "create", "replace": "update",
          "patch": "patch", "delete": "delete"}
 _KIND = {"custom_object": ("kruntimes.io", ""), "custom_object_status": ("kruntimes.io", "/status"),
-         "pod": ("", "pods"), "lease": ("coordination.k8s.io", "leases")}
+         "pod": ("", "pods"), "lease": ("coordination.k8s.io", "leases"),
+         "event": ("events.k8s.io", "events")}  # EventsV1Api: kruntimes writes no core v1 Events
 _PLURALS = {"RUNS": "runs", "RUNTIMES": "runtimes"}
 
 

@@ -2,6 +2,7 @@
 
 import importlib.util
 from collections import Counter
+from datetime import timedelta
 
 import pytest
 
@@ -29,7 +30,9 @@ def test_every_run_is_executed_and_ends_or_stays_pending_saying_why(journaled: t
     assert sum(report.phases.values()) == report.runs
     assert set(report.phases) <= {"Succeeded", "Failed", "Pending"}  # nothing left Scheduled or Running
     assert report.phases["Pending"] == 3  # the Runs asking for more GPUs than any pod has
-    assert all(reason.startswith("0/") and "insufficient capacity" in reason for reason in report.pending_reasons)
+    assert all(reason.startswith("0/") and "insufficient capacity" in reason
+               for _, reason in report.pending_reasons)
+    assert {runtime for runtime, _ in report.pending_reasons} == {"demo/trainer"}  # which runtime each belongs to
     assert report.processes == report.phases["Succeeded"] + report.phases["Failed"] - 20  # all but the invalid
     reasons = Counter(reason for reason, _ in report.failed_reasons.elements())
     assert reasons["InvalidConfiguration"] == 20
@@ -106,3 +109,37 @@ def test_a_journal_key_file_too_short_to_key_the_chain_is_one_line_naming_the_fl
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert len(err) == 1 and "--journal-key-file" in err[0] and "use at least 32" in err[0]
+
+
+def test_the_same_seed_gives_the_same_summary(journaled: tuple[demo.Report, str]) -> None:
+    report, _ = journaled
+    again = demo.run(workers=3, conflict_rate=0.02, scale=0.1)  # other timing, other conflicts, no journal
+    assert again.summary() == report.summary() and again.summary_digest() == report.summary_digest()
+    assert report.summary()["failed"] and report.summary()["pending"]  # it does say something
+
+
+def test_the_commands_the_demo_prints_answer_on_its_journal(journaled: tuple[demo.Report, str],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    report, url = journaled
+    placed = report.latest_placement
+    assert placed is not None
+    at = (placed["decided_at"] + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert main(["history", "pod", f"{placed['namespace']}/{placed['pod']}", "--at", at, "--journal", url]) == 0
+    assert placed["pod"] in capsys.readouterr().out
+    assert main(["replay", "cycle", "--last", "--journal", url]) == 0
+    assert main(["replay", "cycle", str(placed["lsn"]), "--journal", url]) == 0
+
+
+def test_the_demo_summary_explains_a_tie_and_prints_the_pending_table_once(
+        journaled: tuple[demo.Report, str], capsys: pytest.CaptureFixture[str]) -> None:
+    from kruntimes.cli import demo_cmd
+    from rich.console import Console
+
+    report, _ = journaled
+    demo_cmd._print(Console(width=200), report)
+    out = capsys.readouterr().out
+    assert out.count("Pending Runs") == 1 and "demo/trainer" in out and "the journal agrees" in out
+    (_, candidates), _ = report.history
+    if len(candidates) > 1 and candidates[0]["total"] == candidates[1]["total"]:
+        assert "ties go to the smallest pod name" in out
+    assert f"summary {report.summary_digest()}" in out

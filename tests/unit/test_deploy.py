@@ -8,6 +8,7 @@ controller's and runtimed's manifests have test files of their own
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from pathlib import PurePosixPath
 
@@ -71,6 +72,8 @@ SCHEDULER_CALLS = [
          ALL_NAMESPACES, "kruntimes.io", "runs", "get"),
     Call("the binder, Pending and Failed writes may update a Run's status in any namespace",
          ALL_NAMESPACES, "kruntimes.io", "runs/status", "update"),
+    Call("Events on Runs may be created in any namespace", ALL_NAMESPACES, "events.k8s.io", "events", "create"),
+    Call("an Event's series may be patched in any namespace", ALL_NAMESPACES, "events.k8s.io", "events", "patch"),
     Call("leader election may read its Lease", NAMESPACE, "coordination.k8s.io", "leases", "get", LEASE),
     Call("leader election may create its Lease", NAMESPACE, "coordination.k8s.io", "leases", "create"),
     Call("leader election may renew its Lease", NAMESPACE, "coordination.k8s.io", "leases", "update", LEASE),
@@ -122,6 +125,8 @@ FORBIDDEN = [
     Call("nobody may impersonate service accounts", ALL_NAMESPACES, "", "serviceaccounts", "impersonate"),
     Call("nobody may impersonate users", ALL_NAMESPACES, "", "users", "impersonate"),
     Call("nobody may create Events", "team-a", "", "events", "create"),
+    *(Call(f"Events on Runs are only created and patched, never {verb}", "team-a", "events.k8s.io", "events", verb)
+      for verb in ("get", "list", "watch", "update", "delete", "deletecollection")),
 ]
 
 
@@ -287,6 +292,14 @@ def _journal_url(name: str) -> str:
     return decoded(secret["data"][ref["key"]])
 
 
+def documented_secret() -> tuple[str, str, str]:
+    """(name, key, URL) of the Secret deploy/README.md tells people to create."""
+    text = (ROOT / "deploy" / "README.md").read_text()
+    found = re.search(r"create secret generic (\S+) \\\n\s*--from-literal=(\w+)='([^']+)'", text)
+    assert found, "deploy/README.md no longer shows the Secret to create"
+    return found.group(1), found.group(2), found.group(3)
+
+
 def test_the_journal_url_comes_from_the_secret_and_never_the_command_line() -> None:
     container = _container(find(build("base"), "Deployment", SCHEDULER))
     assert env(container)[JOURNAL_ENV] == {"secretKeyRef": {"name": "kruntimes-journal", "key": "url"}}
@@ -294,9 +307,12 @@ def test_the_journal_url_comes_from_the_secret_and_never_the_command_line() -> N
     assert not [o for o in build("base") if o["kind"] == "Secret"], "the base leaves the Secret to the overlays"
 
 
-def test_the_postgres_overlay_journals_to_postgresql() -> None:
-    url = _journal_url("postgres")
-    assert url == "postgresql+psycopg://kruntimes@postgres.kruntimes-system:5432/kruntimes"
+def test_the_postgres_overlay_reads_the_secret_people_create_and_never_overwrites_it() -> None:
+    name, key, url = documented_secret()
+    objects = build("postgres")
+    assert not [o for o in objects if o["kind"] == "Secret"], "applying the overlay would overwrite the Secret"
+    container = _container(find(objects, "Deployment", SCHEDULER))
+    assert env(container)[JOURNAL_ENV] == {"secretKeyRef": {"name": name, "key": key}}
     assert backends.parse_url(url).get_backend_name() == "postgresql"
 
 

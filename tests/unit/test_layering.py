@@ -7,6 +7,7 @@ reconcile step, are pure in the same way: adapters read API objects and write. R
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -33,3 +34,62 @@ def test_the_planner_core_imports_no_adapter(module: str) -> None:
 
 def test_the_api_layer_parses_quantities_with_the_kubernetes_client() -> None:
     assert "kubernetes.utils.quantity" in _loaded_after_import("kruntimes.api.quantity")
+
+
+# The console script, as `kruntimes` runs it: the entry point pyproject.toml names, called
+# with a command line, then the modules that command line loaded. A command that fails
+# on purpose (a journal that is not there) still parsed and dispatched, which is the point.
+_AFTER_DISPATCH = """
+import sys, tomllib
+target = tomllib.load(open("pyproject.toml", "rb"))["project"]["scripts"]["kruntimes"]
+module, _, function = target.partition(":")
+main = getattr(__import__(module, fromlist=[function]), function)
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print("\\n".join(sorted(sys.modules)), file=sys.stderr)
+"""
+
+HEAVY = ("kubernetes", "sqlalchemy", "alembic", "rich", "pydantic", "prometheus_client", "replay")
+MISSING_JOURNAL = "sqlite:////nonexistent/kruntimes-layering.db"
+
+
+def _loaded_by_console_script(*argv: str) -> set[str]:
+    done = subprocess.run([sys.executable, "-c", _AFTER_DISPATCH, *argv], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2], timeout=120)
+    return set(done.stderr.split())
+
+
+def _leaks(loaded: set[str], forbidden: tuple[str, ...]) -> list[str]:
+    """The forbidden packages (not each of their modules) that ``loaded`` holds."""
+    return sorted({f for f in forbidden for m in loaded if m == f or m.startswith(f + ".")})
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"]], ids=" ".join)
+def test_the_command_list_imports_no_library_any_command_uses(argv: list[str]) -> None:
+    assert _leaks(_loaded_by_console_script(*argv), HEAVY) == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["replay", "verify", "--journal", MISSING_JOURNAL],
+    ["replay", "cycle", "--last", "--journal", MISSING_JOURNAL],
+    ["history", "cycles", "--journal", MISSING_JOURNAL],
+    ["journal", "prune", "--before", "1d", "--journal", MISSING_JOURNAL],
+    ["db", "upgrade", "--help"],
+], ids=lambda argv: f"kruntimes {' '.join(argv[:2])}")
+def test_the_journal_commands_never_load_the_kubernetes_client(argv: list[str]) -> None:
+    loaded = _loaded_by_console_script(*argv)
+    assert "kruntimes.cli." + {"db": "db_cmd"}.get(argv[0], argv[0] + "_cmd") in loaded  # it did dispatch
+    assert _leaks(loaded, ("kubernetes", "kruntimes.api", "kruntimes.cluster")) == []
+
+
+@pytest.mark.parametrize("command", ["runtimed", "controller", "release"])
+def test_the_commands_without_a_journal_never_load_sql(command: str) -> None:
+    loaded = _loaded_by_console_script(command, "--help")
+    assert f"kruntimes.cli.{command}_cmd" in loaded
+    assert _leaks(loaded, ("sqlalchemy", "alembic")) == []
+
+
+def test_history_and_journal_commands_do_not_load_alembic() -> None:
+    assert _leaks(_loaded_by_console_script("history", "cycles", "--journal", MISSING_JOURNAL), ("alembic",)) == []

@@ -1,0 +1,258 @@
+"""Kubernetes Events on Runs, as kube-scheduler emits them for pods: `kubectl describe run` tells the story.
+
+``Scheduled`` (Normal, "Successfully assigned NS/RUN to POD") after an assignment is
+written, ``FailedScheduling`` (Warning, the Run's bounded Pending message) after a
+Pending status is written. events.k8s.io/v1, reported by ``kruntimes.io/scheduler``.
+
+Why a queue and a thread: emitting must never block or slow a scheduling cycle. The
+binder's caller only puts a small tuple on a bounded queue (never waiting); when the
+queue is full the occurrence is dropped and counted (``kruntimes_scheduler_events_dropped_total``).
+One background thread talks to the API.
+
+Why aggregation: a Run stuck Pending for hours is re-planned on every wake-up and
+would otherwise write an Event each time. Occurrences with the same Run, reason and
+note are one Event with a series, as client-go's events broadcaster keeps them: the
+first is created, repeats raise ``series.count`` and ``series.lastObservedTime`` by a
+merge patch. For each Run, FailedScheduling writes (create or patch) are at least
+``min_interval`` apart; repeats in between are counted and sent with the next write.
+A new note (another Pending reason) starts a new Event, as in kube. State is kept for
+``max_runs`` Runs at most (the least recently seen go first) and dropped for a Run
+once it is Scheduled. An Event the API refuses is logged and forgotten: Events are a
+courtesy to people, never a condition of scheduling.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import kubernetes.client
+from kubernetes.client import ApiException
+from prometheus_client import CollectorRegistry, Counter
+
+from kruntimes.api import models
+from kruntimes.cluster import errors
+from kruntimes.scheduler.projection import RunInfo
+
+log = logging.getLogger("kruntimes.cluster.events")
+
+CONTROLLER = "kruntimes.io/scheduler"
+SCHEDULED, FAILED_SCHEDULING = "Scheduled", "FailedScheduling"
+NOTE_LIMIT = 1024  # bytes, the API server's limit on an Event's note
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    run: RunInfo
+    reason: str
+    note: str
+    at: datetime
+
+
+@dataclass
+class _Series:
+    """One Event on the server and the occurrences not yet sent."""
+
+    name: str
+    count: int  # occurrences the server knows of
+    unsent: int  # occurrences since the last write
+    last_seen: datetime
+    last_write: float  # monotonic
+
+
+class EventRecorder:
+    """Emits Events from a background thread; ``scheduled``/``failed_scheduling`` never block."""
+
+    def __init__(self, api: kubernetes.client.ApiClient, *, instance: str, capacity: int = 1000,
+                 min_interval: float = 60.0, max_runs: int = 10_000, timeout: float = 10.0,
+                 registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.monotonic,
+                 now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
+        self._events = kubernetes.client.EventsV1Api(api)
+        self.instance = instance[:128]
+        self.min_interval = min_interval
+        self.max_runs = max_runs
+        self.timeout = timeout
+        self._clock, self._now = clock, now
+        self._queue: queue.Queue[Occurrence | None] = queue.Queue(maxsize=capacity)
+        self._series: OrderedDict[tuple[str, str, str], dict[tuple[str, str], _Series]] = OrderedDict()
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._abandoned = threading.Event()
+        self.dropped = self.created = self.patched = self.failed = 0
+        self._dropped_metric = Counter(
+            "kruntimes_scheduler_events_dropped", "Run Events not emitted because the event queue was full.",
+            registry=registry) if registry is not None else None
+
+    # -- the scheduling side: O(1), never waits ---------------------------------------------
+
+    def scheduled(self, run: RunInfo, pod: str) -> None:
+        self._offer(Occurrence(run, SCHEDULED, f"Successfully assigned {run.namespace}/{run.name} to {pod}",
+                               self._now()))
+
+    def failed_scheduling(self, run: RunInfo, message: str) -> None:
+        self._offer(Occurrence(run, FAILED_SCHEDULING, message, self._now()))
+
+    def _offer(self, occurrence: Occurrence) -> None:
+        try:
+            self._queue.put_nowait(occurrence)
+        except queue.Full:
+            self.dropped += 1
+            if self._dropped_metric is not None:
+                self._dropped_metric.inc()
+
+    # -- the sender ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="kruntimes-events", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Send what is queued (within ``timeout``), then end the thread."""
+        if self._thread is None:
+            return
+        self._stopping.set()
+        try:
+            self._queue.put(None, timeout=timeout)
+        except queue.Full:
+            pass
+        self._thread.join(timeout)
+        self._thread = None
+
+    def abandon(self, timeout: float = 5.0) -> None:
+        """End the thread without another write (a crashed scheduler sends nothing more)."""
+        self._abandoned.set()
+        self.stop(timeout)
+
+    def _run(self) -> None:
+        while True:
+            try:
+                item = self._queue.get(timeout=min(1.0, self.min_interval))
+            except queue.Empty:
+                item = None
+            if self._abandoned.is_set():
+                return
+            if item is not None:
+                self.handle(item)
+            self.flush()
+            if item is None and self._stopping.is_set():
+                return
+
+    def handle(self, o: Occurrence) -> None:
+        """Turn one occurrence into a create, a patch, or a count to send later."""
+        run_key = (o.run.namespace, o.run.name, o.run.uid)
+        if o.reason == SCHEDULED:
+            self._series.pop(run_key, None)  # it waits no more: its FailedScheduling series ends
+            self._create(o, count=1)
+            return
+        by_note = self._series.setdefault(run_key, {})
+        self._series.move_to_end(run_key)
+        while len(self._series) > self.max_runs:
+            self._series.popitem(last=False)
+        note = _bounded(o.note)
+        series = by_note.get((o.reason, note))
+        if series is None:
+            if self._recent_write(by_note):
+                # Another Pending reason within the interval: counted under the newest series.
+                series = max(by_note.values(), key=lambda s: s.last_write)
+                series.unsent += 1
+                series.last_seen = o.at
+                return
+            name = self._create(Occurrence(o.run, o.reason, note, o.at), count=1)
+            if name is not None:
+                by_note[(o.reason, note)] = _Series(name, 1, 0, o.at, self._clock())
+            return
+        series.unsent += 1
+        series.last_seen = o.at
+
+    def flush(self) -> None:
+        """Patch every series whose Run may be written again and has unsent occurrences."""
+        now = self._clock()
+        for run_key, by_note in list(self._series.items()):
+            for series in by_note.values():
+                if series.unsent and now - series.last_write >= self.min_interval:
+                    self._patch(run_key[0], series)
+
+    def _recent_write(self, by_note: dict[tuple[str, str], _Series]) -> bool:
+        now = self._clock()
+        return any(now - s.last_write < self.min_interval for s in by_note.values())
+
+    def _create(self, o: Occurrence, count: int) -> str | None:
+        run = o.run
+        name = f"{run.name}.{time.time_ns():x}"[:253]
+        body = {
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": name, "namespace": run.namespace},
+            "eventTime": _micro_time(o.at),
+            "reportingController": CONTROLLER, "reportingInstance": self.instance,
+            "action": "Binding" if o.reason == SCHEDULED else "Scheduling",
+            "reason": o.reason, "type": "Normal" if o.reason == SCHEDULED else "Warning",
+            "note": _bounded(o.note),
+            "regarding": {"apiVersion": f"{models.GROUP}/{models.VERSION}", "kind": "Run",
+                          "namespace": run.namespace, "name": run.name, "uid": run.uid,
+                          **({"resourceVersion": run.resource_version} if run.resource_version else {})},
+        }
+        try:
+            self._events.create_namespaced_event(run.namespace, body, _request_timeout=self.timeout)
+        except Exception as exc:  # noqa: BLE001 - a courtesy: logged, never raised
+            self.failed += 1
+            log.warning("could not create the %s Event of Run %s/%s: %s", o.reason, run.namespace, run.name,
+                        errors.describe(exc) if isinstance(exc, ApiException) else exc)
+            return None
+        self.created += 1
+        return name
+
+    def _patch(self, namespace: str, series: _Series) -> None:
+        count = series.count + series.unsent
+        body = {"series": {"count": count, "lastObservedTime": _micro_time(series.last_seen)}}
+        series.last_write = self._clock()
+        try:
+            self._events.patch_namespaced_event(series.name, namespace, body, _request_timeout=self.timeout,
+                                                _content_type="application/merge-patch+json")
+        except Exception as exc:  # noqa: BLE001 - a courtesy: logged, never raised
+            self.failed += 1
+            series.unsent = 0  # not retried: the next occurrence patches the total again
+            series.count = count
+            log.warning("could not update the Event %s/%s: %s", namespace, series.name,
+                        errors.describe(exc) if isinstance(exc, ApiException) else exc)
+            return
+        self.patched += 1
+        series.count, series.unsent = count, 0
+
+
+def _micro_time(t: datetime) -> str:
+    """A MicroTime as the API server writes it: UTC, six fractional digits, ``Z``."""
+    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _bounded(note: str) -> str:
+    encoded = note.encode()
+    if len(encoded) <= NOTE_LIMIT:
+        return note
+    return encoded[:NOTE_LIMIT - 3].decode(errors="ignore") + "..."
+
+
+def pending_message(status: dict[str, Any]) -> str | None:
+    """The Pending message of a status body the scheduler writes (its Scheduled=False condition)."""
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "Scheduled" and condition.get("status") == "False":
+            return str(condition.get("message") or "")
+    return None
+
+
+def tell(recorder: EventRecorder, run: RunInfo, status: dict[str, Any]) -> None:
+    """The Event a status write that landed calls for: ``Scheduled`` or ``FailedScheduling``."""
+    phase = status.get("phase")
+    if phase == "Scheduled":
+        recorder.scheduled(run, str((status.get("assignment") or {}).get("podName") or "?"))
+    elif phase == "Pending":
+        message = pending_message(status)
+        if message:
+            recorder.failed_scheduling(run, message)

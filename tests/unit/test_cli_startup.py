@@ -1,0 +1,20 @@
+"""The entry point lists commands without importing them; the list must say what each module says."""
+
+import argparse
+
+from kruntimes.cli import main
+
+
+def _summaries(parser: argparse.ArgumentParser) -> dict[str, str]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {choice.dest: str(choice.help) for choice in sub._choices_actions}
+
+
+def test_the_command_list_says_what_each_command_module_registers() -> None:
+    assert _summaries(main.build_parser("")) == _summaries(main.build_parser())
+
+
+def test_a_command_line_builds_only_the_command_it_names() -> None:
+    assert main.command_named(["replay", "verify", "--journal", "x"]) == "replay"
+    assert main.command_named(["--help"]) == ""
+    assert main.command_named(["no-such-command"]) == ""
