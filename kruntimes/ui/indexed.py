@@ -1,11 +1,10 @@
 """The web view's look-ups through the typed history tables (issue 15).
 
-Why a module of its own: these are the questions ``queries`` asks when the tables are
-there, each answered by one of their indexes instead of a scan of the records. They
-return keys and plain rows; ``queries`` fetches records by key and folds the rows into
-the same ``Window`` and ``Bar`` values the records give (``tests/ui/test_tables.py``
-holds both to the same pages). Only the columns read here are declared, so this module
-depends on the tables' names and columns, not on the writer's code.
+Why a module of its own: these are the questions ``queries`` asks of the tables, each
+answered by one of their indexes. They return keys and plain rows; ``queries``
+fetches records by key and folds the rows into ``Window`` and ``Bar`` values. Only the
+columns read here are declared, so this module depends on the tables' names and
+columns (``kruntimes.journal.derived``), not on the writer's code.
 """
 
 from __future__ import annotations
@@ -39,28 +38,24 @@ RUNS = _table("history_runs", "epoch", "lsn", "event", "namespace", "name", "uid
 BINDS = _table("history_binds", "epoch", "lsn", "namespace", "run_uid", "result", times=("recorded_at",))
 
 
-def present(engine: sa.Engine) -> bool:
-    """Whether the journal has the tables (a schema with the history-tables revision)."""
-    return sa.inspect(engine).has_table(CYCLES.name)
-
-
 def run_keys(execute: Execute, namespace: str, name: str, limit: int) -> set[Key]:
-    """The Run's cycles and observations (by name), then its binds (by UID) and the records that ended
-    its placements (a release, an end, a newer placement)."""
+    """The Run's cycles (by name), then by its UIDs its observations and binds, and the records that
+    ended its placements (a release, an end, a newer placement)."""
+    stmt = (sa.select(CYCLES.c.epoch, CYCLES.c.lsn, CYCLES.c.run_uid)
+            .where(CYCLES.c.namespace == namespace, CYCLES.c.run == name).order_by(CYCLES.c.lsn.desc()).limit(limit))
     keys: set[Key] = set()
     uids: set[str] = set()
-    for table, column, uid in ((CYCLES, CYCLES.c.run, CYCLES.c.run_uid), (RUNS, RUNS.c.name, RUNS.c.uid)):
-        stmt = (sa.select(table.c.epoch, table.c.lsn, uid).where(table.c.namespace == namespace, column == name)
-                .order_by(table.c.lsn.desc()).limit(limit))
-        for epoch, lsn, run_uid in execute(stmt):
-            keys.add((epoch, lsn))
-            uids.add(run_uid)
+    for epoch, lsn, run_uid in execute(stmt):
+        keys.add((epoch, lsn))
+        uids.add(run_uid)
     if uids:
-        binds = sa.select(BINDS.c.epoch, BINDS.c.lsn).where(BINDS.c.namespace == namespace,
-                                                             BINDS.c.run_uid.in_(sorted(uids)))
+        for table, column in ((RUNS, RUNS.c.uid), (BINDS, BINDS.c.run_uid)):
+            stmt = (sa.select(table.c.epoch, table.c.lsn).where(table.c.namespace == namespace,
+                                                                 column.in_(sorted(uids)))
+                    .order_by(table.c.lsn.desc()).limit(limit))
+            keys.update((epoch, lsn) for epoch, lsn in execute(stmt))
         ends = sa.select(PLACEMENTS.c.end_epoch, PLACEMENTS.c.end_lsn).where(
             PLACEMENTS.c.namespace == namespace, PLACEMENTS.c.run == name, PLACEMENTS.c.end_lsn.is_not(None))
-        keys.update((epoch, lsn) for epoch, lsn in execute(binds))
         keys.update((epoch, lsn) for epoch, lsn in execute(ends))
     return keys
 

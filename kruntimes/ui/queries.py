@@ -1,13 +1,11 @@
 """Every database read the web view makes, behind one class, over a read-only connection.
 
-Why one module: the pages must not care where an answer comes from. Today the answers
-come from ``journal_records`` itself, read by the two indexes it has (LSN and
-``recorded_at``) and parsed here with orjson: a time window reads only the records
-recorded in it (plus the stretch back to the checkpoint before it, which holds the
-state the window starts from); a Run's or a pod's story finds its records with a
-substring filter on the canonical payload (``"kind":"Run","name":"x","namespace":"y"``
-is contiguous because keys are sorted) and checks every match after parsing. When the
-typed history tables exist, these methods read them instead and no page changes.
+Why one module: the pages must not care where an answer comes from. A Run's story, a
+pod at an instant, and a window's pods, Run ends, binds and Pending reasons are looked
+up through the typed history tables' indexes (``indexed``), and the records they
+point at are fetched by key; a window's reservations and releases come through the
+records' ``kind`` index, and its starting state from the newest checkpoint before it
+(kept parsed for the next page: a record never changes). Nothing scans the journal.
 
 The connection is read-only twice over: SQLite is opened with ``mode=ro`` (and
 ``PRAGMA query_only``), PostgreSQL sessions with ``default_transaction_read_only``;
@@ -17,7 +15,6 @@ The connection is read-only twice over: SQLite is opened with ``mode=ro`` (and
 from __future__ import annotations
 
 import dataclasses
-import json
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -87,11 +84,6 @@ def _at(value: Any) -> datetime:
     return parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed.astimezone(timezone.utc)
 
 
-def _needle(**fields: str) -> str:
-    """The canonical JSON text of consecutive (sorted) payload fields, to find records by substring."""
-    return ",".join(f"{json.dumps(k)}:{json.dumps(v, ensure_ascii=False)}" for k, v in fields.items())
-
-
 @dataclass(frozen=True)
 class Record:
     lsn: int
@@ -148,7 +140,7 @@ class Window:
     bars: list[Bar] = field(default_factory=list)
     pending: list[tuple[datetime, str, str]] = field(default_factory=list)  # (at, reason, run_uid)
     binds: list[tuple[datetime, str]] = field(default_factory=list)  # (at, ok|conflict|error)
-    records_read: int = 0
+    records_read: int = 0  # the events folded: reservations, releases, Run ends, pod changes
 
 
 class Reader:
@@ -158,8 +150,6 @@ class Reader:
         self.journal = journal
         self._lock = threading.Lock()
         self._starts: OrderedDict[int, tuple[dict[tuple[str, str], Lane], dict[str, Bar]]] = OrderedDict()
-        #: Whether the journal has the typed history tables (issue 15): then look-ups use their indexes.
-        self.tables = indexed.present(journal.engine)
 
     def close(self) -> None:
         self.journal.engine.dispose()
@@ -186,11 +176,6 @@ class Reader:
         # recorded_at as stored: parsing it through the column type costs more than the payload.
         return sa.select(_R.c.lsn, sa.type_coerce(_R.c.recorded_at, sa.String), _R.c.kind, _R.c.incarnation,
                          _R.c.payload)
-
-    def _contains(self, text: str) -> sa.ColumnElement[bool]:
-        if self.journal.engine.dialect.name == "sqlite":
-            return sa.func.instr(_R.c.payload, text) > 0
-        return sa.func.strpos(_R.c.payload, text) > 0
 
     # -- the journal as a whole ---------------------------------------------------------------
 
@@ -242,32 +227,6 @@ class Reader:
         return int(self._execute(stmt)[0][0])
 
     # -- a time window ------------------------------------------------------------------------
-
-    def _window_filter(self, since: datetime) -> sa.ColumnElement[bool]:
-        """The records a window draws from, chosen in the database so that Python parses only those.
-
-        Reservations and releases from the starting checkpoint on (they open and close
-        bars); the Run mutation that ends a Run (the phase it ended in, or its deletion
-        before it ended); Pod additions and deletions (the lanes);
-        and, inside the window only, binds and the cycles that left a Run Pending. Pod
-        heartbeat renewals, Run phase changes on the way and scheduled cycles - most
-        of the journal - stay in the database.
-        """
-        has = self._contains
-        # `kind || ''`: the window is one stretch of LSNs, read in order by the primary key;
-        # an index on kind would turn it into scattered look-ups and a sort.
-        kind = _R.c.kind.concat("")
-        ended = sa.or_(has('"phase":"Succeeded"'), has('"phase":"Failed"'))
-        return sa.or_(
-            kind.in_(("reserve", "release")),
-            sa.and_(kind == "mutation", sa.or_(
-                has('"event":"ADDED","kind":"Pod"'), has('"event":"DELETED","kind":"Pod"'),
-                sa.and_(has('"event":"MODIFIED","kind":"Run"'), ended),
-                # A Run deleted after it ended was closed by the modification that ended it.
-                sa.and_(has('"event":"DELETED","kind":"Run"'), sa.not_(ended)))),
-            sa.and_(_R.c.recorded_at >= since,
-                    sa.or_(kind == "bind", sa.and_(kind == "cycle", has('"status":"unschedulable"')))),
-        )
 
     def lsn_at(self, at: datetime) -> int:
         """The newest LSN recorded at or before ``at`` (0 if none): a bound later look-ups walk back from.
@@ -334,18 +293,14 @@ class Reader:
         """
         out = Window(since, until)
         start_lsn, out.lanes, open_bars = self._start_state(since)
-        if self.tables:
-            upto = self.lsn_at(until)
-            kinds = self._select().where(_R.c.kind.in_(("reserve", "release")), _R.c.lsn > start_lsn,
-                                         _R.c.lsn <= upto)
-            events = [_event(rec) for rec in self._records(kinds)]
-            events += indexed.window_events(self._execute, [i.incarnation for i in self.journal.incarnations()],
-                                            start_lsn, upto)
-            events.sort(key=lambda e: e[1])
-            out.binds = indexed.binds(self._execute, since, until)
-            out.pending = indexed.pending(self._execute, since, until)
-        else:
-            events = self._events_from_records(out, start_lsn)
+        upto = self.lsn_at(until)
+        kinds = self._select().where(_R.c.kind.in_(("reserve", "release")), _R.c.lsn > start_lsn, _R.c.lsn <= upto)
+        events = [_event(rec) for rec in self._records(kinds)]
+        events += indexed.window_events(self._execute, [i.incarnation for i in self.journal.incarnations()],
+                                        start_lsn, upto)
+        events.sort(key=lambda e: e[1])
+        out.binds = indexed.binds(self._execute, since, until)
+        out.pending = indexed.pending(self._execute, since, until)
         closed: list[Bar] = []
         for event in events:
             out.records_read += 1
@@ -363,56 +318,12 @@ class Reader:
         out.bars.sort(key=lambda b: (b.start or since, b.lsn))
         return out
 
-    def _events_from_records(self, out: Window, start_lsn: int) -> list[tuple[Any, ...]]:
-        """The window's events from the records themselves; binds and Pending cycles go straight to ``out``."""
-        stmt = (self._select().where(_R.c.lsn > start_lsn, _R.c.recorded_at < out.until,
-                                     self._window_filter(out.since)).order_by(_R.c.lsn))
-        events: list[tuple[Any, ...]] = []
-        for rec in self._records(stmt):
-            p = rec.payload
-            if rec.kind == "bind":
-                out.binds.append((rec.at, str(p.get("result"))))
-            elif rec.kind == "cycle":
-                reasons = sorted({str(reason) for _plugin, reason, _pods in p.get("rejections") or ()})
-                for reason in reasons or [str(p.get("message") or "unschedulable")]:
-                    out.pending.append((rec.at, reason, str(p.get("run_uid", ""))))
-            else:
-                events.append(_event(rec))
-        return events
-
     # -- one Run ------------------------------------------------------------------------------
 
     def run_records(self, namespace: str, name: str, *, limit: int = 2000) -> list[Record]:
-        """Every record about the Run(s) named ``namespace/name``, in LSN order (the newest ``limit``).
-
-        Two passes: the cycles, Run mutations and reservations that carry its name
-        (one scan, matched on the quoted name and checked after parsing), then, from
-        the first of those on, the binds, releases and drops that name one of its UIDs.
-        """
-        if self.tables:
-            return self._by_keys(indexed.run_keys(self._execute, namespace, name, limit))[-limit:]
-        named = self._select().where(_R.c.kind.in_(("cycle", "mutation", "reserve")),
-                                     self._contains(json.dumps(name, ensure_ascii=False)))
-        found: dict[int, Record] = {}
-        for rec in self._records(named.order_by(_R.c.lsn.desc()).limit(limit * 4)):
-            p = rec.payload
-            if rec.kind == "cycle":
-                mine = p.get("namespace") == namespace and p.get("run") == name
-            elif rec.kind == "reserve":
-                a = p.get("assumption") or {}
-                mine = a.get("namespace") == namespace and a.get("run_name") == name
-            else:
-                mine = p.get("kind") == "Run" and p.get("namespace") == namespace and p.get("name") == name
-            if mine:
-                found[rec.lsn] = rec
-        uids = sorted({_run_uid(r) for r in found.values()} - {""})
-        if uids:
-            stmt = self._select().where(_R.c.lsn >= min(found), _R.c.kind.in_(("release", "bind", "drop")),
-                                        sa.or_(*(self._contains(_needle(run_uid=u)) for u in uids)))
-            for rec in self._records(stmt.order_by(_R.c.lsn.desc()).limit(limit * 4)):
-                if rec.payload.get("run_uid") in uids and rec.payload.get("namespace") == namespace:
-                    found[rec.lsn] = rec
-        return [found[lsn] for lsn in sorted(found)][-limit:]
+        """Every record about the Run(s) named ``namespace/name``, in LSN order (the newest ``limit``):
+        its cycles, observations and binds, and the records that ended its placements."""
+        return self._by_keys(indexed.run_keys(self._execute, namespace, name, limit))[-limit:]
 
     def record(self, lsn: int, epoch: str | None = None) -> Record | None:
         """The record at ``lsn`` (of ``epoch`` when given: LSNs are unique only within an epoch)."""
@@ -445,35 +356,26 @@ class Reader:
     # -- one pod ------------------------------------------------------------------------------
 
     def pod_observation(self, namespace: str, name: str, at: datetime) -> Record | None:
-        """The newest mutation of the pod recorded at or before ``at``."""
-        if self.tables:
-            found = self._by_keys(indexed.pod_key(self._execute, namespace, name, at))
-            if found:
-                return found[0]
-        stmt = (self._select().where(_R.c.lsn <= self.lsn_at(at), _R.c.kind.concat("") == "mutation",
-                                     self._contains(_needle(kind="Pod", name=name, namespace=namespace)))
-                .order_by(_R.c.lsn.desc()).limit(1))
-        rec = next(self._records(stmt), None)
-        if rec is None:
-            checkpoint = self._checkpoint_before(at)
-            for pod in (checkpoint.payload.get("pods", ()) if checkpoint else ()):
-                if pod.get("namespace") == namespace and pod.get("name") == name:
-                    return Record(checkpoint.lsn, checkpoint.at, "checkpoint", checkpoint.incarnation,  # type: ignore[union-attr]
-                                  {"event": "CHECKPOINT", "object": pod})
-        return rec
+        """The newest mutation of the pod recorded at or before ``at`` (or its entry in the checkpoint
+        a prune kept, when its older observations are gone)."""
+        found = self._by_keys(indexed.pod_key(self._execute, namespace, name, at))
+        if found:
+            return found[0]
+        checkpoint = self._checkpoint_before(at)
+        for pod in (checkpoint.payload.get("pods", ()) if checkpoint else ()):
+            if pod.get("namespace") == namespace and pod.get("name") == name:
+                return Record(checkpoint.lsn, checkpoint.at, "checkpoint", checkpoint.incarnation,  # type: ignore[union-attr]
+                              {"event": "CHECKPOINT", "object": pod})
+        return None
 
     def pod_runs(self, namespace: str, name: str, at: datetime) -> list[Bar]:
-        """The Runs on the pod at ``at``: placed (or found in the checkpoint) and not yet ended."""
-        if self.tables:
-            bars = [Bar(namespace, run, uid, name, {}, placed, ended, str(why or ""), lsn)
-                    for run, uid, placed, ended, why, lsn in indexed.held(self._execute, namespace, name, at)]
-            for bar in bars:  # requests are not in the tables: the Run's observation up to T says them
-                for rec in self._by_keys(indexed.run_key(self._execute, namespace, bar.run_uid, at)):
-                    bar.requests = dict(map(tuple, (rec.payload.get("object") or {}).get("requests") or ()))
-            return bars
-        window = self.window(at, at)
-        return [b for b in window.bars if b.namespace == namespace and b.pod == name
-                and (b.start is None or b.start <= at) and (b.end is None or b.end > at)]
+        """The Runs placed on the pod at ``at``: placed at or before it and not yet ended then."""
+        bars = [Bar(namespace, run, uid, name, {}, placed, ended, str(why or ""), lsn)
+                for run, uid, placed, ended, why, lsn in indexed.held(self._execute, namespace, name, at)]
+        for bar in bars:  # requests are not in the tables: the Run's observation up to T says them
+            for rec in self._by_keys(indexed.run_key(self._execute, namespace, bar.run_uid, at)):
+                bar.requests = dict(map(tuple, (rec.payload.get("object") or {}).get("requests") or ()))
+        return bars
 
 
 def _event(rec: Record) -> tuple[Any, ...]:
@@ -508,14 +410,6 @@ def _observe_pod(out: Window, obj: dict[str, Any], deleted_at: datetime | None,
     lane.ready, lane.terminating = bool(obj.get("ready")), bool(obj.get("terminating"))
     lane.heartbeat = obj.get("heartbeat", lane.heartbeat)
     lane.deleted_at = deleted_at
-
-
-def _run_uid(rec: Record) -> str:
-    if rec.kind == "cycle":
-        return str(rec.payload.get("run_uid") or "")
-    if rec.kind == "reserve":
-        return str((rec.payload.get("assumption") or {}).get("run_uid") or "")
-    return str(rec.payload.get("uid") or "")
 
 
 def _close(open_bars: dict[str, Bar], closed: list[Bar], uid: str, at: datetime, why: str) -> None:

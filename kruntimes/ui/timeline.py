@@ -58,7 +58,8 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
     alive = [lane for lane in w.lanes.values() if lane.deleted_at is None or lane.deleted_at >= since]
     palette = colours([lane.runtime for lane in alive])
     chosen = sorted((lane for lane in alive if not runtime or lane.runtime == runtime),
-                    key=lambda lane: (natural(lane.runtime), lane.namespace, natural(lane.name)))
+                    # Pod names are compared as text: generated suffixes are zero-padded, and often hex.
+                    key=lambda lane: (natural(lane.runtime), lane.namespace, lane.name))
     offset = min(offset, max(0, len(chosen) - 1) // per * per)  # past the last lane: its last page
     shown = chosen[offset:offset + per]
     base = {"since": since, "until": until, "runtime": runtime or None, "per": per if per != DEFAULT_LANES else None}
@@ -75,8 +76,9 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
         m.h("h2", "Binds and conflicts per second"),
         m.figure("binds", binds_figure(w), height=220),
         m.h("p", f"{len(w.bars):,} placements, {len(w.binds):,} binds and {len(w.pending):,} Pending verdicts in "
-                 f"{span.total_seconds():,.3f} s; {w.records_read:,} journal records read (from the checkpoint "
-                 "before the window). Click a bar for its Run; drag across the lanes to zoom.", class_="note"),
+                 f"{span.total_seconds():,.3f} s; {w.records_read:,} reservations, releases, Run ends and pod changes "
+                 "read from the checkpoint before the window on. Click a bar for its Run; drag across the lanes "
+                 "to zoom.", class_="note"),
     ]
     return m.page("Timeline", *body, active="Timeline")
 

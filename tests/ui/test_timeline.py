@@ -46,6 +46,6 @@ def test_utilisation_counts_only_the_pods_asked_about() -> None:
     assert set(series) == {0.0}
 
 
-def test_runtimes_and_pods_are_listed_in_natural_order() -> None:
+def test_runtimes_are_listed_in_natural_order() -> None:
     assert list(timeline.colours(["rt10", "rt2", "rt1"])) == ["rt1", "rt2", "rt10"]
     assert sorted(["pod-10", "pod-9", "pod-100"], key=timeline.natural) == ["pod-9", "pod-10", "pod-100"]
