@@ -8,6 +8,7 @@ named by LSN. Both backends, on a journal the real scheduler wrote.
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -165,3 +166,48 @@ def test_verify_of_named_cycles_skips_those_that_read_a_pruned_state_and_replays
     after_cut = remaining[-1][0]
     report = _verify(pruned.url, source.Selection(lsns=(before_cut, after_cut)))
     assert report.ok and (report.replayed, report.skipped) == (1, 1)
+
+
+def test_a_prune_record_pointing_the_cut_at_another_link_breaks_the_checkpoints_link(pruned: Pruned) -> None:
+    kept = pruned.report.checkpoint_lsn
+    journals.rewrite(pruned.url, prune.PRUNE_LSN, lambda p: p.update(link_before="0" * 64))
+    with pytest.raises(errors.BrokenLink) as caught:
+        _verify(pruned.url)
+    assert caught.value.lsn == kept and caught.value.epoch == pruned.report.epoch
+
+
+def test_cycle_and_what_if_skip_the_cycles_that_read_a_pruned_state(
+        pruned: Pruned, capsys: pytest.CaptureFixture[str]) -> None:
+    start = pruned.report.checkpoint_lsn
+    assert start is not None
+    remaining = [c for c in pruned.cycles if c[0] > start]
+    gone = next(c[0] for c in remaining if c[1] < start)
+    assert _run("cycle", str(gone), "--journal", pruned.url) == replay_cmd.EXIT_USAGE
+    assert f"cycle LSN {gone} read the state at LSN" in capsys.readouterr().err
+    assert _run("what-if", "--journal", pruned.url, "--weights", "LeastLoaded=3", "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    skipped = len([c for c in remaining if c[1] < start])
+    assert report["skipped_pruned"] == skipped > 0
+    assert report["cycles"] == len(remaining) - skipped
+
+
+def test_verify_passes_on_a_journal_pruned_across_epochs(journal_url: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    # Three terms; the cut-off falls inside the middle one: the first goes whole, the middle is cut.
+    first = journals.scripted(journal_url, tmp_path, checkpoint_every=10)
+    middle = journals.scripted(journal_url, tmp_path, checkpoint_every=10)
+    journals.scripted(journal_url, tmp_path, checkpoint_every=10)
+    journal = Journal.open(journal_url)
+    try:
+        mine = [r for r in journal.read(kinds=("cycle",)) if r.incarnation == middle.incarnation]
+        report = prune.prune(journal, mine[len(mine) // 2].recorded_at)
+    finally:
+        journal.close()
+    assert report.removed_epochs == (first.incarnation,) and report.epoch == middle.incarnation
+    verified = _verify(journal_url)
+    assert verified.ok and first.incarnation not in verified.epochs
+    assert verified.epochs[middle.incarnation].pruned_until == report.checkpoint_lsn
+    assert verified.replayed + verified.skipped == len(_cycles(journal_url))
+    assert verified.epochs[middle.incarnation].cycles > 0
+    assert _run("verify", "--journal", journal_url) == 0
+    assert "1 older epoch removed whole" in capsys.readouterr().out
