@@ -87,26 +87,30 @@ def algorithm(key: ChainKey | None) -> str:
 
 def timestamp_text(at: datetime) -> str:
     """The one text form of a record's time inside a link: UTC, microseconds, ``+00:00``."""
-    if at.tzinfo is None or at.utcoffset() is None:
-        raise ValueError(f"naive datetime {at!r}: journal times are UTC instants")
-    return at.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    if at.tzinfo is not timezone.utc:  # stored and encoded records are UTC already: no conversion
+        if at.tzinfo is None or at.utcoffset() is None:
+            raise ValueError(f"naive datetime {at!r}: journal times are UTC instants")
+        at = at.astimezone(timezone.utc)
+    return at.isoformat(timespec="microseconds")
+
+
+_UTF8: Final = "utf-8"
+_sha256 = hashlib.sha256
 
 
 def link(prev: str, epoch: str, lsn: int, recorded_at: datetime, kind: str, schema_version: int,
          payload_sha256: str, key: ChainKey | None = None) -> str:
-    """The ``chain_hash`` of one record, given the ``chain_hash`` of the record before it (or GENESIS)."""
-    message = b"\x00".join((
-        _DOMAIN,
-        epoch.encode("utf-8"),
-        str(lsn).encode("ascii"),
-        timestamp_text(recorded_at).encode("ascii"),
-        kind.encode("utf-8"),
-        str(schema_version).encode("ascii"),
-        payload_sha256.encode("ascii"),
-        prev.encode("ascii"),
-    ))
+    """The ``chain_hash`` of one record, given the ``chain_hash`` of the record before it (or GENESIS).
+
+    The message is ``_DOMAIN``, then the fields as UTF-8 text, each after a NUL (the
+    writer computes one per record, so it is built as one string and encoded once).
+    """
+    message = _DOMAIN + (
+        f"\x00{epoch}\x00{lsn}\x00{timestamp_text(recorded_at)}\x00{kind}\x00{schema_version}"
+        f"\x00{payload_sha256}\x00{prev}"
+    ).encode(_UTF8)
     if key is None:
-        return hashlib.sha256(message).hexdigest()
+        return _sha256(message).hexdigest()
     return hmac.new(key.secret, message, hashlib.sha256).hexdigest()
 
 

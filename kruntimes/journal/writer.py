@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 
 Policy = intake.Policy
 
+_new_tuple = tuple.__new__
+
 #: A moving head is published (log line) at most this often; an ended epoch's at once.
 HEAD_LOG_INTERVAL = 60.0
 #: How long ``last_lsn`` waits for the database when the spool already knows an LSN.
@@ -347,20 +349,20 @@ class JournalWriter:
     def _linked(self, rows: list[records.EncodedRecord]) -> list[records.EncodedRecord]:
         """``rows`` with their links, in order; a row of an epoch whose head is unknown goes without one."""
         heads, unlinked, key, link = self._heads, self._unlinked, self._key, chain.link
+        make, encoded = _new_tuple, records.EncodedRecord
         out = []
         for r in rows:
-            epoch = r.incarnation
+            lsn, epoch, at, kind, version, payload, sha = r[:7]
             head = heads.get(epoch)
             if head is None:
-                if r.kind != "incarnation" or epoch in unlinked:
+                if kind != "incarnation" or epoch in unlinked:
                     unlinked.add(epoch)  # the database links it, from its stored head
                     out.append(r)
                     continue
                 head = (0, chain.GENESIS)  # an epoch's first record
-            r = r._replace(chain_hash=link(head[1], epoch, r.lsn, r.recorded_at, r.kind, r.schema_version,
-                                           r.payload_sha256, key))
-            heads[epoch] = (r.lsn, r.chain_hash)
-            out.append(r)
+            linked = link(head[1], epoch, lsn, at, kind, version, sha, key)
+            heads[epoch] = (lsn, linked)
+            out.append(make(encoded, (lsn, epoch, at, kind, version, payload, sha, linked)))  # not _replace: ~4x faster
         return out
 
     def _settle_chain(self) -> None:

@@ -112,11 +112,15 @@ def test_a_leader_that_stops_releases_the_lease_and_the_standby_takes_over_at_on
     try:
         lsns = [r.lsn for r in journal.read()]
         kinds = [r.kind for r in journal.read()]
+        epochs = journal.epochs()
     finally:
         journal.close()
     assert lsns == list(range(1, len(lsns) + 1))
     starts = [i for i, kind in enumerate(kinds) if kind == "incarnation"]
     assert len(starts) == 2 and all(kinds[i + 1:i + 3] == ["checkpoint", "leader"] for i in starts)
+    # Each term is an epoch (SPEC §5), closed by its end record right after `leader` {lost}.
+    assert [kinds[i - 2:i] for i in starts[1:] + [len(kinds)]] == [["leader", "end"]] * 2
+    assert [(e.end_lsn, e.end_reason) for e in epochs.values()] == [(starts[1], "shutdown"), (len(kinds), "shutdown")]
 
 
 def test_a_killed_leader_is_replaced_after_its_lease_expires_and_nothing_is_overcommitted(

@@ -56,3 +56,13 @@ def test_a_key_file_is_read_stripped_and_a_short_or_missing_one_is_a_clear_error
         chain.load_key(tmp_path / "absent")
     monkeypatch.delenv(chain.KEY_FILE_ENV)
     assert chain.load_key() is None
+
+
+def test_the_link_of_a_known_record_never_changes():
+    # Fixed vectors: the writer, the spool drain, verify and journals already stored all
+    # depend on this exact message layout; a change is a new algorithm, never an edit.
+    assert chain.link(**FIELDS) == "437e132b5f426d80e67cf3655dd0d4926528e131dff6084c8ea2bf4046e1c29b"
+    keyed = {**FIELDS, "prev": "1" * 64, "epoch": "ünï", "lsn": 2**62, "kind": "end", "schema_version": 3,
+             "payload_sha256": "cd" * 32, "recorded_at": AT.astimezone(timezone(timedelta(hours=5)))}
+    assert chain.link(**keyed, key=chain.ChainKey(b"k" * 32)) == \
+        "9003cdd6ada53eec068a9152762ba54631409097929417e758f2f1a0c856d7e2"

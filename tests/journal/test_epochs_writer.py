@@ -250,3 +250,39 @@ def test_an_unknown_epoch_in_the_tests_default_incarnation_is_linked_by_the_data
         assert w.flush(WAIT)
     assert [r.lsn for r in unchained(journal.read_encoded())] == [1, 2, 3]
     assert journal.epochs()[INCARNATION].head_lsn == 3
+
+
+def test_a_killed_leaders_spool_drains_into_its_own_epoch_beside_the_next_leaders_records(
+        journal: backends.Journal, tmp_path: Path) -> None:
+    # Issue 14's lost term: A spools during an outage and is killed; B leads and numbers
+    # the same LSNs; A's replica comes back. Nothing collides, nothing is rejected.
+    down = FlakyJournal(journal)
+    down.down = True
+    a = make(down, tmp_path, spool_path=tmp_path / "a.spool", epoch=E1).start()
+    for r in epoch_records(E1, 1, 480):
+        a.append(r)
+    assert a.flush(WAIT)
+    a.close(WAIT)  # killed: its records are in its spool only, no end record
+    with make(journal, tmp_path, spool_path=tmp_path / "b.spool", epoch=E2) as b:
+        for r in epoch_records(E2, 1, 100):  # B only knew the database: it numbers from 1 too
+            b.append(r)
+        b.append(record(101, "end", {"reason": "lost"}, incarnation=E2))
+        assert b.flush(WAIT)
+    e3 = "e3" + "0" * 30
+    again = make(journal, tmp_path, spool_path=tmp_path / "a.spool", epoch=e3)
+    start = (again.last_lsn() or 0) + 1
+    again.start()
+    try:
+        for r in epoch_records(e3, start, start + 9):
+            again.append(r)
+        assert again.drain(WAIT)
+        stats = again.stats()
+    finally:
+        again.close(WAIT)
+    assert sum(stats.rejected.values()) == 0 and stats.quarantined == 0
+    stored = unchained(journal.read_encoded())
+    by_epoch = {e: [r.lsn for r in stored if r.incarnation == e] for e in (E1, E2, e3)}
+    assert by_epoch[E1] == list(range(1, 482)) and by_epoch[E2] == list(range(1, 102))
+    assert by_epoch[e3] == list(range(start, start + 10)) and start == 482
+    ends = {e.epoch: (e.end_lsn, e.end_reason) for e in journal.epochs().values()}
+    assert ends == {E1: (481, "recovered"), E2: (101, "lost"), e3: (None, None)}
