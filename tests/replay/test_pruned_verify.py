@@ -211,3 +211,45 @@ def test_verify_passes_on_a_journal_pruned_across_epochs(journal_url: str, tmp_p
     assert verified.epochs[middle.incarnation].cycles > 0
     assert _run("verify", "--journal", journal_url) == 0
     assert "1 older epoch removed whole" in capsys.readouterr().out
+
+
+def test_a_journal_pruned_before_epochs_verifies_after_the_upgrade(journal_url: str) -> None:
+    # The old shape, as the old code left it after a prune at the checkpoint at LSN 4: the incarnation
+    # records, the prune record in its old form (no epoch, no link), then the next incarnation's records.
+    import sqlalchemy as sa
+
+    from kruntimes.journal import backends, migrate, records, schema
+    from tests.journal.factories import T0, record
+
+    a, b = "a" * 32, "b" * 32
+    migrate.upgrade(journal_url, "0002_history_views")
+    start = {"version": "0.9", "config_hash": "c0ffee"}
+    kept = record(4, "checkpoint", {"objects": []}, incarnation=a)
+    rows = [records.encode(r) for r in (
+        record(1, "incarnation", start, incarnation=a), kept, record(5, "bind", incarnation=a),
+        record(6, "bind", incarnation=a), record(7, "incarnation", start, incarnation=b),
+        record(8, "bind", incarnation=b))]
+    evidence = records.canonical_json({
+        "checkpoint_lsn": 4, "checkpoint_sha256": records.encode(kept).payload_sha256, "incarnation_lsns": [1],
+        "before": T0.isoformat(), "pruned_at": T0.isoformat(), "by": "ops@old", "deleted": 2, "earlier": []})
+    rows.append(records.EncodedRecord(0, a, T0, "prune", 1, evidence, records.content_hash(evidence)))
+    engine = backends.create_engine(journal_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text(
+                "INSERT INTO journal_records (lsn, incarnation, recorded_at, kind, schema_version, payload,"
+                " payload_sha256) VALUES (:lsn, :incarnation, :recorded_at, :kind, :schema_version, :payload,"
+                " :payload_sha256)"),
+                [{**r._asdict(), "recorded_at": r.recorded_at if conn.dialect.name != "sqlite"
+                  else schema.sqlite_timestamp(r.recorded_at)} for r in rows])
+    finally:
+        engine.dispose()
+    migrate.upgrade(journal_url)
+    report = _verify(journal_url)
+    assert report.ok and report.pruned is not None and (report.pruned.epoch, report.pruned.checkpoint_lsn) == (a, 4)
+    assert [(e.epoch, e.state, e.records, e.pruned_until) for e in report.epochs.values()] == [
+        (a, "before-epochs", 4, 4), (b, "before-epochs", 2, None)]
+    journals.delete_lsns(journal_url, 5, 5)  # and a gap no prune accounts for is still damage
+    with pytest.raises(errors.RecordGap) as caught:
+        _verify(journal_url)
+    assert (caught.value.epoch, caught.value.lsn) == (a, 5)
