@@ -11,15 +11,20 @@ from active Runs"):
    competes with this term's keys) numbering on from the highest LSN this process
    knows; its first records are the incarnation record, a checkpoint of the whole
    cache (what replay starts from, since the standby's changes were not journaled)
-   and `leader` {acquired};
+   and `leader` {acquired}. Opening it never waits for the database (SPEC §5
+   "Availability"): the highest LSN known is its spool's, its previous term's, or the
+   database's if it answers at once, and the records wait in the spool until the
+   database answers;
 3. start with an empty assumed cache (dropping whatever a previous term left);
-4. route events through the scheduler, enqueue every Pending Run, start the workers.
+4. route events through the scheduler, enqueue every Pending Run, start the
+   scheduling loop (its writes go to the binder processes, `binders`).
 
 End (lost, or shutting down):
 
 1. route events straight into the cache again, so nothing more is enqueued;
-2. pause the scheduler: cycles in flight finish (their writes pass the binder's
-   fence only while the lease is still held), the workers are joined;
+2. pause the scheduler: cycles in flight finish - their writes, sent only before
+   the deadline they carry (the fence, while the lease is certainly held), are
+   answered - and the scheduling loop is joined;
 3. drop this term's assumptions (recorded as releases, reason `aborted`), journal
    `leader` {lost, reason} and the epoch's `end` {reason}, and close the journal,
    which flushes it - before the lease is released on shutdown.
@@ -88,9 +93,10 @@ class Terms:
             self.leading = True
         self.started += 1
         self.scheduler.enqueue_pending()
-        self.scheduler.start(self.settings.workers)
-        log.info("leading: scheduling with %d workers", self.settings.workers,
-                 extra={"pending": len(self.cache.pending_keys()), "identity": self.identity})
+        self.scheduler.start()
+        journal = None if session is None else {"epoch": session.epoch, "first_lsn": session.first_lsn}
+        log.info("leading: scheduling, writes sent by %d binder processes", self.settings.binders,
+                 extra={"pending": len(self.cache.pending_keys()), "identity": self.identity, "journal": journal})
 
     def end(self, reason: str) -> None:
         self.intake.set_leading(False)
@@ -108,9 +114,12 @@ class Terms:
             self._detach()
             session, self.session = self.session, None
             self.leading = False
+        journal = None
         if session is not None:
             session.close(self.settings.shutdown_timeout, reason=reason)
-        log.info("term ended: %s", reason, extra={"identity": self.identity, "assumptions_dropped": dropped})
+            journal = {"epoch": session.epoch, "last_lsn": session.recorder.lsn, "spooled": session.writer.spooled}
+        log.info("term ended: %s", reason, extra={"identity": self.identity, "assumptions_dropped": dropped,
+                                                  "journal": journal})
 
     def crash(self) -> None:
         """Stop as a killed process would, for tests: no records, no release; only the threads end."""

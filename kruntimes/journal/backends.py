@@ -13,16 +13,18 @@ from __future__ import annotations
 import json
 import threading
 import types
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backend_postgres, backend_sqlite, chain, errors, records, schema
+from kruntimes.journal import backend_postgres, backend_sqlite, chain, derived, errors, records, schema, schema_wait
 
 DEFAULT_URL = "sqlite:///kruntimes-journal.db"
+#: Records read and applied at a time when the history tables are rebuilt.
+REINDEX_CHUNK = 5_000
 
 
 class Incarnation(NamedTuple):
@@ -73,8 +75,9 @@ class EpochHead(NamedTuple):
 class Journal:
     """Append-only store of journal records, keyed by (epoch, LSN), read in LSN order."""
 
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine, *, schema: schema_wait.SchemaGate | None = None) -> None:
         self._engine = engine
+        self._schema = schema  # checked before the first write (``deferred``); None: checked by ``open``
         self._backend = _backend_for(engine.url)
         self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         # Appends keep one connection between batches: checking one out of the pool and
@@ -102,6 +105,13 @@ class Journal:
             engine.dispose()
             raise
         return cls(engine)
+
+    @classmethod
+    def deferred(cls, url: str | sa.URL, *, migrate: bool) -> Journal:
+        """The journal at ``url`` without a connection yet: the schema is checked (or, with
+        ``migrate``, migrated) before the first write, so a database that is away delays
+        only the writes, which the writer spools meanwhile (SPEC §5 "Availability")."""
+        return cls(create_engine(url), schema=schema_wait.SchemaGate(migrate=migrate))
 
     @property
     def engine(self) -> sa.Engine:
@@ -135,6 +145,7 @@ class Journal:
         skip_existing: bool = False,
         key: chain.ChainKey | None = None,
         heads: dict[str, tuple[int, str]] | None = None,
+        payloads: Sequence[Any] | None = None,
     ) -> int:
         """Store ``batch`` in ONE transaction, with its epochs' heads; return the number of rows inserted.
 
@@ -149,15 +160,30 @@ class Journal:
         of it in the same transaction; ``heads`` (epoch -> (LSN, link)), when given, is
         updated with the new heads after the commit. JournalRecords are encoded here
         (``RecordRejected``).
+
+        The history tables (``derived``) get the batch's rows in the same transaction.
+        ``payloads``, aligned with ``batch``, are the payload dicts of encoded records
+        when the caller still has them (so they are not parsed again); a JournalRecord
+        brings its own.
         """
-        rows = [r if type(r) is records.EncodedRecord else records.encode(r) for r in batch]  # type: ignore[arg-type]
+        rows: list[records.EncodedRecord] = []
+        sources: list[Any] = []
+        for i, r in enumerate(batch):
+            if type(r) is records.EncodedRecord:
+                rows.append(r)  # type: ignore[arg-type]
+                sources.append(payloads[i] if payloads is not None else None)
+            else:
+                rows.append(records.encode(r))  # type: ignore[arg-type]
+                sources.append(r.payload)  # type: ignore[union-attr]
         if not rows:
             return 0
+        if self._schema is not None:
+            self._schema.check(self._engine)  # JournalUnavailable until the schema is there
         with self._append_lock:
             while True:
                 reused = self._append_conn is not None
                 try:
-                    stored = self._append(rows, skip_existing, key)
+                    stored = self._append(rows, sources, skip_existing, key)
                     break
                 except (sa_exc.DBAPIError, self._dbapi_error) as exc:
                     self._drop_append_connection()
@@ -173,23 +199,32 @@ class Journal:
                     heads[r.incarnation] = (r.lsn, r.chain_hash)
         return len(stored)
 
-    def _append(self, rows: list[records.EncodedRecord], skip_existing: bool,
+    def _append(self, rows: list[records.EncodedRecord], sources: list[Any], skip_existing: bool,
                 key: chain.ChainKey | None) -> list[records.EncodedRecord]:
+        history = None if skip_existing else derived.derive(rows, sources, self._backend.STAMP)
         conn = self._append_conn
         if conn is None:
             conn = self._append_conn = self._engine.connect()
         with conn.begin():
             if skip_existing:
-                rows = self._without_stored(conn, rows)
-                if not rows:
-                    return rows
+                kept = self._without_stored(conn, rows)
+                if not kept:
+                    return kept
+                if len(kept) < len(rows):
+                    stored = {(r.incarnation, r.lsn) for r in rows} - {(r.incarnation, r.lsn) for r in kept}
+                    sources = [p for r, p in zip(rows, sources) if (r.incarnation, r.lsn) not in stored]
+                rows = kept
+                history = derived.derive(rows, sources, self._backend.STAMP)
             for r in rows:
                 if not r.chain_hash:
                     rows = self._linked(conn, rows, key)
                     break
-            self._backend.insert_records(conn.connection.driver_connection, rows)
+            dbapi_connection = conn.connection.driver_connection
+            self._backend.insert_records(dbapi_connection, rows)
             self._project_incarnations(conn, rows)
             self._advance_epochs(conn, rows, key)
+            if history:
+                self._backend.insert_derived(dbapi_connection, history)
         return rows
 
     def _write_error(self, exc: Exception, rows: Sequence[records.EncodedRecord]) -> errors.JournalError:
@@ -288,12 +323,35 @@ class Journal:
             dialect_insert: Any = _dialect_insert(conn)
             conn.execute(dialect_insert(schema.journal_incarnations).on_conflict_do_nothing(), found)
 
+    def reindex(self, *, chunk_size: int = REINDEX_CHUNK) -> int:
+        """Rebuild the history tables from the stored records in one transaction; the records read.
+
+        Takes the append lock: the writer's batches wait (a busy scheduler spools meanwhile).
+        """
+        with self._append_lock:
+            self._drop_append_connection()
+            try:
+                with self._engine.begin() as conn:
+                    return rebuild_history(conn, chunk_size=chunk_size)
+            except sa_exc.DBAPIError as exc:
+                raise errors.JournalUnavailable(f"cannot reindex the journal ({self.backend}): {exc.orig}") from exc
+
     # -- reading -----------------------------------------------------------------
 
-    def last_lsn(self) -> int | None:
-        """The highest LSN stored in the database, or None for an empty journal."""
+    def last_lsn(self, timeout: float | None = None) -> int | None:
+        """The highest LSN stored in the database, or None for an empty journal.
+
+        With ``timeout`` the question is asked on a thread of its own and a database that
+        has not answered within it is ``JournalUnavailable`` (the thread ends on its own,
+        within the connect timeout): a new epoch must not wait for the database.
+        """
+        if timeout is not None:
+            return _bounded(self.last_lsn, timeout, f"the journal database did not answer within {timeout:g} s")
         try:
             with self._engine.connect() as conn:
+                if self._schema is not None and not self._schema.ready and not sa.inspect(conn).has_table(
+                        schema.journal_records.name):
+                    return None  # not migrated yet: no records (the writer migrates or waits before it writes)
                 value = conn.execute(sa.select(sa.func.max(schema.journal_records.c.lsn))).scalar()
         except sa_exc.DBAPIError as exc:
             raise errors.JournalUnavailable(f"cannot read the last LSN ({self.backend}): {exc.orig}") from exc
@@ -349,6 +407,8 @@ class Journal:
 
     def epochs(self, only: Collection[str] | None = None) -> dict[str, EpochHead]:
         """Each epoch's stored head (``only`` those named), by epoch."""
+        if self._schema is not None:
+            self._schema.check(self._engine)  # the writer drains a spool with this: not before the schema is there
         table = schema.journal_epochs
         stmt = sa.select(*[table.c[name] for name in EpochHead._fields]).order_by(table.c.first_lsn)
         if only is not None:
@@ -370,6 +430,59 @@ class Journal:
                 return [Incarnation(*row) for row in conn.execute(stmt)]
         except sa_exc.DBAPIError as exc:
             raise errors.JournalUnavailable(f"cannot read incarnations ({self.backend}): {exc.orig}") from exc
+
+
+def _bounded(call: Callable[[], Any], timeout: float, late: str) -> Any:
+    """``call()``'s result, or ``JournalUnavailable(late)`` if it takes longer than ``timeout``."""
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name="kruntimes-journal-probe", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not outcome:
+        raise errors.JournalUnavailable(late)
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
+def rebuild_history(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK) -> int:
+    """Empty the history tables and derive them again from every stored record, in LSN order.
+
+    Runs in the caller's transaction (the migration that creates the tables, or
+    ``Journal.reindex``); returns how many records were read. The records are read in
+    pages of ``chunk_size`` and each page is applied as the writer applies a batch, which
+    gives the same tables as the writer's own batches did.
+    """
+    backend = _backend_for(conn.engine.url)
+    for table in reversed(derived.TABLES):
+        conn.execute(sa.delete(table))
+    r = schema.journal_records
+    columns = (r.c.lsn, r.c.incarnation, r.c.recorded_at, r.c.kind, r.c.schema_version, r.c.payload,
+               r.c.payload_sha256)
+    # Keyset pages over (lsn, epoch): LSNs are unique only within an epoch, so a page
+    # boundary between two epochs' records of the same LSN must not skip one of them.
+    after: tuple[int, str] = (-1, "")
+    read = 0
+    while True:
+        page = [records.EncodedRecord(*row) for row in conn.execute(
+            sa.select(*columns).where(sa.tuple_(r.c.lsn, r.c.incarnation) > sa.tuple_(*after),
+                                      r.c.kind.in_(sorted(derived.KINDS)))
+            .order_by(r.c.lsn, r.c.incarnation).limit(chunk_size))]
+        if not page:
+            return read
+        read += len(page)
+        after = (page[-1].lsn, page[-1].incarnation)
+        history = derived.derive(page, stamp=backend.STAMP)
+        if history:
+            backend.insert_derived(conn.connection.driver_connection, history)
 
 
 def _dialect_insert(conn: sa.Connection) -> Any:

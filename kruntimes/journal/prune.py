@@ -41,7 +41,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, errors, records, schema, views
+from kruntimes.journal import backends, derived, errors, records, schema, views
 
 #: The LSN of the prune record: outside the sequence a scheduler numbers from 1.
 PRUNE_LSN = 0
@@ -172,6 +172,7 @@ def _cut(conn: sa.Connection, report: PruneReport, by: str | None, now: datetime
         if report.removed_epochs:
             e = schema.journal_epochs
             conn.execute(sa.delete(e).where(e.c.epoch.in_(report.removed_epochs)))
+        _forget_history(conn, report)
         _record_evidence(conn, report, by, now, sum(int(row[1]) for row in counts), link_before, removed)
     return dataclasses.replace(
         report, deleted={kind: int(n) for kind, n, _low, _high in counts},
@@ -187,6 +188,25 @@ def _removed_heads(conn: sa.Connection, epochs: tuple[str, ...]) -> list[dict[st
                         .where(e.c.epoch.in_(epochs)).order_by(e.c.epoch)).all()
     return [{"epoch": row.epoch, "first_lsn": int(row.first_lsn), "head_lsn": int(row.head_lsn),
              "head_hash": row.head_hash, "end_reason": row.end_reason} for row in rows]
+
+
+def _forget_history(conn: sa.Connection, report: PruneReport) -> None:
+    """Delete the history rows of the deleted records, and the pending episodes that began among them.
+
+    The counts (``history_pod_hours``, ``history_rejection_hours``, ``history_epochs``)
+    keep what was pruned: ``kruntimes journal reindex`` recounts them from what is left.
+    """
+    def gone(epoch: Any, lsn: Any) -> Any:
+        cond = sa.false()
+        if report.checkpoint_lsn is not None:
+            cond = sa.and_(epoch == report.epoch, lsn > PRUNE_LSN, lsn < report.checkpoint_lsn)
+        if report.removed_epochs:
+            cond = sa.or_(cond, epoch.in_(report.removed_epochs))
+        return cond
+
+    for table in derived.ROW_TABLES:
+        conn.execute(sa.delete(table).where(gone(table.c.epoch, table.c.lsn)))
+    conn.execute(sa.delete(derived.waits).where(gone(derived.waits.c.epoch, derived.waits.c.first_lsn)))
 
 
 def _record_evidence(conn: sa.Connection, report: PruneReport, by: str | None, now: datetime | None,

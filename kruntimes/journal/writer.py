@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -83,6 +84,7 @@ class JournalWriter:
         commit_interval: float = 0.0,
         key_file: str | None = None,
         epoch: str | None = None,
+        recover_all: bool = False,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
     ) -> None:
         if max_batch < 1:
@@ -114,6 +116,7 @@ class JournalWriter:
             raise
         self._wall_clock = wall_clock
         self._epoch = epoch
+        self._recover_all = recover_all  # no epoch of its own: every epoch found is an earlier one to close
         self._quarantine_path = Path(f"{self._spool.path}.quarantine")
         self._note_path = Path(f"{self._spool.path}.epochs")
 
@@ -167,19 +170,20 @@ class JournalWriter:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def last_lsn(self) -> int | None:
+    def last_lsn(self, timeout: float | None = None) -> int | None:
         """The highest durable LSN known (spool and database): a new epoch numbers on after it.
 
         With records in the spool the database gets a bounded probe
         (``LAST_LSN_PROBE_SECONDS``) and is left out if it does not answer in time: the
         epoch's keys cannot collide with another's whatever it numbers from (SPEC §5).
-        Raises ``JournalUnavailable`` when the spool is empty and the database cannot answer.
+        Raises ``JournalUnavailable`` when the spool is empty and the database cannot answer
+        (within ``timeout`` seconds, if given: a term must not wait for the database).
         Each earlier epoch to close (``end`` recovered, after its head) is counted in, so
         the new epoch's LSNs stay clear of those end records too.
         """
         spooled = self._spool.last_lsn
         if spooled is None:
-            known = self._journal.last_lsn()
+            known = self._journal.last_lsn() if timeout is None else self._journal.last_lsn(timeout)
         else:
             known = max(spooled, _bounded(self._journal.last_lsn, LAST_LSN_PROBE_SECONDS) or 0)
         # Each epoch this writer will close takes the LSN after its head for its end record.
@@ -275,6 +279,11 @@ class JournalWriter:
         return self._quarantine_path
 
     @property
+    def recovering(self) -> bool:
+        """Earlier epochs found in the spool (or its note) are still to be closed."""
+        return bool(self._to_recover)
+
+    @property
     def spooled(self) -> int:
         """Records currently waiting in the spool file."""
         return len(self._spool)
@@ -324,13 +333,15 @@ class JournalWriter:
     def _process(self, batch: list[Record]) -> int:
         """Make ``batch`` (after any held records) durable; return how many records settled."""
         before = dict(self._heads)
-        rows = self._held + self._linked(self._encode(batch))
+        encoded, built = self._encode(batch)
+        rows = self._held + self._linked(encoded)
+        sources: list[Any] | None = [None] * len(self._held) + built if self._held else built
         unsettled_before = len(self._held) + len(batch)
         self._held = []
         try:
             if self._spilling:
                 self._drain_spool()
-            if rows and not self._spilling and self._write(rows, skip_existing=False):
+            if rows and not self._spilling and self._write(rows, skip_existing=False, payloads=sources):
                 rows = []
             if rows and self._spill(rows) == "dropped":
                 self._heads = before  # the chain goes on from the last durable record
@@ -380,37 +391,56 @@ class JournalWriter:
                 if r.kind == "end" and r.incarnation == self._epoch:
                     self._ended = True
 
-    def _encode(self, batch: list[Record]) -> list[records.EncodedRecord]:
-        rows, first = records.encode_batch(batch, max_payload_bytes=self._max_payload_bytes,
-                                           rejected=self._rejected, prepare=self._realized)
-        good = [r for r in rows if r is not None]
+    def _encode(self, batch: list[Record]) -> tuple[list[records.EncodedRecord], list[Any]]:
+        """The stored form of each record (rejected ones counted and left out), with its payload dict.
+
+        The payload dicts (None for records that came encoded) go with the rows to the
+        journal, which derives the history tables from them without parsing the JSON again.
+        """
+        rows: list[records.EncodedRecord] = []
+        built: list[Any] = []
+        first: Exception | None = None
+        rejected = self._rejected
+        deferred, journal_record, limit = payloads.DeferredRecord, records.JournalRecord, self._max_payload_bytes
+        for record in batch:
+            try:
+                if type(record) is deferred:
+                    row, payload = payloads.encoded_with_payload(record, max_payload_bytes=limit)  # type: ignore[arg-type]
+                elif type(record) is journal_record:
+                    row, payload = records.encode(record, max_payload_bytes=limit), record.payload  # type: ignore[arg-type]
+                else:
+                    row, payload = record, None  # type: ignore[assignment]
+            except Exception as exc:  # an encoder or builder bug is still this record's problem only
+                reason = exc.reason if isinstance(exc, errors.RecordRejected) else "malformed"
+                rejected[reason] = rejected.get(reason, 0) + 1
+                first = first or exc
+                continue
+            rows.append(row)
+            built.append(payload)
         if first is not None:
             log.error("journal writer rejected %d record(s) of a batch of %d; first: %s",
-                      len(rows) - len(good), len(batch), first)
-        return good
+                      len(batch) - len(rows), len(batch), first)
+        return rows, built
 
-    def _realized(self, record: Record) -> records.JournalRecord | records.EncodedRecord:
-        """A deferred record's payload built and encoded; any other record as it is."""
-        if type(record) is not payloads.DeferredRecord:
-            return record  # type: ignore[return-value]
-        return payloads.encoded(record, max_payload_bytes=self._max_payload_bytes)
-
-    def _write(self, rows: list[records.EncodedRecord], *, skip_existing: bool) -> bool:
+    def _write(self, rows: list[records.EncodedRecord], *, skip_existing: bool,
+               payloads: list[Any] | None = None) -> bool:
         """One transaction; False (and spill mode) if the database failed or was too slow.
 
         Rows stored under their key with other content or link are moved to the
-        quarantine (with the rest of their epoch in ``rows``), never stored.
+        quarantine (with the rest of their epoch in ``rows``), never stored. ``payloads``,
+        aligned with ``rows``, are their payload dicts where the writer still has them
+        (the history tables are derived from them instead of the JSON text).
         """
         started = self._clock()
         append = self._journal.append_batch
         try:
             try:
-                append(rows, skip_existing=skip_existing, key=self._key, heads=self._stored_heads)
+                append(rows, skip_existing=skip_existing, key=self._key, heads=self._stored_heads, payloads=payloads)
             except errors.DuplicateRecord:
                 if skip_existing:
                     raise
                 # Usually a commit whose acknowledgement was lost: store what is missing.
-                append(rows, skip_existing=True, key=self._key, heads=self._stored_heads)
+                append(rows, skip_existing=True, key=self._key, heads=self._stored_heads, payloads=payloads)
         except errors.DuplicateRecord as exc:
             if not exc.keys:
                 raise
@@ -568,12 +598,12 @@ class JournalWriter:
         Only a writer told its own epoch can tell an earlier one from its own (a writer
         process restarted mid-epoch continues it).
         """
-        if self._epoch is None:
+        if self._epoch is None and not self._recover_all:
             return []
         noted = _read_note(self._note_path)
         unended = [epoch for epoch, h in self._spool.heads.items() if h.kind != "end"]
         found = [e for e in dict.fromkeys([*noted, *unended]) if e != self._epoch]
-        _write_note(self._note_path, [*found, self._epoch])
+        _write_note(self._note_path, [*found, *([self._epoch] if self._epoch else [])])
         if found:
             log.warning("journal: %d earlier epoch(s) of this spool did not end (a killed process): %s;"
                         " closing them once the spool is drained", len(found), ", ".join(found))

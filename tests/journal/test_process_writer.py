@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import backends, errors, payloads, records
 from kruntimes.journal.process import SEAL_AT, ProcessJournalWriter
+from kruntimes.journal.recorder import JournalRecorder
 from kruntimes.journal.session import JournalSession
 from kruntimes.scheduler.config import SchedulerConfig
 from tests import builders
@@ -284,10 +285,10 @@ def test_the_next_writer_continues_after_the_last_durable_lsn(journal_url: str, 
 
 def test_a_session_that_cannot_start_its_recorder_leaves_no_writer_process_behind(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def unavailable(self: ProcessJournalWriter) -> int | None:
-        raise errors.JournalUnavailable("the database went away after it was migrated")
+    def broken(self: JournalRecorder, *args: Any, **kw: Any) -> int:
+        raise errors.JournalError("the incarnation record cannot be made")
 
-    monkeypatch.setattr(ProcessJournalWriter, "last_lsn", unavailable)
+    monkeypatch.setattr(JournalRecorder, "start", broken)
     started: list[ProcessJournalWriter] = []
     original = ProcessJournalWriter.__init__
 
@@ -296,6 +297,6 @@ def test_a_session_that_cannot_start_its_recorder_leaves_no_writer_process_behin
         started.append(self)
 
     monkeypatch.setattr(ProcessJournalWriter, "__init__", remember)
-    with pytest.raises(errors.JournalUnavailable):
+    with pytest.raises(errors.JournalError, match="cannot be made"):
         JournalSession(f"sqlite:///{tmp_path}/j.db", SchedulerConfig(), spool_path=str(tmp_path / "spool"))
     assert len(started) == 1 and started[0]._process.poll() is not None, "the writer process still runs"
