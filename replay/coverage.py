@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from kruntimes.journal import backends, prune
 from replay import errors, integrity, source
+from replay.engine import CycleRef
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,16 @@ class Pruned:
         if self.epoch is None or self.checkpoint_lsn is None:
             return {}
         return {self.epoch: integrity.Start(self.checkpoint_lsn, self.link_before)}
+
+
+def replayable(pruned: Pruned | None, cycles: list[CycleRef]) -> tuple[list[CycleRef], list[CycleRef]]:
+    """`cycles` split into those that can be replayed and those whose snapshot a prune removed."""
+    if pruned is None or pruned.checkpoint_lsn is None:
+        return cycles, []
+    kept, gone = [], []
+    for ref in cycles:
+        (gone if ref.incarnation == pruned.epoch and ref.snapshot_lsn < pruned.checkpoint_lsn else kept).append(ref)
+    return kept, gone
 
 
 def check(journal: backends.Journal) -> Pruned | None:

@@ -15,7 +15,7 @@ from kruntimes.journal import backends
 from kruntimes.scheduler.outcome import CycleOutcome
 from kruntimes.scheduler.projection import Assumption, RunInfo
 from kruntimes.scheduler.views import PodView
-from replay import compare, engine, errors, reproduce, source
+from replay import compare, coverage, engine, errors, reproduce, source
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,14 @@ class Explanation:
 
 def explain(journal: backends.Journal, selection: source.Selection) -> list[Explanation]:
     """Replay and explain the selected cycles (one LSN, or a Run's cycles), in LSN order."""
-    cycles = engine.select(journal, selection)
+    pruned = coverage.check(journal)
+    cycles, gone = coverage.replayable(pruned, engine.select(journal, selection))
+    if not cycles and gone:
+        assert pruned is not None
+        raise errors.CycleNotFound(
+            f"cycle LSN {gone[-1].lsn} read the state at LSN {gone[-1].snapshot_lsn}, before the checkpoint at LSN "
+            f"{pruned.checkpoint_lsn} where the prune of {pruned.pruned_at} cut epoch {gone[-1].incarnation}: "
+            "that state is gone, the cycle cannot be replayed")
     if not cycles:
         raise errors.CycleNotFound(_nothing(journal, selection))
     found = []

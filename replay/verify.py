@@ -119,12 +119,8 @@ def verify(journal: backends.Journal, selection: source.Selection = source.Selec
                                        starts=pruned.starts if pruned else None,
                                        removed=pruned.removed_epochs if pruned else ()):
             report.epochs[checked.epoch] = checked
-    cycles = engine.select(journal, selection)
-    pruned = report.pruned
-    if pruned is not None and pruned.checkpoint_lsn is not None:
-        replayable = [ref for ref in cycles
-                      if ref.incarnation != pruned.epoch or ref.snapshot_lsn >= pruned.checkpoint_lsn]
-        report.skipped, cycles = len(cycles) - len(replayable), replayable
+    cycles, gone = coverage.replayable(report.pruned, engine.select(journal, selection))
+    report.skipped = len(gone)
     report.selected = len(cycles)
     if progress is not None:
         progress(0, len(cycles), 0)

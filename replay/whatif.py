@@ -24,7 +24,7 @@ from typing import Any
 from kruntimes.journal import backends
 from kruntimes.scheduler.config import SchedulerConfig
 from kruntimes.scheduler.outcome import SCHEDULED, CycleOutcome
-from replay import compare, engine, reproduce, source
+from replay import compare, coverage, engine, reproduce, source
 
 PENDING = "(no pod)"
 
@@ -95,6 +95,7 @@ class WhatIfReport:
     after: Counter[str] = field(default_factory=Counter)
     not_reproduced: list[int] = field(default_factory=list)  # cycles the recorded configuration does not reproduce
     configs: dict[str, dict[str, Any]] = field(default_factory=dict)  # incarnation -> the alternative configuration
+    skipped: int = 0  # cycles in range whose snapshot a prune removed
     stats: engine.Stats = field(default_factory=engine.Stats)
 
     def shift(self) -> list[tuple[str, int, int]]:
@@ -106,7 +107,7 @@ class WhatIfReport:
         return {"alternative": self.alternative.describe(), "cycles": self.cycles,
                 "changed": [c.as_json() for c in self.changed],
                 "shift": [{"pod": p, "before": b, "after": a} for p, b, a in self.shift()],
-                "not_reproduced": self.not_reproduced, "configs": self.configs,
+                "not_reproduced": self.not_reproduced, "configs": self.configs, "skipped_pruned": self.skipped,
                 "note": "each cycle is replayed against the recorded history, not the consequences of earlier "
                         "changed decisions"}
 
@@ -125,7 +126,9 @@ def what_if(journal: backends.Journal, selection: source.Selection, alternative:
         changed = reproduce.planner_for(config, ctx.incarnation).plan(ctx.snapshot(config))
         return baseline, changed
 
-    walk = engine.replay(journal, engine.select(journal, selection), both, report.stats)
+    cycles, gone = coverage.replayable(coverage.check(journal), engine.select(journal, selection))
+    report.skipped = len(gone)
+    walk = engine.replay(journal, cycles, both, report.stats)
     with contextlib.closing(walk):
         for replayed in walk:
             baseline, changed = replayed.value

@@ -450,6 +450,8 @@ def run_what_if(args: argparse.Namespace) -> int:
     finally:
         journal.close()
     if args.cycle is not None and report.cycles == 0:
+        if report.skipped:
+            raise errors.CycleNotFound(f"cycle {args.cycle} read a state a prune removed: it cannot be replayed")
         raise errors.CycleNotFound(f"LSN {args.cycle} is not a cycle in the journal")
     if output.structured(args):
         output.print_document(args, scores.with_named_raws(report.as_json()))
@@ -462,6 +464,9 @@ def _print_what_if(console: Console, report: whatif.WhatIfReport, show: int, arg
     console.print(f"what if: {report.alternative.describe()} - {report.cycles} cycles replayed, "
                   f"[bold]{len(report.changed)}[/bold] decisions would change")
     console.print("(each cycle against the RECORDED history; later cycles do not see the changed decisions)")
+    if report.skipped:
+        console.print(f"{report.skipped} cycle{'s' if report.skipped != 1 else ''} that read a state a prune removed "
+                      "skipped")
     if report.not_reproduced:
         console.print(f"[yellow]{len(report.not_reproduced)} cycles do not reproduce even with the recorded "
                       f"configuration (run `kruntimes replay verify`); left out, first LSN "

@@ -8,6 +8,7 @@ named by LSN. Both backends, on a journal the real scheduler wrote.
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -165,3 +166,90 @@ def test_verify_of_named_cycles_skips_those_that_read_a_pruned_state_and_replays
     after_cut = remaining[-1][0]
     report = _verify(pruned.url, source.Selection(lsns=(before_cut, after_cut)))
     assert report.ok and (report.replayed, report.skipped) == (1, 1)
+
+
+def test_a_prune_record_pointing_the_cut_at_another_link_breaks_the_checkpoints_link(pruned: Pruned) -> None:
+    kept = pruned.report.checkpoint_lsn
+    journals.rewrite(pruned.url, prune.PRUNE_LSN, lambda p: p.update(link_before="0" * 64))
+    with pytest.raises(errors.BrokenLink) as caught:
+        _verify(pruned.url)
+    assert caught.value.lsn == kept and caught.value.epoch == pruned.report.epoch
+
+
+def test_cycle_and_what_if_skip_the_cycles_that_read_a_pruned_state(
+        pruned: Pruned, capsys: pytest.CaptureFixture[str]) -> None:
+    start = pruned.report.checkpoint_lsn
+    assert start is not None
+    remaining = [c for c in pruned.cycles if c[0] > start]
+    gone = next(c[0] for c in remaining if c[1] < start)
+    assert _run("cycle", str(gone), "--journal", pruned.url) == replay_cmd.EXIT_USAGE
+    assert f"cycle LSN {gone} read the state at LSN" in capsys.readouterr().err
+    assert _run("what-if", "--journal", pruned.url, "--weights", "LeastLoaded=3", "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    skipped = len([c for c in remaining if c[1] < start])
+    assert report["skipped_pruned"] == skipped > 0
+    assert report["cycles"] == len(remaining) - skipped
+
+
+def test_verify_passes_on_a_journal_pruned_across_epochs(journal_url: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    # Three terms; the cut-off falls inside the middle one: the first goes whole, the middle is cut.
+    first = journals.scripted(journal_url, tmp_path, checkpoint_every=10)
+    middle = journals.scripted(journal_url, tmp_path, checkpoint_every=10)
+    journals.scripted(journal_url, tmp_path, checkpoint_every=10)
+    journal = Journal.open(journal_url)
+    try:
+        mine = [r for r in journal.read(kinds=("cycle",)) if r.incarnation == middle.incarnation]
+        report = prune.prune(journal, mine[len(mine) // 2].recorded_at)
+    finally:
+        journal.close()
+    assert report.removed_epochs == (first.incarnation,) and report.epoch == middle.incarnation
+    verified = _verify(journal_url)
+    assert verified.ok and first.incarnation not in verified.epochs
+    assert verified.epochs[middle.incarnation].pruned_until == report.checkpoint_lsn
+    assert verified.replayed + verified.skipped == len(_cycles(journal_url))
+    assert verified.epochs[middle.incarnation].cycles > 0
+    assert _run("verify", "--journal", journal_url) == 0
+    assert "1 older epoch removed whole" in capsys.readouterr().out
+
+
+def test_a_journal_pruned_before_epochs_verifies_after_the_upgrade(journal_url: str) -> None:
+    # The old shape, as the old code left it after a prune at the checkpoint at LSN 4: the incarnation
+    # records, the prune record in its old form (no epoch, no link), then the next incarnation's records.
+    import sqlalchemy as sa
+
+    from kruntimes.journal import backends, migrate, records, schema
+    from tests.journal.factories import T0, record
+
+    a, b = "a" * 32, "b" * 32
+    migrate.upgrade(journal_url, "0002_history_views")
+    start = {"version": "0.9", "config_hash": "c0ffee"}
+    kept = record(4, "checkpoint", {"objects": []}, incarnation=a)
+    rows = [records.encode(r) for r in (
+        record(1, "incarnation", start, incarnation=a), kept, record(5, "bind", incarnation=a),
+        record(6, "bind", incarnation=a), record(7, "incarnation", start, incarnation=b),
+        record(8, "bind", incarnation=b))]
+    evidence = records.canonical_json({
+        "checkpoint_lsn": 4, "checkpoint_sha256": records.encode(kept).payload_sha256, "incarnation_lsns": [1],
+        "before": T0.isoformat(), "pruned_at": T0.isoformat(), "by": "ops@old", "deleted": 2, "earlier": []})
+    rows.append(records.EncodedRecord(0, a, T0, "prune", 1, evidence, records.content_hash(evidence)))
+    engine = backends.create_engine(journal_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text(
+                "INSERT INTO journal_records (lsn, incarnation, recorded_at, kind, schema_version, payload,"
+                " payload_sha256) VALUES (:lsn, :incarnation, :recorded_at, :kind, :schema_version, :payload,"
+                " :payload_sha256)"),
+                [{**r._asdict(), "recorded_at": r.recorded_at if conn.dialect.name != "sqlite"
+                  else schema.sqlite_timestamp(r.recorded_at)} for r in rows])
+    finally:
+        engine.dispose()
+    migrate.upgrade(journal_url)
+    report = _verify(journal_url)
+    assert report.ok and report.pruned is not None and (report.pruned.epoch, report.pruned.checkpoint_lsn) == (a, 4)
+    assert [(e.epoch, e.state, e.records, e.pruned_until) for e in report.epochs.values()] == [
+        (a, "before-epochs", 4, 4), (b, "before-epochs", 2, None)]
+    journals.delete_lsns(journal_url, 5, 5)  # and a gap no prune accounts for is still damage
+    with pytest.raises(errors.RecordGap) as caught:
+        _verify(journal_url)
+    assert (caught.value.epoch, caught.value.lsn) == (a, 5)
