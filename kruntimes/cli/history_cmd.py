@@ -86,7 +86,7 @@ def _print_run(args: argparse.Namespace, h: dict[str, Any]) -> None:
               if placed else f"Run {key}: never placed in this journal")
     cycles = Listing([Column("LSN", right=True), Column("DECIDED AT"), Column("RESULT"), Column("POD", name=True),
                       Column("TOTAL", right=True), Column("FEASIBLE", right=True, optional=True),
-                      Column("SNAPSHOT", right=True, wide_only=True), Column("REASON")], title="Cycles")
+                      Column("SNAPSHOT", right=True, wide_only=True), Column("REASON", wrap=True)], title="Cycles")
     for c in h["cycles"]:
         cycles.add(c["lsn"], ja.when(c["decided_at"]), c["result"], c["chosen"] or "-", _num(c["total"]),
                    f"{c['pods_feasible']}/{c['pods_evaluated']}", _num(c.get("snapshot_lsn")), c["message"] or "")
@@ -95,7 +95,7 @@ def _print_run(args: argparse.Namespace, h: dict[str, Any]) -> None:
         output.render(_candidates(f"Why {placed['pod']}: the recorded candidates of cycle {placed['lsn']}",
                                   h["candidates"]), args)
     if h["binds"]:
-        binds = Listing([Column("LSN", right=True), Column("AT"), Column("RESULT"), Column("ERROR")], title="Binds")
+        binds = Listing([Column("LSN", right=True), Column("AT"), Column("RESULT"), Column("ERROR", wrap=True)], title="Binds")
         for b in h["binds"]:
             binds.add(b["lsn"], ja.when(b["recorded_at"]), b["result"], b["error"] or "")
         output.render(binds, args)
@@ -145,7 +145,7 @@ def _print_pod(args: argparse.Namespace, h: dict[str, Any]) -> None:
              else f"What the scheduler saw of {h['namespace']}/{h['pod']}")
     seen = Listing([Column("LSN", right=True), Column("RECORDED AT"), Column("EVENT"), Column("RUNTIME"),
                     Column("READY"), Column("TERMINATING", optional=True), Column("HEARTBEAT", optional=True),
-                    Column("CAPACITY")], title=title)
+                    Column("CAPACITY", wrap=True)], title=title)
     for o in h["observations"]:
         shown = ", ".join(f"{r} {q}" for r, q in _capacity(o["capacity"]).items()) or "-"
         capacity = shown if not o["capacity_problem"] else f"{shown} ({o['capacity_problem']})"
@@ -189,7 +189,7 @@ def run_cycles(args: argparse.Namespace) -> int:
     table = Listing([Column("LSN", right=True), Column("DECIDED AT"), Column("RUN", name=True), Column("RESULT"),
                      Column("POD", name=True), Column("TOTAL", right=True),
                      Column("FEASIBLE", right=True, optional=True), Column("µs", right=True, optional=True),
-                     Column("SNAPSHOT", right=True, wide_only=True), Column("REASON")],
+                     Column("SNAPSHOT", right=True, wide_only=True), Column("REASON", wrap=True)],
                     title=f"{len(found)} cycles (newest {limit} at most)" if limit else f"{len(found)} cycles")
     for c in found:
         table.add(c["lsn"], ja.when(c["decided_at"]), f"{c['namespace']}/{c['run']}", c["result"],
