@@ -1,25 +1,33 @@
 """End-to-end binds per second: the live scheduler through the real client against the API emulator.
 
 Setup (untimed): the emulator starts in its own process (so its JSON, copies and
-watch fan-out do not share this process's GIL), then 1,000 Runtime Pods (Ready,
-`runs` capacity 10, fresh heartbeat) and 10,000 Pending Runs are created through the
-client. Timed: a `ClusterScheduler` (journal on: SQLite in a temporary directory, or `--journal`)
-starts, lists, wins the lease, and binds every Run - one
-`replace_namespaced_custom_object_status` per Run - until its informer has seen
-them all Scheduled. Every Run fits, so every cycle binds.
+watch fan-out do not share this process's GIL); for each measurement a namespace of
+its own gets `--pods` Runtime Pods (Ready, a fresh heartbeat, `runs` capacity enough
+for every Run) and `--runs` Pending Runs, created through the client.
 
-Where the time goes, as sums over all workers (threads overlap, so the shares are of
-worker time, not of wall time): the planner (`Planner.plan`), the client
-(`KubernetesBinder.update_status`: serialising, HTTP, the emulator answering,
-deserialising) and the rest of the cycle (snapshot, reserve, journal records,
-queue, metrics). The informers' time applying watch events is shown apart.
+**The ceiling** (first, in the same run): how many status replaces per second the
+emulator takes from the real client, `replace_namespaced_custom_object_status` with
+the resourceVersion guard exactly as a bind, from 1, 4 and 8 threads of one process,
+while another process watches Runs and Runtime Pods in every namespace as the
+scheduler's informers do. A scheduler cannot bind faster than this.
 
-    python bench/cluster.py                     # 1,000 pods, 10,000 Runs, 4 workers
-    python bench/cluster.py --pods 200 --runs 2000 --workers 8
-    python bench/cluster.py --in-process        # emulator in this process (shares the GIL)
-    python bench/cluster.py --journal-writer thread   # or --no-journal
-    python bench/cluster.py --journal postgresql+psycopg://postgres@127.0.0.1:5432/test  # a fresh schema there
-    python bench/cluster.py --profile           # cProfile of the workers' cycles, top 25 cumulative
+**Timed**, once per journal mode (`--journal-modes`, default SQLite then off): a
+`ClusterScheduler` starts, lists, wins the lease and binds every Run - one status
+write per Run, sent by its binder processes - until its informer has seen them all
+Scheduled. Every Run fits, so every cycle binds. The closing table puts binds/s
+beside the best ceiling and the journal's cost beside no journal.
+
+Where the time goes: the scheduling loop's time in `Scheduler.process` (planning,
+reserving and handing the write over - it never waits for HTTP), of which
+`Planner.plan`; the binders' time in the client (in their own processes, summed over
+their threads); the informer threads applying watch events.
+
+    python bench/cluster.py                              # 1,000 pods, 10,000 Runs: ceiling, SQLite, off
+    python bench/cluster.py --pods 200 --runs 2000 --binders 2 --bind-concurrency 4
+    python bench/cluster.py --sweep 100,1000,5000 --runs 5000   # throughput vs pod count (SQLite)
+    python bench/cluster.py --journal-modes off --no-ceiling
+    python bench/cluster.py --journal postgresql+psycopg://postgres@127.0.0.1:5432/test --journal-modes postgres
+    python bench/cluster.py --profile                    # cProfile of the scheduling loop, top 25 cumulative
 """
 
 from __future__ import annotations
@@ -47,12 +55,12 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 
 from bench.journal_append import fresh_postgres  # noqa: E402
 from kruntimes.api import models  # noqa: E402
+from kruntimes.cluster import client, sources  # noqa: E402
+from kruntimes.cluster.informer import Informer  # noqa: E402
 from kruntimes.cluster.runner import ClusterScheduler  # noqa: E402
 from kruntimes.cluster.settings import ClusterSettings, LeaseSettings  # noqa: E402
 from tests.emulator import manifests  # noqa: E402
 from tests.emulator.server import Emulator  # noqa: E402
-
-NAMESPACE = "bench"
 
 
 # -- the emulator, in a child process ---------------------------------------------------------
@@ -84,26 +92,100 @@ def api_client(host: str, pool: int) -> kubernetes.client.ApiClient:
 
 
 # -- setup ------------------------------------------------------------------------------------
-def populate(api: kubernetes.client.ApiClient, pods: int, runs: int, capacity: int) -> None:
+def populate(api: kubernetes.client.ApiClient, namespace: str, pods: int, runs: int, capacity: int) -> list[Any]:
+    """Create the namespace, its pods and its Runs; returns the Runs as created."""
     core = kubernetes.client.CoreV1Api(api)
     custom = kubernetes.client.CustomObjectsApi(api)
     heartbeat = (datetime.now(timezone.utc) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    core.create_namespace(manifests.namespace(NAMESPACE))  # creates elsewhere are 404, as on a real server
+    core.create_namespace(manifests.namespace(namespace))  # creates elsewhere are 404, as on a real server
 
     def pod(i: int) -> None:
         name = f"python-{i:04d}"
-        core.create_namespaced_pod(NAMESPACE, manifests.pod(name, {models.RUNTIME_LABEL: "python"}, annotations={
+        core.create_namespaced_pod(namespace, manifests.pod(name, {models.RUNTIME_LABEL: "python"}, annotations={
             models.CAPACITY_ANNOTATION_PREFIX + "runs": str(capacity), models.HEARTBEAT_ANNOTATION: heartbeat}))
-        core.patch_namespaced_pod_status(name, NAMESPACE, {"status": {"conditions": [
+        core.patch_namespaced_pod_status(name, namespace, {"status": {"conditions": [
             {"type": "Ready", "status": "True"}]}})
 
-    def run(i: int) -> None:
-        custom.create_namespaced_custom_object(models.GROUP, models.VERSION, NAMESPACE, "runs",
-                                               manifests.run(f"run-{i:05d}"))
+    def run(i: int) -> Any:
+        return custom.create_namespaced_custom_object(models.GROUP, models.VERSION, namespace, "runs",
+                                                      manifests.run(f"run-{i:05d}"))
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(pod, range(pods)))
-        list(pool.map(run, range(runs)))
+        return list(pool.map(run, range(runs)))
+
+
+# -- the ceiling ----------------------------------------------------------------------------------
+class _Count:
+    def __init__(self) -> None:
+        self.events = 0
+
+    def upsert(self, obj: dict[str, Any], event: str) -> None:
+        self.events += 1
+
+    def delete(self, namespace: str, name: str) -> None:
+        self.events += 1
+
+
+def _watch(conn: Any, host: str) -> None:
+    """A child process: watch Runs and Runtime Pods in every namespace, as the scheduler's informers do."""
+    api = api_client(host, pool=4)
+    handler = _Count()
+    informers = [Informer(sources.runs(api, None), handler, watch_timeout=300),
+                 Informer(sources.runtime_pods(api, None), handler, watch_timeout=300)]
+    for informer in informers:
+        informer.start()
+    for informer in informers:
+        informer.wait_synced(60)
+    conn.send("watching")
+    conn.recv()
+    for informer in informers:
+        informer.stop()
+    conn.send(handler.events)
+
+
+class Watchers:
+    def __init__(self, host: str) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=_watch, args=(child, host), daemon=True)
+        self._process.start()
+        self._conn.recv()
+
+    def stop(self) -> int:
+        self._conn.send("stop")
+        events = int(self._conn.recv())
+        self._process.join(10)
+        return events
+
+
+def ceiling(host: str, threads: list[int], writes: int) -> dict[int, float]:
+    """Status replaces/s from the real client at each thread count, with watches running."""
+    api = api_client(host, pool=max(threads) + 2)
+    runs = populate(api, "ceiling", 1, writes, 1)
+    custom = kubernetes.client.CustomObjectsApi(client.without_write_retries(api))
+    objects = [dict(r) for r in runs]
+    watchers = Watchers(host)
+    rates: dict[int, float] = {}
+    try:
+        for n in threads:
+            def write(i: int) -> None:
+                obj = objects[i]
+                body = {"apiVersion": obj["apiVersion"], "kind": "Run",
+                        "metadata": {"name": obj["metadata"]["name"], "namespace": "ceiling",
+                                     "uid": obj["metadata"]["uid"],
+                                     "resourceVersion": obj["metadata"]["resourceVersion"]},
+                        "status": {"phase": "Pending", "conditions": [], "message": f"ceiling {n}"}}
+                objects[i] = custom.replace_namespaced_custom_object_status(
+                    models.GROUP, models.VERSION, "ceiling", "runs", obj["metadata"]["name"], body)
+            started = time.perf_counter()
+            with ThreadPoolExecutor(n) as pool:
+                list(pool.map(write, range(writes)))
+            rates[n] = writes / (time.perf_counter() - started)
+    finally:
+        watchers.stop()
+        api.close()
+    return rates
 
 
 # -- timers -----------------------------------------------------------------------------------
@@ -171,13 +253,14 @@ def scheduled(scheduler: ClusterScheduler) -> int:
 
 
 # -- one measurement ----------------------------------------------------------------------------
-def measure(host: str, args: argparse.Namespace, journal_dir: str, journal_url: str | None) -> dict[str, Any]:
-    api = api_client(host, pool=args.workers + 8)
-    lease = LeaseSettings(name="bench", namespace=NAMESPACE, identity="bench", duration=15, renew_deadline=10,
+def measure(host: str, args: argparse.Namespace, namespace: str, runs: int, journal_dir: str,
+            journal_url: str | None) -> dict[str, Any]:
+    api = api_client(host, pool=8)
+    lease = LeaseSettings(name="bench", namespace=namespace, identity="bench", duration=15, renew_deadline=10,
                           retry_period=2)
-    settings = ClusterSettings(namespace=NAMESPACE, workers=args.workers, lease=lease,
-                               journal_url=journal_url,
-                               journal_spool=f"{journal_dir}/journal.spool", journal_writer=args.journal_writer,
+    settings = ClusterSettings(namespace=namespace, binders=args.binders, bind_concurrency=args.bind_concurrency,
+                               lease=lease, journal_url=journal_url,
+                               journal_spool=f"{journal_dir}/{namespace}.spool", journal_writer=args.journal_writer,
                                request_timeout=60.0)
     scheduler = ClusterScheduler(api, settings, registry=CollectorRegistry())
     plan, process, informers = Timer(), Timer(), Timer()
@@ -187,6 +270,7 @@ def measure(host: str, args: argparse.Namespace, journal_dir: str, journal_url: 
     scheduler.scheduler.process = process.wrap(cycle)  # type: ignore[method-assign]
     for informer in scheduler.informers.values():
         informer.handler = TimedHandler(informer.handler, informers)
+    cpu = os.times()
     started = time.perf_counter()
     scheduler.start()
     synced = leading = bound = None
@@ -197,94 +281,140 @@ def measure(host: str, args: argparse.Namespace, journal_dir: str, journal_url: 
                 synced = now
             if leading is None and scheduler.leading:
                 leading = now
-            if bound is None and scheduler.binder.writes >= args.runs:
+                cpu = os.times()
+            if bound is None and scheduler.binder.writes >= runs:
                 bound = now
-            if bound is not None and scheduled(scheduler) >= args.runs:
+            if bound is not None and scheduled(scheduler) >= runs:
                 observed = time.perf_counter()
                 break
             if now - started > args.timeout:
                 raise SystemExit(f"timed out after {args.timeout}s: {scheduler.binder.writes} binds")
             time.sleep(0.05)
+        used = os.times()
     finally:
         scheduler.stop()
         api.close()
     assert synced is not None and leading is not None and bound is not None
     binder = scheduler.binder
-    return {"synced": synced - started, "leading": leading - started, "bound": bound - leading,
+    return {"runs": runs, "synced": synced - started, "leading": leading - started, "bound": bound - leading,
             "observed": observed - leading, "binds": binder.writes, "conflicts": binder.conflicts,
             "failures": binder.failures, "results": dict(scheduler.scheduler.results),
             "plan": plan.seconds, "process": process.seconds, "cycles": process.calls, "client": binder.seconds,
-            "informers": informers.seconds, "events": informers.calls, "profiles": profiles}
+            "informers": informers.seconds, "events": informers.calls, "profiles": profiles,
+            "cpu": (used.user + used.system) - (cpu.user + cpu.system)}
 
 
-def report(args: argparse.Namespace, r: dict[str, Any], setup: float) -> None:
-    rest = r["process"] - r["plan"] - r["client"]
+def report(args: argparse.Namespace, label: str, pods: int, r: dict[str, Any]) -> None:
     cycles = max(r["cycles"], 1)
+    wall = r["observed"]
     rows = [
-        ("Runtime Pods / Runs / workers", f"{args.pods:,} / {args.runs:,} / {args.workers}"),
-        ("emulator", "in this process (shares the GIL)" if args.in_process else "separate process"),
-        ("journal", "off" if args.no_journal else
-         f"{'PostgreSQL' if args.journal else 'SQLite (WAL)'}, summary detail, {args.journal_writer} writer"),
-        ("setup (create pods and Runs, untimed)", f"{setup:.1f} s"),
+        ("Runtime Pods / Runs", f"{pods:,} / {r['runs']:,}"),
+        ("binders x requests in flight", f"{args.binders} x {args.bind_concurrency}"),
+        ("journal", label),
         ("start -> caches synced (list)", f"{r['synced']:.2f} s"),
         ("start -> leading (relist, checkpoint)", f"{r['leading']:.2f} s"),
         ("leading -> last bind written", f"{r['bound']:.2f} s"),
-        ("leading -> last bind observed by the informer", f"{r['observed']:.2f} s"),
+        ("leading -> last bind observed by the informer", f"{wall:.2f} s"),
         ("binds/s (written)", f"{r['binds'] / r['bound']:,.0f}"),
-        ("binds/s (end to end, observed)", f"{r['binds'] / r['observed']:,.0f}"),
+        ("binds/s (end to end, observed)", f"{r['binds'] / wall:,.0f}"),
         ("cycles / binds / conflicts / errors", f"{r['cycles']:,} / {r['binds']:,} / {r['conflicts']} / {r['failures']}"),
-        ("worker time in cycles (sum over workers)", f"{r['process']:.2f} s ({1e3 * r['process'] / cycles:.2f} ms/cycle)"),
-        ("  client: status write (HTTP + emulator)", f"{r['client']:.2f} s  {100 * r['client'] / r['process']:.0f}%"
-                                                      f"  ({1e3 * r['client'] / cycles:.2f} ms/cycle)"),
-        ("  planner: Planner.plan", f"{r['plan']:.2f} s  {100 * r['plan'] / r['process']:.0f}%"
-                                    f"  ({1e3 * r['plan'] / cycles:.3f} ms/cycle)"),
-        ("  rest: snapshot, reserve, journal, queue", f"{rest:.2f} s  {100 * rest / r['process']:.0f}%"),
+        ("scheduler process CPU while leading", f"{r['cpu']:.2f} s ({r['cpu'] / wall:.2f} of a core)"),
+        ("scheduling loop in Scheduler.process", f"{r['process']:.2f} s ({1e3 * r['process'] / cycles:.3f} ms/cycle,"
+                                                 f" {r['process'] / wall:.2f} of the wall time)"),
+        ("  of which Planner.plan", f"{r['plan']:.2f} s ({1e3 * r['plan'] / cycles:.3f} ms/cycle)"),
+        ("binders in the client (their processes)", f"{r['client']:.2f} s ({1e3 * r['client'] / cycles:.2f} ms/write,"
+                                                     " summed over requests in flight)"),
         ("informer threads applying events", f"{r['informers']:.2f} s for {r['events']:,} events"
                                              f" ({1e3 * r['informers'] / max(r['events'], 1):.3f} ms/event)"),
     ]
     width = max(len(k) for k, _ in rows)
-    print(f"\nbench/cluster.py - {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
+    print()
     for key, value in rows:
         print(f"  {key:<{width}}  {value}")
     if r["profiles"] is not None:
-        print("\ncProfile of the workers' cycles (all threads merged; profiling slows them down):\n"
-              + r["profiles"].table(25))
+        print("\ncProfile of the scheduling loop (profiling slows it down):\n" + r["profiles"].table(25))
+
+
+def capacity_for(pods: int, runs: int, capacity: int | None) -> int:
+    return capacity if capacity is not None else max(10, -(-runs // pods))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=10_000)
-    parser.add_argument("--capacity", type=int, default=10, help="runs capacity of each pod (default 10)")
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--no-journal", action="store_true")
+    parser.add_argument("--capacity", type=int, help="runs capacity of each pod (default: enough for every Run, "
+                                                     "at least 10)")
+    parser.add_argument("--binders", type=int, default=ClusterSettings.binders)
+    parser.add_argument("--bind-concurrency", type=int, default=ClusterSettings.bind_concurrency)
+    parser.add_argument("--journal-modes", default="sqlite,off",
+                        help="comma-separated, measured in this order: sqlite, postgres (needs --journal), off")
     parser.add_argument("--journal-writer", choices=("process", "thread"), default="process")
-    parser.add_argument("--journal", metavar="URL", help="a PostgreSQL journal (each run uses a fresh schema);"
-                                                         " default SQLite in a temporary directory")
+    parser.add_argument("--journal", metavar="URL", help="the PostgreSQL server of the postgres mode (each "
+                                                         "measurement uses a fresh schema)")
+    parser.add_argument("--sweep", metavar="PODS,...", help="instead: one SQLite measurement per pod count")
+    parser.add_argument("--ceiling-threads", default="1,4,8")
+    parser.add_argument("--ceiling-writes", type=int, default=3000)
+    parser.add_argument("--no-ceiling", action="store_true")
     parser.add_argument("--in-process", action="store_true", help="run the emulator in this process")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--timeout", type=float, default=600)
     args = parser.parse_args(argv)
-    if args.pods * args.capacity < args.runs:
-        parser.error("--pods x --capacity must hold every Run, so that every cycle binds")
-    history = 4 * (args.pods + args.runs) + 10_000  # no watch may fall out of the history mid-run
+    modes = [m.strip() for m in args.journal_modes.split(",") if m.strip()]
+    if any(m not in ("sqlite", "postgres", "off") for m in modes) or ("postgres" in modes and not args.journal):
+        parser.error("--journal-modes takes sqlite, postgres and off; postgres needs --journal URL")
+    plan = [(f"pods{p}", int(p), "sqlite") for p in args.sweep.split(",")] if args.sweep else \
+        [(f"bench-{m}", args.pods, m) for m in modes]
+    for _, pods, _ in plan:
+        if args.capacity is not None and pods * args.capacity < args.runs:
+            parser.error("--pods x --capacity must hold every Run, so that every cycle binds")
+    history = 4 * sum(p + args.runs for _, p, _ in plan) + 3 * args.ceiling_writes + 10_000
     emulator: Any = Emulator(history_size=history, bookmark_interval=1.0).start() if args.in_process \
         else EmulatorProcess(history)
+    results: list[tuple[str, int, str, dict[str, Any]]] = []
+    rates: dict[int, float] = {}
     try:
         api = api_client(emulator.host, pool=16)
         started = time.perf_counter()
-        populate(api, args.pods, args.runs, args.capacity)
-        setup = time.perf_counter() - started
+        for namespace, pods, _ in plan:
+            populate(api, namespace, pods, args.runs, capacity_for(pods, args.runs, args.capacity))
+        print(f"setup (create pods and Runs, untimed): {time.perf_counter() - started:.1f} s", flush=True)
         api.close()
-        with tempfile.TemporaryDirectory() as journal_dir, contextlib.ExitStack() as stack:
-            url = None if args.no_journal else f"sqlite:///{journal_dir}/journal.db"
-            if args.journal and not args.no_journal:
-                url = stack.enter_context(fresh_postgres(args.journal))
-            result = measure(emulator.host, args, journal_dir, url)
+        if not args.no_ceiling:
+            rates = ceiling(emulator.host, [int(t) for t in args.ceiling_threads.split(",")], args.ceiling_writes)
+            print("ceiling: " + ", ".join(f"{n} threads {r:,.0f}/s" for n, r in rates.items()), flush=True)
+        with tempfile.TemporaryDirectory() as journal_dir:
+            for namespace, pods, mode in plan:
+                with contextlib.ExitStack() as stack:
+                    url = {"off": None, "sqlite": f"sqlite:///{journal_dir}/{namespace}.db"}.get(mode)
+                    if mode == "postgres":
+                        url = stack.enter_context(fresh_postgres(args.journal))
+                    label = "off" if mode == "off" else \
+                        f"{'PostgreSQL' if mode == 'postgres' else 'SQLite (WAL)'}, summary, {args.journal_writer} writer"
+                    result = measure(emulator.host, args, namespace, args.runs, journal_dir, url)
+                results.append((namespace, pods, label, result))
+                report(args, label, pods, result)
     finally:
         emulator.stop()
-    report(args, result, setup)
+    summary(rates, results)
     return 0
+
+
+def summary(rates: dict[int, float], results: list[tuple[str, int, str, dict[str, Any]]]) -> None:
+    print(f"\nbench/cluster.py - {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f} (1 min average, at the end)")
+    best = max(rates.values()) if rates else None
+    if rates:
+        best_n = max(rates, key=lambda n: rates[n])
+        print("  emulator's raw ceiling, status replaces/s (real client, watches running): "
+              + " / ".join(f"{rates[n]:,.0f}" for n in rates) + f" at {' / '.join(map(str, rates))} threads"
+              + f"; best {best:,.0f} ({best_n} threads)")
+    print(f"  {'pods':>6} {'Runs':>7}  {'journal':<44} {'binds/s':>8} {'x ceiling':>9}")
+    off = next((r["binds"] / r["observed"] for _, _, label, r in results if label == "off"), None)
+    for _, pods, label, r in results:
+        rate = r["binds"] / r["observed"]
+        ratio = f"{rate / best:.2f}" if best else "-"
+        vs_off = f"  ({rate / off:.2f} of journal off)" if off and label != "off" else ""
+        print(f"  {pods:>6,} {r['runs']:>7,}  {label:<44} {rate:>8,.0f} {ratio:>9}{vs_off}")
 
 
 if __name__ == "__main__":

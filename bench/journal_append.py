@@ -16,6 +16,11 @@ the same run:
 Records are cycle-sized (~800 bytes of canonical JSON payload).
 
     python bench/journal_append.py [--records N] [--postgres URL | --no-postgres]
+                                   [--workload cycles|cluster] [--batches 1,100,1000]
+
+``--workload cluster`` appends a busy cluster's record mix instead (bench/history_workload.py:
+mutations, cycles, binds, reserves, drops, with the payloads the scheduler writes), the
+records the history tables are derived from.
 
 PostgreSQL URL: --postgres, $KRUNTIMES_BENCH_POSTGRES_URL, or
 postgresql+psycopg://postgres@127.0.0.1:5432/test (each run uses a fresh schema).
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import sqlite3
+import sys
 import tempfile
 import time
 import uuid
@@ -37,6 +43,8 @@ from typing import Any
 
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
+
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # bench.history_workload, run as a script
 
 from kruntimes.journal import backends, process, records, schema, writer
 
@@ -68,9 +76,11 @@ def cycle_payload(i: int) -> dict[str, Any]:
 
 
 def make_records(n: int) -> list[records.JournalRecord]:
-    return [
+    """An epoch's first record, its incarnation record, then cycle records (the writer chains from it)."""
+    start = records.JournalRecord(INCARNATION, 1, T0, "incarnation", {"version": "bench", "config_hash": "bench"})
+    return [start] + [
         records.JournalRecord(INCARNATION, lsn, T0 + timedelta(microseconds=lsn), "cycle", cycle_payload(lsn))
-        for lsn in range(1, n + 1)
+        for lsn in range(2, n + 1)
     ]
 
 
@@ -95,17 +105,20 @@ def fresh_postgres(base: str) -> Iterator[str]:
         admin.dispose()
 
 
+# The stored columns are the encoded record's fields (the chain link too, where the
+# schema has one), so the raw rows match what the writer stores on either version.
+_COLUMNS = ", ".join(records.EncodedRecord._fields)
+_PG_TYPES = {"lsn": "int8", "recorded_at": "timestamptz", "schema_version": "int4"}
+
+
 def raw_sqlite(url: str, rows: list[records.EncodedRecord], batch: int) -> float:
     backends.Journal.open(url).close()  # the real schema, then the bare driver
     conn = sqlite3.connect(sa.make_url(url).database, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     ts = schema.sqlite_timestamp
-    tuples = [(r.lsn, r.incarnation, ts(r.recorded_at), r.kind, r.schema_version, r.payload, r.payload_sha256) for r in rows]
-    sql = (
-        "INSERT INTO journal_records (lsn, incarnation, recorded_at, kind, schema_version, payload, payload_sha256)"
-        " VALUES (?,?,?,?,?,?,?)"
-    )
+    tuples = [(r[0], r[1], ts(r[2]), *r[3:]) for r in rows]
+    sql = f"INSERT INTO journal_records ({_COLUMNS}) VALUES ({','.join('?' * len(records.EncodedRecord._fields))})"
     started = time.perf_counter()
     for i in range(0, len(tuples), batch):
         conn.execute("BEGIN")
@@ -125,11 +138,8 @@ def raw_postgres(url: str, rows: list[records.EncodedRecord], batch: int) -> flo
     with psycopg.connect(conninfo) as conn:
         started = time.perf_counter()
         for i in range(0, len(rows), batch):
-            with conn.cursor() as cur, cur.copy(
-                "COPY journal_records (lsn, incarnation, recorded_at, kind, schema_version, payload, payload_sha256)"
-                " FROM STDIN (FORMAT BINARY)"
-            ) as copy:
-                copy.set_types(["int8", "text", "timestamptz", "text", "int4", "text", "text"])
+            with conn.cursor() as cur, cur.copy(f"COPY journal_records ({_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types([_PG_TYPES.get(name, "text") for name in records.EncodedRecord._fields])
                 for row in rows[i : i + batch]:
                     copy.write_row(row)
             conn.commit()
@@ -172,7 +182,14 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=50_000, help="records per measurement at batch >= 100")
     parser.add_argument("--postgres", default=os.environ.get("KRUNTIMES_BENCH_POSTGRES_URL", DEFAULT_POSTGRES))
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--workload", choices=("cycles", "cluster"), default="cycles")
+    parser.add_argument("--batches", default=",".join(map(str, BATCHES)))
     args = parser.parse_args()
+    make = make_records
+    if args.workload == "cluster":
+        from bench.history_workload import journal_records
+
+        make = journal_records
 
     backends_to_run: list[tuple[str, Callable[[], Any], Callable[..., float], int]] = [
         ("sqlite", fresh_sqlite, raw_sqlite, 5_000)
@@ -180,16 +197,17 @@ def main() -> None:
     if not args.no_postgres:
         backends_to_run.append(("postgresql", lambda: fresh_postgres(args.postgres), raw_postgres, 2_000))
 
-    size = len(records.encode(make_records(1)[0]).payload.encode())
-    print(f"cycle record payload: {size} bytes of canonical JSON; {os.cpu_count()} CPUs")
+    sample = [records.encode(r).payload.encode() for r in make(1000)]
+    print(f"{args.workload} records: {sum(map(len, sample)) // len(sample)} bytes of canonical JSON on average;"
+          f" {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     header = (f"{'backend':<11}{'batch':>6}{'records':>9}{'raw rows/s':>12}{'writer/s':>11}{'ratio':>7}"
               f"{'caller-enc/s':>14}{'ratio':>7}{'process/s':>11}{'ratio':>7}")
     print(header)
     print("-" * len(header))
     for name, fresh, raw, n_single in backends_to_run:
-        for batch in BATCHES:
+        for batch in map(int, args.batches.split(",")):
             n = n_single if batch == 1 else args.records
-            recs = make_records(n)
+            recs = make(n)
             rows = [records.encode(r) for r in recs]
             with fresh() as url:
                 raw_rate = raw(url, rows, batch)

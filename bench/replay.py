@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import statistics
 import sys
 import tempfile
@@ -173,13 +174,26 @@ def _p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
 
 
-def throughput(url: str) -> dict[str, Any]:
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its children that have ended (the verify pool's workers)."""
+    mine, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return mine.ru_utime + mine.ru_stime + children.ru_utime + children.ru_stime
+
+
+def throughput(url: str, workers: int = 1) -> dict[str, Any]:
     journal = Journal.open(url, create=False)
     try:
-        report = verify.verify(journal)
+        cpu, mine = _cpu_seconds(), time.process_time()
+        report = verify.verify(journal, workers=workers)
+        cpu, mine = _cpu_seconds() - cpu, time.process_time() - mine
         assert report.ok
-        return {"cycles": report.replayed, "seconds": report.seconds, "rate": report.rate,
-                "checkpoints": report.stats.checkpoints_compared}
+        walks = report.walk_cpu.values()
+        # On idle cores the wall time is about the caller's own CPU time (reading, splitting, merging; with one
+        # worker it includes the walks) plus the busiest worker's: a model, for a machine too busy to show it.
+        idle = mine + (max(walks) if report.workers > 1 else 0.0)
+        return {"cycles": report.replayed, "seconds": report.seconds, "rate": report.rate, "cpu": cpu,
+                "idle_rate": report.replayed / idle if idle > 0 else 0.0,
+                "checkpoints": report.stats.checkpoints_compared, "workers": report.workers}
     finally:
         journal.close()
 
@@ -195,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint-size-ratio", type=int, default=DEFAULT_CHECKPOINT_SIZE_RATIO,
                         help="and at least this many records per object in the cache")
     parser.add_argument("--skip-verify", action="store_true", help="only the one-cycle table")
+    parser.add_argument("--only-verify", action="store_true", help="only the verify throughput table")
+    parser.add_argument("--workers", default="1,2",
+                        help="verify with these process counts, side by side (1 replays in-process)")
+    parser.add_argument("--repeat", type=int, default=2, help="rounds of the verify comparison, interleaved")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for smoke runs")
     args = parser.parse_args(argv)
     sizes = [2000, 5000] if args.quick else [int(s.replace("_", "")) for s in args.sizes.split(",")]
@@ -207,6 +225,62 @@ def main(argv: list[str] | None = None) -> int:
 
     runtimes = 5 if args.quick else 50
     ratio = args.checkpoint_size_ratio
+    if not args.only_verify:
+        _one_cycle_table(args, sizes, samples, checkpoint_every, ratio, runtimes, where)
+    if args.skip_verify:
+        return 0
+    print(f"\n2. verify throughput on a {pods:,}-pod history (one Runtime: every cycle evaluates every pod); "
+          "CPU is this process and its workers")
+    url = f"sqlite:///{where}/verify-{pods}-{checkpoint_every}-{ratio}.db"
+    shape = generate(url, target=verify_cycles * 9, runtimes=1, pods_per_runtime=pods, capacity=8,
+                     checkpoint_every=checkpoint_every, checkpoint_size_ratio=ratio)
+    counts = [int(w) for w in args.workers.split(",")]
+    print(f"the machine now: a pure CPU loop in 2 processes runs {_parallel_capacity():.2f}x as fast as in 1 "
+          "(2.0 on two idle cores; less means other load takes the second core)")
+    header = (f"{'round':>5} {'workers':>7} {'cycles':>7} {'wall s':>7} {'cycles/s':>9} {'CPU s':>7} "
+              f"{'cycles/s on idle cores (model)':>31} {'load':>5}")
+    print(f"{shape['records']:,} records")
+    print(header)
+    print("-" * len(header))
+    rates: dict[int, list[float]] = {w: [] for w in counts}
+    idle: dict[int, list[float]] = {w: [] for w in counts}
+    for round_ in range(1, args.repeat + 1):
+        for w in counts:
+            t = throughput(url, w)
+            rates[w].append(t["rate"])
+            idle[w].append(t["idle_rate"])
+            print(f"{round_:>5} {t['workers']:>7} {t['cycles']:>7,} {t['seconds']:>7.2f} {t['rate']:>9,.0f} "
+                  f"{t['cpu']:>7.2f} {t['idle_rate']:>31,.0f} {os.getloadavg()[0]:>5.1f}", flush=True)
+    for w in counts[1:]:
+        print(f"{w} workers vs {counts[0]}: {statistics.median(rates[w]) / statistics.median(rates[counts[0]]):.2f}x "
+              f"measured, {statistics.median(idle[w]) / statistics.median(idle[counts[0]]):.2f}x modelled for idle "
+              f"cores (medians of {args.repeat} rounds; target >= 1.8x on 2 cores)")
+    print(f"target >= 500 cycles/s with {counts[0]} worker")
+    return 0
+
+
+def _spin(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+
+
+def _parallel_capacity(n: int = 5_000_000) -> float:
+    """How much faster two processes spinning are than one, now: how much of a second core is free."""
+    import multiprocessing
+
+    started = time.perf_counter()
+    _spin(n), _spin(n)
+    alone = time.perf_counter() - started
+    started = time.perf_counter()
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        pool.map(_spin, [n, n])
+    return alone / (time.perf_counter() - started)
+
+
+def _one_cycle_table(args: argparse.Namespace, sizes: list[int], samples: int, checkpoint_every: int, ratio: int,
+                     runtimes: int, where: Path) -> None:
     print(f"\n1. Replay one cycle vs journal length (SQLite; checkpoints at least every {checkpoint_every:,} "
           f"records and {ratio} per cached object; {runtimes} Runtimes x 20 pods)")
     header = (f"{'records':>10} {'cycles':>8} {'generate s':>10} {'median ms':>10} {'p95 ms':>8} {'max ms':>8} "
@@ -224,17 +298,6 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['p95_ms']:>8.1f} {r['max_ms']:>8.1f} {r['worst_ms']:>11.1f} {r['max_distance']:>27,}", flush=True)
     print("target: < 200 ms for any cycle, flat in journal length (a cycle applies at most one checkpoint "
           "interval of records)")
-
-    if args.skip_verify:
-        return 0
-    print(f"\n2. verify throughput on a {pods:,}-pod history (one Runtime: every cycle evaluates every pod)")
-    url = f"sqlite:///{where}/verify-{pods}.db"
-    shape = generate(url, target=verify_cycles * 9, runtimes=1, pods_per_runtime=pods, capacity=8,
-                     checkpoint_every=checkpoint_every, checkpoint_size_ratio=ratio)
-    t = throughput(url)
-    print(f"{t['cycles']:,} cycles ({shape['records']:,} records, {t['checkpoints']} checkpoints proven) in "
-          f"{t['seconds']:.2f}s: {t['rate']:,.0f} cycles/s (target >= 500)")
-    return 0
 
 
 if __name__ == "__main__":

@@ -219,11 +219,14 @@ class Report:
 
 def run(*, workers: int = 4, conflict_rate: float = 0.02, seed: int = 7, journal: str | None = None,
         scale: float = 1.0, progress: Callable[[Counter[str], int], None] | None = None,
-        timeout: float = 120.0) -> Report:
-    """Run the workload to its end; with `journal` (a URL) every event and decision is journaled."""
+        timeout: float = 120.0, journal_key_file: str | None = None) -> Report:
+    """Run the workload to its end; with `journal` (a URL) every event and decision is journaled.
+
+    ``journal_key_file`` keys the journal's chain (else ``$KRUNTIMES_JOURNAL_KEY_FILE``, else plain SHA-256).
+    """
     workload = generate(seed, scale)
     config = SchedulerConfig(workers=workers)
-    session = JournalSession(journal, config) if journal else None
+    session = JournalSession(journal, config, key_file=journal_key_file) if journal else None
     cache = ClusterCache(config, session.recorder if session else None)
     if session is not None:
         session.attach(cache)

@@ -45,13 +45,15 @@ class CycleRef:
     run: str
     run_uid: str
     now: datetime
+    pods: int = 0  # pods the cycle evaluated: what planning it again costs, for splitting work
 
     @classmethod
     def of(cls, record: Record) -> CycleRef:
         try:
             return cls(lsn=record.lsn, incarnation=record.incarnation, snapshot_lsn=int(record.field("snapshot_lsn")),
                        namespace=str(record.field("namespace")), run=str(record.field("run")),
-                       run_uid=str(record.field("run_uid")), now=datetime.fromisoformat(record.field("now")))
+                       run_uid=str(record.field("run_uid")), now=datetime.fromisoformat(record.field("now")),
+                       pods=int(record.payload.get("pods_evaluated") or 0))
         except (TypeError, ValueError) as exc:
             raise errors.CorruptRecord(record.lsn, f"the cycle record cannot be read: {exc!r}") from exc
 
@@ -105,12 +107,28 @@ def replay(journal: backends.Journal, cycles: Iterable[CycleRef], evaluate: Call
     for ref in cycles:
         by_incarnation.setdefault(ref.incarnation, []).append(ref)
     for incarnation_id, refs in by_incarnation.items():
-        with _fewer_collections():
-            yield from _walk(journal, incarnation_id, refs, evaluate, stats if stats is not None else Stats())
+        yield from walk(journal, incarnation_id, refs, evaluate, stats if stats is not None else Stats())
+
+
+def walk(journal: backends.Journal, incarnation_id: str, refs: list[CycleRef], evaluate: Callable[[Context], T],
+         stats: Stats, *, through: int = 0) -> Iterator[Replayed[T]]:
+    """One walk over one incarnation's records for `refs` (in LSN order); on at least to LSN `through`.
+
+    Walking on to `through` proves every checkpoint up to there: a caller that splits a
+    range into walks passes the next walk's starting checkpoint, so that each
+    checkpoint a walk restores (and trusts) is one another walk compared.
+    """
+    with _fewer_collections():
+        yield from _walk(journal, incarnation_id, refs, evaluate, stats, through)
+
+
+def start_of(journal: backends.Journal, incarnation_id: str, snapshot_lsn: int) -> int:
+    """The checkpoint a walk to `snapshot_lsn` starts from; 0 for the incarnation's first record."""
+    return source.latest_checkpoint(journal, incarnation_id, snapshot_lsn) or 0
 
 
 def _walk(journal: backends.Journal, incarnation_id: str, refs: list[CycleRef],
-          evaluate: Callable[[Context], T], stats: Stats) -> Iterator[Replayed[T]]:
+          evaluate: Callable[[Context], T], stats: Stats, through: int = 0) -> Iterator[Replayed[T]]:
     first = source.incarnation_record(journal, incarnation_id)
     if first is None:
         raise errors.RecordGap(refs[0].lsn, None, f"the incarnation record of {incarnation_id} is not in the journal: "
@@ -122,12 +140,12 @@ def _walk(journal: backends.Journal, incarnation_id: str, refs: list[CycleRef],
                 ref.lsn, f"the cycle's snapshot LSN {ref.snapshot_lsn} is not between its incarnation's first record "
                          f"({incarnation.lsn}) and the cycle itself")
     earliest = min(ref.snapshot_lsn for ref in refs)
-    last = max(ref.lsn for ref in refs)
+    last = max([through, *(ref.lsn for ref in refs)])
     rebuilder = Rebuilder(incarnation)
     checkpoint_lsn = source.latest_checkpoint(journal, incarnation_id, earliest)
     start = incarnation.lsn
     if checkpoint_lsn is not None and checkpoint_lsn > incarnation.lsn:
-        checkpoint = source.record_at(journal, checkpoint_lsn)
+        checkpoint = source.record_at(journal, checkpoint_lsn, incarnation_id)
         assert checkpoint is not None
         rebuilder.restore(checkpoint)
         start = checkpoint_lsn

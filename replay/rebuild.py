@@ -11,7 +11,7 @@ record in LSN order through the same cache methods the live scheduler called:
 - release: `release`;
 - drops and checkpoints: never applied; the cache derives them and the recorder
   checks them against the journal;
-- cycle, bind, leader: they change nothing; the cache only takes their LSN.
+- cycle, bind, leader, end: they change nothing; the cache only takes their LSN.
 
 `walk` yields at every point where a live snapshot could have been taken (after
 each whole change), with `lsn` the state's position: that is where a cycle whose
@@ -34,8 +34,8 @@ from replay.source import Record
 
 #: Records the cache derives while applying another one; they are checked, not applied.
 DERIVED = frozenset({"drop", "checkpoint"})
-#: Records that change nothing in the cache; it only takes their LSN.
-INERT = frozenset({"cycle", "bind", "leader"})
+#: Records that change nothing in the cache; it only takes their LSN. (`end` closes an epoch.)
+INERT = frozenset({"cycle", "bind", "leader", "end"})
 
 
 class Incarnation:

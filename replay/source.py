@@ -60,10 +60,10 @@ class Record:
             raise errors.UnsupportedSchema(
                 lsn, f"{kind} record has schema_version {schema_version}; this replay reads "
                      f"{', '.join(map(str, sorted(SUPPORTED_SCHEMA_VERSIONS)))} - replay it with the kruntimes "
-                     "version that wrote it, or a newer one")
+                     "version that wrote it, or a newer one", epoch=incarnation)
         if hashlib.sha256(text.encode("utf-8")).hexdigest() != sha256:
             raise errors.CorruptRecord(lsn, f"the {kind} record's payload does not match its SHA-256 "
-                                            "(edited or damaged after it was written)")
+                                            "(edited or damaged after it was written)", epoch=incarnation)
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -71,9 +71,11 @@ class Record:
             try:
                 value = _loads(self.text)
             except ValueError as exc:
-                raise errors.CorruptRecord(self.lsn, f"the {self.kind} record's payload is not JSON: {exc}") from exc
+                raise errors.CorruptRecord(self.lsn, f"the {self.kind} record's payload is not JSON: {exc}",
+                                           epoch=self.incarnation) from exc
             if not isinstance(value, dict):
-                raise errors.CorruptRecord(self.lsn, f"the {self.kind} record's payload is not a JSON object")
+                raise errors.CorruptRecord(self.lsn, f"the {self.kind} record's payload is not a JSON object",
+                                           epoch=self.incarnation)
             self._payload = value
         return self._payload
 
@@ -82,7 +84,8 @@ class Record:
         try:
             return self.payload[name]
         except KeyError:
-            raise errors.CorruptRecord(self.lsn, f"the {self.kind} record has no {name!r} field") from None
+            raise errors.CorruptRecord(self.lsn, f"the {self.kind} record has no {name!r} field",
+                                       epoch=self.incarnation) from None
 
     def __repr__(self) -> str:
         return f"Record(lsn={self.lsn}, kind={self.kind!r}, incarnation={self.incarnation!r})"
@@ -134,19 +137,16 @@ _COLUMNS = (_T.c.lsn, _T.c.incarnation, _T.c.kind, _T.c.schema_version, _T.c.pay
 
 
 def stream(journal: backends.Journal, after: int, until: int, incarnation: str) -> Iterator[Record]:
-    """Records `after` < LSN <= `until`, checked, gap-free, all of `incarnation`."""
+    """Records of `incarnation` (an epoch) with `after` < LSN <= `until`, checked, gap-free."""
     expected = after + 1
-    stmt = sa.select(*_COLUMNS).where(_T.c.lsn > after, _T.c.lsn <= until).order_by(_T.c.lsn)
+    stmt = (sa.select(*_COLUMNS).where(_T.c.incarnation == incarnation, _T.c.lsn > after, _T.c.lsn <= until)
+            .order_by(_T.c.lsn))
     # closing(): a replay that stops at damage must hand its connection back at once, not
     # when the traceback is collected (PostgreSQL would hold the table lock until then).
     with contextlib.closing(_rows(journal, stmt)) as rows:
         for record in rows:
             if record.lsn != expected:
                 raise errors.RecordGap(expected, record.lsn - 1, _gap(expected, record.lsn - 1))
-            if record.incarnation != incarnation:
-                raise errors.InconsistentHistory(
-                    record.lsn, f"a {record.kind} record of incarnation {record.incarnation} inside incarnation "
-                                f"{incarnation}'s records (incarnations never interleave)")
             expected += 1
             yield record
     if expected <= until:
@@ -158,8 +158,19 @@ def _gap(first: int, last: int) -> str:
     return f"{span} not in the journal; the state after them cannot be rebuilt (deleted or never written?)"
 
 
-def record_at(journal: backends.Journal, lsn: int) -> Record | None:
-    return _first(journal, sa.select(*_COLUMNS).where(_T.c.lsn == lsn))
+def record_at(journal: backends.Journal, lsn: int, incarnation: str | None = None) -> Record | None:
+    """The record at `lsn` (of `incarnation`, when given: LSNs are unique only within an epoch)."""
+    stmt = sa.select(*_COLUMNS).where(_T.c.lsn == lsn)
+    if incarnation is not None:
+        stmt = stmt.where(_T.c.incarnation == incarnation)
+    return _first(journal, stmt.order_by(_T.c.incarnation))
+
+
+def records_at(journal: backends.Journal, lsn: int) -> list[Record]:
+    """Every record at `lsn`, whatever its epoch."""
+    with contextlib.closing(_rows(journal, sa.select(*_COLUMNS).where(_T.c.lsn == lsn).order_by(_T.c.incarnation))) \
+            as rows:
+        return list(rows)
 
 
 def incarnation_record(journal: backends.Journal, incarnation: str) -> Record | None:
@@ -175,11 +186,19 @@ def latest_checkpoint(journal: backends.Journal, incarnation: str, at_or_before:
     return None if found is None else int(found)
 
 
-def last_cycle_lsn(journal: backends.Journal) -> int | None:
-    """The LSN of the newest recorded cycle (`kruntimes replay cycle --last`), or None."""
+def last_cycle(journal: backends.Journal) -> tuple[str, int] | None:
+    """(epoch, LSN) of the newest recorded cycle (`kruntimes replay cycle --last`), or None.
+
+    Newest by the time it was recorded: LSNs are comparable only within an epoch.
+    """
     r = schema.journal_records
-    found = _scalar(journal, sa.select(sa.func.max(r.c.lsn)).where(r.c.kind == "cycle"))
-    return None if found is None else int(found)
+    try:
+        with journal.engine.connect() as conn:
+            found = conn.execute(sa.select(r.c.incarnation, r.c.lsn).where(r.c.kind == "cycle")
+                                 .order_by(r.c.recorded_at.desc(), r.c.lsn.desc()).limit(1)).first()
+    except sa_exc.DBAPIError as exc:
+        raise _unavailable(journal, exc) from exc
+    return None if found is None else (str(found[0]), int(found[1]))
 
 
 def resolve_incarnation(journal: backends.Journal, given: str) -> str:
@@ -219,19 +238,10 @@ def cycles(journal: backends.Journal, selection: Selection) -> Iterator[Record]:
 
 
 
-def lsn_count(journal: backends.Journal, low: int) -> tuple[int, int | None]:
-    """How many records have LSN >= `low`, and the highest LSN (None for none)."""
-    try:
-        with journal.engine.connect() as conn:
-            count, high = conn.execute(sa.select(sa.func.count(), sa.func.max(_T.c.lsn)).where(_T.c.lsn >= low)).one()
-    except sa_exc.DBAPIError as exc:
-        raise _unavailable(journal, exc) from exc
-    return int(count), None if high is None else int(high)
-
-
-def lsns(journal: backends.Journal, low: int, high: int) -> Iterator[tuple[int, str]]:
-    """(LSN, kind) of the records with `low` <= LSN <= `high`, in LSN order, payloads unread."""
-    stmt = sa.select(_T.c.lsn, _T.c.kind).where(_T.c.lsn >= low, _T.c.lsn <= high).order_by(_T.c.lsn)
+def lsns(journal: backends.Journal, low: int, high: int, incarnation: str) -> Iterator[tuple[int, str]]:
+    """(LSN, kind) of the records of `incarnation` with `low` <= LSN <= `high`, in LSN order, payloads unread."""
+    stmt = (sa.select(_T.c.lsn, _T.c.kind).where(_T.c.incarnation == incarnation, _T.c.lsn >= low, _T.c.lsn <= high)
+            .order_by(_T.c.lsn))
     try:
         with journal.engine.connect() as conn:
             for lsn, kind in conn.execution_options(yield_per=10000).execute(stmt):

@@ -1,27 +1,29 @@
-"""Verify a history: replay every cycle in a range and require the same decisions.
+"""Verify a history: prove every epoch whole, replay every cycle in a range and require the same decisions.
 
 This is how a new scheduler version is checked against production history before
-it is rolled out: `kruntimes replay verify` walks the journal once per
-incarnation (`engine`), reproduces every selected cycle with the planner of THIS
-installation (`reproduce`) and counts identical and divergent decisions. A
-damaged journal raises (`errors.JournalDamage`), it never counts as divergent.
+it is rolled out, and how an auditor checks that the history is the one written:
+`kruntimes replay verify` first checks every epoch's integrity (`integrity`: its
+start, gaps, payload hashes, chain links, end and head, against published heads and
+the key), then walks the journal (`engine`, in a process pool with `parallel`),
+reproduces every selected cycle with the planner of THIS installation (`reproduce`)
+and counts identical and divergent decisions. Every problem is reported by epoch
+and LSN; damage never counts as divergence, and stops only the walk it is in.
 
-A pruned journal verifies from the checkpoint its prune record names (SPEC §5
-Retention): `coverage` first proves the journal complete from there (or from LSN 1
-if it was never pruned), and cycles that read a state before that checkpoint are
-skipped and counted, never replayed from records that are gone. Cycles named by
-LSN skip the count of the whole journal (their walks check what they read).
+A pruned journal verifies from what its prune record says (SPEC §5 Retention):
+`coverage` proves the record, the cut epoch resumes at the checkpoint it names (its
+link checked from the last removed record's), epochs it removed whole are named,
+and cycles that read a state before the cut are skipped and counted, never replayed
+from records that are gone.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from kruntimes.journal import backends
-from replay import coverage, engine, reproduce, source
+from kruntimes.journal import backends, chain
+from replay import coverage, engine, errors, integrity, parallel, reproduce, source
 
 #: Divergent cycles kept with their full replayed outcome; the rest keep their differences only.
 KEEP_OUTCOMES = 50
@@ -37,43 +39,111 @@ class VerifyReport:
     diverged: list[reproduce.CycleResult] = field(default_factory=list)
     stats: engine.Stats = field(default_factory=engine.Stats)
     seconds: float = 0.0
-    pruned: coverage.Pruned | None = None  # where a recorded prune says the journal starts
-    skipped: int = 0  # cycles in range whose snapshot is before that checkpoint
+    pruned: coverage.Pruned | None = None  # what a recorded prune removed
+    skipped: int = 0  # cycles in range whose snapshot is before the checkpoint their epoch was cut at
+    workers: int = 1  # processes that replayed
+    walk_cpu: dict[int, float] = field(default_factory=dict)  # process ID -> CPU seconds its walks took
+    epochs: dict[str, integrity.EpochReport] = field(default_factory=dict)  # oldest first
+    unplaced: list[errors.JournalDamage] = field(default_factory=list)  # damage outside every epoch (the prune record)
+
+    @property
+    def problems(self) -> list[errors.JournalDamage]:
+        """Every problem found, epoch by epoch (oldest first), in LSN order within each."""
+        found = list(self.unplaced)
+        for epoch in self.epochs.values():
+            found.extend(sorted(epoch.problems, key=lambda p: p.lsn))
+        return found
 
     @property
     def ok(self) -> bool:
-        return not self.diverged and self.replayed == self.selected
+        return (not self.diverged and self.replayed == self.selected and not self.unplaced
+                and all(e.ok for e in self.epochs.values()))
 
     @property
     def rate(self) -> float:
         return self.replayed / self.seconds if self.seconds > 0 else 0.0
 
+    def raise_for_problems(self) -> None:
+        """Raise the first problem found, if any (for callers that stop at damage)."""
+        problems = self.problems
+        if problems:
+            raise problems[0]
+
+    def epoch(self, epoch: str) -> integrity.EpochReport:
+        found = self.epochs.get(epoch)
+        if found is None:
+            found = self.epochs[epoch] = integrity.EpochReport(epoch=epoch, first_lsn=0, state="not checked")
+        return found
+
+    def add(self, result: parallel.UnitResult) -> None:
+        """Count in what one walk judged."""
+        self.walk_cpu[result.process] = self.walk_cpu.get(result.process, 0.0) + result.cpu_seconds
+        self.replayed += result.replayed
+        self.identical += result.identical
+        self.diverged.extend(result.diverged)
+        epoch = self.epoch(result.unit.incarnation)
+        epoch.cycles += result.replayed
+        epoch.identical += result.identical
+        epoch.diverged += len(result.diverged)
+        if result.damage is not None:
+            epoch.add(result.damage)
+        stats, theirs = self.stats, result.stats
+        stats.incarnations.extend(i for i in theirs.incarnations if i not in stats.incarnations)
+        stats.records += theirs.records
+        stats.checkpoints_compared += theirs.checkpoints_compared
+        stats.started_from.extend(theirs.started_from)
+        stats.warnings.extend(w for w in theirs.warnings if w not in stats.warnings)
+
 
 def verify(journal: backends.Journal, selection: source.Selection = source.Selection(),
-           progress: Progress | None = None) -> VerifyReport:
-    """Replay every cycle `selection` names; report identical and divergent decisions."""
+           progress: Progress | None = None, *, workers: int = 1, key: chain.ChainKey | None = None,
+           published: Iterable[integrity.PublishedHead] = (),
+           min_parallel_work: int = parallel.MIN_PARALLEL_WORK) -> VerifyReport:
+    """Check every epoch's integrity, then replay every cycle `selection` names; report both, by epoch.
+
+    Cycles named by LSN skip the integrity check of the whole journal (their walks check
+    every record they read). With `workers` > 1 and enough planning to pay for starting
+    processes, the walks run in a process pool (`parallel`); the report is the same as a
+    serial one's. Damage stops the walk it is in only: every problem is in the report.
+    """
     started = time.perf_counter()
-    pruned = coverage.check(journal, whole=selection.lsns is None)
+    report = VerifyReport(selected=0)
+    try:
+        report.pruned = coverage.check(journal)
+    except errors.JournalDamage as damage:
+        report.unplaced.append(damage)
+    if selection.lsns is None:
+        only = None if selection.incarnation is None else [selection.incarnation]
+        pruned = report.pruned
+        for checked in integrity.check(journal, key, published=published, only=only,
+                                       starts=pruned.starts if pruned else None,
+                                       removed=pruned.removed_epochs if pruned else ()):
+            report.epochs[checked.epoch] = checked
     cycles = engine.select(journal, selection)
-    skipped = 0
-    if pruned is not None:
-        replayable = [ref for ref in cycles if ref.snapshot_lsn >= pruned.checkpoint_lsn]
-        skipped, cycles = len(cycles) - len(replayable), replayable
-    report = VerifyReport(selected=len(cycles), pruned=pruned, skipped=skipped)
+    pruned = report.pruned
+    if pruned is not None and pruned.checkpoint_lsn is not None:
+        replayable = [ref for ref in cycles
+                      if ref.incarnation != pruned.epoch or ref.snapshot_lsn >= pruned.checkpoint_lsn]
+        report.skipped, cycles = len(cycles) - len(replayable), replayable
+    report.selected = len(cycles)
     if progress is not None:
         progress(0, len(cycles), 0)
-    walk = engine.replay(journal, cycles, reproduce.plan, report.stats)
-    with contextlib.closing(walk):
-        for replayed in walk:
-            result = reproduce.judge(replayed)
-            report.replayed += 1
-            if result.identical:
-                report.identical += 1
-            else:
-                if len(report.diverged) >= KEEP_OUTCOMES:
-                    result.outcome = None  # keep the differences, not a thousand-pod outcome each
-                report.diverged.append(result)
-            if progress is not None:
-                progress(report.replayed, report.selected, len(report.diverged))
+    url = parallel.url_of(journal)
+    pool = workers > 1 and url is not None and parallel.work(cycles) >= min_parallel_work
+    units = parallel.split(journal, cycles, workers * parallel.PIECES_PER_WORKER if pool else 1)
+    report.workers = workers if pool and len(units) > 1 else 1
+    if report.workers > 1:
+        assert url is not None
+        results = parallel.run(url, units, report.workers, KEEP_OUTCOMES)
+    else:
+        results = (parallel.run_unit(journal, unit, KEEP_OUTCOMES) for unit in units)
+    for result in results:
+        report.add(result)
+        if progress is not None:
+            progress(report.replayed, report.selected, len(report.diverged))
+    report.diverged.sort(key=lambda r: (list(report.epochs).index(r.incarnation), r.lsn))
+    for kept, result in enumerate(report.diverged):
+        if kept >= KEEP_OUTCOMES:
+            result.outcome = None
     report.seconds = time.perf_counter() - started
     return report

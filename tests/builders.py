@@ -17,7 +17,7 @@ from kruntimes.memory.api import MemoryApi
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
 from kruntimes.scheduler.framework import Planner
-from kruntimes.scheduler.loop import Scheduler
+from kruntimes.scheduler.loop import IN_FLIGHT, Scheduler
 from kruntimes.scheduler.metrics import SchedulerMetrics
 from kruntimes.scheduler.outcome import CycleOutcome
 from kruntimes.scheduler.projection import (NO_AFFINITY, Affinity, PodInfo, Requirement, RunInfo, Selector, Term,
@@ -175,10 +175,13 @@ class Harness:
         key = self.queue.get(timeout=0)
         if key is None:
             return None
+        result = None
         try:
-            return key, self.scheduler.process(key)
+            result = self.scheduler.process(key, self.queue)
+            return key, result
         finally:
-            self.queue.done(key)
+            if result != IN_FLIGHT:  # else the answer marks it done
+                self.queue.done(key)
 
     def drain(self, *, retries: bool = False, limit: int = 10_000) -> list[tuple[tuple[str, str], str]]:
         """Process keys until the queue is empty; with `retries`, also let backoff delays pass."""

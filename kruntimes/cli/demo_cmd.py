@@ -15,7 +15,7 @@ from sqlalchemy import exc as sa_exc
 
 from kruntimes import demo, demo_watch, gctuning
 from kruntimes.cli import journal_args, scores
-from kruntimes.journal import errors, redact
+from kruntimes.journal import chain, errors, redact
 from kruntimes.journal.backends import DEFAULT_URL
 
 
@@ -32,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help=f"journal every event and decision here (default {DEFAULT_URL}, "
                         "env KRUNTIMES_JOURNAL_URL; postgresql+psycopg://... for PostgreSQL)")
     p.add_argument("--no-journal", action="store_true", help="do not journal")
+    p.add_argument("--journal-key-file", default=os.environ.get(chain.KEY_FILE_ENV) or None, metavar="PATH",
+                   help="file holding the HMAC key of the journal's hash chain (at least 32 bytes; env "
+                        f"{chain.KEY_FILE_ENV}); without it the chain is plain SHA-256")
     p.set_defaults(run=run)
 
 
@@ -45,6 +48,11 @@ def run(args: argparse.Namespace) -> int:
         except journal_args.UsageError as exc:
             print(f"kruntimes demo: {exc}", file=sys.stderr)
             return 2
+        try:
+            chain.load_key(args.journal_key_file) if args.journal_key_file else None
+        except chain.ChainKeyError as exc:
+            print(f"kruntimes demo: --journal-key-file: {exc}", file=sys.stderr)
+            return 2
     gctuning.tune()
     console = Console()
     with Progress(TextColumn("Runs ended"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
@@ -57,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             report = demo.run(workers=args.workers, conflict_rate=args.conflict_rate, seed=args.seed,
-                              journal=None if args.no_journal else args.journal, progress=progress)
+                              journal=None if args.no_journal else args.journal, progress=progress,
+                              journal_key_file=args.journal_key_file)
         except (errors.JournalError, sa_exc.DBAPIError) as exc:
             cause = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
             bar.stop()

@@ -1,7 +1,7 @@
-"""`kruntimes history run|pod|cycles`: what the scheduler saw and decided, read from the journal.
+"""`kruntimes history run|pod|cycles|held|waits|decisions|churn|conflicts`: what the scheduler saw and decided.
 
 Each sub-command is one call into ``kruntimes.journal.history`` (parameterized queries on
-the history views) printed as `rich` tables, or as JSON with ``--json``. Nothing is
+the history tables) printed as tables, or as ``-o json|yaml``. Nothing is
 found → a note on stderr and exit code 1; bad input or an unreachable journal → one
 line and exit code 2 (``journal_args.guarded``).
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import datetime, timezone
 from typing import Any
 
 from kruntimes.cli import journal_args as ja
@@ -46,6 +47,34 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     c.add_argument("--outcome", choices=history.OUTCOMES, help="only cycles with this result")
     c.add_argument("--limit", type=int, default=50, metavar="N", help="the newest N matching cycles (50)")
     c.set_defaults(run=run_cycles)
+
+    h = leaves.add_parser("held", parents=[common], help="the Runs a Runtime Pod held at a time")
+    h.add_argument("key", metavar="NS/NAME", help="the Runtime Pod, as namespace/name")
+    h.add_argument("--at", metavar="TIME", required=True, help="RFC 3339 (no zone means UTC) or an age such as 30m")
+    h.set_defaults(run=run_held)
+
+    w = leaves.add_parser("waits", parents=[common], help="the longest waits from first Pending to placement, and why")
+    w.add_argument("--limit", type=int, default=10, metavar="N", help="the N longest (10)")
+    w.add_argument("--placed-only", action="store_true", help="leave out Runs still waiting")
+    w.set_defaults(run=run_waits)
+
+    windowed = argparse.ArgumentParser(add_help=False)
+    windowed.add_argument("--until", metavar="TIME", help="before TIME (default: now)")
+    d = leaves.add_parser("decisions", parents=[common, windowed], help="every decision of a time window, with its reason",
+                          description="TIME is RFC 3339 (no zone means UTC) or an age such as 30m, 2h, 1d.")
+    d.add_argument("--since", metavar="TIME", required=True, help="decided at or after TIME")
+    d.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N decisions")
+    d.set_defaults(run=run_decisions)
+
+    for name, helptext, runner, default in (
+            ("churn", "Runs placed elsewhere than the top candidate of their previous cycle", run_churn, 50),
+            ("conflicts", "cycles that lost a race and binds that did not land or may have (ambiguous)",
+             run_conflicts, 100)):
+        q = leaves.add_parser(name, parents=[common, windowed], help=helptext,
+                              description="TIME is RFC 3339 (no zone means UTC) or an age such as 30m, 2h, 1d.")
+        q.add_argument("--since", metavar="TIME", help="at or after TIME")
+        q.add_argument("--limit", type=int, default=default, metavar="N", help=f"the newest N ({default})")
+        q.set_defaults(run=runner)
 
 
 def _limit(value: int | None) -> int | None:
@@ -197,3 +226,108 @@ def run_cycles(args: argparse.Namespace) -> int:
                   _num(c["duration_us"]), _num(c.get("snapshot_lsn")), c["message"] or "")
     output.render(table, args)
     return 0
+
+
+def _read(args: argparse.Namespace, ask: Any) -> Any:
+    journal = ja.open_journal(ja.journal_url(args))
+    try:
+        return ask(journal)
+    finally:
+        journal.close()
+
+
+def _times(args: argparse.Namespace) -> tuple[Any, Any]:
+    since = ja.parse_time(args.since, what="--since") if args.since else None
+    until = ja.parse_time(args.until, what="--until") if args.until else None
+    return since, until
+
+
+def _table(title: str, columns: list[Column]) -> Listing:
+    return Listing(columns, title=title)
+
+
+def _listing(args: argparse.Namespace, found: list[dict[str, Any]], empty: str, table: Listing,
+             row: Any) -> int:
+    if output.structured(args):
+        output.print_document(args, found)
+        return 0
+    if not found:
+        print(empty, file=sys.stderr)
+        return 1
+    for item in found:
+        table.add(*row(item))
+    output.render(table, args)
+    return 0
+
+
+@ja.guarded("kruntimes history held")
+def run_held(args: argparse.Namespace) -> int:
+    namespace, name = ja.parse_key(args.key)
+    at = ja.parse_time(args.at, what="--at")
+    found = _read(args, lambda j: history.pod_held(j, namespace, name, at))
+    table = _table(f"What {namespace}/{name} held at {ja.when(at)}",
+                   [Column("RUN", name=True), Column("RUNTIME", optional=True), Column("PLACED AT"), Column("CYCLE", right=True), Column("TOTAL", right=True),
+                    Column("ENDED AT"), Column("ENDED BY")])
+    return _listing(args, found, f"Runtime Pod {namespace}/{name} held no Run at {ja.when(at)} in this journal", table,
+                    lambda p: (p["run"], p["runtime"] or "?", ja.when(p["placed_at"]), str(p["lsn"]), _num(p["total"]),
+                               ja.when(p["ended_at"]) if p["ended_at"] else "-", p["end_reason"] or "-"))
+
+
+@ja.guarded("kruntimes history waits")
+def run_waits(args: argparse.Namespace) -> int:
+    limit = _limit(args.limit) or 10
+    found = _read(args, lambda j: history.longest_waits(j, limit=limit, waiting=not args.placed_only))
+    table = _table(f"The {limit} longest waits from first Pending to placement",
+                   [Column("RUN", name=True), Column("WAITED", right=True), Column("FIRST PENDING"), Column("PLACED AT"), Column("POD", name=True),
+                    Column("PENDING CYCLES", right=True, optional=True), Column("FIRST REASON", optional=True), Column("LATEST REASON")])
+    return _listing(args, found, "no Run waited in this journal (every Run was placed on its first cycle)", table,
+                    lambda w: (f"{w['namespace']}/{w['run']}", _duration(w["waited_s"]), ja.when(w["first_pending_at"]),
+                               ja.when(w["placed_at"]) if w["placed_at"] else f"({w['outcome'] or 'still waiting'})",
+                               w["pod"] or "-", str(w["pending_cycles"]), w["first_reason"] or "",
+                               w["last_reason"] or ""))
+
+
+def _duration(seconds: int) -> str:
+    hours, rest = divmod(int(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+@ja.guarded("kruntimes history decisions")
+def run_decisions(args: argparse.Namespace) -> int:
+    since, until = _times(args)
+    until = until or _now()
+    limit = _limit(args.limit)
+    found = _read(args, lambda j: history.decisions(j, since=since, until=until, limit=limit))
+    table = _table(f"{len(found)} decisions from {ja.when(since)} to {ja.when(until)}",
+                   [Column("LSN", right=True), Column("DECIDED AT"), Column("RUN", name=True), Column("RESULT"), Column("POD", name=True), Column("REASON")])
+    return _listing(args, found, "no cycle was decided in that window", table,
+                    lambda c: (str(c["lsn"]), ja.when(c["decided_at"]), f"{c['namespace']}/{c['run']}", c["result"],
+                               c["chosen"] or "-", c["reason"]))
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@ja.guarded("kruntimes history churn")
+def run_churn(args: argparse.Namespace) -> int:
+    since, until = _times(args)
+    found = _read(args, lambda j: history.churn(j, since=since, until=until, limit=_limit(args.limit)))
+    table = _table("Runs placed elsewhere than their previous cycle's top candidate",
+                   [Column("LSN", right=True), Column("DECIDED AT"), Column("RUN", name=True), Column("POD", name=True), Column("PREVIOUS TOP", name=True),
+                    Column("PREVIOUS CYCLE", right=True, optional=True), Column("ITS RESULT")])
+    return _listing(args, found, "no Run was placed elsewhere than its previous cycle's top candidate", table,
+                    lambda c: (str(c["lsn"]), ja.when(c["decided_at"]), f"{c['namespace']}/{c['run']}", c["pod"],
+                               c["previous_top"], str(c["previous_lsn"]), c["previous_result"]))
+
+
+@ja.guarded("kruntimes history conflicts")
+def run_conflicts(args: argparse.Namespace) -> int:
+    since, until = _times(args)
+    found = _read(args, lambda j: history.conflicts(j, since=since, until=until, limit=_limit(args.limit)))
+    table = _table("Conflicts and ambiguous binds", [Column("LSN", right=True), Column("AT"), Column("WHAT"), Column("RUN", name=True), Column("POD", name=True),
+                                                     Column("DETAIL")])
+    return _listing(args, found, "no conflict and no ambiguous bind in that window", table,
+                    lambda c: (str(c["lsn"]), ja.when(c["at"]), c["what"],
+                               f"{c['namespace']}/{c['run'] or c['run_uid']}", c["pod"] or "-", c["detail"] or ""))

@@ -1,4 +1,4 @@
-"""`kruntimes journal prune --before TIME`: retention that keeps every later cycle replayable.
+"""`kruntimes journal prune --before TIME` (retention) and `kruntimes journal reindex` (the history tables).
 
 The rule (which checkpoint is kept, what may go) lives in ``kruntimes.journal.prune``;
 this prints what was deleted, or with ``--dry-run`` what would be. Deleting asks first
@@ -14,7 +14,7 @@ from kruntimes.journal import prune
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("journal", help="maintain the journal (prune old records)")
+    p = sub.add_parser("journal", help="maintain the journal (prune old records, rebuild the history tables)")
     actions = p.add_subparsers(dest="journal_command", required=True, metavar="ACTION")
     q = actions.add_parser(
         "prune", help="delete records older than TIME, keeping every later cycle replayable",
@@ -26,6 +26,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     ja.add_url_option(q)
     ja.add_yes_option(q)
     q.set_defaults(run=run_prune)
+    r = actions.add_parser(
+        "reindex", help="rebuild the history tables from the journal's records",
+        description="Empties the history tables (history_*) and derives them again from every stored record, "
+                    "in one transaction. The writer's batches wait meanwhile.")
+    ja.add_url_option(r)
+    r.set_defaults(run=run_reindex)
+
+
+@ja.guarded("kruntimes journal reindex")
+def run_reindex(args: argparse.Namespace) -> int:
+    journal = ja.open_journal(ja.journal_url(args))
+    try:
+        read = journal.reindex()
+    finally:
+        journal.close()
+    print(f"rebuilt the history tables from {read} records")
+    return 0
 
 
 @ja.guarded("kruntimes journal prune")

@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runtimed": ("kruntimes.cli.runtimed_cmd", "run the agent of one Runtime Pod: admit, execute and end its Runs"),
     "release": ("kruntimes.cli.release_cmd",
                 "release a function Run (its runtimed stops it and frees its capacity)"),
+    "ui": ("kruntimes.cli.ui_cmd", "a read-only web view of the journal: timelines, Runs, replay, what-if"),
 }
 
 

@@ -1,10 +1,12 @@
 """`kruntimes replay verify|cycle|what-if`: re-run recorded cycles from the journal alone.
 
-Exit codes: 0 every replayed decision is identical (what-if: the report was made);
-1 a decision diverged; 2 a usage mistake or an unreachable journal (one line, as
-every journal command); 3 the journal is damaged - a missing record range, a
-checkpoint that disagrees with the records before it, an unknown schema version -
-named by LSN, because replaying past it would be silently wrong.
+Exit codes: 0 every replayed decision is identical and (verify) every epoch is whole
+(what-if: the report was made); 1 a decision diverged; 2 a usage mistake or an
+unreachable journal (one line, as every journal command); 3 the journal is damaged
+or cannot be proven - a missing start, gap, end or tail, a broken link, a head
+behind a published one, a key mismatch, a checkpoint that disagrees with the
+records before it, an unknown schema version - named by epoch and LSN, because
+trusting or replaying past it would be silently wrong.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from kruntimes.cli import journal_args as ja
 from kruntimes.cli import output, scores
 from kruntimes.cli.output import Column, Listing
+from kruntimes.journal import chain
 from kruntimes.scheduler.config import ConfigError
-from replay import compare, engine, errors, explain, reproduce, source, verify, whatif
+from replay import compare, engine, errors, explain, integrity, parallel, reproduce, source, verify, whatif
 
 EXIT_DIVERGED = 1
 EXIT_USAGE = 2
@@ -47,12 +52,22 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                            description="Replays every recorded cycle in range with this planner and requires the "
                                        "same decision, every recorded field and the digest of the full outcome.")
     v.add_argument("--show", type=int, default=3, metavar="N", help="divergent cycles shown in detail (3)")
+    v.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="processes that replay at once (default: the CPUs available; 1 replays in this process)")
+    v.add_argument("--journal-key-file", metavar="PATH",
+                   help=f"the chain's HMAC key (default: ${chain.KEY_FILE_ENV}); without it keyed epochs' links "
+                        "are not checked")
+    v.add_argument("--head", action="append", default=[], metavar="EPOCH:LSN:HASH",
+                   help="a head the scheduler published (`journal head` log line); the stored head must not be "
+                        "behind it (repeatable)")
     v.set_defaults(run=run_verify)
 
     c = actions.add_parser("cycle", parents=[common], help="explain one cycle: every pod's verdict and scores",
                            description="Rebuilds one cycle's snapshot and prints every pod with its verdict, reason, "
                                        "scores and usage, the winner, and what the assumed cache held.")
-    c.add_argument("lsn", nargs="?", type=int, metavar="LSN", help="the cycle's LSN (`kruntimes history cycles`)")
+    c.add_argument("lsn", nargs="?", metavar="[EPOCH:]LSN",
+                   help="the cycle's LSN (`kruntimes history cycles`); EPOCH:LSN (a unique prefix of the epoch) "
+                        "when several epochs have a cycle at that LSN")
     c.add_argument("--last", action="store_true", help="explain the newest cycle in the journal")
     c.add_argument("--run", dest="run_key", metavar="NS/NAME", help="explain this Run's cycles instead")
     c.add_argument("--limit", type=int, default=3, metavar="N", help="with --run: its newest N cycles (3)")
@@ -62,7 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                            help="replay cycles with other weights or plugins; which decisions change",
                            description="Each cycle is replayed against the RECORDED history, not against the "
                                        "consequences of earlier changed decisions (see docs/replay.md).")
-    w.add_argument("--cycle", type=int, metavar="LSN", help="only this cycle")
+    w.add_argument("--cycle", metavar="[EPOCH:]LSN", help="only this cycle")
     w.add_argument("--run", dest="run_key", metavar="NS/NAME", help="only this Run's cycles")
     w.add_argument("--weights", metavar="PLUGIN=W,...", help="score weights, e.g. LeastLoaded=3,PreferredRunAffinity=1")
     w.add_argument("--disable-plugin", action="append", default=[], metavar="NAME",
@@ -146,10 +161,19 @@ class _Progress:
 
 @guarded("kruntimes replay verify")
 def run_verify(args: argparse.Namespace) -> int:
+    workers = parallel.default_workers() if args.workers is None else args.workers
+    if workers < 1:
+        raise ja.UsageError(f"--workers must be at least 1, got {workers}")
+    try:
+        published = [integrity.PublishedHead.parse(text) for text in args.head]
+        key = chain.load_key(args.journal_key_file)
+    except (ValueError, chain.ChainKeyError) as exc:
+        raise ja.UsageError(str(exc)) from exc
     journal = ja.open_journal(ja.journal_url(args))
     progress = _Progress(enabled=not output.structured(args))
     try:
-        report = verify.verify(journal, _selection(args, journal), progress)
+        report = verify.verify(journal, _selection(args, journal), progress, workers=workers, key=key,
+                               published=published)
     finally:
         progress.close()
         journal.close()
@@ -159,6 +183,8 @@ def run_verify(args: argparse.Namespace) -> int:
         _print_verify(_console(), report, max(0, args.show), args)
     if report.selected == 0:
         print("kruntimes replay verify: no cycle in range", file=sys.stderr)
+    if report.problems:
+        return EXIT_DAMAGED
     return 0 if report.ok else EXIT_DIVERGED
 
 
@@ -167,46 +193,92 @@ def _verify_json(report: verify.VerifyReport) -> dict[str, Any]:
             "identical": report.identical, "diverged": [r.as_json() for r in report.diverged],
             "incarnations": report.stats.incarnations, "records_applied": report.stats.records,
             "checkpoints_compared": report.stats.checkpoints_compared, "warnings": report.stats.warnings,
-            "seconds": round(report.seconds, 3),
+            "seconds": round(report.seconds, 3), "workers": report.workers,
+            "epochs": [e.as_json() for e in report.epochs.values()],
+            "problems": [{"epoch": p.epoch, "lsn": p.lsn, "problem": p.what, "detail": p.detail}
+                         for p in report.problems],
             "pruned": None if report.pruned is None else {**dataclasses.asdict(report.pruned),
                                                           "skipped_cycles": report.skipped}}
 
 
 def _pruned_note(report: verify.VerifyReport) -> str | None:
-    """Where a pruned journal's verification starts, and why, in one line (None if never pruned)."""
+    """What a prune removed and where verification starts, in one line (None if never pruned)."""
     p = report.pruned
     if p is None:
         return None
     n = report.skipped
     skipped = f"; {n} cycle{'s' if n != 1 else ''} that read a pruned state skipped" if n else ""
-    return (f"records before LSN {p.checkpoint_lsn} were pruned (on {p.pruned_at} by {p.by}, cut-off {p.before}); "
-            f"verifying from the checkpoint at {p.checkpoint_lsn}{skipped}")
+    parts = []
+    if p.checkpoint_lsn is not None:
+        parts.append(f"records before LSN {p.checkpoint_lsn} were pruned")
+    if p.removed_epochs:
+        parts.append(f"{len(p.removed_epochs)} older epoch{'s' if len(p.removed_epochs) != 1 else ''} removed whole")
+    start = f"; verifying from the checkpoint at {p.checkpoint_lsn}" if p.checkpoint_lsn is not None else ""
+    return f"{' and '.join(parts)} (on {p.pruned_at} by {p.by}, cut-off {p.before}){start}{skipped}"
+
+
+def _epochs_table(report: verify.VerifyReport) -> Table:
+    """Per epoch: what was checked and what was found."""
+    table = Table(title="epochs (oldest first)", title_justify="left")
+    for column in ("EPOCH", "LSNS", "STATE", "RECORDS", "LINKS", "CYCLES", "PROBLEMS"):
+        table.add_column(column, justify="right" if column in ("RECORDS", "LINKS", "PROBLEMS") else "left",
+                         no_wrap=True)
+    for e in report.epochs.values():
+        lsns = f"{e.first_lsn}..{e.head_lsn}" if e.head_lsn is not None else f"{e.first_lsn}.."
+        if e.pruned_until is not None:
+            lsns += f" (pruned below {e.pruned_until})"
+        state = e.state if e.end_reason is None or e.state != integrity.ENDED else f"ended: {e.end_reason}"
+        links = f"{e.links:,}" if e.algorithm is None or e.links else f"- ({e.algorithm})"
+        cycles = f"{e.identical:,} identical" + (f", {e.diverged:,} diverged" if e.diverged else "")
+        problems = len(e.problems) + e.more_problems
+        table.add_row(e.epoch[:12], lsns, state, f"{e.records:,}", links, cycles,
+                      f"[red]{problems}[/red]" if problems else "0")
+    return table
 
 
 def _print_verify(console: Console, report: verify.VerifyReport, show: int, args: argparse.Namespace) -> None:
     note = _pruned_note(report)
     if note is not None:
         console.print(note, markup=False, highlight=False, soft_wrap=True)
+    if report.epochs:
+        console.print(_epochs_table(report))
+    for problem in report.problems:
+        console.print(Text.assemble(("problem ", "bold red"), str(problem)), highlight=False, soft_wrap=True)
+    for e in report.epochs.values():
+        if e.more_problems:
+            console.print(f"[red]... and {e.more_problems} more problems in epoch {e.epoch}[/red] (--json lists "
+                          "the first ones only)")
     for warning in report.stats.warnings:
         console.print(f"[yellow]warning[/yellow]: {warning}")
     for result in report.diverged[:show]:
         _print_divergence(console, result, args)
     n = len(report.stats.incarnations)
-    summary = (f"{report.replayed} cycles of {n} incarnation{'s' if n != 1 else ''} replayed in "
+    by = f" by {report.workers} processes" if report.workers > 1 else ""
+    checked = ""
+    if report.epochs:
+        e = len(report.epochs)
+        checked = (f"; {sum(x.records for x in report.epochs.values())} records of {e} epoch{'s' if e != 1 else ''} "
+                   f"checked ({sum(x.links for x in report.epochs.values())} links)")
+    summary = (f"{report.replayed} cycles of {n} epoch{'s' if n != 1 else ''} replayed{by} in "
                f"{report.seconds:.2f}s ({report.rate:.0f}/s; {report.stats.records} records applied, "
                f"{report.stats.checkpoints_compared} checkpoints proven): {report.identical} identical, "
-               f"{len(report.diverged)} diverged")
-    if report.diverged:
+               f"{len(report.diverged)} diverged{checked}")
+    problems = len(report.problems) + sum(e.more_problems for e in report.epochs.values())
+    if problems:
+        damaged = sum(1 for e in report.epochs.values() if e.problems) or 1
+        console.print(f"[bold red]DAMAGED[/bold red] {problems} problem{'s' if problems != 1 else ''} in {damaged} "
+                      f"epoch{'s' if damaged != 1 else ''}; {summary}", soft_wrap=True)
+    elif report.diverged:
         first = report.diverged[0]
         fields = sorted({d.field.split("[")[0].split(".")[0] for r in report.diverged for d in r.differences})
         console.print(f"[bold red]DIVERGED[/bold red] {summary}; first at LSN {first.lsn} ({first.key}); "
-                      f"fields that differ: {', '.join(fields)}")
+                      f"fields that differ: {', '.join(fields)}", soft_wrap=True)
     else:
-        console.print(f"[bold green]OK[/bold green] {summary}")
+        console.print(f"[bold green]OK[/bold green] {summary}", soft_wrap=True)
 
 
 def _print_divergence(console: Console, result: reproduce.CycleResult, args: argparse.Namespace) -> None:
-    console.print(f"[bold]cycle LSN {result.lsn}[/bold] Run {result.key} (incarnation {result.incarnation[:12]}): "
+    console.print(f"[bold]cycle LSN {result.lsn}[/bold] Run {result.key} (epoch {result.incarnation[:12]}): "
                   f"[red]not identical[/red]")
     for d in result.differences:
         console.print(f"  {d}")
@@ -249,6 +321,26 @@ def _amounts(amounts: dict[str, int]) -> str:
 
 # -- cycle -------------------------------------------------------------------------------------
 
+def cycle_selection(journal: Any, text: str) -> source.Selection:
+    """One cycle, from `LSN` (unique across epochs) or `EPOCH:LSN` (a unique prefix of the epoch).
+
+    LSNs are gap-free within an epoch and unique across epochs in practice, not by
+    construction (SPEC §5): a plain LSN that names cycles of several epochs is refused,
+    listing them.
+    """
+    epoch, sep, number = text.strip().rpartition(":")
+    if not number.isdigit() or (sep and not epoch):
+        raise ja.UsageError(f"expected a cycle as LSN or EPOCH:LSN, got {text!r}")
+    lsn = int(number)
+    if sep:
+        return source.Selection(lsns=(lsn,), incarnation=integrity.resolve(integrity.epochs(journal), epoch))
+    epochs = sorted({ref.incarnation for ref in engine.select(journal, source.Selection(lsns=(lsn,)))})
+    if len(epochs) > 1:
+        raise errors.CycleNotFound(f"LSN {lsn} is a cycle in {len(epochs)} epochs; give one of "
+                                   f"{', '.join(f'{e[:12]}:{lsn}' for e in epochs)}")
+    return source.Selection(lsns=(lsn,), incarnation=epochs[0] if epochs else None)
+
+
 @guarded("kruntimes replay cycle")
 def run_cycle(args: argparse.Namespace) -> int:
     if sum((args.lsn is not None, args.run_key is not None, args.last)) != 1:
@@ -264,10 +356,14 @@ def run_cycle(args: argparse.Namespace) -> int:
                 raise errors.CycleNotFound(f"no cycle of Run {args.run_key} in the journal")
             found = explain.explain(journal, source.Selection(lsns=tuple(lsns)))
         else:
-            lsn = source.last_cycle_lsn(journal) if args.last else args.lsn
-            if lsn is None:
-                raise errors.CycleNotFound("the journal holds no cycle yet")
-            found = explain.explain(journal, source.Selection(lsns=(lsn,)))
+            if args.last:
+                last = source.last_cycle(journal)
+                if last is None:
+                    raise errors.CycleNotFound("the journal holds no cycle yet")
+                selection = source.Selection(lsns=(last[1],), incarnation=last[0])
+            else:
+                selection = cycle_selection(journal, args.lsn)
+            found = explain.explain(journal, selection)
     finally:
         journal.close()
     if output.structured(args):
@@ -338,7 +434,12 @@ def run_what_if(args: argparse.Namespace) -> int:
     try:
         extra: dict[str, Any] = {}
         if args.cycle is not None:
-            extra["lsns"] = (args.cycle,)
+            one = cycle_selection(journal, args.cycle)
+            extra["lsns"] = one.lsns
+            if one.incarnation is not None:
+                if args.incarnation:
+                    raise ja.UsageError("give the epoch in --cycle EPOCH:LSN or --incarnation, not both")
+                args.incarnation = one.incarnation
         if args.run_key is not None:
             extra["run"] = ja.parse_key(args.run_key)
         selection = _selection(args, journal, **extra)

@@ -4,10 +4,12 @@ Every setting is a flag and an environment variable (the flag wins); the names o
 the leader-election flags are kube-scheduler's. Logs are JSON lines on stderr;
 `/metrics`, `/healthz` and `/readyz` share one port. SIGTERM (or Ctrl-C) shuts down
 gracefully: the cycle in flight finishes, the journal is flushed, the lease is
-released. A bad setting or an unreachable journal is one line on stderr and exit
-code 2, before scheduling starts. With ``--journal-migrate never`` (the default for
-PostgreSQL) the journal check waits for `kruntimes db upgrade` while the probes answer
-(SPEC §5: migrations run once, never raced by replicas).
+released. A bad setting is one line on stderr and exit code 2, before scheduling
+starts. The journal's database is never waited for (SPEC §5 "Availability"): the
+scheduler starts and leads with it unreachable, its records wait in the spool and
+drain when it answers. With ``--journal-migrate never`` (the default for PostgreSQL)
+the writer only waits for `kruntimes db upgrade` (migrations run once, never raced by
+replicas), in the background, while the scheduler schedules.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from kruntimes.cluster import logs
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.cluster.settings import DETAILS, MIGRATE_MODES, ClusterSettings, LeaseSettings, default_identity
-from kruntimes.journal import backends, redact
+from kruntimes.journal import chain, redact, schema_wait
 from kruntimes.scheduler.config import ConfigError
 
 log = logging.getLogger("kruntimes.cli.scheduler")
@@ -50,7 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     api.add_argument("--namespace", default=kube_args.env("KRUNTIMES_NAMESPACE"),
                      help="watch and schedule in this namespace only (env KRUNTIMES_NAMESPACE; default: all)")
 
-    option(api, "--workers", "KRUNTIMES_WORKERS", 4, "scheduling workers", type=kube_args.positive(int), metavar="N")
+    option(api, "--binders", "KRUNTIMES_BINDERS", 1,
+           "binder processes sending the status writes (one scheduling loop plans; writes leave it)",
+           type=kube_args.positive(int), metavar="N")
+    option(api, "--bind-concurrency", "KRUNTIMES_BIND_CONCURRENCY", 8,
+           "status writes in flight per binder process", type=kube_args.positive(int), metavar="N")
     option(api, "--heartbeat-staleness", "KRUNTIMES_HEARTBEAT_STALENESS", 30,
            "seconds after which a runtimed heartbeat is stale", type=kube_args.seconds(int), metavar="SECONDS")
     option(api, "--default-runs-capacity", "KRUNTIMES_DEFAULT_RUNS_CAPACITY", 1,
@@ -73,11 +79,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     option(journal, "--journal-writer", "KRUNTIMES_JOURNAL_WRITER", "process",
            "where records are built and stored: process (its own process, off the scheduler's core) or thread",
            choices=("process", "thread"))
+    option(journal, "--journal-key-file", chain.KEY_FILE_ENV, None,
+           "file holding the HMAC key of the journal's hash chain (at least 32 bytes; e.g. the mounted "
+           "kruntimes-journal-key Secret); without it the chain is plain SHA-256", metavar="PATH")
     option(journal, "--journal-migrate", "KRUNTIMES_JOURNAL_MIGRATE", None,
            "auto: migrate the schema on start (one writer); never: only wait for `kruntimes db upgrade` "
            "(replicas in a cluster; default: auto for SQLite, never for PostgreSQL)", choices=MIGRATE_MODES)
     option(journal, "--journal-schema-wait", "KRUNTIMES_JOURNAL_SCHEMA_WAIT", 300.0,
-           "with --journal-migrate never: seconds to wait for the schema's head revision before exit code 2",
+           "with --journal-migrate never: seconds of waiting for the schema's head revision after which an error "
+           "naming the kruntimes-db-upgrade Job is logged (scheduling goes on; records wait in the spool)",
            type=kube_args.seconds(float), metavar="SECONDS")
 
     election = p.add_argument_group("leader election")
@@ -129,19 +139,32 @@ def settings_from(args: argparse.Namespace) -> ClusterSettings:
                               duration=args.leader_elect_lease_duration,
                               renew_deadline=args.leader_elect_renew_deadline,
                               retry_period=args.leader_elect_retry_period)
-        return ClusterSettings(namespace=args.namespace or None, workers=args.workers,
+        return ClusterSettings(namespace=args.namespace or None, binders=args.binders,
+                               bind_concurrency=args.bind_concurrency,
                                heartbeat_staleness=args.heartbeat_staleness,
                                default_runs_capacity=args.default_runs_capacity, journal_url=args.journal_url,
                                journal_detail=args.journal_detail,
                                journal_checkpoint_every=args.journal_checkpoint_every,
                                journal_checkpoint_size_ratio=args.journal_checkpoint_size_ratio,
                                journal_spool=args.journal_spool, journal_writer=args.journal_writer,
+                               journal_key_file=_key_file(args),
                                journal_migrate=_migrate_mode(args), journal_schema_wait=args.journal_schema_wait,
                                leader_elect=args.leader_elect, lease=lease,
                                watch_timeout=args.watch_timeout, shutdown_timeout=args.shutdown_timeout,
                                event_interval=args.event_interval)
     except ConfigError as exc:
         raise UsageError(str(exc)) from exc
+
+
+def _key_file(args: argparse.Namespace) -> str | None:
+    """The chain key's file, read once here so that a missing or short key is a usage error at start."""
+    path: str | None = args.journal_key_file or None
+    if path is not None and args.journal_url:
+        try:
+            chain.load_key(path)
+        except chain.ChainKeyError as exc:
+            raise UsageError(f"--journal-key-file: {exc}") from exc
+    return path
 
 
 def _migrate_mode(args: argparse.Namespace) -> str:
@@ -155,54 +178,49 @@ def _migrate_mode(args: argparse.Namespace) -> str:
         return "never"
 
 
-def check_journal(url: str | None, *, migrate: str = "auto", schema_wait: float = 300.0,
-                  waiting: Gauge | None = None) -> None:
-    """Open the journal once, so a wrong URL fails now, not at the first term.
+def check_journal(url: str | None) -> None:
+    """Check the journal URL now, so that a typo fails at once - but never reach for the database.
 
-    With ``migrate="auto"`` this migrates it (one writer); with ``"never"`` it waits up
-    to ``schema_wait`` seconds for `kruntimes db upgrade` to bring the schema to the
-    head revision, and never migrates: replicas must not race a migration (SPEC §5).
-    ``waiting`` is 1 for as long as that wait lasts.
+    An unreachable database must not stop a scheduler from starting (SPEC §5
+    "Availability"): its writer checks the schema and writes once the database answers.
     """
     if not url:
         return
-    from kruntimes.journal import migrate as migrations  # alembic is only needed here
-
     try:
-        parsed = journal_args.checked_url(url, must_exist=False)
-        if migrate == "never":
-            if waiting is not None:
-                waiting.set(1)
-            try:
-                migrations.wait_for_head(parsed, timeout=schema_wait)
-            finally:
-                if waiting is not None:
-                    waiting.set(0)
-        backends.Journal.open(parsed, create=migrate == "auto").close()
+        journal_args.checked_url(url, must_exist=False)
     except journal_args.UsageError as exc:
         raise UsageError(redact.text(str(exc), url)) from exc
-    except migrations.SchemaNotReady as exc:
-        raise UsageError(redact.text(str(exc), url)) from exc
-    except Exception as exc:  # noqa: BLE001 - any driver error: one line, what to check
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise UsageError(f"cannot use the journal at {journal_args.shown(url)}: {redact.text(first, url)} "
-                         "(is the database up and the URL right?)") from exc
+
+
+def watch_schema(settings: ClusterSettings, registry: CollectorRegistry) -> schema_wait.SchemaWatch | None:
+    """With ``--journal-migrate never``: a ``SchemaWatch`` (started) saying in logs and a gauge that the
+    replica waits for `kruntimes db upgrade`; None otherwise. It blocks nothing."""
+    waiting = Gauge("kruntimes_journal_schema_waiting", "1 until this scheduler has seen the journal schema at "
+                    "the revision it needs (`kruntimes db upgrade`); its records wait in the spool meanwhile.",
+                    registry=registry)
+    if not settings.journal_url or settings.journal_migrate != "never":
+        return None
+    return schema_wait.SchemaWatch(settings.journal_url, patience=settings.journal_schema_wait,
+                                   on_waiting=lambda value: waiting.set(1 if value else 0)).start()
 
 
 def run(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
     try:
         settings = settings_from(args)
-        api = api_client(args, pool_size=settings.workers + 8)
+        api = api_client(args, pool_size=8)
     except UsageError as exc:
         print(f"kruntimes scheduler: {exc}", file=sys.stderr)
+        return 2
+    try:
+        check_journal(settings.journal_url)
+    except UsageError as exc:
+        print(f"kruntimes scheduler: {exc}", file=sys.stderr)
+        api.close()
         return 2
     registry = CollectorRegistry()
     for collector in (ProcessCollector, PlatformCollector, GCCollector):
         collector(registry=registry)
-    # The probes answer before the journal check: while a replica waits for `kruntimes db
-    # upgrade` (up to --journal-schema-wait) /healthz is 200 and /readyz 503, so the
-    # kubelet does not restart it for waiting, and the gauge says what it waits for.
     started: list[ClusterScheduler] = []
     try:
         probes = ProbeServer(registry, healthy=lambda: not started or started[0].healthy(),
@@ -212,16 +230,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"kruntimes scheduler: cannot listen on {args.http_address}:{args.http_port}: {exc}", file=sys.stderr)
         api.close()
         return 2
-    waiting = Gauge("kruntimes_journal_schema_waiting", "1 while this scheduler waits for `kruntimes db upgrade` "
-                    "to bring the journal schema to the revision it needs.", registry=registry)
-    try:
-        check_journal(settings.journal_url, migrate=settings.journal_migrate,
-                      schema_wait=settings.journal_schema_wait, waiting=waiting)
-    except UsageError as exc:
-        print(f"kruntimes scheduler: {exc}", file=sys.stderr)
-        probes.stop()
-        api.close()
-        return 2
+    schema = watch_schema(settings, registry)
     scheduler = ClusterScheduler(api, settings, registry=registry)
     started.append(scheduler)
     gctuning.tune()
@@ -229,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, frame: stop.set())
     log.info("starting", extra={
-        "namespace": settings.namespace or "*", "workers": settings.workers, "identity": settings.lease.identity,
+        "namespace": settings.namespace or "*", "binders": settings.binders, "identity": settings.lease.identity,
         "leader_elect": settings.leader_elect, "lease": f"{settings.lease.namespace}/{settings.lease.name}",
         "journal": journal_args.shown(settings.journal_url) if settings.journal_url else None,
         "http_port": probes.port})
@@ -240,6 +249,8 @@ def run(args: argparse.Namespace) -> int:
         log.info("shutting down")
     finally:
         scheduler.stop()
+        if schema is not None:
+            schema.stop()
         probes.stop()
         api.close()
     log.info("stopped")

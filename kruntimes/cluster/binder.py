@@ -10,12 +10,17 @@ or `observe`, a GET) can tell (SPEC §3.2 step 6). The client never re-sends it
 (`client`); a write that never left (no connection) or that the server refused
 (429, other codes) is an `ApiError`, which the loop retries with backoff.
 
-The fence: before every write the binder asks whether this instance still holds the
-lease, and the write may take `timeout` at most. Why that is enough - a write that
+The fence: immediately before every write it is checked that this instance still
+holds the lease, and the write may take `timeout` at most. In the scheduler the check
+is the write's deadline, taken from the elector when the loop handed the write over
+and compared with the clock by the binder process that sends it (`binders`); `fence`
+here is the same check for a binder used directly. Why that is enough - a write that
 passes the fence lands, if it ever does, before another scheduler can lead:
 
 - the fence is open at time `t` only while `t < renewed + renew_deadline`, where
-  `renewed` is when the last successful renewal was SENT (`leader.is_leader`);
+  `renewed` is when the last successful renewal was SENT (`leader.is_leader`; a
+  write's deadline is `renewed + renew_deadline` as known when it was handed over,
+  never later than the fence at sending time, `leader.fence_deadline`);
 - a standby takes over only `duration` after it first saw that renewal, timed from
   the answer of the read that showed it (`leader`), which cannot come before the
   renewal was sent: not before `renewed + duration`;
@@ -54,7 +59,7 @@ AMBIGUOUS_CODES = (504,)
 
 
 class KubernetesBinder:
-    """Implements `kruntimes.scheduler.loop.Binder`; thread-safe (workers bind in parallel)."""
+    """Implements `kruntimes.scheduler.loop.Binder`; thread-safe (a binder process's threads send in parallel)."""
 
     def __init__(self, api: kubernetes.client.ApiClient, *, fence: Callable[[], bool] = lambda: True,
                  timeout: float = 30.0, read_timeout: float | None = None,

@@ -247,25 +247,12 @@ def pending_message(status: dict[str, Any]) -> str | None:
     return None
 
 
-class EventingBinder:
-    """A binder that, after each status write that landed, tells the recorder what it wrote."""
-
-    def __init__(self, binder: Any, recorder: EventRecorder) -> None:
-        self._binder = binder
-        self.recorder = recorder
-
-    def __getattr__(self, name: str) -> Any:  # counts, timeouts: the wrapped binder's
-        return getattr(self._binder, name)
-
-    def update_status(self, run: RunInfo, status: dict[str, Any]) -> None:
-        self._binder.update_status(run, status)
-        phase = status.get("phase")
-        if phase == "Scheduled":
-            self.recorder.scheduled(run, str((status.get("assignment") or {}).get("podName") or "?"))
-        elif phase == "Pending":
-            message = pending_message(status)
-            if message:
-                self.recorder.failed_scheduling(run, message)
-
-    def observe(self, run: RunInfo) -> Any:
-        return self._binder.observe(run)
+def tell(recorder: EventRecorder, run: RunInfo, status: dict[str, Any]) -> None:
+    """The Event a status write that landed calls for: ``Scheduled`` or ``FailedScheduling``."""
+    phase = status.get("phase")
+    if phase == "Scheduled":
+        recorder.scheduled(run, str((status.get("assignment") or {}).get("podName") or "?"))
+    elif phase == "Pending":
+        message = pending_message(status)
+        if message:
+            recorder.failed_scheduling(run, message)

@@ -119,6 +119,17 @@ class LeaderElector:
         renewed = self._renewed_at
         return self._leading and renewed is not None and self._clock() < renewed + self.settings.renew_deadline
 
+    def fence_deadline(self) -> float:
+        """Until when (on this elector's clock) `is_leader` is certainly true: -inf when it is not.
+
+        A write handed over now may be sent until then (`binders`); with the default
+        clock, `time.monotonic`, the deadline means the same in every process.
+        """
+        renewed = self._renewed_at
+        if not self._leading or renewed is None:
+            return float("-inf")
+        return renewed + self.settings.renew_deadline
+
     def abandon(self) -> None:
         """Stop campaigning at once, without callbacks and without releasing: a crash, for tests."""
         self._abandoned.set()

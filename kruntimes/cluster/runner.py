@@ -1,4 +1,4 @@
-"""`ClusterScheduler`: informers, cache, scheduler, binder, elector and journal wired into one process.
+"""`ClusterScheduler`: informers, cache, scheduler, elector and journal in one process, binders beside it.
 
 Start-up order: the informers start at once (a standby keeps its cache warm); the
 campaign thread waits until every informer has listed, then campaigns for the lease
@@ -21,20 +21,26 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from kruntimes.cluster import client, events, sources
 from kruntimes.cluster.backoff import Backoff
-from kruntimes.cluster.binder import KubernetesBinder
+from kruntimes.cluster.binders import BinderProcesses
 from kruntimes.cluster.informer import Handler, Informer
 from kruntimes.cluster.intake import Intake, RuntimeStore
 from kruntimes.cluster.leader import LeaderElector, LeaseRecord
 from kruntimes.cluster.settings import ClusterSettings
 from kruntimes.cluster.term import Terms
 from kruntimes.cluster.throttling import Throttling
-from kruntimes.journal.session import JournalSession
+from kruntimes.journal import recovery
+from kruntimes.journal.session import JournalSession, default_spool
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.recording import Recorder
 from kruntimes.scheduler.loop import Scheduler, utc_now
 from kruntimes.scheduler.metrics import SchedulerMetrics
+from kruntimes.scheduler.writes import NO_DEADLINE
 
 log = logging.getLogger(__name__)
+
+#: Longest pause between the journal writer's attempts to reach a database that is
+#: away: the spool drains at most this long after the database is back.
+JOURNAL_MAX_RETRY_SECONDS = 2.0
 
 
 class ClusterScheduler:
@@ -54,17 +60,21 @@ class ClusterScheduler:
         self.elector = LeaderElector(api, settings.lease, on_started=self._begin, on_stopped=self._end,
                                      throttling=self.throttling) if settings.leader_elect else None
         # The read that settles an unanswered bind decides a write: bounded like one, so that
-        # no worker outlives its term's end (`shutdown_timeout`) inside it.
-        binder = KubernetesBinder(api, fence=self._may_write, timeout=settings.write_timeout,
-                                  read_timeout=settings.write_timeout, throttling=self.throttling)
+        # no cycle outlives its term's end (`shutdown_timeout`) waiting for it.
+        self.binder = BinderProcesses(api.configuration, processes=settings.binders,
+                                      concurrency=settings.bind_concurrency, timeout=settings.write_timeout,
+                                      read_timeout=settings.write_timeout, deadline=self._write_deadline,
+                                      throttling=self.throttling)
+        self.scheduler = Scheduler(self.cache, self.binder, clock=clock, metrics=SchedulerMetrics(self.registry),
+                                   sender=self.binder, deadline=self._write_deadline)
         # Events on Runs, from a thread of their own: a write that landed enqueues, never waits.
         self.events = (events.EventRecorder(api, instance=self.identity, min_interval=settings.event_interval,
                                             timeout=settings.write_timeout, registry=self.registry)
                        if settings.event_interval > 0 else None)
-        self.binder = events.EventingBinder(binder, self.events) if self.events is not None else binder
-        self.scheduler = Scheduler(self.cache, self.binder, clock=clock, metrics=SchedulerMetrics(self.registry))
         if self.events is not None:
-            self.scheduler.on_pending_again = self.events.failed_scheduling
+            recorder = self.events
+            self.scheduler.on_written = lambda run, status: events.tell(recorder, run, status)
+            self.scheduler.on_pending_again = recorder.failed_scheduling
         self.intake = Intake(self.scheduler, clock)
         self.runtimes = RuntimeStore()
         ns = settings.namespace
@@ -78,6 +88,7 @@ class ClusterScheduler:
                            open_journal=self._open_journal, standby_recorder=self.cache.recorder)
         Gauge("kruntimes_scheduler_leader", "1 while this scheduler holds the leader lease and schedules.",
               registry=self.registry).set_function(lambda: 1.0 if self.terms.leading else 0.0)
+        self._recovery: recovery.SpoolRecovery | None = None
         self._stop = threading.Event()
         self._killed = threading.Event()
         self._thread: threading.Thread | None = None
@@ -89,6 +100,8 @@ class ClusterScheduler:
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> ClusterScheduler:
+        self.binder.start()
+        self._recover_spool()
         if self.events is not None:
             self.events.start()
         for informer in self.informers.values():
@@ -105,8 +118,10 @@ class ClusterScheduler:
             self._thread.join(timeout)
             if self._thread.is_alive():
                 log.error("the leader election thread did not stop within %.1fs", timeout)
+        self._stop_recovery()
         for informer in self.informers.values():
             informer.stop()
+        self.binder.close(timeout)
         if self.events is not None:
             self.events.stop()
         self._close_api()
@@ -119,7 +134,9 @@ class ClusterScheduler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(10.0)
+        self.binder.kill()
         self.terms.crash()
+        self._stop_recovery()
         for informer in self.informers.values():
             informer.stop()
         if self.events is not None:
@@ -140,8 +157,9 @@ class ClusterScheduler:
         return self.terms.leading
 
     def ready(self) -> bool:
-        """Caches synced and able to lead (on a standby too)."""
-        return not self._stop.is_set() and all(i.synced and i.alive for i in self.informers.values())
+        """Caches synced, binders up: able to lead (on a standby too)."""
+        return (not self._stop.is_set() and all(i.synced and i.alive for i in self.informers.values())
+                and self.binder.ready())
 
     def healthy(self) -> bool:
         """Every thread that must run is running."""
@@ -151,7 +169,9 @@ class ClusterScheduler:
     # -- the campaign ---------------------------------------------------------------------
     def _campaign(self) -> None:
         while not self._stop.is_set():
-            if all(i.wait_synced(0.1) for i in self.informers.values()):
+            # Lead only once the binders can send: a write queued behind a binder's start
+            # could outlive the deadline it carries.
+            if all(i.wait_synced(0.1) for i in self.informers.values()) and self.binder.wait_ready(0.1):
                 break
         if self._stop.is_set():
             return
@@ -171,17 +191,41 @@ class ClusterScheduler:
     def _end(self, reason: str) -> None:
         self.terms.end(reason)
 
-    def _may_write(self) -> bool:
-        """The binder's fence: the lease is held (or, without election, the term is open)."""
+    def _write_deadline(self) -> float:
+        """The fence, as the deadline a write handed over now carries (monotonic, -inf: closed).
+
+        Under leader election: until the renew deadline of the last renewal. Without:
+        no limit while the term is open.
+        """
         if self.elector is not None:
-            return self.elector.is_leader()
-        return self.terms.leading
+            return self.elector.fence_deadline()
+        return NO_DEADLINE if self.terms.leading else float("-inf")
+
+    def _recover_spool(self) -> None:
+        """A spool left with records by an earlier run drains while this replica is a standby."""
+        s = self.settings
+        if s.journal_url and recovery.has_records(self._spool_path()):
+            self._recovery = recovery.SpoolRecovery(s.journal_url, self._spool_path(),
+                                                    migrate=s.journal_migrate == "auto", registry=self.registry,
+                                                    max_retry_interval=JOURNAL_MAX_RETRY_SECONDS).start()
+
+    def _stop_recovery(self) -> None:
+        found, self._recovery = self._recovery, None
+        if found is not None:
+            found.stop(self.settings.shutdown_timeout)
+
+    def _spool_path(self) -> str:
+        s = self.settings
+        return s.journal_spool or default_spool(s.journal_url or "")
 
     def _open_journal(self) -> JournalSession | None:
         s = self.settings
         if not s.journal_url:
             return None
-        return JournalSession(s.journal_url, self.cache.config, spool_path=s.journal_spool, detail=s.journal_detail,
+        self._stop_recovery()  # the term's writer takes the spool over
+        return JournalSession(s.journal_url, self.cache.config, detail=s.journal_detail,
                               checkpoint_every=s.journal_checkpoint_every,
                               checkpoint_size_ratio=s.journal_checkpoint_size_ratio, registry=self.registry,
-                              writer=s.journal_writer, migrate=s.journal_migrate == "auto")
+                              spool_path=self._spool_path(), writer=s.journal_writer,
+                              migrate=s.journal_migrate == "auto", key_file=s.journal_key_file,
+                              after_lsn=self.terms.last_journal_lsn, max_retry_interval=JOURNAL_MAX_RETRY_SECONDS)

@@ -72,7 +72,8 @@ class ClusterSettings:
     """What `kruntimes scheduler` runs with. `namespace=None` watches every namespace."""
 
     namespace: str | None = None
-    workers: int = 4
+    binders: int = 1                  # binder processes sending the status writes
+    bind_concurrency: int = 8         # requests in flight per binder process
     heartbeat_staleness: int = 30
     default_runs_capacity: int = 1
     journal_url: str | None = None
@@ -81,6 +82,8 @@ class ClusterSettings:
     journal_checkpoint_size_ratio: int = DEFAULT_CHECKPOINT_SIZE_RATIO
     journal_spool: str | None = None
     journal_writer: str = "process"
+    # The HMAC key of the journal's chain (SPEC §5 "Integrity"); None: $KRUNTIMES_JOURNAL_KEY_FILE, else unkeyed.
+    journal_key_file: str | None = None
     # "auto" migrates on start (one writer: embedded SQLite); "never" only waits, up to
     # journal_schema_wait seconds, for the `kruntimes db upgrade` Job (SPEC §5).
     journal_migrate: str = "auto"
@@ -113,14 +116,16 @@ class ClusterSettings:
             raise ConfigError("watch and request timeouts must be positive")
         if not 0 < self.backoff_initial <= self.backoff_max:
             raise ConfigError("need 0 < initial backoff <= maximum backoff")
+        if self.binders < 1 or self.bind_concurrency < 1:
+            raise ConfigError("need at least one binder process and one request in flight per binder")
         if self.namespace == "":
             raise ConfigError("an empty namespace: leave it unset to watch all namespaces")
-        self.scheduler_config()  # workers, staleness and capacity are checked there
+        self.scheduler_config()  # staleness and capacity are checked there
 
     def scheduler_config(self) -> SchedulerConfig:
         """The core's configuration; the namespace scope goes into `extra` for the audit trail."""
         return SchedulerConfig(heartbeat_staleness_seconds=self.heartbeat_staleness,
-                               default_runs_capacity=self.default_runs_capacity, workers=self.workers,
+                               default_runs_capacity=self.default_runs_capacity, workers=1,
                                extra=(("namespace", self.namespace or "*"),))
 
     @property

@@ -6,21 +6,28 @@ from active Runs"):
 1. relist Runs and Runtime Pods (diffed, so only changes are applied): the term
    plans on everything written before it took the lease, including the last binds
    of the leader before it, even if a watch lags;
-2. open the journal. Only the leader journals: the journal is a single total order
-   and two writers would hand out the same LSNs. A term is a new incarnation whose
-   first records are a checkpoint of the whole cache (what replay starts from, since
-   the standby's changes were not journaled) and `leader` {acquired};
+2. open the journal. Only the leader journals. A term is a new epoch (SPEC §5: its
+   records are keyed by (epoch, LSN), so a killed leader's spool drained later never
+   competes with this term's keys) numbering on from the highest LSN this process
+   knows; its first records are the incarnation record, a checkpoint of the whole
+   cache (what replay starts from, since the standby's changes were not journaled)
+   and `leader` {acquired}. Opening it never waits for the database (SPEC §5
+   "Availability"): the highest LSN known is its spool's, its previous term's, or the
+   database's if it answers at once, and the records wait in the spool until the
+   database answers;
 3. start with an empty assumed cache (dropping whatever a previous term left);
-4. route events through the scheduler, enqueue every Pending Run, start the workers.
+4. route events through the scheduler, enqueue every Pending Run, start the
+   scheduling loop (its writes go to the binder processes, `binders`).
 
 End (lost, or shutting down):
 
 1. route events straight into the cache again, so nothing more is enqueued;
-2. pause the scheduler: cycles in flight finish (their writes pass the binder's
-   fence only while the lease is still held), the workers are joined;
+2. pause the scheduler: cycles in flight finish - their writes, sent only before
+   the deadline they carry (the fence, while the lease is certainly held), are
+   answered - and the scheduling loop is joined;
 3. drop this term's assumptions (recorded as releases, reason `aborted`), journal
-   `leader` {lost, reason}, and close the journal, which flushes it - before the
-   lease is released on shutdown, so the next leader continues after the last LSN.
+   `leader` {lost, reason} and the epoch's `end` {reason}, and close the journal,
+   which flushes it - before the lease is released on shutdown.
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ class Terms:
         self.session: JournalSession | None = None
         self.leading = False
         self.started = 0  # terms begun, for tests and logs
+        self.last_journal_lsn = 0  # the last LSN a term of this process journaled: the next numbers on after it
 
     def begin(self, lease: LeaseRecord) -> None:
         timeout = self.settings.request_timeout
@@ -85,9 +93,10 @@ class Terms:
             self.leading = True
         self.started += 1
         self.scheduler.enqueue_pending()
-        self.scheduler.start(self.settings.workers)
-        log.info("leading: scheduling with %d workers", self.settings.workers,
-                 extra={"pending": len(self.cache.pending_keys()), "identity": self.identity})
+        self.scheduler.start()
+        journal = None if session is None else {"epoch": session.epoch, "first_lsn": session.first_lsn}
+        log.info("leading: scheduling, writes sent by %d binder processes", self.settings.binders,
+                 extra={"pending": len(self.cache.pending_keys()), "identity": self.identity, "journal": journal})
 
     def end(self, reason: str) -> None:
         self.intake.set_leading(False)
@@ -100,12 +109,17 @@ class Terms:
             if self.leading:
                 cache.record("leader", {"event": "lost", "identity": self.identity, "reason": reason,
                                         "assumptions_dropped": dropped})
+            if self.session is not None:
+                self.session.end(reason)
             self._detach()
             session, self.session = self.session, None
             self.leading = False
+        journal = None
         if session is not None:
-            session.close(self.settings.shutdown_timeout)
-        log.info("term ended: %s", reason, extra={"identity": self.identity, "assumptions_dropped": dropped})
+            session.close(self.settings.shutdown_timeout, reason=reason)
+            journal = {"epoch": session.epoch, "last_lsn": session.recorder.lsn, "spooled": session.writer.spooled}
+        log.info("term ended: %s", reason, extra={"identity": self.identity, "assumptions_dropped": dropped,
+                                                  "journal": journal})
 
     def crash(self) -> None:
         """Stop as a killed process would, for tests: no records, no release; only the threads end."""
@@ -116,7 +130,7 @@ class Terms:
             session, self.session = self.session, None
             self.leading = False
         if session is not None:
-            session.close(self.settings.shutdown_timeout)
+            session.close(self.settings.shutdown_timeout, reason=None)  # no end record: a later writer recovers it
 
     def _drop_assumptions(self) -> int:
         """Release every assumption (a term starts and ends with an empty assumed cache)."""
@@ -127,6 +141,8 @@ class Terms:
 
     def _detach(self) -> None:
         """Back to the standby recorder, numbering on from where the term stopped."""
+        if self.session is not None:
+            self.last_journal_lsn = max(self.last_journal_lsn, self.session.recorder.lsn)
         standby = self._standby_recorder
         if isinstance(standby, CountingRecorder):
             standby.lsn = max(standby.lsn, self.cache.lsn)

@@ -38,9 +38,12 @@ class Throttling:
 
     def note(self, call: str, exc: BaseException) -> float | None:
         """Record a 429 for `call`; return its `Retry-After` in seconds, if it had one."""
+        return self.record(call, errors.retry_after(exc))
+
+    def record(self, call: str, wait: float | None) -> float | None:
+        """Record a 429 for `call` whose `Retry-After` was already read (a binder process's answer)."""
         if call not in CALLS:
             raise ValueError(f"unknown call {call!r}: the label must come from {CALLS}")
-        wait = errors.retry_after(exc)
         with self._lock:
             self.counts[call] += 1
         if self._metric is not None:

@@ -22,12 +22,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import event, pool
 
+from kruntimes.journal import derived as derived_rows
 from kruntimes.journal import records, schema
 
 NAME = "sqlite"
 BUSY_TIMEOUT_MS = 10_000
-_COLUMNS = "lsn, incarnation, recorded_at, kind, schema_version, payload, payload_sha256"
-_ROW_PLACEHOLDERS = "(?,?,?,?,?,?,?)"
+_COLUMNS = "lsn, incarnation, recorded_at, kind, schema_version, payload, payload_sha256, chain_hash"
+_ROW_PLACEHOLDERS = "(?,?,?,?,?,?,?,?)"
 
 
 def create_engine(url: sa.URL) -> sa.Engine:
@@ -80,10 +81,49 @@ def insert_records(dbapi_connection: sqlite3.Connection, rows: Sequence[records.
             params: list[Any] = []
             extend = params.extend
             for r in part:
-                extend((r[0], r[1], timestamp(r[2]), r[3], r[4], r[5], r[6]))
+                extend((r[0], r[1], timestamp(r[2]), r[3], r[4], r[5], r[6], r[7]))
             cursor.execute(_insert_statement(len(part)), params)
     finally:
         cursor.close()
+
+
+#: History rows hold their times as the text SQLite stores (``derived.derive(..., stamp=STAMP)``).
+STAMP = schema.sqlite_timestamp
+
+
+def insert_derived(dbapi_connection: sqlite3.Connection, derived: derived_rows.Derived) -> None:
+    """Write the history rows and statements of a batch inside the caller's transaction."""
+    cursor = dbapi_connection.cursor()
+    try:
+        limit = _variable_limit(dbapi_connection)
+        for table, rows in derived.rows.items():
+            if not rows:
+                continue
+            width = len(rows[0])
+            chunk = max(1, min(500, limit // width))
+            for start in range(0, len(rows), chunk):
+                part = rows[start : start + chunk]
+                params: list[Any] = []
+                extend = params.extend
+                for row in part:
+                    extend(row)
+                cursor.execute(_derived_statement(table, width, len(part)), params)
+        for sql, params_rows in derived_rows.statements(derived):
+            cursor.executemany(sql, params_rows)
+    finally:
+        cursor.close()
+
+
+_derived_statements: dict[tuple[str, int], str] = {}
+
+
+def _derived_statement(table: str, width: int, n: int) -> str:
+    statement = _derived_statements.get((table, n))
+    if statement is None:
+        row = "(" + ",".join("?" * width) + ")"
+        columns = ", ".join(derived_rows.COLUMNS[table])
+        statement = _derived_statements[(table, n)] = f"INSERT INTO {table} ({columns}) VALUES {','.join([row] * n)}"
+    return statement
 
 
 def is_duplicate(exc: BaseException) -> bool:
@@ -103,8 +143,11 @@ def _insert_statement(n: int) -> str:
 
 def _rows_per_statement(dbapi_connection: sqlite3.Connection) -> int:
     # 500 rows measured best; old SQLite builds allow only 999 host parameters.
+    return max(1, min(500, _variable_limit(dbapi_connection) // 8))
+
+
+def _variable_limit(dbapi_connection: sqlite3.Connection) -> int:
     try:
-        limit = dbapi_connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+        return int(dbapi_connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
     except AttributeError:  # Python < 3.11
-        limit = 999
-    return max(1, min(500, limit // 7))
+        return 999

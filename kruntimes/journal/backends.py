@@ -13,16 +13,18 @@ from __future__ import annotations
 import json
 import threading
 import types
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backend_postgres, backend_sqlite, errors, records, schema
+from kruntimes.journal import backend_postgres, backend_sqlite, chain, derived, errors, records, schema, schema_wait
 
 DEFAULT_URL = "sqlite:///kruntimes-journal.db"
+#: Records read and applied at a time when the history tables are rebuilt.
+REINDEX_CHUNK = 5_000
 
 
 class Incarnation(NamedTuple):
@@ -56,11 +58,27 @@ def _backend_for(url: sa.URL) -> types.ModuleType:
     return backend_sqlite if url.get_backend_name() == "sqlite" else backend_postgres
 
 
-class Journal:
-    """Append-only store of journal records, ordered by LSN."""
+class EpochHead(NamedTuple):
+    """One epoch's row in ``journal_epochs``: its stored head and, once it ended, its end."""
 
-    def __init__(self, engine: sa.Engine) -> None:
+    epoch: str
+    first_lsn: int
+    head_lsn: int
+    head_hash: str
+    algorithm: str
+    key_id: str | None
+    started_at: datetime
+    updated_at: datetime
+    end_lsn: int | None
+    end_reason: str | None
+
+
+class Journal:
+    """Append-only store of journal records, keyed by (epoch, LSN), read in LSN order."""
+
+    def __init__(self, engine: sa.Engine, *, schema: schema_wait.SchemaGate | None = None) -> None:
         self._engine = engine
+        self._schema = schema  # checked before the first write (``deferred``); None: checked by ``open``
         self._backend = _backend_for(engine.url)
         self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         # Appends keep one connection between batches: checking one out of the pool and
@@ -68,6 +86,7 @@ class Journal:
         # drops it, so the next batch starts on a fresh (pinged) connection.
         self._append_lock = threading.Lock()
         self._append_conn: sa.Connection | None = None
+        self._upsert_epochs: Any = None  # built once: SQLAlchemy then caches its compiled form
 
     @classmethod
     def open(cls, url: str | sa.URL = DEFAULT_URL, *, create: bool = True) -> Journal:
@@ -87,6 +106,13 @@ class Journal:
             engine.dispose()
             raise
         return cls(engine)
+
+    @classmethod
+    def deferred(cls, url: str | sa.URL, *, migrate: bool) -> Journal:
+        """The journal at ``url`` without a connection yet: the schema is checked (or, with
+        ``migrate``, migrated) before the first write, so a database that is away delays
+        only the writes, which the writer spools meanwhile (SPEC §5 "Availability")."""
+        return cls(create_engine(url), schema=schema_wait.SchemaGate(migrate=migrate))
 
     @property
     def engine(self) -> sa.Engine:
@@ -118,23 +144,48 @@ class Journal:
         batch: Iterable[records.JournalRecord | records.EncodedRecord],
         *,
         skip_existing: bool = False,
+        key: chain.ChainKey | None = None,
+        heads: dict[str, tuple[int, str]] | None = None,
+        payloads: Sequence[Any] | None = None,
     ) -> int:
-        """Store ``batch`` in ONE transaction; return the number of rows inserted.
+        """Store ``batch`` in ONE transaction, with its epochs' heads; return the number of rows inserted.
 
-        An LSN already present raises ``DuplicateRecord`` and stores nothing. With
-        ``skip_existing`` (draining a spool after a crash) rows already stored with
-        the same incarnation and content hash are skipped, so re-draining is
-        idempotent; a stored row that differs still raises ``DuplicateRecord`` with
-        the conflicting LSNs. JournalRecords are encoded here (``RecordRejected``).
+        A key (epoch, LSN) already present raises ``DuplicateRecord`` and stores nothing.
+        With ``skip_existing`` (draining a spool after a crash) rows already stored with
+        the same content hash and link are skipped, so re-draining is idempotent; a
+        stored row that differs still raises ``DuplicateRecord`` naming the keys.
+
+        A row without a link (``chain_hash`` empty: a record the writer could not chain,
+        or one appended directly) is linked here from its epoch's stored head, with
+        ``key``. Each epoch's row in ``journal_epochs`` moves to the batch's last record
+        of it in the same transaction; ``heads`` (epoch -> (LSN, link)), when given, is
+        updated with the new heads after the commit. JournalRecords are encoded here
+        (``RecordRejected``).
+
+        The history tables (``derived``) get the batch's rows in the same transaction.
+        ``payloads``, aligned with ``batch``, are the payload dicts of encoded records
+        when the caller still has them (so they are not parsed again); a JournalRecord
+        brings its own.
         """
-        rows = [r if type(r) is records.EncodedRecord else records.encode(r) for r in batch]  # type: ignore[arg-type]
+        rows: list[records.EncodedRecord] = []
+        sources: list[Any] = []
+        for i, r in enumerate(batch):
+            if type(r) is records.EncodedRecord:
+                rows.append(r)  # type: ignore[arg-type]
+                sources.append(payloads[i] if payloads is not None else None)
+            else:
+                rows.append(records.encode(r))  # type: ignore[arg-type]
+                sources.append(r.payload)  # type: ignore[union-attr]
         if not rows:
             return 0
+        if self._schema is not None:
+            self._schema.check(self._engine)  # JournalUnavailable until the schema is there
         with self._append_lock:
             while True:
                 reused = self._append_conn is not None
                 try:
-                    return self._append(rows, skip_existing)
+                    stored = self._append(rows, sources, skip_existing, key)
+                    break
                 except (sa_exc.DBAPIError, self._dbapi_error) as exc:
                     self._drop_append_connection()
                     if reused and getattr(exc, "connection_invalidated", False):
@@ -143,47 +194,116 @@ class Journal:
                 except BaseException:
                     self._drop_append_connection()
                     raise
+        if heads is not None:
+            for r in stored:
+                if r.lsn > heads.get(r.incarnation, (-1, ""))[0]:
+                    heads[r.incarnation] = (r.lsn, r.chain_hash)
+        return len(stored)
 
-    def _append(self, rows: list[records.EncodedRecord], skip_existing: bool) -> int:
+    def _append(self, rows: list[records.EncodedRecord], sources: list[Any], skip_existing: bool,
+                key: chain.ChainKey | None) -> list[records.EncodedRecord]:
+        history = None if skip_existing else derived.derive(rows, sources, self._backend.STAMP)
         conn = self._append_conn
         if conn is None:
             conn = self._append_conn = self._engine.connect()
         with conn.begin():
             if skip_existing:
-                rows = self._without_stored(conn, rows)
-                if not rows:
-                    return 0
-            self._backend.insert_records(conn.connection.driver_connection, rows)
+                kept = self._without_stored(conn, rows)
+                if not kept:
+                    return kept
+                if len(kept) < len(rows):
+                    stored = {(r.incarnation, r.lsn) for r in rows} - {(r.incarnation, r.lsn) for r in kept}
+                    sources = [p for r, p in zip(rows, sources) if (r.incarnation, r.lsn) not in stored]
+                rows = kept
+                history = derived.derive(rows, sources, self._backend.STAMP)
+            for r in rows:
+                if not r.chain_hash:
+                    rows = self._linked(conn, rows, key)
+                    break
+            dbapi_connection = conn.connection.driver_connection
+            self._backend.insert_records(dbapi_connection, rows)
             self._project_incarnations(conn, rows)
-        return len(rows)
+            self._advance_epochs(conn, rows, key)
+            if history:
+                self._backend.insert_derived(dbapi_connection, history)
+        return rows
 
     def _write_error(self, exc: Exception, rows: Sequence[records.EncodedRecord]) -> errors.JournalError:
         cause = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
         if self._backend.is_duplicate(cause):
             return errors.DuplicateRecord(
-                f"an LSN in {rows[0].lsn}..{rows[-1].lsn} is already in the journal: {cause}")
+                f"an (epoch, LSN) in LSNs {rows[0].lsn}..{rows[-1].lsn} is already in the journal: {cause}")
         return errors.JournalUnavailable(f"journal write failed ({self.backend}): {cause}")
 
     def _without_stored(self, conn: sa.Connection, rows: list[records.EncodedRecord]) -> list[records.EncodedRecord]:
         table = schema.journal_records
         lsns = [r.lsn for r in rows]
         stored = {
-            lsn: (incarnation, sha)
-            for lsn, incarnation, sha in conn.execute(
-                sa.select(table.c.lsn, table.c.incarnation, table.c.payload_sha256).where(
-                    table.c.lsn.between(min(lsns), max(lsns))
+            (epoch, lsn): (sha, link)
+            for epoch, lsn, sha, link in conn.execute(
+                sa.select(table.c.incarnation, table.c.lsn, table.c.payload_sha256, table.c.chain_hash).where(
+                    table.c.incarnation.in_(sorted({r.incarnation for r in rows})),
+                    table.c.lsn.between(min(lsns), max(lsns)),
                 )
             )
         }
         if not stored:
             return rows
-        conflicts = [r.lsn for r in rows if r.lsn in stored and stored[r.lsn] != (r.incarnation, r.payload_sha256)]
+        conflicts = [
+            (r.incarnation, r.lsn) for r in rows
+            for found in (stored.get((r.incarnation, r.lsn)),)
+            if found is not None and (found[0] != r.payload_sha256 or (r.chain_hash and found[1] != r.chain_hash))
+        ]
         if conflicts:
+            epoch, lsn = conflicts[0]
             raise errors.DuplicateRecord(
-                f"{len(conflicts)} LSN(s) are stored with different content, first {conflicts[0]}",
-                lsns=conflicts,
+                f"{len(conflicts)} record(s) are stored with different content or link, first epoch {epoch} LSN {lsn}",
+                keys=conflicts,
             )
-        return [r for r in rows if r.lsn not in stored]
+        return [r for r in rows if (r.incarnation, r.lsn) not in stored]
+
+    def _linked(self, conn: sa.Connection, rows: list[records.EncodedRecord],
+                key: chain.ChainKey | None) -> list[records.EncodedRecord]:
+        """``rows`` with every missing link computed from its epoch's stored head (or GENESIS)."""
+        epochs = schema.journal_epochs
+        wanted = sorted({r.incarnation for r in rows if not r.chain_hash})
+        running: dict[str, tuple[int, str]] = {
+            epoch: (int(lsn), link) for epoch, lsn, link in conn.execute(
+                sa.select(epochs.c.epoch, epochs.c.head_lsn, epochs.c.head_hash).where(epochs.c.epoch.in_(wanted)))
+        }
+        out = []
+        for r in rows:
+            if not r.chain_hash:
+                head = running.get(r.incarnation)
+                prev = head[1] if head is not None and head[0] < r.lsn else chain.GENESIS
+                r = r._replace(chain_hash=chain.link(prev, r.incarnation, r.lsn, r.recorded_at, r.kind,
+                                                     r.schema_version, r.payload_sha256, key))
+            running[r.incarnation] = (r.lsn, r.chain_hash)
+            out.append(r)
+        return out
+
+    def _advance_epochs(self, conn: sa.Connection, rows: Sequence[records.EncodedRecord],
+                        key: chain.ChainKey | None) -> None:
+        """Move each epoch's head to its last record in ``rows`` (same transaction), creating the epoch."""
+        found: dict[str, dict[str, Any]] = {}
+        algorithm, key_id = chain.algorithm(key), None if key is None else key.key_id
+        for r in rows:
+            head = found.get(r.incarnation)
+            if head is None:
+                head = found[r.incarnation] = {
+                    "epoch": r.incarnation, "first_lsn": r.lsn, "started_at": r.recorded_at, "algorithm": algorithm,
+                    "key_id": key_id, "end_lsn": None, "end_reason": None,
+                }
+            if r.lsn >= head.get("head_lsn", r.lsn):
+                head["head_lsn"], head["head_hash"], head["updated_at"] = r.lsn, r.chain_hash, r.recorded_at
+            head["first_lsn"] = min(head["first_lsn"], r.lsn)
+            if r.kind == "end":
+                reason = json.loads(r.payload).get("reason")
+                head["end_lsn"] = r.lsn
+                head["end_reason"] = str(reason)[:64] if reason is not None else "unknown"
+        if self._upsert_epochs is None:
+            self._upsert_epochs = _epochs_upsert(conn)
+        conn.execute(self._upsert_epochs, list(found.values()))
 
     def _project_incarnations(self, conn: sa.Connection, rows: Sequence[records.EncodedRecord]) -> None:
         # journal_incarnations is a projection of the log, written in the same
@@ -204,12 +324,35 @@ class Journal:
             dialect_insert: Any = _dialect_insert(conn)
             conn.execute(dialect_insert(schema.journal_incarnations).on_conflict_do_nothing(), found)
 
+    def reindex(self, *, chunk_size: int = REINDEX_CHUNK) -> int:
+        """Rebuild the history tables from the stored records in one transaction; the records read.
+
+        Takes the append lock: the writer's batches wait (a busy scheduler spools meanwhile).
+        """
+        with self._append_lock:
+            self._drop_append_connection()
+            try:
+                with self._engine.begin() as conn:
+                    return rebuild_history(conn, chunk_size=chunk_size)
+            except sa_exc.DBAPIError as exc:
+                raise errors.JournalUnavailable(f"cannot reindex the journal ({self.backend}): {exc.orig}") from exc
+
     # -- reading -----------------------------------------------------------------
 
-    def last_lsn(self) -> int | None:
-        """The highest LSN stored in the database, or None for an empty journal."""
+    def last_lsn(self, timeout: float | None = None) -> int | None:
+        """The highest LSN stored in the database, or None for an empty journal.
+
+        With ``timeout`` the question is asked on a thread of its own and a database that
+        has not answered within it is ``JournalUnavailable`` (the thread ends on its own,
+        within the connect timeout): a new epoch must not wait for the database.
+        """
+        if timeout is not None:
+            return _bounded(self.last_lsn, timeout, f"the journal database did not answer within {timeout:g} s")
         try:
             with self._engine.connect() as conn:
+                if self._schema is not None and not self._schema.ready and not sa.inspect(conn).has_table(
+                        schema.journal_records.name):
+                    return None  # not migrated yet: no records (the writer migrates or waits before it writes)
                 value = conn.execute(sa.select(sa.func.max(schema.journal_records.c.lsn))).scalar()
         except sa_exc.DBAPIError as exc:
             raise errors.JournalUnavailable(f"cannot read the last LSN ({self.backend}): {exc.orig}") from exc
@@ -247,7 +390,8 @@ class Journal:
             table.c.schema_version,
             table.c.payload,
             table.c.payload_sha256,
-        ).order_by(table.c.lsn)
+            table.c.chain_hash,
+        ).order_by(table.c.lsn, table.c.incarnation)
         if since_lsn is not None:
             stmt = stmt.where(table.c.lsn > since_lsn)
         if until_lsn is not None:
@@ -262,6 +406,20 @@ class Journal:
         except sa_exc.DBAPIError as exc:
             raise errors.JournalUnavailable(f"cannot read the journal ({self.backend}): {exc.orig}") from exc
 
+    def epochs(self, only: Collection[str] | None = None) -> dict[str, EpochHead]:
+        """Each epoch's stored head (``only`` those named), by epoch."""
+        if self._schema is not None:
+            self._schema.check(self._engine)  # the writer drains a spool with this: not before the schema is there
+        table = schema.journal_epochs
+        stmt = sa.select(*[table.c[name] for name in EpochHead._fields]).order_by(table.c.first_lsn)
+        if only is not None:
+            stmt = stmt.where(table.c.epoch.in_(sorted(only)))
+        try:
+            with self._engine.connect() as conn:
+                return {row[0]: EpochHead(*row) for row in conn.execute(stmt)}
+        except sa_exc.DBAPIError as exc:
+            raise errors.JournalUnavailable(f"cannot read the epochs ({self.backend}): {exc.orig}") from exc
+
     def incarnations(self) -> list[Incarnation]:
         """Every incarnation that wrote to this journal, oldest first."""
         table = schema.journal_incarnations
@@ -275,6 +433,59 @@ class Journal:
             raise errors.JournalUnavailable(f"cannot read incarnations ({self.backend}): {exc.orig}") from exc
 
 
+def _bounded(call: Callable[[], Any], timeout: float, late: str) -> Any:
+    """``call()``'s result, or ``JournalUnavailable(late)`` if it takes longer than ``timeout``."""
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name="kruntimes-journal-probe", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not outcome:
+        raise errors.JournalUnavailable(late)
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
+def rebuild_history(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK) -> int:
+    """Empty the history tables and derive them again from every stored record, in LSN order.
+
+    Runs in the caller's transaction (the migration that creates the tables, or
+    ``Journal.reindex``); returns how many records were read. The records are read in
+    pages of ``chunk_size`` and each page is applied as the writer applies a batch, which
+    gives the same tables as the writer's own batches did.
+    """
+    backend = _backend_for(conn.engine.url)
+    for table in reversed(derived.TABLES):
+        conn.execute(sa.delete(table))
+    r = schema.journal_records
+    columns = (r.c.lsn, r.c.incarnation, r.c.recorded_at, r.c.kind, r.c.schema_version, r.c.payload,
+               r.c.payload_sha256)
+    # Keyset pages over (lsn, epoch): LSNs are unique only within an epoch, so a page
+    # boundary between two epochs' records of the same LSN must not skip one of them.
+    after: tuple[int, str] = (-1, "")
+    read = 0
+    while True:
+        page = [records.EncodedRecord(*row) for row in conn.execute(
+            sa.select(*columns).where(sa.tuple_(r.c.lsn, r.c.incarnation) > sa.tuple_(*after),
+                                      r.c.kind.in_(sorted(derived.KINDS)))
+            .order_by(r.c.lsn, r.c.incarnation).limit(chunk_size))]
+        if not page:
+            return read
+        read += len(page)
+        after = (page[-1].lsn, page[-1].incarnation)
+        history = derived.derive(page, stamp=backend.STAMP)
+        if history:
+            backend.insert_derived(conn.connection.driver_connection, history)
+
+
 def _dialect_insert(conn: sa.Connection) -> Any:
     if conn.dialect.name == "sqlite":
         from sqlalchemy.dialects import sqlite
@@ -283,3 +494,19 @@ def _dialect_insert(conn: sa.Connection) -> Any:
     from sqlalchemy.dialects import postgresql
 
     return postgresql.insert
+
+
+def _epochs_upsert(conn: sa.Connection) -> Any:
+    """Insert an epoch's row, or move its head forward (never back) and record its end."""
+    table = schema.journal_epochs
+    insert = _dialect_insert(conn)(table)
+    new = insert.excluded
+    return insert.on_conflict_do_update(
+        index_elements=[table.c.epoch],
+        set_={
+            "head_lsn": new.head_lsn, "head_hash": new.head_hash, "updated_at": new.updated_at,
+            "end_lsn": sa.func.coalesce(new.end_lsn, table.c.end_lsn),
+            "end_reason": sa.func.coalesce(new.end_reason, table.c.end_reason),
+        },
+        where=table.c.head_lsn < new.head_lsn,
+    )

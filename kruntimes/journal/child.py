@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 
 #: How long a new writer waits for the spool a finishing predecessor still holds.
 SPOOL_WAIT_SECONDS = 30.0
+#: How long a new writer asks the database for its last LSN before the scheduler starts
+#: without it (SPEC §5 "Availability": an epoch starts in the spool if need be).
+START_PROBE_SECONDS = 1.0
 #: Acknowledgements go out on progress, and at least this often with fresh counters.
 ACK_INTERVAL = 0.25
 #: ... but not more often than this, each one wakes a thread of the scheduler's;
@@ -108,15 +111,17 @@ def main(conn: Connection) -> None:
 
     latencies: list[float] = []
     ack_gap = options.pop("ack_gap", ACK_GAP)
+    migrate = options.pop("migrate", False)
     try:
-        journal = backends.Journal(backends.create_engine(url))
+        # No connection yet: the schema is checked before the first write (SPEC §5 "Availability").
+        journal = backends.Journal.deferred(url, migrate=migrate)
         writer = JournalWriter(journal, registry=CollectorRegistry(), observe_latency=latencies.append,
                                spool_wait=SPOOL_WAIT_SECONDS, **options)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
         send(("failed", f"{type(exc).__name__}: {exc}"))
         return
     try:
-        last_lsn, error = writer.last_lsn(), None
+        last_lsn, error = writer.last_lsn(START_PROBE_SECONDS), None
     except errors.JournalUnavailable as exc:
         last_lsn, error = None, str(exc)
     send(("ready", last_lsn, error))

@@ -29,15 +29,17 @@ class RecordRejected(JournalError, ValueError):
 
 
 class DuplicateRecord(JournalError):
-    """An LSN is already in the journal.
+    """A key (epoch, LSN) is already in the journal.
 
-    ``lsns`` lists the conflicting LSNs when they are known (always in
-    ``skip_existing`` mode, where only rows whose stored content differs count).
+    ``keys`` lists the conflicting (epoch, LSN) pairs when they are known (always in
+    ``skip_existing`` mode, where only rows whose stored content or link differs
+    count); ``lsns`` their LSNs.
     """
 
-    def __init__(self, message: str, *, lsns: Sequence[int] = ()) -> None:
+    def __init__(self, message: str, *, keys: Sequence[tuple[str, int]] = ()) -> None:
         super().__init__(message)
-        self.lsns = tuple(lsns)
+        self.keys = tuple(keys)
+        self.lsns = tuple(lsn for _epoch, lsn in self.keys)
 
 
 class JournalUnavailable(JournalError):

@@ -1,9 +1,11 @@
-"""Placement history for people: the questions `kruntimes history` answers, over the views.
+"""Placement history for people: the questions `kruntimes history` answers, over the history tables.
 
-Every function here is one parameterized SQLAlchemy statement (or two) on the history
-views declared in ``views`` — user input is only ever a bound parameter, never SQL
-text — and returns plain dicts (datetimes are aware UTC) that the CLI prints as tables
-or JSON. Nothing here is read by the scheduler: the journal is an audit log.
+Every function here is one parameterized SQLAlchemy statement (or two) on the typed,
+indexed tables of ``derived`` - user input is only ever a bound parameter, never SQL
+text - and returns plain dicts with named fields (datetimes are aware UTC) that the CLI
+renders as tables or JSON. Each question touches the rows it answers through an index,
+so a question about one Run or one pod costs the same in a journal of any length.
+Nothing here is read by the scheduler: the journal is an audit log.
 
 The same questions are written out as SQL in ``docs/journal.md`` for people at a
 ``sqlite3``/``psql`` prompt; the tests run those too.
@@ -11,16 +13,19 @@ The same questions are written out as SQL in ``docs/journal.md`` for people at a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, errors, views
+from kruntimes.journal import backends, derived, errors
 
 OUTCOMES = ("scheduled", "unschedulable", "invalid", "conflict", "error")
+#: Bind results whose outcome was a lost race or is not known.
+TROUBLED_BINDS = ("conflict", "unknown", "error")
 
 
 def _rows(journal: backends.Journal, stmt: sa.Executable) -> list[dict[str, Any]]:
@@ -31,13 +36,22 @@ def _rows(journal: backends.Journal, stmt: sa.Executable) -> list[dict[str, Any]
         raise errors.JournalUnavailable(f"cannot read the journal ({journal.backend}): {exc.orig}") from exc
 
 
+def _runtime(p: sa.Table) -> sa.ScalarSelect[Any]:
+    """The Run's runtime in the snapshot a placing cycle read: its latest observation at or before it."""
+    r = derived.runs
+    return (sa.select(r.c.runtime)
+            .where(r.c.namespace == p.c.namespace, r.c.uid == p.c.run_uid, r.c.epoch == p.c.epoch,
+                   r.c.lsn <= p.c.snapshot_lsn)
+            .order_by(r.c.lsn.desc()).limit(1).scalar_subquery().label("runtime"))
+
+
 # -- Runs --------------------------------------------------------------------------------
 
 
 def run_cycles(journal: backends.Journal, namespace: str, name: str, *,
                limit: int | None = None) -> list[dict[str, Any]]:
     """Every cycle of the Run(s) named ``namespace/name``, oldest first (the newest ``limit``)."""
-    c = views.cycles
+    c = derived.cycles
     stmt = (sa.select(c.c.lsn, c.c.decided_at, c.c.run_uid, c.c.result, c.c.chosen, c.c.total, c.c.message,
                       c.c.pods_evaluated, c.c.pods_feasible, c.c.duration_us, c.c.snapshot_lsn)
             .where(c.c.namespace == namespace, c.c.run == name).order_by(c.c.lsn.desc()))
@@ -46,36 +60,61 @@ def run_cycles(journal: backends.Journal, namespace: str, name: str, *,
     return list(reversed(_rows(journal, stmt)))
 
 
-def run_placement(journal: backends.Journal, namespace: str, name: str) -> dict[str, Any] | None:
-    """The Run's latest successful placement (run, runtime, pod, cycle, score), or None."""
-    p = views.placements
-    stmt = (sa.select(p.c.lsn, p.c.run, p.c.run_uid, p.c.runtime, p.c.pod, p.c.decided_at, p.c.now, p.c.total,
-                      p.c.outcome, p.c.snapshot_lsn)
+def _placement(journal: backends.Journal, namespace: str, name: str) -> dict[str, Any] | None:
+    p = derived.placements
+    stmt = (sa.select(p.c.epoch, p.c.lsn, p.c.run, p.c.run_uid, _runtime(p), p.c.pod, p.c.decided_at, p.c.now,
+                      p.c.total, p.c.outcome, p.c.snapshot_lsn)
             .where(p.c.namespace == namespace, p.c.run == name, p.c.outcome == "scheduled")
             .order_by(p.c.lsn.desc()).limit(1))
     found = _rows(journal, stmt)
     return found[0] if found else None
 
 
-def candidates(journal: backends.Journal, lsn: int) -> list[dict[str, Any]]:
-    """The recorded candidates of cycle ``lsn``, best first, each with its per-plugin scores."""
-    v = views.cycle_candidates
-    stmt = (sa.select(v.c.rank, v.c.pod, v.c.total, v.c.chosen, v.c.plugin, v.c.raw, v.c.normalized)
-            .where(v.c.lsn == lsn).order_by(v.c.rank, v.c.plugin))
-    out: dict[int, dict[str, Any]] = {}
-    for row in _rows(journal, stmt):
-        entry = out.setdefault(row["rank"], {"rank": row["rank"], "pod": row["pod"], "total": row["total"],
-                                             "chosen": row["pod"] == row["chosen"], "scores": []})
-        if row["plugin"] is not None:
-            entry["scores"].append({"plugin": row["plugin"], "raw": row["raw"], "normalized": row["normalized"]})
-    return list(out.values())
+def run_placement(journal: backends.Journal, namespace: str, name: str) -> dict[str, Any] | None:
+    """The Run's latest successful placement (run, runtime, pod, cycle, score), or None."""
+    found = _placement(journal, namespace, name)
+    if found is not None:
+        del found["epoch"]
+    return found
+
+
+def candidates(journal: backends.Journal, lsn: int, *, epoch: str | None = None) -> list[dict[str, Any]]:
+    """The recorded candidates of cycle ``lsn`` (of ``epoch``), best first, each with its per-plugin scores.
+
+    Without ``epoch``, the newest epoch that has a cycle at that LSN.
+    """
+    c, y = derived.candidates, derived.cycles
+    if epoch is None:
+        epoch_of = _rows(journal, sa.select(y.c.epoch).where(y.c.lsn == lsn).order_by(y.c.decided_at.desc())
+                         .limit(1))
+        if not epoch_of:
+            return []
+        epoch = epoch_of[0]["epoch"]
+    stmt = (sa.select(c.c.rank, c.c.pod, c.c.total, c.c.plugin_scores, y.c.chosen)
+            .join(y, sa.and_(y.c.epoch == c.c.epoch, y.c.lsn == c.c.lsn))
+            .where(c.c.epoch == epoch, c.c.lsn == lsn).order_by(c.c.rank))
+    return [{"rank": row["rank"], "pod": row["pod"], "total": row["total"], "chosen": row["pod"] == row["chosen"],
+             "scores": _plugin_scores(row["plugin_scores"])}
+            for row in _rows(journal, stmt)]
+
+
+def _plugin_scores(text: str | None) -> list[dict[str, Any]]:
+    """A candidate's stored ``[[plugin, raw, normalized]]``, by plugin; raw as text (an int or a JSON list)."""
+    try:
+        entries = json.loads(text) if text else []
+    except ValueError:
+        return []
+    scores = [{"plugin": e[0], "raw": derived.compact_json(e[1]) if isinstance(e[1], list) else str(e[1]),
+               "normalized": e[2]}
+              for e in entries if isinstance(e, list) and len(e) == 3 and isinstance(e[0], str)]
+    return sorted(scores, key=lambda s: s["plugin"])
 
 
 def binds(journal: backends.Journal, namespace: str, run_uids: Sequence[str]) -> list[dict[str, Any]]:
-    """Bind results (ok, conflict, error) of the given Run uids, oldest first."""
+    """Bind results (ok, conflict, unknown, error) of the given Run uids, oldest first."""
     if not run_uids:
         return []
-    b = views.bind_results
+    b = derived.binds
     stmt = (sa.select(b.c.lsn, b.c.recorded_at, b.c.run_uid, b.c.result, b.c.error)
             .where(b.c.namespace == namespace, b.c.run_uid.in_(sorted(set(run_uids)))).order_by(b.c.lsn))
     return _rows(journal, stmt)
@@ -84,10 +123,11 @@ def binds(journal: backends.Journal, namespace: str, run_uids: Sequence[str]) ->
 def run_history(journal: backends.Journal, namespace: str, name: str, *, limit: int | None = None) -> dict[str, Any]:
     """Everything about one Run: its cycles, binds, placement and that cycle's candidates."""
     cycles = run_cycles(journal, namespace, name, limit=limit)
-    placement = run_placement(journal, namespace, name)
+    placement = _placement(journal, namespace, name)
+    epoch = placement.pop("epoch") if placement else None
     return {
         "namespace": namespace, "run": name, "cycles": cycles, "placement": placement,
-        "candidates": candidates(journal, placement["lsn"]) if placement else [],
+        "candidates": candidates(journal, placement["lsn"], epoch=epoch) if placement else [],
         "binds": binds(journal, namespace, [c["run_uid"] for c in cycles]),
     }
 
@@ -102,17 +142,17 @@ def pod_observations(journal: backends.Journal, namespace: str, name: str, *, at
     With ``at``, only observations recorded at or before that instant, so ``limit=1``
     answers "what did the scheduler see of pod P at time T".
     """
-    o = views.pod_observations
+    o = derived.pods
     stmt = (sa.select(o.c.lsn, o.c.recorded_at, o.c.event, o.c.runtime, o.c.ready, o.c.terminating,
                       o.c.heartbeat, o.c.capacity, o.c.capacity_problem)
             .where(o.c.namespace == namespace, o.c.name == name))
-    return _latest(journal, stmt, o.c.lsn, o.c.recorded_at, at, limit)
+    return _latest(journal, stmt, o.c.recorded_at, o.c.lsn, at, limit)
 
 
-def _latest(journal: backends.Journal, stmt: sa.Select[Any], lsn: Any, when: Any, at: datetime | None,
+def _latest(journal: backends.Journal, stmt: sa.Select[Any], when: Any, lsn: Any, at: datetime | None,
             limit: int | None) -> list[dict[str, Any]]:
     """The newest ``limit`` rows of ``stmt`` up to ``at``, returned oldest first."""
-    stmt = stmt.order_by(lsn.desc())
+    stmt = stmt.order_by(when.desc(), lsn.desc())
     if at is not None:
         stmt = stmt.where(when <= at)
     if limit is not None:
@@ -123,10 +163,10 @@ def _latest(journal: backends.Journal, stmt: sa.Select[Any], lsn: Any, when: Any
 def pod_placements(journal: backends.Journal, namespace: str, name: str, *, at: datetime | None = None,
                    limit: int | None = None) -> list[dict[str, Any]]:
     """Cycles that chose this pod (scheduled, or lost to a conflict or error), oldest first; up to ``at``."""
-    p = views.placements
-    stmt = (sa.select(p.c.lsn, p.c.decided_at, p.c.run, p.c.runtime, p.c.total, p.c.outcome)
+    p = derived.placements
+    stmt = (sa.select(p.c.lsn, p.c.decided_at, p.c.run, _runtime(p), p.c.total, p.c.outcome)
             .where(p.c.namespace == namespace, p.c.pod == name))
-    return _latest(journal, stmt, p.c.lsn, p.c.decided_at, at, limit)
+    return _latest(journal, stmt, p.c.decided_at, p.c.lsn, at, limit)
 
 
 def pod_history(journal: backends.Journal, namespace: str, name: str, *, at: datetime | None = None,
@@ -139,7 +179,29 @@ def pod_history(journal: backends.Journal, namespace: str, name: str, *, at: dat
     }
 
 
+def pod_held(journal: backends.Journal, namespace: str, name: str, at: datetime) -> list[dict[str, Any]]:
+    """The Runs placed on the pod at ``at``: placed at or before it and not yet ended then, oldest first.
+
+    A placement ends when its Run succeeds, fails, is deleted or is placed again.
+    """
+    p = derived.placements
+    stmt = (sa.select(p.c.epoch, p.c.lsn, p.c.decided_at.label("placed_at"), p.c.run, p.c.run_uid, _runtime(p),
+                      p.c.total, p.c.ended_at, p.c.end_reason)
+            .where(p.c.namespace == namespace, p.c.pod == name, p.c.outcome == "scheduled", p.c.decided_at <= at,
+                   sa.or_(p.c.ended_at.is_(None), p.c.ended_at > at))
+            .order_by(p.c.decided_at, p.c.lsn))
+    return _rows(journal, stmt)
+
+
 # -- cycles and reasons ------------------------------------------------------------------
+
+
+def _window(stmt: sa.Select[Any], column: Any, since: datetime | None, until: datetime | None) -> sa.Select[Any]:
+    if since is not None:
+        stmt = stmt.where(column >= since)
+    if until is not None:
+        stmt = stmt.where(column < until)
+    return stmt
 
 
 def cycles(journal: backends.Journal, *, since: datetime | None = None, until: datetime | None = None,
@@ -147,13 +209,11 @@ def cycles(journal: backends.Journal, *, since: datetime | None = None, until: d
     """Cycles decided in ``[since, until)`` with that outcome, oldest first (the newest ``limit``)."""
     if outcome is not None and outcome not in OUTCOMES:
         raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, not {outcome!r}")
-    c = views.cycles
+    c = derived.cycles
     stmt = sa.select(c.c.lsn, c.c.decided_at, c.c.namespace, c.c.run, c.c.result, c.c.chosen, c.c.total,
-                     c.c.pods_evaluated, c.c.pods_feasible, c.c.duration_us, c.c.message).order_by(c.c.lsn.desc())
-    if since is not None:
-        stmt = stmt.where(c.c.decided_at >= since)
-    if until is not None:
-        stmt = stmt.where(c.c.decided_at < until)
+                     c.c.pods_evaluated, c.c.pods_feasible, c.c.duration_us, c.c.message
+                     ).order_by(c.c.decided_at.desc(), c.c.lsn.desc())
+    stmt = _window(stmt, c.c.decided_at, since, until)
     if outcome is not None:
         stmt = stmt.where(c.c.result == outcome)
     if limit is not None:
@@ -161,24 +221,133 @@ def cycles(journal: backends.Journal, *, since: datetime | None = None, until: d
     return list(reversed(_rows(journal, stmt)))
 
 
+def decision_reason(cycle: dict[str, Any]) -> str:
+    """Why a cycle decided what it did, in one line: its message, else how its pod won."""
+    if cycle.get("message"):
+        return str(cycle["message"])
+    if cycle.get("chosen") is not None:
+        won = f"highest total {cycle['total']} of {cycle['pods_feasible']}/{cycle['pods_evaluated']} feasible pods"
+        if cycle.get("result") == "scheduled":
+            return won
+        return f"{won}; the reservation or status write lost ({cycle.get('result')})"
+    return str(cycle.get("result") or "")
+
+
+def decisions(journal: backends.Journal, *, since: datetime, until: datetime,
+              limit: int | None = None) -> list[dict[str, Any]]:
+    """Every cycle decided in ``[since, until)``, oldest first, each with its reason (``decision_reason``)."""
+    c = derived.cycles
+    stmt = _window(sa.select(c.c.epoch, c.c.lsn, c.c.decided_at, c.c.namespace, c.c.run, c.c.status, c.c.result,
+                             c.c.chosen, c.c.total, c.c.pods_evaluated, c.c.pods_feasible, c.c.message),
+                   c.c.decided_at, since, until).order_by(c.c.decided_at, c.c.lsn)
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    found = _rows(journal, stmt)
+    for row in found:
+        row["reason"] = decision_reason(row)
+    return found
+
+
 def pending_by_reason(journal: backends.Journal) -> list[dict[str, Any]]:
-    """Runs whose latest cycle left them Pending, counted by the reason they were given."""
-    c = views.cycles
-    last = (sa.select(c.c.namespace, c.c.run_uid, sa.func.max(c.c.lsn).label("lsn"))
-            .group_by(c.c.namespace, c.c.run_uid).subquery("last"))
+    """Runs whose latest cycle left them Pending, counted by the reason they were given.
+
+    A Run deleted since, placed since or found invalid no longer counts.
+    """
+    w = derived.waits
     runs = sa.func.count().label("runs")
-    stmt = (sa.select(c.c.message.label("reason"), runs)
-            .join(last, last.c.lsn == c.c.lsn)
-            .where(c.c.status == "unschedulable")
-            .group_by(c.c.message).order_by(runs.desc(), c.c.message))
+    stmt = (sa.select(w.c.last_reason.label("reason"), runs)
+            .where(w.c.end_lsn.is_(None), w.c.last_status == "unschedulable")
+            .group_by(w.c.last_reason).order_by(runs.desc(), w.c.last_reason))
     return _rows(journal, stmt)
+
+
+def longest_waits(journal: backends.Journal, *, limit: int = 10, waiting: bool = True) -> list[dict[str, Any]]:
+    """The longest waits from a Run's first Pending cycle to its placement, longest first, and why.
+
+    With ``waiting``, Runs still Pending count too, with their wait so far (to their
+    latest Pending cycle) and ``outcome`` None. Each row has the first and latest reason
+    the Run was given and how many Pending cycles it had.
+    """
+    w = derived.waits
+    columns = (w.c.namespace, w.c.run, w.c.run_uid, w.c.first_pending_at, w.c.ended_at.label("placed_at"), w.c.pod,
+               w.c.waited_us, w.c.pending_cycles, w.c.first_reason, w.c.last_reason, w.c.last_pending_at,
+               w.c.outcome)
+    placed = _rows(journal, sa.select(*columns).where(w.c.outcome == "scheduled")
+                   .order_by(w.c.waited_us.desc(), w.c.first_pending_at).limit(limit))
+    if waiting:
+        still = _rows(journal, sa.select(*columns).where(w.c.end_lsn.is_(None)))
+        for row in still:
+            row["waited_us"] = (row["last_pending_at"] - row["first_pending_at"]) // timedelta(microseconds=1)
+        placed = sorted(placed + still, key=lambda r: (-r["waited_us"], r["first_pending_at"]))[:limit]
+    for row in placed:
+        row["waited_s"] = round(row["waited_us"] / 1_000_000)
+        del row["last_pending_at"]
+    return placed
+
+
+def churn(journal: backends.Journal, *, since: datetime | None = None, until: datetime | None = None,
+          limit: int | None = 50) -> list[dict[str, Any]]:
+    """Runs placed on another pod than the top candidate of their previous cycle, oldest first.
+
+    The previous cycle is the Run's latest cycle of the same epoch before the placing
+    one: usually a choice that lost a race (a conflict), whose top pod then went
+    elsewhere. Each placement of the window costs three index look-ups (scalar
+    subqueries: joined instead, a database may hash every recorded candidate).
+    """
+    p, c, k = derived.placements, derived.cycles, derived.candidates
+    previous = (sa.select(sa.func.max(c.c.lsn))
+                .where(c.c.namespace == p.c.namespace, c.c.run_uid == p.c.run_uid, c.c.epoch == p.c.epoch,
+                       c.c.lsn < p.c.lsn).scalar_subquery())
+    placed = _window(sa.select(p.c.epoch, p.c.lsn, p.c.decided_at, p.c.namespace, p.c.run, p.c.pod, p.c.total,
+                               previous.label("previous_lsn")).where(p.c.outcome == "scheduled"),
+                     p.c.decided_at, since, until).cte("placed").prefix_with("MATERIALIZED", dialect="postgresql")
+    before = c.alias("before")
+    result = (sa.select(before.c.result).where(before.c.epoch == placed.c.epoch, before.c.lsn == placed.c.previous_lsn)
+              .scalar_subquery())
+    top = (sa.select(k.c.pod).where(k.c.epoch == placed.c.epoch, k.c.lsn == placed.c.previous_lsn, k.c.rank == 1)
+           .scalar_subquery())
+    top_total = (sa.select(k.c.total).where(k.c.epoch == placed.c.epoch, k.c.lsn == placed.c.previous_lsn,
+                                            k.c.rank == 1).scalar_subquery())
+    compared = sa.select(placed, result.label("previous_result"), top.label("previous_top"),
+                         top_total.label("previous_top_total")).subquery("compared")
+    stmt = (sa.select(compared).where(compared.c.previous_top != compared.c.pod)
+            .order_by(compared.c.decided_at.desc(), compared.c.lsn.desc()))
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return list(reversed(_rows(journal, stmt)))
+
+
+def conflicts(journal: backends.Journal, *, since: datetime | None = None, until: datetime | None = None,
+              limit: int | None = 100) -> list[dict[str, Any]]:
+    """Cycles that lost a race (result ``conflict``) and binds that did not land or whose outcome is unknown.
+
+    Oldest first, the newest ``limit``; ``what`` says which: ``cycle conflict``,
+    ``bind conflict``, ``bind unknown`` (ambiguous: the status write may have landed),
+    ``bind error``.
+    """
+    c, b = derived.cycles, derived.binds
+    lost = _window(sa.select(c.c.epoch, c.c.lsn, c.c.decided_at.label("at"), c.c.namespace, c.c.run, c.c.run_uid,
+                             sa.literal("cycle conflict").label("what"), c.c.chosen.label("pod"),
+                             c.c.message.label("detail"))
+                   .where(c.c.result == "conflict"), c.c.decided_at, since, until)
+    named = (sa.select(c.c.run).where(c.c.namespace == b.c.namespace, c.c.run_uid == b.c.run_uid)
+             .order_by(c.c.lsn.desc()).limit(1).scalar_subquery())
+    binds_ = _window(sa.select(b.c.epoch, b.c.lsn, b.c.recorded_at.label("at"), b.c.namespace, named.label("run"),
+                               b.c.run_uid, ("bind " + b.c.result).label("what"), sa.null().label("pod"),
+                               b.c.error.label("detail"))
+                     .where(b.c.result.in_(TROUBLED_BINDS)), b.c.recorded_at, since, until)
+    both = sa.union_all(lost, binds_).subquery()
+    stmt = sa.select(both).order_by(both.c.at.desc(), both.c.lsn.desc())
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return list(reversed(_rows(journal, stmt)))
 
 
 def latest_placement(journal: backends.Journal) -> dict[str, Any] | None:
     """The newest successful placement in the journal, or None."""
-    p = views.placements
-    stmt = (sa.select(p.c.lsn, p.c.namespace, p.c.run, p.c.runtime, p.c.pod, p.c.total, p.c.decided_at)
-            .where(p.c.outcome == "scheduled").order_by(p.c.lsn.desc()).limit(1))
+    p = derived.placements
+    stmt = (sa.select(p.c.epoch, p.c.lsn, p.c.namespace, p.c.run, _runtime(p), p.c.pod, p.c.total, p.c.decided_at)
+            .where(p.c.outcome == "scheduled").order_by(p.c.decided_at.desc(), p.c.lsn.desc()).limit(1))
     found = _rows(journal, stmt)
     return found[0] if found else None
 
@@ -192,7 +361,7 @@ def examples(journal: backends.Journal) -> list[tuple[str, list[dict[str, Any]]]
                     f"(cycle {placed['lsn']}, its recorded candidates and scores)")
         rows = [{"rank": c["rank"], "pod": c["pod"], "total": c["total"],
                  **{s["plugin"]: f"{s['normalized']} (raw {s['raw']})" for s in c["scores"]}}
-                for c in candidates(journal, placed["lsn"])]
+                for c in candidates(journal, placed["lsn"], epoch=placed["epoch"])]
         answers.append((question, rows))
     answers.append(("Which Runs are Pending, by reason? (as of each Run's latest cycle)",
                     pending_by_reason(journal)))

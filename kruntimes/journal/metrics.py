@@ -17,7 +17,7 @@ from typing import Protocol
 from prometheus_client import REGISTRY, CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-REJECT_REASONS = ("malformed", "oversized", "conflict")
+REJECT_REASONS = ("malformed", "oversized", "conflict", "chain")
 
 
 @dataclass
@@ -31,12 +31,18 @@ class WriterStats:
     rejected: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REJECT_REASONS, 0))
     write_errors: int = 0
     buffer_depth: int = 0
+    #: The stored head of the writer's epoch (a gauge: the newest of several writers').
+    head_lsn: int = 0
+    #: Records moved to the quarantine file (also counted in ``rejected``).
+    quarantined: int = 0
 
     def add(self, other: WriterStats) -> None:
         for f in fields(self):
             if f.name == "rejected":
                 for reason, n in other.rejected.items():
                     self.rejected[reason] = self.rejected.get(reason, 0) + n
+            elif f.name == "head_lsn":
+                self.head_lsn = max(self.head_lsn, other.head_lsn)
             else:
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
@@ -60,7 +66,7 @@ class _Collector:
             if source in self._sources:
                 self._sources.discard(source)
                 final = source.stats()
-                final.buffer_depth = 0  # a gauge, not a total
+                final.buffer_depth = final.head_lsn = 0  # gauges, not totals
                 self._retired.add(final)
 
     def describe(self) -> Iterator[Metric]:
@@ -89,7 +95,8 @@ class _Collector:
         )
         rejected = CounterMetricFamily(
             "kruntimes_journal_records_rejected",
-            "Records refused: malformed, oversized, or an LSN stored with other content.",
+            "Records refused: malformed, oversized, a key (epoch, LSN) stored with other content (conflict),"
+            " or a spooled record whose hash or link does not follow from its epoch's stored head (chain).",
             labels=["reason"],
         )
         for reason in REJECT_REASONS:
@@ -103,6 +110,14 @@ class _Collector:
         yield GaugeMetricFamily(
             "kruntimes_journal_buffer_depth", "Records waiting in the in-memory buffer.", value=s.buffer_depth
         )
+        yield GaugeMetricFamily(
+            "kruntimes_journal_head_lsn",
+            "LSN of the current epoch's head stored in the database (the `journal head` log line has its hash).",
+            value=s.head_lsn,
+        )
+        yield counter("kruntimes_journal_records_quarantined",
+                      "Records a spool drain refused to store, moved to the quarantine file next to the spool.",
+                      s.quarantined)
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,7 @@ from an installed wheel, from a checkout and from any directory; the top-level
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -23,9 +21,6 @@ from alembic.util import CommandError
 
 from kruntimes.journal import backends, errors, schema
 
-log = logging.getLogger("kruntimes.journal.migrate")
-
-
 
 def default_migrate_mode(url: str | sa.URL) -> str:
     """How the scheduler treats the schema unless told (SPEC §5: migrations run once).
@@ -35,7 +30,6 @@ def default_migrate_mode(url: str | sa.URL) -> str:
     cluster, where the `kruntimes db upgrade` Job is the one place that migrates.
     """
     return "auto" if backends.parse_url(url).get_backend_name() == "sqlite" else "never"
-
 
 
 def _script_location() -> Path:
@@ -125,44 +119,8 @@ def require_head(url: str | sa.URL | sa.Engine) -> None:
         )
 
 
-class SchemaNotReady(errors.JournalError):
-    """The journal's schema did not reach the head revision within the wait."""
-
-
-def wait_for_head(url: str | sa.URL | sa.Engine, *, timeout: float, poll: float = 2.0,
-                  clock: Callable[[], float] = time.monotonic,
-                  sleep: Callable[[float], None] = time.sleep) -> None:
-    """Return once the journal at ``url`` is at this code's head revision; never migrate.
-
-    Logs one line when it starts waiting and one each time the revision changes, and
-    raises ``SchemaNotReady`` naming the command that fixes it after ``timeout``
-    seconds. A revision this code does not know (the database is newer) fails at once:
-    waiting cannot help. A database error propagates: the caller reports it.
-    """
-    head = head_revision()
-    deadline = clock() + timeout
-    waited_at: list[str | None] = []  # the revisions logged while waiting
-    while True:
-        current = current_revision(url)
-        if current == head:
-            if waited_at:
-                log.info("journal schema reached the head revision", extra={"revision": head})
-            return
-        if current is not None and not _known(current):
-            raise SchemaNotReady(f"journal schema is at revision {current!r}, which this kruntimes does not know"
-                                 f" (it expects {head!r}): run the kruntimes version that migrated it")
-        if not waited_at or waited_at[-1] != current:
-            log.warning("waiting for the journal schema: run `kruntimes db upgrade` (the kruntimes-db-upgrade Job)",
-                        extra={"revision": current or "empty", "head": head, "timeout_seconds": timeout})
-            waited_at.append(current)
-        if clock() >= deadline:
-            raise SchemaNotReady(f"journal schema is at revision {current or 'empty'!r} after {timeout:g} s of"
-                                 f" waiting, this kruntimes needs {head!r}: run `kruntimes db upgrade --journal URL`"
-                                 " (in a cluster: the kruntimes-db-upgrade Job)")
-        sleep(min(poll, max(0.0, deadline - clock())))
-
-
-def _known(revision: str) -> bool:
+def known_revision(revision: str) -> bool:
+    """Whether ``revision`` is one of this code's migrations (else the database is newer)."""
     try:
         return ScriptDirectory.from_config(alembic_config()).get_revision(revision) is not None
     except CommandError:

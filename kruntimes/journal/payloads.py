@@ -99,6 +99,7 @@ _BUILDERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "bind": _plain,
     "leader": _plain,
     "incarnation": _plain,
+    "end": _plain,
 }
 
 
@@ -127,12 +128,18 @@ def encoded(record: DeferredRecord, *, max_payload_bytes: int) -> EncodedRecord:
     The payloads of `EXACT_KINDS` are not walked again (they are exact by
     construction); everything else about the record is checked as for any record.
     """
+    return encoded_with_payload(record, max_payload_bytes=max_payload_bytes)[0]
+
+
+def encoded_with_payload(record: DeferredRecord, *, max_payload_bytes: int) -> tuple[EncodedRecord, dict[str, Any]]:
+    """``encoded`` and the payload dict it encoded (the history tables are derived from the dict)."""
     kind = record.kind
     if kind not in records.KINDS:
         raise errors.RecordRejected(f"kind {kind!r} is not one of {sorted(records.KINDS)}", lsn=record.lsn)
     payload = build(kind, record.data, detail=record.detail, top=record.top)
-    return records.encode_fields(record.incarnation, record.lsn, _instant(record.recorded_at), kind, payload,
-                                 max_payload_bytes=max_payload_bytes, exact=kind in EXACT_KINDS)
+    row = records.encode_fields(record.incarnation, record.lsn, _instant(record.recorded_at), kind, payload,
+                                max_payload_bytes=max_payload_bytes, exact=kind in EXACT_KINDS)
+    return row, payload
 
 
 def _instant(at: datetime | int) -> datetime:

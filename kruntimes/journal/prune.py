@@ -1,26 +1,31 @@
-"""Retention: delete a prefix of the journal up to a checkpoint, and leave evidence of it.
+"""Retention: delete whole old epochs, or an epoch's prefix up to a checkpoint, and leave evidence of it.
 
-Replaying a cycle needs the state it read: the newest checkpoint at or before its
-snapshot LSN plus every record after that checkpoint up to the snapshot. So pruning
-"before TIME" (SPEC §5 Retention) finds, among the cycles decided at or after TIME,
-the one that read the oldest snapshot (with several workers a cycle is recorded after
-it acts, so the first cycle by LSN need not have read the oldest snapshot), and cuts
-at the newest checkpoint recorded before TIME and at or before that snapshot. With no
-cycle after TIME the newest checkpoint recorded before TIME is the cut. Every record
-below the cut goes, except incarnation records: they say which code and configuration
-wrote everything else. So the journal is a clean prefix cut: from the cut's checkpoint
-on it is complete and gap-free. Without a suitable checkpoint nothing is deleted.
+Replaying a cycle needs the state it read: the newest checkpoint of its epoch at or
+before its snapshot LSN plus every record of that epoch after it up to the snapshot.
+So pruning "before TIME" (SPEC §5 Retention) finds, among the cycles decided at or
+after TIME, the one that read the oldest snapshot (with several workers a cycle is
+recorded after it acts, so the first cycle by LSN need not have read the oldest
+snapshot), and cuts its epoch at the newest checkpoint recorded before TIME and at or
+before that snapshot. With no cycle after TIME the newest epoch's newest checkpoint
+recorded before TIME is the cut. The cut epoch's records between its incarnation
+record (which says which code and configuration wrote the rest) and that checkpoint
+go. Older epochs whose every record is older than TIME go whole (never the newest
+epoch, which may still be written). Epochs are never cut in their middle: from the
+cut's checkpoint on the epoch is complete and gap-free. Without a suitable checkpoint
+or old epoch nothing is deleted.
 
-The evidence is one ``prune`` record at LSN 0, which no scheduler ever assigns (the
-first incarnation starts at 1): which checkpoint the journal now starts at (its LSN and
-SHA-256), which incarnation records were kept below it, when, by whom and with which
-cut-off; earlier prunes are carried along in ``earlier``. A new prune replaces it in
-the same transaction as the deletion. ``prune`` is not one of ``records.KINDS``: no
-scheduler can append such a record, only this module writes it. ``replay verify`` accepts a missing prefix only
-where this record accounts for it (``replay.coverage``).
+The evidence is one ``prune`` record at LSN 0, which no scheduler ever assigns, outside
+every epoch's chain: the cut epoch and the checkpoint it now resumes at (LSN and
+SHA-256), the link (``chain_hash``) of the last record removed before it - so that
+``verify`` checks the checkpoint's link as if nothing had been removed - the epochs
+removed whole with their heads, when, by whom and with which cut-off; earlier prunes
+are carried along in ``earlier``. A new prune replaces it in the same transaction as
+the deletion. ``prune`` is not one of ``records.KINDS``: no scheduler can append such a
+record, only this module writes it. ``replay verify`` accepts a missing prefix or epoch
+only where this record accounts for it (``replay.coverage``).
 
-Runs in one transaction; the writer may keep appending meanwhile (it only adds LSNs
-above every one this deletes).
+Runs in one transaction; the writer may keep appending meanwhile (it only adds records
+after every one this deletes, or to the newest epoch, which is never removed whole).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, errors, records, schema, views
+from kruntimes.journal import backends, derived, errors, records, schema, views
 
 #: The LSN of the prune record: outside the sequence a scheduler numbers from 1.
 PRUNE_LSN = 0
@@ -49,7 +54,9 @@ class PruneReport:
     before: datetime
     first_cycle_lsn: int | None  # the cycle after `before` that read the oldest snapshot
     needed_lsn: int | None  # that snapshot's LSN (or the last LSN, with no cycle after `before`)
-    checkpoint_lsn: int | None  # the checkpoint the journal starts at; below it only incarnations and the evidence
+    checkpoint_lsn: int | None  # the checkpoint `epoch` starts at; below it only its incarnation record
+    epoch: str | None = None  # the epoch cut at that checkpoint
+    removed_epochs: tuple[str, ...] = ()  # older epochs removed whole
     deleted: dict[str, int] = field(default_factory=dict)  # kind -> records
     deleted_lsns: tuple[int, int] | None = None  # (lowest, highest) LSN deleted
     dry_run: bool = False
@@ -61,7 +68,8 @@ class PruneReport:
 
 def prune(journal: backends.Journal, before: datetime, *, dry_run: bool = False,
           by: str | None = None, now: datetime | None = None) -> PruneReport:
-    """Delete the prefix below the checkpoint that every cycle at or after ``before`` can replay from."""
+    """Delete the prefix below the checkpoint that every cycle at or after ``before`` can replay from,
+    and every older epoch whose records are all older than ``before``."""
     if before.tzinfo is None or before.utcoffset() is None:
         raise ValueError("prune needs an aware time (UTC or with an offset)")
     r = schema.journal_records
@@ -69,52 +77,84 @@ def prune(journal: backends.Journal, before: datetime, *, dry_run: bool = False,
         with journal.engine.begin() as conn:
             c = views.cycles
             first = conn.execute(
-                sa.select(c.c.lsn, c.c.snapshot_lsn).where(c.c.decided_at >= before)
+                sa.select(c.c.lsn, c.c.snapshot_lsn, c.c.incarnation).where(c.c.decided_at >= before)
                 .order_by(c.c.snapshot_lsn, c.c.lsn).limit(1)
             ).first()
+            epoch = first.incarnation if first is not None else _newest_epoch(conn)
+            needed: int | None = None
             if first is not None:
-                needed: int | None = int(first.snapshot_lsn)
-            else:
-                needed = conn.execute(sa.select(sa.func.max(r.c.lsn))).scalar()
+                needed = int(first.snapshot_lsn)
+            elif epoch is not None:
+                needed = conn.execute(sa.select(sa.func.max(r.c.lsn)).where(r.c.incarnation == epoch)).scalar()
             checkpoint = None
             if needed is not None:
                 checkpoint = conn.execute(
                     sa.select(sa.func.max(r.c.lsn))
-                    .where(r.c.kind == "checkpoint", r.c.lsn <= needed, r.c.recorded_at < before)
+                    .where(r.c.incarnation == epoch, r.c.kind == "checkpoint", r.c.lsn <= needed,
+                           r.c.recorded_at < before)
                 ).scalar()
             report = PruneReport(before=before, first_cycle_lsn=None if first is None else int(first.lsn),
-                                 needed_lsn=needed, checkpoint_lsn=checkpoint, dry_run=dry_run)
-            return report if checkpoint is None else _cut(conn, report, by, now)
+                                 needed_lsn=needed, checkpoint_lsn=checkpoint, epoch=epoch, dry_run=dry_run)
+            if epoch is not None:
+                report = dataclasses.replace(report, removed_epochs=_old_epochs(conn, before, keep=epoch))
+            return _cut(conn, report, by, now) if checkpoint is not None or report.removed_epochs else report
     except sa_exc.DBAPIError as exc:
         raise errors.JournalUnavailable(f"cannot prune the journal ({journal.backend}): {exc.orig}") from exc
 
 
-def prune_to(journal: backends.Journal, checkpoint_lsn: int, *, by: str | None = None,
+def prune_to(journal: backends.Journal, checkpoint_lsn: int, *, epoch: str | None = None, by: str | None = None,
              now: datetime | None = None) -> PruneReport:
-    """Delete the prefix below the checkpoint at ``checkpoint_lsn``, whatever cycles read before it.
+    """Delete the prefix of an epoch below its checkpoint at ``checkpoint_lsn``, whatever cycles read before it.
 
     The cut itself, for a caller that has chosen its checkpoint (SPEC §5: "a prefix up
-    to a checkpoint"); the recorded cut-off is the checkpoint's own time.
+    to a checkpoint"); the recorded cut-off is the checkpoint's own time. ``epoch`` may
+    be left out when only one epoch has a record at that LSN.
     """
     r = schema.journal_records
     try:
         with journal.engine.begin() as conn:
-            found = conn.execute(sa.select(r.c.kind, r.c.recorded_at).where(r.c.lsn == checkpoint_lsn)).first()
-            if found is None or found.kind != "checkpoint":
+            stmt = sa.select(r.c.kind, r.c.recorded_at, r.c.incarnation).where(r.c.lsn == checkpoint_lsn)
+            if epoch is not None:
+                stmt = stmt.where(r.c.incarnation == epoch)
+            found = conn.execute(stmt.limit(2)).all()
+            if len(found) > 1:
+                raise ValueError(f"LSN {checkpoint_lsn} is in several epochs; name the epoch")
+            if not found or found[0].kind != "checkpoint":
                 raise ValueError(f"LSN {checkpoint_lsn} is not a checkpoint in the journal; a prune cuts at one")
-            report = PruneReport(before=found.recorded_at, first_cycle_lsn=None, needed_lsn=None,
-                                 checkpoint_lsn=checkpoint_lsn)
+            report = PruneReport(before=found[0].recorded_at, first_cycle_lsn=None, needed_lsn=None,
+                                 checkpoint_lsn=checkpoint_lsn, epoch=found[0].incarnation)
             return _cut(conn, report, by, now)
     except sa_exc.DBAPIError as exc:
         raise errors.JournalUnavailable(f"cannot prune the journal ({journal.backend}): {exc.orig}") from exc
 
 
-def _cut(conn: sa.Connection, report: PruneReport, by: str | None, now: datetime | None) -> PruneReport:
-    """Delete every record below the report's checkpoint but incarnations, and record the prune (unless dry)."""
+def _newest_epoch(conn: sa.Connection) -> str | None:
+    e = schema.journal_epochs
+    return conn.execute(sa.select(e.c.epoch).order_by(e.c.started_at.desc(), e.c.first_lsn.desc()).limit(1)).scalar()
+
+
+def _old_epochs(conn: sa.Connection, before: datetime, *, keep: str) -> tuple[str, ...]:
+    """Epochs, other than ``keep`` and the newest, whose every record is older than ``before``."""
     r = schema.journal_records
-    checkpoint = report.checkpoint_lsn
-    assert checkpoint is not None
-    doomed = sa.and_(r.c.lsn > PRUNE_LSN, r.c.lsn < checkpoint, r.c.kind != "incarnation")
+    newest = _newest_epoch(conn)
+    old = conn.execute(
+        sa.select(r.c.incarnation).where(r.c.lsn != PRUNE_LSN).group_by(r.c.incarnation)
+        .having(sa.func.max(r.c.recorded_at) < before).order_by(r.c.incarnation)
+    ).scalars().all()
+    return tuple(e for e in old if e not in (keep, newest))
+
+
+def _cut(conn: sa.Connection, report: PruneReport, by: str | None, now: datetime | None) -> PruneReport:
+    """Delete the cut epoch's records between its incarnation record and its checkpoint, and the old epochs
+    whole, and record the prune (unless dry)."""
+    r = schema.journal_records
+    checkpoint, epoch = report.checkpoint_lsn, report.epoch
+    doomed = sa.false()
+    if checkpoint is not None:
+        doomed = sa.and_(r.c.incarnation == epoch, r.c.lsn > PRUNE_LSN, r.c.lsn < checkpoint,
+                         r.c.kind != "incarnation")
+    if report.removed_epochs:
+        doomed = sa.or_(doomed, sa.and_(r.c.incarnation.in_(report.removed_epochs), r.c.lsn != PRUNE_LSN))
     counts = conn.execute(
         sa.select(r.c.kind, sa.func.count(), sa.func.min(r.c.lsn), sa.func.max(r.c.lsn))
         .where(doomed).group_by(r.c.kind).order_by(r.c.kind)
@@ -122,21 +162,58 @@ def _cut(conn: sa.Connection, report: PruneReport, by: str | None, now: datetime
     if not counts:
         return report
     if not report.dry_run:
+        removed = _removed_heads(conn, report.removed_epochs)
+        link_before = None
+        if checkpoint is not None:
+            link_before = conn.execute(
+                sa.select(r.c.chain_hash).where(r.c.incarnation == epoch, r.c.lsn < checkpoint)
+                .order_by(r.c.lsn.desc()).limit(1)).scalar()
         conn.execute(sa.delete(r).where(doomed))
-        _record_evidence(conn, checkpoint, report.before, by, now, sum(int(row[1]) for row in counts))
+        if report.removed_epochs:
+            e = schema.journal_epochs
+            conn.execute(sa.delete(e).where(e.c.epoch.in_(report.removed_epochs)))
+        _forget_history(conn, report)
+        _record_evidence(conn, report, by, now, sum(int(row[1]) for row in counts), link_before, removed)
     return dataclasses.replace(
         report, deleted={kind: int(n) for kind, n, _low, _high in counts},
         deleted_lsns=(min(int(row[2]) for row in counts), max(int(row[3]) for row in counts)))
 
 
-def _record_evidence(conn: sa.Connection, checkpoint: int, before: datetime, by: str | None,
-                     now: datetime | None, deleted: int) -> None:
-    """Replace the prune record at LSN 0 with one that accounts for everything below ``checkpoint``."""
+def _removed_heads(conn: sa.Connection, epochs: tuple[str, ...]) -> list[dict[str, Any]]:
+    """What an epoch removed whole was: its first LSN and head, for the evidence."""
+    if not epochs:
+        return []
+    e = schema.journal_epochs
+    rows = conn.execute(sa.select(e.c.epoch, e.c.first_lsn, e.c.head_lsn, e.c.head_hash, e.c.end_reason)
+                        .where(e.c.epoch.in_(epochs)).order_by(e.c.epoch)).all()
+    return [{"epoch": row.epoch, "first_lsn": int(row.first_lsn), "head_lsn": int(row.head_lsn),
+             "head_hash": row.head_hash, "end_reason": row.end_reason} for row in rows]
+
+
+def _forget_history(conn: sa.Connection, report: PruneReport) -> None:
+    """Delete the history rows of the deleted records, and the pending episodes that began among them.
+
+    The counts (``history_pod_hours``, ``history_rejection_hours``, ``history_epochs``)
+    keep what was pruned: ``kruntimes journal reindex`` recounts them from what is left.
+    """
+    def gone(epoch: Any, lsn: Any) -> Any:
+        cond = sa.false()
+        if report.checkpoint_lsn is not None:
+            cond = sa.and_(epoch == report.epoch, lsn > PRUNE_LSN, lsn < report.checkpoint_lsn)
+        if report.removed_epochs:
+            cond = sa.or_(cond, epoch.in_(report.removed_epochs))
+        return cond
+
+    for table in derived.ROW_TABLES:
+        conn.execute(sa.delete(table).where(gone(table.c.epoch, table.c.lsn)))
+    conn.execute(sa.delete(derived.waits).where(gone(derived.waits.c.epoch, derived.waits.c.first_lsn)))
+
+
+def _record_evidence(conn: sa.Connection, report: PruneReport, by: str | None, now: datetime | None,
+                     deleted: int, link_before: str | None, removed: list[dict[str, Any]]) -> None:
+    """Replace the prune record at LSN 0 with one that accounts for everything this prune and earlier ones
+    removed."""
     r = schema.journal_records
-    kept = conn.execute(sa.select(r.c.lsn, r.c.incarnation, r.c.payload_sha256)
-                        .where(r.c.lsn == checkpoint)).one()
-    incarnations = conn.scalars(sa.select(r.c.lsn).where(r.c.lsn > PRUNE_LSN, r.c.lsn < checkpoint)
-                                .order_by(r.c.lsn)).all()
     earlier: list[Any] = []
     previous = conn.execute(sa.select(r.c.kind, r.c.payload).where(r.c.lsn == PRUNE_LSN)).first()
     if previous is not None and previous.kind == "prune":
@@ -144,19 +221,30 @@ def _record_evidence(conn: sa.Connection, checkpoint: int, before: datetime, by:
         earlier = [*old.get("earlier", []), {k: v for k, v in old.items() if k != "earlier"}]
     conn.execute(sa.delete(r).where(r.c.lsn == PRUNE_LSN))
     at = (now or _now()).astimezone(timezone.utc)
-    payload = {
-        "checkpoint_lsn": checkpoint,
-        "checkpoint_sha256": kept.payload_sha256,
-        "incarnation_lsns": [int(lsn) for lsn in incarnations],
-        "before": before.astimezone(timezone.utc).isoformat(),
+    payload: dict[str, Any] = {
+        "before": report.before.astimezone(timezone.utc).isoformat(),
         "pruned_at": at.isoformat(),
         "by": by or _who(),
         "deleted": deleted,
         "earlier": earlier,
+        "removed_epochs": removed,
     }
+    owner = report.epoch or _newest_epoch(conn)
+    if report.checkpoint_lsn is not None:
+        kept = conn.execute(sa.select(r.c.payload_sha256).where(r.c.incarnation == report.epoch,
+                                                                 r.c.lsn == report.checkpoint_lsn)).one()
+        incarnations = conn.scalars(sa.select(r.c.lsn).where(r.c.incarnation == report.epoch, r.c.lsn > PRUNE_LSN,
+                                                            r.c.lsn < report.checkpoint_lsn)
+                                    .order_by(r.c.lsn)).all()
+        payload.update(epoch=report.epoch, checkpoint_lsn=report.checkpoint_lsn,
+                       checkpoint_sha256=kept.payload_sha256, incarnation_lsns=[int(n) for n in incarnations],
+                       link_before=link_before)
+    else:  # only whole epochs went: the evidence still needs an epoch to be stored under
+        payload.update(epoch=None, checkpoint_lsn=None)
     text = records.canonical_json(payload)
-    conn.execute(sa.insert(r).values(lsn=PRUNE_LSN, incarnation=kept.incarnation, recorded_at=at, kind="prune",
-                                     schema_version=1, payload=text, payload_sha256=records.content_hash(text)))
+    conn.execute(sa.insert(r).values(lsn=PRUNE_LSN, incarnation=owner, recorded_at=at, kind="prune",
+                                     schema_version=1, payload=text, payload_sha256=records.content_hash(text),
+                                     chain_hash=""))  # outside every epoch's chain
 
 
 def _now() -> datetime:

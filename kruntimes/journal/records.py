@@ -34,6 +34,7 @@ KINDS: Final[frozenset[str]] = frozenset(
         "drop",
         "leader",
         "checkpoint",
+        "end",
     }
 )
 
@@ -47,9 +48,10 @@ MAX_IDENT_CHARS: Final = 64  # String(64) columns: incarnation, version, config_
 class JournalRecord:
     """One entry of the journal, as the scheduler produces it.
 
-    ``lsn`` is assigned by the producer under the lock of the change it describes;
-    gap-free within an incarnation, and a new incarnation continues after the last
-    durable LSN (``JournalWriter.last_lsn()``). ``recorded_at`` is timezone-aware.
+    ``incarnation`` is the record's epoch (one leadership term, SPEC §5); ``lsn`` is
+    assigned by the producer under the lock of the change it describes, gap-free
+    within the epoch, and a new epoch numbers on from the highest LSN its process
+    knows (``JournalWriter.last_lsn()``). ``recorded_at`` is timezone-aware.
     ``payload`` holds only str, int, bool, None, list and dict with str keys.
     Records of kind ``incarnation`` carry ``version`` and ``config_hash`` (str) in
     their payload: they feed the ``journal_incarnations`` table.
@@ -73,6 +75,9 @@ class EncodedRecord(NamedTuple):
     schema_version: int
     payload: str  # canonical JSON text
     payload_sha256: str
+    #: The record's link in its epoch's chain (``chain.link``); empty until the writer
+    #: computes it, and filled from the stored head when the writer did not know it.
+    chain_hash: str = ""
 
 
 def canonical_json(obj: Any) -> str:

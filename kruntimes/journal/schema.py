@@ -1,8 +1,10 @@
 """The journal's tables as SQLAlchemy 2.x declarative models; Alembic owns the DDL.
 
 Only the generic log lives here: ``journal_records`` (one row per record, payload as
-canonical JSON text + SHA-256) and ``journal_incarnations`` (a projection of the
-``incarnation`` records, written in the same transaction). Typed side tables (cycles,
+canonical JSON text + SHA-256, and its link in its epoch's hash chain),
+``journal_incarnations`` (a projection of the ``incarnation`` records) and
+``journal_epochs`` (each epoch's head: its last LSN and link), both written in the
+same transaction as the records they describe. Typed side tables (cycles,
 placements, ...) and the query views belong to the history layer; they hang off
 ``Base.metadata`` so one Alembic history covers all of them.
 
@@ -79,18 +81,23 @@ class JournalRecordRow(Base):
 
     __tablename__ = "journal_records"
 
-    # The LSN alone is the key: a new incarnation continues after the last durable
-    # LSN, so LSNs are unique across the whole journal and give one total order.
+    # Keyed by (epoch, LSN) (SPEC §5 "Several writers, one truth"): ``incarnation`` is
+    # the record's epoch, one leadership term. LSNs are gap-free within an epoch; a new
+    # epoch numbers on from the highest LSN its process knows, so they are unique in
+    # practice and give a total order to read in, but nothing relies on that: two
+    # writers, or a spool drained after another leader began, never compete for a key.
+    incarnation: Mapped[str] = mapped_column(String(64), primary_key=True)
     lsn: Mapped[int] = mapped_column(LSN, primary_key=True, autoincrement=False)
-    incarnation: Mapped[str] = mapped_column(String(64), nullable=False)
     recorded_at: Mapped[datetime] = mapped_column(UtcDateTime(), nullable=False)
     kind: Mapped[str] = mapped_column(String(16), nullable=False)
     schema_version: Mapped[int] = mapped_column(Integer, nullable=False)
     payload: Mapped[str] = mapped_column(Text, nullable=False)
     payload_sha256: Mapped[str] = mapped_column(String(64), nullable=False)
+    # chain.link(previous record's chain_hash in this epoch, or GENESIS, this record).
+    chain_hash: Mapped[str] = mapped_column(String(64), nullable=False)
 
     __table_args__ = (
-        Index("ix_journal_records_incarnation_lsn", "incarnation", "lsn"),
+        Index("ix_journal_records_lsn", "lsn"),
         Index("ix_journal_records_kind_lsn", "kind", "lsn"),
         Index("ix_journal_records_recorded_at", "recorded_at"),
     )
@@ -108,6 +115,34 @@ class JournalIncarnationRow(Base):
     config_hash: Mapped[str] = mapped_column(String(64), nullable=False)
 
 
+class JournalEpochRow(Base):
+    """One epoch (leadership term) and its head, upserted with every batch of its records.
+
+    ``head_lsn``/``head_hash`` are the epoch's last stored record and its link: a record
+    table truncated, or restored from an older copy, no longer ends at the head.
+    ``end_lsn``/``end_reason`` come from the epoch's ``end`` record; an epoch written
+    before epochs existed has no end record and ``end_reason`` ``before-epochs``.
+    ``key_id`` names the HMAC key of a keyed chain (``chain.ChainKey.key_id``).
+    """
+
+    __tablename__ = "journal_epochs"
+
+    epoch: Mapped[str] = mapped_column(String(64), primary_key=True)
+    first_lsn: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    head_lsn: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    head_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    algorithm: Mapped[str] = mapped_column(String(16), nullable=False)
+    key_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime(), nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), nullable=False)
+    end_lsn: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    end_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+#: ``end_reason`` of the epochs a journal held when it was upgraded to epochs.
+BEFORE_EPOCHS = "before-epochs"
+
 metadata = Base.metadata
 journal_records = JournalRecordRow.__table__
 journal_incarnations = JournalIncarnationRow.__table__
+journal_epochs = JournalEpochRow.__table__

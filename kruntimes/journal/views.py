@@ -1,7 +1,9 @@
 """The history views, declared for SQLAlchemy so queries on them are typed and parameterized.
 
-The views themselves are created by the Alembic revision ``0002_history_views`` (SQL per
-dialect, frozen with the revision). Here they are declared as ``Table`` objects on the
+The views themselves are created by the Alembic revision ``0002_history_views`` and
+redefined over the history tables (``derived``) by ``0004_history_tables``, with the same
+names and columns (SQL per dialect, frozen with each revision); ``history`` reads the
+tables themselves. Here they are declared as ``Table`` objects on the
 journal's metadata, marked ``info={"view": True}``, so that ``history`` can build
 ``select()`` statements with bound parameters and get UTC datetimes, ints and bools
 back on both backends. They are not tables: ``include_object`` keeps Alembic's

@@ -10,25 +10,52 @@ answers it drains the spool first (``skip_existing``: a crash mid-drain never
 duplicates). If the spool fails too, ``policy="block"`` holds the batch and the
 buffer fills; ``"drop"`` drops and counts. docs/journal.md has the whole picture.
 
+The chain (SPEC §5 "Integrity"): the thread links every record to the one before it
+in its epoch (``chain.link``, an HMAC with a key) as it encodes it, keeps each epoch's
+head in memory, and stores the link with the record, in the database or the spool;
+the database moves the epoch's head in the same transaction. A record of an epoch
+whose head it does not know (a restarted writer process mid-epoch) goes without a
+link and is linked from the stored head when it reaches the database. Spooled
+records are checked before they are stored: payload hash, and a link that follows
+from the stored head; one that fails is never stored, it and the rest of its epoch in
+the spool go to a quarantine file (``<spool>.quarantine``), counted and logged with
+epoch and LSN.
+
+Epoch recovery: a writer told its epoch (``epoch=``) notes it in ``<spool>.epochs``
+until the epoch's ``end`` record is durable. A writer that finds an earlier epoch in
+that note, or unended in its spool (its process was killed mid-term), closes it once
+the spool is drained: an ``end`` {"reason": "recovered"} chained from its stored head.
+
 State is kept in memory only: a killed process loses what was still buffered;
 everything spooled or committed survives.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, errors, intake, metrics, payloads, records, spool
+from kruntimes.journal import backends, chain, errors, intake, metrics, payloads, records, spool
 
 log = logging.getLogger(__name__)
 
 Policy = intake.Policy
+
+_new_tuple = tuple.__new__
+
+#: A moving head is published (log line) at most this often; an ended epoch's at once.
+HEAD_LOG_INTERVAL = 60.0
+#: How long ``last_lsn`` waits for the database when the spool already knows an LSN.
+LAST_LSN_PROBE_SECONDS = 1.0
 Record = records.JournalRecord | records.EncodedRecord | payloads.DeferredRecord
 
 
@@ -55,6 +82,10 @@ class JournalWriter:
         observe_latency: Callable[[float], None] | None = None,
         spool_wait: float = 0.0,
         commit_interval: float = 0.0,
+        key_file: str | None = None,
+        epoch: str | None = None,
+        recover_all: bool = False,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
     ) -> None:
         if max_batch < 1:
             raise ValueError("buffer_size and max_batch must be positive")
@@ -78,6 +109,30 @@ class JournalWriter:
         # last_lsn() about spooled records before the scheduler picks its first LSN.
         self._spool = spool.Spool.open(spool_path, wait=spool_wait)
         self._thread: threading.Thread | None = None
+        try:
+            self._key = chain.load_key(key_file)
+        except BaseException:
+            self._spool.close()
+            raise
+        self._wall_clock = wall_clock
+        self._epoch = epoch
+        self._recover_all = recover_all  # no epoch of its own: every epoch found is an earlier one to close
+        self._quarantine_path = Path(f"{self._spool.path}.quarantine")
+        self._note_path = Path(f"{self._spool.path}.epochs")
+
+        # The chain, owned by the writer thread: each epoch's last link computed (spooled
+        # or stored), the epochs whose head it does not know (their records go without a
+        # link until the database links them), and the heads the database holds.
+        self._heads: dict[str, tuple[int, str]] = {
+            epoch: (h.lsn, h.chain_hash) for epoch, h in self._spool.heads.items() if h.chain_hash
+        }
+        self._unlinked: set[str] = {epoch for epoch, h in self._spool.heads.items() if not h.chain_hash}
+        self._stored_heads: dict[str, tuple[int, str]] = {}
+        self._quarantined: set[str] = set()  # epochs whose rest of the spool goes to quarantine
+        self._ended = False  # this writer's epoch's end record is durable
+        self._head_logged_at = float("-inf")
+        self._head_logged: tuple[int, str] | None = None
+        self._to_recover = self._epochs_to_recover()
 
         # Owned by the writer thread (read by stats() without a lock: ints only).
         self._spilling = len(self._spool) > 0  # older records wait in the spool
@@ -87,6 +142,7 @@ class JournalWriter:
         self._retry = retry_interval
         self._written = self._spilled = self._dropped = self._write_errors = 0
         self._rejected = dict.fromkeys(metrics.REJECT_REASONS, 0)
+        self._quarantined_records = 0
 
         self._metrics = metrics.for_registry(registry)
         self._metrics.collector.attach(self)
@@ -114,13 +170,24 @@ class JournalWriter:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def last_lsn(self) -> int | None:
-        """The last durable LSN (spool first, else database): a new incarnation starts after it.
+    def last_lsn(self, timeout: float | None = None) -> int | None:
+        """The highest durable LSN known (spool and database): a new epoch numbers on after it.
 
-        Raises ``JournalUnavailable`` when the spool is empty and the database cannot answer.
+        With records in the spool the database gets a bounded probe
+        (``LAST_LSN_PROBE_SECONDS``) and is left out if it does not answer in time: the
+        epoch's keys cannot collide with another's whatever it numbers from (SPEC §5).
+        Raises ``JournalUnavailable`` when the spool is empty and the database cannot answer
+        (within ``timeout`` seconds, if given: a term must not wait for the database).
+        Each earlier epoch to close (``end`` recovered, after its head) is counted in, so
+        the new epoch's LSNs stay clear of those end records too.
         """
         spooled = self._spool.last_lsn
-        return spooled if spooled is not None else self._journal.last_lsn()
+        if spooled is None:
+            known = self._journal.last_lsn() if timeout is None else self._journal.last_lsn(timeout)
+        else:
+            known = max(spooled, _bounded(self._journal.last_lsn, LAST_LSN_PROBE_SECONDS) or 0)
+        # Each epoch this writer will close takes the LSN after its head for its end record.
+        return known + len(self._to_recover) if known is not None else None
 
     def append(self, record: Record) -> bool:
         """Queue ``record``; return False if the drop policy dropped it (buffer full).
@@ -181,6 +248,9 @@ class JournalWriter:
             self._dropped += lost
             self._in.buffer.clear()
             self._held = []
+        if self._ended:  # this epoch is closed: nothing for the next writer to recover
+            _write_note(self._note_path, self._to_recover)
+        self._publish_head()
         self._spool.close()
         self._metrics.collector.retire(self)
 
@@ -194,7 +264,24 @@ class JournalWriter:
             rejected=dict(self._rejected),
             write_errors=self._write_errors,
             buffer_depth=len(self._in.buffer),
+            head_lsn=self._head_lsn(),
+            quarantined=self._quarantined_records,
         )
+
+    def _head_lsn(self) -> int:
+        if self._epoch is None:
+            return max((lsn for lsn, _ in self._stored_heads.values()), default=0)
+        return self._stored_heads.get(self._epoch, (0, ""))[0]
+
+    @property
+    def quarantine_path(self) -> Path:
+        """Where records a drain refused to store are kept (spool format)."""
+        return self._quarantine_path
+
+    @property
+    def recovering(self) -> bool:
+        """Earlier epochs found in the spool (or its note) are still to be closed."""
+        return bool(self._to_recover)
 
     @property
     def spooled(self) -> int:
@@ -234,7 +321,7 @@ class JournalWriter:
                 continue
             if i.stopping and not self._held:
                 return None  # a non-empty spool stays for the next start to drain
-            retrying = self._spilling or bool(self._held)
+            retrying = self._spilling or bool(self._held) or bool(self._to_recover)
             if retrying and self._clock() >= self._next_retry:
                 return []
             i.consumer_waiting = True
@@ -245,51 +332,120 @@ class JournalWriter:
 
     def _process(self, batch: list[Record]) -> int:
         """Make ``batch`` (after any held records) durable; return how many records settled."""
-        rows = self._held + self._encode(batch)
+        before = dict(self._heads)
+        encoded, built = self._encode(batch)
+        rows = self._held + self._linked(encoded)
+        sources: list[Any] | None = [None] * len(self._held) + built if self._held else built
         unsettled_before = len(self._held) + len(batch)
         self._held = []
         try:
             if self._spilling:
                 self._drain_spool()
-            if rows and not self._spilling and self._write(rows, skip_existing=False):
-                return unsettled_before
-            if rows:
-                self._spill(rows)
+            if rows and not self._spilling and self._write(rows, skip_existing=False, payloads=sources):
+                rows = []
+            if rows and self._spill(rows) == "dropped":
+                self._heads = before  # the chain goes on from the last durable record
+            if not self._spilling and not self._held:
+                self._settle_chain()
+                if self._to_recover and self._clock() >= self._next_retry:
+                    self._recover()
         except Exception:  # a bug must not kill the thread silently: keep the rows, retry later
             log.exception("journal writer: unexpected error; retrying the batch")
             self._write_errors += 1
             self._held = rows
             self._schedule_retry()
+        self._publish_head()
         return unsettled_before - len(self._held)
 
-    def _encode(self, batch: list[Record]) -> list[records.EncodedRecord]:
-        rows, first = records.encode_batch(batch, max_payload_bytes=self._max_payload_bytes,
-                                           rejected=self._rejected, prepare=self._realized)
-        good = [r for r in rows if r is not None]
+    def _linked(self, rows: list[records.EncodedRecord]) -> list[records.EncodedRecord]:
+        """``rows`` with their links, in order; a row of an epoch whose head is unknown goes without one."""
+        heads, unlinked, key, link = self._heads, self._unlinked, self._key, chain.link
+        make, encoded = _new_tuple, records.EncodedRecord
+        out = []
+        for r in rows:
+            lsn, epoch, at, kind, version, payload, sha = r[:7]
+            head = heads.get(epoch)
+            if head is None:
+                if kind != "incarnation" or epoch in unlinked:
+                    unlinked.add(epoch)  # the database links it, from its stored head
+                    out.append(r)
+                    continue
+                head = (0, chain.GENESIS)  # an epoch's first record
+            linked = link(head[1], epoch, lsn, at, kind, version, sha, key)
+            heads[epoch] = (lsn, linked)
+            out.append(make(encoded, (lsn, epoch, at, kind, version, payload, sha, linked)))  # not _replace: ~4x faster
+        return out
+
+    def _settle_chain(self) -> None:
+        """(Nothing waits in the spool.) Epochs the database linked continue from its heads."""
+        for epoch in list(self._unlinked):
+            head = self._stored_heads.get(epoch)
+            if head is not None:
+                self._heads[epoch] = head
+                self._unlinked.discard(epoch)
+
+    def _durable(self, rows: list[records.EncodedRecord]) -> None:
+        """``rows`` are in the database or the spool: note this epoch's end."""
+        if self._epoch is not None and not self._ended:
+            for r in rows:
+                if r.kind == "end" and r.incarnation == self._epoch:
+                    self._ended = True
+
+    def _encode(self, batch: list[Record]) -> tuple[list[records.EncodedRecord], list[Any]]:
+        """The stored form of each record (rejected ones counted and left out), with its payload dict.
+
+        The payload dicts (None for records that came encoded) go with the rows to the
+        journal, which derives the history tables from them without parsing the JSON again.
+        """
+        rows: list[records.EncodedRecord] = []
+        built: list[Any] = []
+        first: Exception | None = None
+        rejected = self._rejected
+        deferred, journal_record, limit = payloads.DeferredRecord, records.JournalRecord, self._max_payload_bytes
+        for record in batch:
+            try:
+                if type(record) is deferred:
+                    row, payload = payloads.encoded_with_payload(record, max_payload_bytes=limit)  # type: ignore[arg-type]
+                elif type(record) is journal_record:
+                    row, payload = records.encode(record, max_payload_bytes=limit), record.payload  # type: ignore[arg-type]
+                else:
+                    row, payload = record, None  # type: ignore[assignment]
+            except Exception as exc:  # an encoder or builder bug is still this record's problem only
+                reason = exc.reason if isinstance(exc, errors.RecordRejected) else "malformed"
+                rejected[reason] = rejected.get(reason, 0) + 1
+                first = first or exc
+                continue
+            rows.append(row)
+            built.append(payload)
         if first is not None:
             log.error("journal writer rejected %d record(s) of a batch of %d; first: %s",
-                      len(rows) - len(good), len(batch), first)
-        return good
+                      len(batch) - len(rows), len(batch), first)
+        return rows, built
 
-    def _realized(self, record: Record) -> records.JournalRecord | records.EncodedRecord:
-        """A deferred record's payload built and encoded; any other record as it is."""
-        if type(record) is not payloads.DeferredRecord:
-            return record  # type: ignore[return-value]
-        return payloads.encoded(record, max_payload_bytes=self._max_payload_bytes)
+    def _write(self, rows: list[records.EncodedRecord], *, skip_existing: bool,
+               payloads: list[Any] | None = None) -> bool:
+        """One transaction; False (and spill mode) if the database failed or was too slow.
 
-    def _write(self, rows: list[records.EncodedRecord], *, skip_existing: bool) -> bool:
-        """One transaction; False (and spill mode) if the database failed or was too slow."""
+        Rows stored under their key with other content or link are moved to the
+        quarantine (with the rest of their epoch in ``rows``), never stored. ``payloads``,
+        aligned with ``rows``, are their payload dicts where the writer still has them
+        (the history tables are derived from them instead of the JSON text).
+        """
         started = self._clock()
+        append = self._journal.append_batch
         try:
             try:
-                self._journal.append_batch(rows, skip_existing=skip_existing)
+                append(rows, skip_existing=skip_existing, key=self._key, heads=self._stored_heads, payloads=payloads)
             except errors.DuplicateRecord:
                 if skip_existing:
                     raise
                 # Usually a commit whose acknowledgement was lost: store what is missing.
-                self._journal.append_batch(rows, skip_existing=True)
+                append(rows, skip_existing=True, key=self._key, heads=self._stored_heads, payloads=payloads)
         except errors.DuplicateRecord as exc:
-            rows[:] = self._without_conflicts(rows, exc)
+            if not exc.keys:
+                raise
+            rows[:] = self._quarantine_from(rows, {epoch: lsn for epoch, lsn in reversed(exc.keys)}, "conflict",
+                                            "is stored with other content or link")
             return self._write(rows, skip_existing=True) if rows else True
         except Exception as exc:
             self._write_errors += 1
@@ -300,6 +456,7 @@ class JournalWriter:
         elapsed = self._clock() - started
         self._observe_latency(elapsed)
         self._written += len(rows)
+        self._durable(rows)
         if elapsed > self._slow_write_seconds:
             # Written, but the database is struggling: spill what comes next and
             # let it recover instead of stalling behind it.
@@ -309,20 +466,78 @@ class JournalWriter:
             self._schedule_retry()
         return True
 
-    def _without_conflicts(
-        self, rows: list[records.EncodedRecord], exc: errors.DuplicateRecord
-    ) -> list[records.EncodedRecord]:
-        conflicts = set(exc.lsns)
-        if not conflicts:
-            raise exc
-        self._rejected["conflict"] += len(conflicts)
-        log.error(
-            "journal: %d record(s) have LSNs already stored with other content (first %d); they are NOT stored."
-            " Two incarnations assigned the same LSNs -- start each after JournalWriter.last_lsn()",
-            len(conflicts),
-            min(conflicts),
-        )
-        return [r for r in rows if r.lsn not in conflicts]
+    def _quarantine_from(self, rows: list[records.EncodedRecord], first_bad: dict[str, int], reason: str,
+                         why: str) -> list[records.EncodedRecord]:
+        """Move each epoch's rows from its ``first_bad`` LSN on to the quarantine file; the rest of ``rows``."""
+        self._quarantined.update(first_bad)
+        keep: list[records.EncodedRecord] = []
+        moved: list[records.EncodedRecord] = []
+        for r in rows:
+            bad = first_bad.get(r.incarnation)
+            (moved if bad is not None and r.lsn >= bad else keep).append(r)
+        self._to_quarantine(moved, reason)
+        for epoch, lsn in sorted(first_bad.items(), key=lambda item: item[1]):
+            log.error(
+                "journal: record epoch %s LSN %d %s; it and the rest of epoch %s in this batch are NOT stored:"
+                " moved to %s (rejected{reason=%s})", epoch, lsn, why, epoch, self._quarantine_path, reason,
+                extra={"epoch": epoch, "lsn": lsn, "reason": reason, "quarantine": str(self._quarantine_path)})
+        return keep
+
+    def _to_quarantine(self, rows: list[records.EncodedRecord], reason: str) -> None:
+        if not rows:
+            return
+        self._rejected[reason] = self._rejected.get(reason, 0) + len(rows)
+        self._quarantined_records += len(rows)
+        try:
+            spool.quarantine(self._quarantine_path, rows)
+        except (OSError, errors.JournalError) as exc:
+            log.error("journal: cannot write the quarantine file %s, %d record(s) lost: %s",
+                      self._quarantine_path, len(rows), exc)
+
+    def _checked(self, rows: list[records.EncodedRecord]) -> list[records.EncodedRecord]:
+        """Spooled ``rows`` that may be stored, each linked; the others go to the quarantine.
+
+        A row must match its payload hash and its link must follow from its epoch's
+        stored head (or GENESIS for an epoch the database does not have). Rows at or
+        below the stored head are left to ``skip_existing``, which stores nothing of
+        them and refuses one that differs. A row without a link (a format 1 spool, or
+        an epoch whose head the writer did not know) gets it here.
+        """
+        stored = self._journal.epochs({r.incarnation for r in rows})
+        state = {epoch: (h.head_lsn, h.head_hash) for epoch, h in stored.items()}
+        first_bad: dict[str, tuple[int, str]] = {}
+        out = []
+        key = self._key
+        for r in rows:
+            epoch = r.incarnation
+            if epoch in self._quarantined:
+                first_bad.setdefault(epoch, (r.lsn, "follows a quarantined record of its epoch"))
+                continue
+            if epoch in first_bad:
+                continue
+            if records.content_hash(r.payload) != r.payload_sha256:
+                first_bad[epoch] = (r.lsn, "does not match its payload SHA-256")
+                continue
+            head = state.get(epoch)
+            if head is not None and r.lsn <= head[0]:
+                out.append(r)  # stored already, or a conflict skip_existing reports
+                continue
+            expected = chain.link(chain.GENESIS if head is None else head[1], epoch, r.lsn, r.recorded_at, r.kind,
+                                  r.schema_version, r.payload_sha256, key)
+            if r.chain_hash and not chain.same(r.chain_hash, expected):
+                first_bad[epoch] = (r.lsn, "has a link that does not follow from its epoch's stored head"
+                                           + (" (or the spool was written with another key)" if key else ""))
+                continue
+            if not r.chain_hash:
+                r = r._replace(chain_hash=expected)
+            state[epoch] = (r.lsn, r.chain_hash)
+            out.append(r)
+        if first_bad:
+            bad = [r for r in rows if r.incarnation in first_bad and r.lsn >= first_bad[r.incarnation][0]]
+            for epoch, (lsn, why) in first_bad.items():
+                self._quarantine_from(bad, {epoch: lsn}, "chain", why)
+            self._quarantined.update(first_bad)
+        return out
 
     def _drain_spool(self) -> None:
         """Move spooled records into the database, oldest first, if a retry is due."""
@@ -336,16 +551,25 @@ class JournalWriter:
                 self._spool.clear()
                 self._drain_offset = 0
                 self._spilling = False
+                self._quarantined.clear()
                 self._retry = self._min_retry
                 return
-            if not self._write(rows, skip_existing=True):
+            try:
+                rows = self._checked(rows)
+            except errors.JournalUnavailable as exc:
+                self._write_errors += 1
+                log.warning("journal spool drain: the database cannot say the epochs' heads: %s", exc)
+                self._schedule_retry()
+                return
+            if rows and not self._write(rows, skip_existing=True):
                 return
             self._drain_offset = next_offset
             if self._clock() > deadline:
                 self._next_retry = self._clock()  # continue right after this batch is spooled
                 return
 
-    def _spill(self, rows: list[records.EncodedRecord]) -> None:
+    def _spill(self, rows: list[records.EncodedRecord]) -> str:
+        """Spool ``rows``: "spooled", "held" (block policy, retried) or "dropped" (drop policy)."""
         try:
             self._spool.append(rows)
         except errors.SpoolUnwritable as exc:
@@ -353,15 +577,119 @@ class JournalWriter:
             if self._policy == "drop":
                 self._dropped += len(rows)
                 log.error("journal: dropped %d records, neither database nor spool writable: %s", len(rows), exc)
-            else:
-                self._held = rows
-                log.error("journal: holding %d records, neither database nor spool writable: %s", len(rows), exc)
-                self._schedule_retry()
-            return
+                return "dropped"
+            self._held = rows
+            log.error("journal: holding %d records, neither database nor spool writable: %s", len(rows), exc)
+            self._schedule_retry()
+            return "held"
         self._spilled += len(rows)
+        self._durable(rows)
+        return "spooled"
 
     def _schedule_retry(self) -> None:
         self._next_retry = self._clock() + self._retry
         self._retry = min(self._retry * 2, self._max_retry)
 
+    # -- epochs: recovery and the published head ---------------------------------------
 
+    def _epochs_to_recover(self) -> list[str]:
+        """Earlier epochs of this spool that never wrote their end: noted, or unended in the spool.
+
+        Only a writer told its own epoch can tell an earlier one from its own (a writer
+        process restarted mid-epoch continues it).
+        """
+        if self._epoch is None and not self._recover_all:
+            return []
+        noted = _read_note(self._note_path)
+        unended = [epoch for epoch, h in self._spool.heads.items() if h.kind != "end"]
+        found = [e for e in dict.fromkeys([*noted, *unended]) if e != self._epoch]
+        _write_note(self._note_path, [*found, *([self._epoch] if self._epoch else [])])
+        if found:
+            log.warning("journal: %d earlier epoch(s) of this spool did not end (a killed process): %s;"
+                        " closing them once the spool is drained", len(found), ", ".join(found))
+        return found
+
+    def _recover(self) -> None:
+        """Close every epoch to recover with an ``end`` {"reason": "recovered"} after its stored head."""
+        try:
+            heads = self._journal.epochs(self._to_recover)
+        except errors.JournalUnavailable as exc:
+            log.warning("journal: cannot read the heads of epochs to recover yet: %s", exc)
+            self._schedule_retry()
+            return
+        for epoch in list(self._to_recover):
+            head = heads.get(epoch)
+            if head is not None and head.end_lsn is None:
+                end = records.encode_fields(epoch, head.head_lsn + 1, self._wall_clock(), "end",
+                                            {"reason": "recovered"})
+                end = end._replace(chain_hash=chain.link(head.head_hash, epoch, end.lsn, end.recorded_at, "end",
+                                                         end.schema_version, end.payload_sha256, self._key))
+                if not self._write([end], skip_existing=True):
+                    return  # spilling now; recovery waits for the spool to drain again
+                log.info("journal: closed epoch %s (its process was killed) after LSN %d", epoch, head.head_lsn,
+                         extra={"epoch": epoch, "lsn": end.lsn})
+                self._log_head(epoch, end.lsn, end.chain_hash)
+            elif head is None:
+                log.warning("journal: epoch %s to recover has no record in the database; nothing to close", epoch)
+            self._to_recover.remove(epoch)
+            _write_note(self._note_path, [*self._to_recover, *([self._epoch] if self._epoch else [])])
+
+    def _publish_head(self) -> None:
+        """Log this epoch's stored head when it ended, and at most every HEAD_LOG_INTERVAL while it moves."""
+        epoch = self._epoch
+        if epoch is None:
+            return
+        head = self._stored_heads.get(epoch)
+        if head is None or head == self._head_logged:
+            return
+        ended = self._ended and not self._spilling
+        if ended or self._clock() - self._head_logged_at >= HEAD_LOG_INTERVAL:
+            self._log_head(epoch, *head)
+            self._head_logged, self._head_logged_at = head, self._clock()
+
+    @staticmethod
+    def _log_head(epoch: str, lsn: int, link: str) -> None:
+        log.info("journal head", extra={"epoch": epoch, "lsn": lsn, "hash": link})
+
+
+def _bounded(call: Callable[[], int | None], seconds: float) -> int | None:
+    """``call()`` if it answers within ``seconds``; None if it fails or takes longer (it runs on, abandoned)."""
+    result: list[int | None] = []
+
+    def run() -> None:
+        try:
+            result.append(call())
+        except errors.JournalError:
+            pass
+
+    thread = threading.Thread(target=run, name="kruntimes-journal-probe", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return result[0] if result else None
+
+
+def _read_note(path: Path) -> list[str]:
+    try:
+        noted = json.loads(path.read_text())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        log.error("journal: cannot read the epochs note %s (%s); ignoring it", path, exc)
+        return []
+    return [e for e in noted if type(e) is str] if type(noted) is list else []
+
+
+def _write_note(path: Path, epochs: list[str]) -> None:
+    """Replace the note atomically (write, fsync, rename); an empty note is removed."""
+    try:
+        if not epochs:
+            path.unlink(missing_ok=True)
+            return
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump(epochs, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.error("journal: cannot write the epochs note %s: %s", path, exc)

@@ -101,7 +101,7 @@ class ClusterCache:
         for held in self.renewals.due(now, config.heartbeat_staleness_seconds):
             self.upsert_pod(held)  # journaled before this snapshot's LSN, so replay sees it too
         group = self._groups.get((run.namespace, run.runtime))
-        names = None
+        names, changes = None, None
         if group is None:
             pods: tuple[PodView, ...] = ()
         elif config.default_runs_capacity != self.config.default_runs_capacity:
@@ -109,9 +109,10 @@ class ClusterCache:
         else:
             slots, ns = self._slots, run.namespace
             pods = group.snapshot_views(lambda name: self._view(slots[(ns, name)], config))
-            names = group.name_tuple()
+            names, changes = group.name_tuple(), group.change_log()
         targets = self._targets.get(run.namespace) or NamespaceTargets()
-        return Snapshot(run=run, pods=pods, targets=targets, now=now, lsn=self.lsn, config=config, names=names)
+        return Snapshot(run=run, pods=pods, targets=targets, now=now, lsn=self.lsn, config=config, names=names,
+                        changes=changes)
 
     # -- slot bookkeeping --------------------------------------------------------------
     def _slot(self, ns: str, pod_name: str) -> _Slot:

@@ -11,15 +11,28 @@ millisecond.
 carries): no clock, no randomness, no I/O, no global state. Plugins receive only
 immutable values and cannot write anything; their results come back as values
 and the framework assembles them into a `CycleOutcome`.
+
+When every configured plugin offers a column (`columns.ColumnPlugin`, as the
+built-in ones do), a cycle evaluates through pod tables kept between cycles: each
+pod's per-shape verdict and score key is stored, patched only for the pods whose
+views changed, and a cycle's per-pod work is list operations done in C (copies,
+`map` over bound methods, `compress`, `set`, `max`). Every pod is still evaluated
+and the outcome is the same value, bit for bit, as the pod-by-pod path, which plugins
+without columns (and `Planner(columns=False)`) take. In the column path each Filter
+column judges every pod and a pod's rejection is the first plugin's, in order:
+the same as handing each plugin only the pods earlier plugins accepted, because a
+verdict depends only on its pod and the cycle.
 """
 
 from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from itertools import compress
 from types import MappingProxyType
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
+from kruntimes.scheduler import columns as cols
 from kruntimes.scheduler import outcome as out
 from kruntimes.scheduler import validation
 from kruntimes.scheduler.config import ConfigError, SchedulerConfig
@@ -88,7 +101,8 @@ class PluginError(RuntimeError):
 class Planner:
     """The plugins named by a configuration, in order, and the cycle that runs them."""
 
-    def __init__(self, config: SchedulerConfig, registry: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, config: SchedulerConfig, registry: Mapping[str, Any] | None = None, *,
+                 columns: bool = True) -> None:
         if registry is None:
             from kruntimes.scheduler.registry import REGISTRY as registry
         self.config = config
@@ -118,6 +132,11 @@ class Planner:
         # Protocol isinstance checks are slow; decide once which plugins normalise.
         self._score_steps = tuple((s, w, s.normalize if isinstance(s, ScoreExtensions) else None)
                                   for s, w in self.scores)
+        self._plugins = (*self.filters, *(s for s, _ in self.scores))
+        self.columnar = columns and all(_has_own_column(p) for p in self._plugins)
+        self._tables = cols.Tables()
+        # (plugin, reason) -> itself: `keep.get(earlier, later)` is the first rejection, in C.
+        self._keep = {r: r for by_reason in self._rejection.values() for r in by_reason.values()}
 
     def plan(self, snapshot: Snapshot) -> out.CycleOutcome:
         run = snapshot.run
@@ -134,6 +153,8 @@ class Planner:
         state = CycleState(snapshot=snapshot, run=run, requests=run.requests, data=MappingProxyType(data))
         pods = snapshot.pods
         names = snapshot.names if snapshot.names is not None else tuple([p.info.name for p in pods])
+        if self.columnar and (table := self._table(snapshot)) is not None:
+            return self._plan_columns(state, table, names, base)
 
         # 2. Filter: each plugin sees only the pods every earlier plugin accepted.
         rejections: list[tuple[str, str] | None] = [None] * len(pods)
@@ -186,6 +207,110 @@ class Planner:
         best = totals.index(max(totals))
         return out.CycleOutcome(status=out.SCHEDULED, **common, scores=tuple(results), totals=tuple(totals),
                                 chosen=feasible[best].info.name, chosen_uid=feasible[best].info.uid, **base)
+
+
+    def _table(self, snapshot: Snapshot) -> cols.PodTable | None:
+        """The pod table of the Run's Runtime and request shape, up to date; None: plan pod by pod."""
+        run = snapshot.run
+        key = (run.namespace, run.runtime, run.requests)
+        table = self._tables.get(key)
+        if table is None:
+            table = cols.PodTable({p.name: p.column(run.requests) for p in self._plugins})
+            self._tables.put(key, table)
+        try:
+            table.update(snapshot.pods, snapshot.changes)
+        except Exception:  # noqa: BLE001 - half patched: rebuilt next time; the pod-by-pod path decides
+            self._tables.drop(key)
+            return None
+        return table if table.unique else None
+
+    def _plan_columns(self, state: CycleState, table: cols.PodTable, names: tuple[str, ...],
+                      base: dict[str, Any]) -> out.CycleOutcome:
+        """`plan`'s steps 2-4 over the pod table: the same outcome, per-pod work in C."""
+        n = len(names)
+        columns = table.columns
+        # 2. Filter: every column judges every pod; a pod keeps its first rejection. The
+        #    result is kept on the table while what it follows from stays the same.
+        signatures: list[Any] = [table.layout]
+        for plugin in self.filters:
+            try:
+                signatures.append(columns[plugin.name].signature(state, table))  # type: ignore[attr-defined]
+            except Exception as exc:  # noqa: BLE001
+                return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
+        if table.filtered is not None and table.filtered[0] == signatures:
+            _, rejected, alive, feasible_names = table.filtered
+        else:
+            rejections: list[tuple[str, str] | None] | None = None  # None: nothing rejected
+            for plugin, signature in zip(self.filters, signatures[1:]):
+                try:
+                    verdicts = columns[plugin.name].verdicts(state, table, signature)  # type: ignore[attr-defined]
+                    if verdicts is None or verdicts.count(None) == n:
+                        continue
+                    _check_verdicts(plugin, verdicts, n)
+                except Exception as exc:  # noqa: BLE001
+                    return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
+                these = map(self._rejection[plugin.name].get, verdicts)  # None stays None
+                rejections = list(these) if rejections is None else list(map(self._keep.get, rejections, these))
+            if rejections is None:
+                alive, rejected, feasible_names = None, (None,) * n, names
+            else:
+                alive = list(compress(range(n), map(operator.not_, rejections)))
+                rejected, feasible_names = tuple(rejections), tuple(map(names.__getitem__, alive))
+            table.filtered = (signatures, rejected, alive, feasible_names)
+        common = dict(pods=names, rejections=rejected, feasible=feasible_names)
+        if not feasible_names:
+            return out.CycleOutcome(status=out.UNSCHEDULABLE, **common,
+                                    message=out.pending_message(n, rejected), **base)
+
+        # 3. Score: raw, normalised and the distinct normalised values from the columns.
+        m = len(feasible_names)
+        results = []
+        totals: Sequence[int] | None = None
+        top = 0
+        for plugin, weight, _ in self._score_steps:
+            try:
+                raw, norm, values = columns[plugin.name].scores(state, table, alive)  # type: ignore[attr-defined]
+                _check_column_scores(plugin, raw, norm, values, m)
+            except Exception as exc:  # noqa: BLE001
+                return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
+            normalized = tuple(norm)  # the very tuple when the column hands one
+            results.append(out.PluginScores(plugin=plugin.name, weight=weight, raw=tuple(raw), normalized=normalized))
+            if values == {0}:
+                continue  # adding zeros changes no total
+            weighted = normalized if weight == 1 else tuple(map(operator.mul, normalized, [weight] * m))
+            # With one contributing plugin the totals are its weighted scores, the highest known.
+            top = weight * max(values) if totals is None else -1
+            totals = weighted if totals is None else tuple(map(operator.add, totals, weighted))
+        if totals is None:
+            totals = (0,) * m
+
+        # 4. Choose: the first highest total, as in `plan`.
+        best = totals.index(top if top >= 0 else max(totals))
+        at = best if alive is None else alive[best]
+        return out.CycleOutcome(status=out.SCHEDULED, **common, scores=tuple(results), totals=tuple(totals),
+                                chosen=names[at], chosen_uid=table.uids[at], **base)
+
+
+def _has_own_column(plugin: Any) -> bool:
+    """A column answers for the batch methods of the class that defines it: a subclass that
+    overrides `filter`, `score`, `normalize` or `pre_filter` but not `column` is planned pod by pod."""
+    if not isinstance(plugin, cols.ColumnPlugin):
+        return False
+    mro = type(plugin).__mro__
+
+    def owner(attr: str) -> type | None:
+        return next((k for k in mro if attr in vars(k)), None)
+
+    return all(owner(a) in (None, owner("column")) for a in ("filter", "score", "normalize", "pre_filter"))
+
+
+def _check_column_scores(plugin: ScorePlugin, raw: Sequence[Any], norm: Sequence[Any], values: set[Any],
+                         n: int) -> None:
+    """`_check_scores`, over the distinct normalised values the column reports."""
+    if len(raw) != n or len(norm) != n:
+        raise PluginError(f"returned {len(raw)} raw / {len(norm)} normalised scores for {n} pods")
+    if n and (set(map(type, values)) != {int} or min(values) < 0 or max(values) > 100):
+        raise PluginError("normalised scores must be integers in 0..100")
 
 
 def _check_verdicts(plugin: FilterPlugin, verdicts: list[str | None], n: int) -> None:

@@ -1,21 +1,25 @@
-"""The scheduler loop: event intake, the work queue, workers, and one cycle per key.
+"""The scheduler loop: event intake, the work queue, the scheduling loop, and one cycle per key.
 
 Event handlers only apply projections to the cluster cache and enqueue the keys
-it returns; only a worker that dequeued a key plans, reserves or writes. The
-cycle, step by step (SPEC §3.2):
+it returns; only the loop, having dequeued a key, plans, reserves or writes. As in
+kube-scheduler, scheduling is serial and binding is not: the cycle's status write
+is handed to a `writes.Sender` (in the cluster, binder processes) and the loop
+plans the next key while it is out. The write's answer ends the cycle, from
+whichever thread it arrives on; until then the key stays "processing" in the queue
+(an event for that Run waits for the answer, as it waited for a cycle in progress)
+and the assumption stands. Each write carries the deadline after which it must not
+be sent (`deadline`: the leader fence). The cycle, step by step (SPEC §3.2):
 
 1. snapshot, plan and reserve in ONE hold of the cache lock, so the view is exactly
-   "everything up to the snapshot LSN" and no other worker can assume onto the
-   chosen pod in between: like kube-scheduler, scheduling cycles are serial and
-   only binds (the slow, remote part) run in parallel. With affinity in play a
-   capacity-only re-check at reserve would not be enough - two workers could
-   each place an anti-affine Run on the same pod;
+   "everything up to the snapshot LSN" and nothing else can assume onto the chosen
+   pod in between. With affinity in play a capacity-only re-check at reserve would
+   not be enough - two cycles could each place an anti-affine Run on the same pod;
 2. an invalid Run becomes terminal Failed; a plugin error aborts the cycle (no
    assumption, no status write) and the key is retried with backoff;
 3. no feasible pod: write the bounded Pending message, only when it changed;
 4. reserve: re-check the chosen pod against every assumption and assume (a
    defensive invariant check; a failure is counted as a reserve conflict);
-5. bind through the `Binder` (SPEC §3.2 step 6, amended 2026-12-01): first check
+5. bind through the sender (SPEC §3.2 step 6, amended 2026-12-01): first check
    that the chosen pod is still that UID in the cache (deleted or replaced since the
    snapshot: a bind-stage conflict, release + requeue); conflict -> release +
    requeue; other error -> release + backoff; success -> KEEP the assumption until
@@ -25,7 +29,7 @@ cycle, step by step (SPEC §3.2):
    - the informer showed the Run since: the hand-off rule already settled an active,
      terminal or vanished Run; a Run still Pending at a NEWER version can no longer
      take the write, which was guarded by the older one: release, plan again;
-   - otherwise a read (`Binder.observe`, a GET) settles it: landed on our pod -> as a
+   - otherwise a read (a GET, through the sender too) settles it: landed on our pod -> as a
      success; moved on without it -> release; still at the version the write was
      guarded by -> the write has not landed but may yet, so releasing now could
      hand its capacity to another Run just before it lands. The same bind (same pod,
@@ -54,6 +58,10 @@ from kruntimes.scheduler.framework import Planner
 from kruntimes.scheduler.metrics import SchedulerMetrics
 from kruntimes.scheduler.projection import ACTIVE_PHASES, PodInfo, RunInfo
 from kruntimes.scheduler.queue import QueueShutDown, WorkQueue
+from kruntimes.scheduler.writes import NO_DEADLINE, Inline, Sender
+
+#: What `Scheduler.process` returns while the cycle's write is still out.
+IN_FLIGHT = "in-flight"
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +98,15 @@ def utc_now() -> datetime:
 class Scheduler:
     def __init__(self, cache: ClusterCache, binder: Binder, *, clock: Callable[[], datetime] = utc_now,
                  metrics: SchedulerMetrics | None = None, queue: WorkQueue | None = None,
-                 planner: Planner | None = None) -> None:
+                 planner: Planner | None = None, sender: Sender | None = None,
+                 deadline: Callable[[], float] = lambda: NO_DEADLINE) -> None:
+        """`sender` carries the cycles' writes (default: `binder`, called inline); `deadline`
+        is the monotonic time after which a write handed over now must not be sent."""
         self.cache = cache
         self.binder = binder
+        self.sender: Sender = sender if sender is not None else Inline(lambda: self.binder)
+        self.deadline = deadline
+        self._term = 0  # bumped by `pause`: answers for an earlier term change nothing
         self.clock = clock
         self.metrics = metrics if metrics is not None else SchedulerMetrics()
         # `is not None`, not `or`: an empty WorkQueue is falsy (it has __len__).
@@ -110,6 +124,9 @@ class Scheduler:
         # status write): the cluster layer counts it into the Run's FailedScheduling Event.
         # It must return at once (it only enqueues).
         self.on_pending_again: Callable[[RunInfo, str], None] | None = None
+        #: Told of every status write that landed (the Run, the status written), e.g. to
+        #: emit an Event; called on the thread that settled the answer, so it must not block.
+        self.on_written: Callable[[RunInfo, dict[str, Any]], None] | None = None
 
     # -- event intake (informer threads): apply, then only enqueue ----------------------
     def on_pod(self, info: PodInfo, event: str = "MODIFIED") -> None:
@@ -138,44 +155,53 @@ class Scheduler:
     def _dequeued(self, key: RunKey, waited: float) -> None:
         self.metrics.queue_duration.observe(waited)
 
-    # -- workers ---------------------------------------------------------------------------
+    # -- the scheduling loop -------------------------------------------------------------------
     def start(self, workers: int | None = None) -> None:
-        for i in range(workers or self.cache.config.workers):
+        """Start the scheduling loop: one thread plans and reserves; writes go to the sender.
+
+        More than one thread only adds contention when writes leave the cycle (the
+        cycle is serial under the cache lock); the in-memory demo still asks for
+        several, to exercise the locks.
+        """
+        for i in range(workers or 1):
             t = threading.Thread(target=self._work, args=(self.queue,), name=f"kruntimes-worker-{i}", daemon=True)
             t.start()
             self._threads.append(t)
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop taking keys; cycles in flight finish; workers are joined."""
+        """Stop taking keys; cycles in flight finish (their writes answered); the loop is joined."""
         self.queue.shut_down(drain=True, timeout=timeout)
         for t in self._threads:
             t.join(timeout)
         self._threads.clear()
 
     def pause(self, timeout: float = 10.0) -> bool:
-        """Stop the workers but keep the scheduler: what a leader does when its term ends.
+        """Stop the loop but keep the scheduler: what a leader does when its term ends.
 
-        As in `stop`, cycles in flight finish and the workers are joined. Then a fresh
-        (default) work queue replaces the shut-down one and this term's memory of its
-        own status writes is forgotten, so a later term can `enqueue_pending` and
-        `start` again. Waiting keys are dropped: the next term enqueues every Pending
-        Run. False when a cycle in flight did not finish within `timeout`: that worker
-        marks its key done on the old queue and exits; a key it re-adds lands in the
-        new queue, for the next term.
+        As in `stop`, cycles in flight finish - a key stays "processing" in the queue
+        until its write is answered, so this also waits for the writes still out - and
+        the loop is joined. Then a fresh (default) work queue replaces the shut-down
+        one and this term's memory of its own status writes is forgotten, so a later
+        term can `enqueue_pending` and `start` again. Waiting keys are dropped: the
+        next term enqueues every Pending Run. False when a cycle in flight did not
+        finish within `timeout`: its answer, when it comes, only marks its key done
+        on the old queue and changes nothing else (the term that sent it is over, and
+        its assumptions were dropped with it).
         """
         drained = self.queue.shut_down(drain=True, timeout=timeout)
         for t in self._threads:
             t.join(timeout)
         stuck = any(t.is_alive() for t in self._threads)
         self._threads.clear()
+        self._term += 1
         self._written.clear()
         self._unsettled.clear()  # the term's end drops every assumption
         self.queue = WorkQueue(on_dequeue=self._dequeued)
         return drained and not stuck
 
     def _work(self, queue: WorkQueue) -> None:
-        # The queue is bound per thread: after `pause` swaps in a new one, a worker
-        # still finishing its cycle must mark its key done on the queue it took it from.
+        # The queue is bound per thread: after `pause` swaps in a new one, a cycle still
+        # finishing must mark its key done on the queue it took it from.
         while True:
             try:
                 key = queue.get()
@@ -183,25 +209,27 @@ class Scheduler:
                 return
             if key is None:
                 continue
+            result: str | None = None
             try:
-                self.process(key)
-            except Exception:  # noqa: BLE001 - a worker never dies on one Run
+                result = self.process(key, queue)
+            except Exception:  # noqa: BLE001 - the loop never dies on one Run
                 log.exception("scheduling cycle failed unexpectedly; retrying with backoff")
                 self.queue.add_rate_limited(key)
-            finally:
+            if result != IN_FLIGHT:
                 queue.done(key)
 
     # -- one cycle ---------------------------------------------------------------------------
-    def process(self, key: RunKey) -> str:
-        """Run one scheduling cycle for `key`; returns the result (or "skipped")."""
-        started = time.perf_counter()
+    def process(self, key: RunKey, queue: WorkQueue | None = None) -> str:
+        """Run one scheduling cycle for `key`; returns the result (or "skipped").
+
+        `IN_FLIGHT` when the cycle's write (or read) is still out: its answer ends the
+        cycle and marks `key` done on `queue` (the caller must not). A `Sender` that
+        answers at once (`writes.Inline`) never leaves a cycle in flight.
+        """
+        cycle = Cycle(key, queue if queue is not None else self.queue, self._term, time.perf_counter())
         cache = self.cache
-        if key in self._unsettled:
-            settled = self._settle(key)
-            if settled is not None:
-                self.metrics.result(settled)
-                self.results[settled] += 1
-                return settled
+        if key in self._unsettled and self._settle(cycle):
+            return cycle.hand_over()
         with cache.lock:
             run = cache.run(key)
             written = self._written.get(key)
@@ -223,42 +251,66 @@ class Scheduler:
         self._enqueue(woken or ())
         for plugin, reason, n in outcome.rejection_counts():
             self.metrics.filter_rejections.labels(plugin=plugin, reason=reason).inc(n)
-        result = self._act(key, run, outcome, reserved)
-        if result == "unschedulable" and not cache.park(run, wakes_seen, outcome.rejections):
-            self.queue.add(key)  # its runtime was woken mid-cycle: try again now
-        duration = time.perf_counter() - started
-        self.metrics.cycle_duration.observe(duration)
-        self.metrics.result(result)
-        self.results[result] += 1
-        cache.record("cycle", {"outcome": outcome, "result": result, "duration": duration})
-        return result
+        cycle.planned = Planned(run, outcome, wakes_seen)
+        self._act(cycle, run, outcome, reserved)
+        return cycle.hand_over()
 
-    def _act(self, key: RunKey, run: RunInfo, outcome: out.CycleOutcome, reserved: bool) -> str:
-        now = outcome.now
+    def _end(self, cycle: Cycle, result: str) -> None:
+        """The cycle's result is known: account for it, then let its key go."""
+        if cycle.term == self._term:
+            planned = cycle.planned
+            if planned is not None:
+                if result == "unschedulable" and not self.cache.park(planned.run, planned.wakes_seen,
+                                                                     planned.outcome.rejections):
+                    self.queue.add(cycle.key)  # its runtime was woken mid-cycle: try again now
+                duration = cycle.duration if cycle.duration is not None else time.perf_counter() - cycle.started
+                self.metrics.cycle_duration.observe(duration)
+            self.metrics.result(result)
+            self.results[result] += 1
+            if planned is not None:
+                self.cache.record("cycle", {"outcome": planned.outcome, "result": result, "duration": duration})
+        if cycle.answered(result):
+            cycle.queue.done(cycle.key)
+
+    def _stale(self, cycle: Cycle) -> bool:
+        """An answer for a term that is over: it only lets its key go on the old queue."""
+        if cycle.term == self._term:
+            return False
+        self._end(cycle, "aborted")
+        return True
+
+    def _act(self, cycle: Cycle, run: RunInfo, outcome: out.CycleOutcome, reserved: bool) -> None:
+        key, now = cycle.key, outcome.now
         if outcome.status == out.ERROR:
             self.queue.add_rate_limited(key)
-            return "error"
+            self._end(cycle, "error")
+            return
         if outcome.status == out.INVALID:
             body = st.terminal_status(None, "Failed", st.REASON_INVALID, outcome.message or "", now)
-            return self._write(key, run, body, "invalid")
+            self._write(cycle, run, body, "invalid")
+            return
         if outcome.status == out.UNSCHEDULABLE:
             if outcome.message == run.pending_message:
                 self.queue.forget(key)
+                self._end(cycle, "unschedulable")
                 if self.on_pending_again is not None:
                     self.on_pending_again(run, outcome.message or "")
-                return "unschedulable"
-            return self._write(key, run, st.pending_status(None, outcome.message or "", now), "unschedulable")
+                return
+            self._write(cycle, run, st.pending_status(None, outcome.message or "", now), "unschedulable")
+            return
         assert outcome.chosen is not None and outcome.chosen_uid is not None
         if not reserved:
             self.metrics.conflict("reserve")
             self.queue.add_rate_limited(key)
-            return "conflict"
+            self._end(cycle, "conflict")
+            return
         body = st.scheduled_status(None, outcome.chosen, outcome.chosen_uid, now)
-        return self._bind(key, run, Bind(run.resource_version, run.uid, outcome.chosen, outcome.chosen_uid, body))
+        self._bind(cycle, run, Bind(run.resource_version, run.uid, outcome.chosen, outcome.chosen_uid, body))
 
     # -- bind (SPEC §3.2 step 6) ---------------------------------------------------------------
-    def _bind(self, key: RunKey, run: RunInfo, bind: Bind) -> str:
-        """Write `bind` if its pod is still the one planned on; settle what the answer means."""
+    def _bind(self, cycle: Cycle, run: RunInfo, bind: Bind) -> None:
+        """Hand `bind` to the sender if its pod is still the one planned on; `_bound` settles the answer."""
+        key = cycle.key
         confirming = key in self._unsettled  # an earlier send of this very bind may still land
         pod = self.cache.pod((run.namespace, bind.pod_name))
         if pod is None or pod.uid != bind.pod_uid:
@@ -268,35 +320,51 @@ class Scheduler:
             self._bind_failed(run, "conflict", assumed_mod.RELEASE_STALE_POD)
             self.metrics.conflict("bind")
             self.queue.add_rate_limited(key)
-            return "conflict"
-        try:
-            self.binder.update_status(run, bind.body)
-        except Exception as exc:  # noqa: BLE001 - every failure is settled below
-            if confirming or isinstance(exc, st.Ambiguous):
-                # This send, or the earlier one, may have landed (a 409 now may be our own
-                # earlier send): keep the assumption until the Run is observed.
-                self._unsettled[key] = bind
-                self._record_bind(run, "unknown", type(exc).__name__)
-                log.warning("the outcome of a bind is unknown; its assumption is kept until the Run is "
-                            "observed again: %s", exc)
-                self._back_off(key, exc)
-                return "error"
-            if isinstance(exc, st.Conflict):
-                self._bind_failed(run, "conflict", assumed_mod.RELEASE_BIND_CONFLICT)
-                self.metrics.conflict("bind")
-                self.queue.add_rate_limited(key)
-                return "conflict"
-            self._bind_failed(run, "error", assumed_mod.RELEASE_BIND_ERROR, type(exc).__name__)
-            self._back_off(key, exc)
-            return "error"
-        self._unsettled.pop(key, None)
-        self._record_bind(run, "ok")
-        self._written[key] = run.resource_version
-        self.queue.forget(key)
-        return "scheduled"
+            self._end(cycle, "conflict")
+            return
+        self.sender.write(run, bind.body, self.deadline(),
+                          lambda exc: self._bound(cycle, run, bind, confirming, exc))
 
-    def _settle(self, key: RunKey) -> str | None:
-        """Settle an ambiguous bind of `key`; None when it is settled and the cycle may plan."""
+    def _bound(self, cycle: Cycle, run: RunInfo, bind: Bind, confirming: bool, exc: BaseException | None) -> None:
+        """What a bind's answer means; called once per send, from whatever thread answered."""
+        if self._stale(cycle):
+            return
+        key = cycle.key
+        if exc is None:
+            self._unsettled.pop(key, None)
+            self._record_bind(run, "ok")
+            self._written[key] = run.resource_version
+            self.queue.forget(key)
+            self._end(cycle, "scheduled")
+            self._landed(run, bind.body)
+            return
+        if confirming or isinstance(exc, st.Ambiguous):
+            # This send, or the earlier one, may have landed (a 409 now may be our own
+            # earlier send): keep the assumption until the Run is observed.
+            self._unsettled[key] = bind
+            self._record_bind(run, "unknown", type(exc).__name__)
+            log.warning("the outcome of a bind is unknown; its assumption is kept until the Run is "
+                        "observed again: %s", exc)
+            self._back_off(key, exc)
+            self._end(cycle, "error")
+            return
+        if isinstance(exc, st.Conflict):
+            self._bind_failed(run, "conflict", assumed_mod.RELEASE_BIND_CONFLICT)
+            self.metrics.conflict("bind")
+            self.queue.add_rate_limited(key)
+            self._end(cycle, "conflict")
+            return
+        # Refused, late (never sent) or failed: the write did not land.
+        self._bind_failed(run, "error", assumed_mod.RELEASE_BIND_ERROR, type(exc).__name__)
+        self._back_off(key, exc)
+        self._end(cycle, "error")
+
+    def _settle(self, cycle: Cycle) -> bool:
+        """Settle an ambiguous bind; False when the cache settled it and the cycle may plan.
+
+        True when a read went out to settle it: its answer ends the cycle.
+        """
+        key = cycle.key
         bind = self._unsettled[key]
         with self.cache.lock:
             run = self.cache.run(key)
@@ -304,22 +372,31 @@ class Scheduler:
                 # The informer settled it: the hand-off rule dropped the assumption of a
                 # Run seen active (on our pod or another), terminal or gone.
                 del self._unsettled[key]
-                return None
+                return False
             if run.resource_version != bind.resource_version:
                 # Seen Pending at a newer version: the write, guarded by the older one,
                 # can never land now.
                 del self._unsettled[key]
                 self._bind_failed(run, "conflict", assumed_mod.RELEASE_BIND_UNSETTLED)
                 self.metrics.conflict("bind")
-                return None
-        try:
-            seen = self.binder.observe(run)
-        except Exception as exc:  # noqa: BLE001 - still unknown: keep the assumption, try again later
-            log.warning("could not read a Run to settle its bind; retrying with backoff", exc_info=True)
+                return False
+        self.sender.read(run, lambda seen, exc: self._settled(cycle, run, bind, seen, exc))
+        return True
+
+    def _settled(self, cycle: Cycle, run: RunInfo, bind: Bind, seen: st.Observed | None,
+                 exc: BaseException | None) -> None:
+        """What the read that settles an unanswered bind shows."""
+        if self._stale(cycle):
+            return
+        key = cycle.key
+        if exc is not None:  # still unknown: keep the assumption, try again later
+            log.warning("could not read a Run to settle its bind; retrying with backoff: %s", exc)
             self._back_off(key, exc)
-            return "error"
+            self._end(cycle, "error")
+            return
         if seen is not None and seen.uid == run.uid and seen.resource_version == bind.resource_version:
-            return self._bind(key, run, bind)  # not landed yet: send the same guarded bind (see module doc)
+            self._bind(cycle, run, bind)  # not landed yet: send the same guarded bind (see module doc)
+            return
         del self._unsettled[key]
         if seen is not None and seen.uid == run.uid and seen.pod_uid == bind.pod_uid \
                 and seen.phase in ACTIVE_PHASES:
@@ -327,13 +404,15 @@ class Scheduler:
             self._record_bind(run, "ok")
             self._written[key] = run.resource_version
             self.queue.forget(key)
-            return "scheduled"
+            self._end(cycle, "scheduled")
+            self._landed(run, bind.body)
+            return
         # The Run moved on without this bind (or is gone): it can never land. Plan again
         # once the informer shows the newer version (its event enqueues the key).
         self._bind_failed(run, "conflict", assumed_mod.RELEASE_BIND_UNSETTLED)
         self.metrics.conflict("bind")
         self._written[key] = run.resource_version
-        return "conflict"
+        self._end(cycle, "conflict")
 
     def _back_off(self, key: RunKey, exc: BaseException) -> None:
         """Requeue after the key's backoff, or - a throttling server said when - after `retry_after`."""
@@ -354,16 +433,79 @@ class Scheduler:
             data["error"] = error
         self.cache.record("bind", data)
 
-    def _write(self, key: RunKey, run: RunInfo, body: dict[str, Any], result: str) -> str:
-        try:
-            self.binder.update_status(run, body)
-        except st.Conflict:
+    def _landed(self, run: RunInfo, body: dict[str, Any]) -> None:
+        if self.on_written is not None:
+            try:
+                self.on_written(run, body)
+            except Exception:  # noqa: BLE001 - telling others of a write must never undo it
+                log.exception("a hook told of a status write failed")
+
+    def _write(self, cycle: Cycle, run: RunInfo, body: dict[str, Any], result: str) -> None:
+        """A status write that is not a bind (a Pending message, Failed for an invalid Run)."""
+        self.sender.write(run, body, self.deadline(), lambda exc: self._wrote(cycle, run, body, result, exc))
+
+    def _wrote(self, cycle: Cycle, run: RunInfo, body: dict[str, Any], result: str,
+               exc: BaseException | None) -> None:
+        if self._stale(cycle):
+            return
+        key = cycle.key
+        if isinstance(exc, st.Conflict):
             self.queue.add_rate_limited(key)  # a newer version is on its way; plan again on it
-            return "conflict"
-        except Exception as exc:  # noqa: BLE001
-            log.warning("status write for a Run failed; retrying with backoff", exc_info=True)
+            self._end(cycle, "conflict")
+            return
+        if exc is not None:
+            log.warning("status write for a Run failed; retrying with backoff: %s", exc)
             self._back_off(key, exc)
-            return "error"
+            self._end(cycle, "error")
+            return
         self._written[key] = run.resource_version
         self.queue.forget(key)
-        return result
+        self._end(cycle, result)
+        self._landed(run, body)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What a cycle planned on and decided: its result is accounted for against it."""
+
+    run: RunInfo
+    outcome: out.CycleOutcome
+    wakes_seen: Any
+
+
+class Cycle:
+    """One key's cycle, from its dequeue to the answer of its write.
+
+    The scheduling loop hands the cycle over after planning (`hand_over`); the
+    answer ends it (`answered`), in whichever order the two happen. Whoever comes
+    second lets the key go: the loop by returning the result, the answer by marking
+    the key done on the queue it came from.
+    """
+
+    __slots__ = ("key", "queue", "term", "started", "planned", "duration", "_lock", "_result", "_handed_over")
+
+    def __init__(self, key: RunKey, queue: WorkQueue, term: int, started: float) -> None:
+        self.key = key
+        self.queue = queue
+        self.term = term
+        self.started = started
+        self.planned: Planned | None = None
+        self.duration: float | None = None  # the scheduling part: dequeue to hand-over
+        self._lock = threading.Lock()
+        self._result: str | None = None
+        self._handed_over = False
+
+    def hand_over(self) -> str:
+        """The loop is done with the cycle: its result, or IN_FLIGHT while the answer is out."""
+        with self._lock:
+            if self._result is not None:
+                return self._result
+            self.duration = time.perf_counter() - self.started
+            self._handed_over = True
+            return IN_FLIGHT
+
+    def answered(self, result: str) -> bool:
+        """The cycle's result is known; True when the loop has handed it over (the key is ours to let go)."""
+        with self._lock:
+            self._result = result
+            return self._handed_over

@@ -36,12 +36,13 @@ class SchedulerMetrics:
         self.registry = registry or CollectorRegistry()
         self.cycle_duration = Histogram(
             "kruntimes_scheduler_scheduling_cycle_duration_seconds",
-            "Time from dequeue to the end of one scheduling cycle (plan, reserve, bind).",
+            "Time from dequeue to the end of one scheduling cycle: plan, reserve and hand the write over "
+            "(binder processes send it; with an inline binder, until its answer).",
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
             registry=self.registry)
         self.queue_duration = Histogram(
             "kruntimes_scheduler_queue_duration_seconds",
-            "Time a Run key waited in the work queue before a worker took it.",
+            "Time a Run key waited in the work queue before the scheduling loop took it.",
             registry=self.registry)
         self.results = Counter(
             "kruntimes_scheduler_schedule_results", "Scheduling cycles by result.",

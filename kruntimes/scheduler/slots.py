@@ -18,6 +18,7 @@ import bisect
 from typing import Callable
 
 from kruntimes.scheduler.projection import PodInfo
+from kruntimes.scheduler.snapshot import ViewChanges
 from kruntimes.scheduler.views import PodView
 
 
@@ -112,9 +113,14 @@ class Group:
 
     `views` is kept as a list patched in place for the pods touched since the last
     snapshot, so a cycle after one assumption costs one view rebuild, not one per pod.
+    `changes` logs the position of every view replaced in place, so the planner's pod
+    tables (`columns`) learn what changed without comparing every view; a new `era`
+    (a fresh token, the log emptied) starts whenever all views are rebuilt or the log
+    grows long.
     """
 
-    __slots__ = ("names", "pending", "parked", "wakes", "views", "dirty", "frozen", "frozen_names")
+    __slots__ = ("names", "pending", "parked", "wakes", "views", "dirty", "frozen", "frozen_names",
+                 "era", "changes")
 
     def __init__(self) -> None:
         self.names: list[str] = []
@@ -125,6 +131,8 @@ class Group:
         self.dirty: set[str] = set()
         self.frozen: tuple[PodView, ...] | None = None
         self.frozen_names: tuple[str, ...] | None = None
+        self.era = object()
+        self.changes: list[int] = []
 
     def invalidate(self) -> None:
         self.views, self.frozen, self.frozen_names = None, None, None
@@ -142,14 +150,25 @@ class Group:
             return self.frozen
         if self.views is None:
             self.views = [view_of(n) for n in self.names]
+            self._new_era()
         elif self.dirty:
             index = {n: i for i, n in enumerate(self.names)} if len(self.dirty) > 8 else None
             for name in self.dirty:
                 i = index[name] if index is not None else position(self.names, name)
                 self.views[i] = view_of(name)
+                self.changes.append(i)
+            if len(self.changes) > 2 * len(self.names) + 256:
+                self._new_era()
         self.dirty.clear()
         self.frozen = tuple(self.views)
         return self.frozen
+
+    def _new_era(self) -> None:
+        self.era, self.changes = object(), []
+
+    def change_log(self) -> ViewChanges:
+        """Where to read, in the next snapshot, which views were replaced since an earlier one."""
+        return ViewChanges(self.era, self.changes, len(self.changes))
 
     def name_tuple(self) -> tuple[str, ...]:
         if self.frozen_names is None:

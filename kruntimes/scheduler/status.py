@@ -30,6 +30,11 @@ class ApiError(Exception):
     retry_after: float | None = None
 
 
+class Late(ApiError):
+    """A write not sent because the deadline it carried had passed: the leader fence it was
+    handed over under may have closed since (SPEC §3.6). Nothing reached the server."""
+
+
 class Ambiguous(ApiError):
     """The write may or may not have landed (a timeout, a lost connection): only a later
     observation of the object can tell. Never a reason to re-send blindly (SPEC §3.2 step 6)."""

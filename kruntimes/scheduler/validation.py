@@ -47,6 +47,8 @@ def validate_run(run: RunInfo) -> str | None:
         problems.append(f"spec.workspace: must be at most {MAX_WORKSPACE_NAME} characters")
     problems += _request_problems(run)
     aff = run.affinity
+    if aff.empty:  # the common case: nothing below would add a problem
+        return _message(problems)
     for label, terms in (("runAffinity.required", aff.required), ("runAntiAffinity.required", aff.required_anti)):
         problems += _count(f"spec.affinity.{label}", len(terms), MAX_TERMS)
         for i, term in enumerate(terms[:MAX_TERMS]):
@@ -59,6 +61,10 @@ def validate_run(run: RunInfo) -> str | None:
             if type(wt.weight) is not int or not 1 <= wt.weight <= 100:
                 problems.append(f"{where}.weight: must be between 1 and 100 (got {_shown(wt.weight)})")
             problems += _term_problems(f"{where}.term", wt.term)
+    return _message(problems)
+
+
+def _message(problems: list[str]) -> str | None:
     if not problems:
         return None
     message = "invalid Run: " + "; ".join(problems)
@@ -72,12 +78,15 @@ def _request_problems(run: RunInfo) -> list[str]:
     written = sum(1 for resource, _ in run.requests if resource != "runs")
     problems = _count("spec.resources.requests", written, MAX_RESOURCES)
     for resource, amount in run.requests[:MAX_RESOURCES + 1]:
-        where = f"spec.resources.requests[{_shown(resource)}]"
         if len(resource) > MAX_QUALIFIED_NAME:
-            problems.append(f"{where}: a resource name is at most {MAX_QUALIFIED_NAME} characters")
+            problems.append(f"{_request(resource)}: a resource name is at most {MAX_QUALIFIED_NAME} characters")
         elif type(amount) is not int or not 0 <= amount <= MAX_QUANTITY:
-            problems.append(f"{where}: must be a non-negative whole number of at most {MAX_QUANTITY}")
+            problems.append(f"{_request(resource)}: must be a non-negative whole number of at most {MAX_QUANTITY}")
     return problems
+
+
+def _request(resource: str) -> str:
+    return f"spec.resources.requests[{_shown(resource)}]"
 
 
 def _count(where: str, count: int, bound: int) -> list[str]:

@@ -64,6 +64,7 @@ class CustomResourceSchema:
         self._validator = jsonschema.Draft4Validator(self.schema, format_checker=_FORMATS)
         self.selectable_fields = tuple(f["jsonPath"].lstrip(".") for f in version.get("selectableFields") or [])
         self._rules = list(_collect_rules(self.schema, ()))
+        self._part_validators: dict[str, Any] = {}
 
     def admit(self, obj: dict[str, Any], old: dict[str, Any] | None) -> tuple[list[str], list[str]]:
         """Prune and default ``obj`` in place; (pruned field paths, problems)."""
@@ -83,7 +84,48 @@ class CustomResourceSchema:
         for error in sorted(self._validator.iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path]):
             where = ".".join(str(p) for p in error.absolute_path) or "<root>"
             problems.append(f"{where}: Invalid value: {error.message}")
+        return pruned, problems + self._rule_problems(obj, old, None)
+
+
+    def admit_part(self, obj: dict[str, Any], old: dict[str, Any], part: str) -> tuple[list[str], list[str]]:
+        """`admit` of one top-level part (``status``) when the rest of ``obj`` is ``old``'s, already admitted.
+
+        What `admit` says of that part, without walking the rest again: pruning and
+        defaults are per top-level key; a validation error belongs to the part its
+        path starts with; a rule is evaluated where its path leads.
+        """
+        pruned: list[str] = []
+        child = self.schema.get("properties", {}).get(part)
+        if part in obj:
+            if child is None:
+                pruned.append(part)
+                del obj[part]
+            else:
+                obj[part] = _prune(obj[part], child, part, pruned)
+            if part in obj and obj[part] is None:
+                del obj[part]
+        if child is None:
+            return pruned, []
+        if part not in obj and "default" in child:
+            obj[part] = copy.deepcopy(child["default"])
+        if part not in obj:
+            return pruned, self._rule_problems(obj, old, part)
+        _default(obj[part], child)
+        validator = self._part_validators.get(part)
+        if validator is None:
+            validator = self._part_validators[part] = jsonschema.Draft4Validator(child, format_checker=_FORMATS)
+        problems = []
+        for error in sorted(validator.iter_errors(obj[part]), key=lambda e: [str(p) for p in e.absolute_path]):
+            where = ".".join([part, *(str(p) for p in error.absolute_path)])
+            problems.append(f"{where}: Invalid value: {error.message}")
+        return pruned, problems + self._rule_problems(obj, old, part)
+
+    def _rule_problems(self, obj: dict[str, Any], old: dict[str, Any] | None, part: str | None) -> list[str]:
+        """The x-kubernetes-validations problems (of the rules under ``part`` only, when given)."""
+        problems: list[str] = []
         for rule in self._rules:
+            if part is not None and rule.path[:1] != (part,):
+                continue
             if rule.transition:
                 if old is None or _EACH_ITEM in rule.path or _EACH_VALUE in rule.path:
                     continue
@@ -95,7 +137,7 @@ class CustomResourceSchema:
             for where, value in _each(obj, rule.path, ()):
                 if not rule.check(value, None):
                     problems.append(f"{'.'.join(where) or '<root>'}: Invalid value: \"object\": {rule.message}")
-        return pruned, problems
+        return problems
 
 
 def load(directory: Path = DEFAULT_CRD_DIR) -> dict[tuple[str, str], CustomResourceSchema]:

@@ -94,6 +94,8 @@ class Emulator:
         self._stopping.set()
         with self.store.lock:
             self.store.lock.notify_all()
+            self.store.advanced.notify_all()
+            self.store.delivery.wake_all()
         self._server.shutdown()
         self.store.controllers.stop()
         with self._lock:
@@ -158,7 +160,7 @@ class Emulator:
         with self.store.lock:
             self._abrupt = abrupt
             self._watch_epoch += 1
-            self.store.lock.notify_all()
+            self.store.delivery.wake_all()
 
     def compact(self) -> None:
         """Forget the event history: a watch from any older resourceVersion gets 410."""

@@ -52,7 +52,14 @@ class Store:
 
     def __init__(self, *, history_size: int = 1000, schemas: dict[tuple[str, str], CustomResourceSchema],
                  clock: Callable[[], datetime] | None = None) -> None:
-        self.lock = threading.Condition()
+        mutex = threading.RLock()
+        # One lock, three conditions on it: ``lock`` (the deletion controllers' timers),
+        # ``advanced`` (a watch waiting for a resourceVersion, notified only while one
+        # waits) and the delivery's, one per resource, so that a write wakes only the
+        # watches of its own resource.
+        self.lock = threading.Condition(mutex)
+        self.advanced = threading.Condition(mutex)
+        self._rv_waiters = 0
         self._objects: dict[Key, dict[str, Any]] = {}
         self._history: deque[Event] = deque()
         self._history_size = history_size
@@ -63,7 +70,7 @@ class Store:
         self.schemas = schemas
         self._clock = clock or (lambda: datetime.now(timezone.utc))
         self._request = threading.local()  # warnings and unpublished events of this thread's request
-        self.delivery = Delivery(self.lock)
+        self.delivery = Delivery(mutex)
         self.controllers = deletion.Controllers(self)
 
     @property
@@ -239,8 +246,10 @@ class Store:
         if status:
             if not resource.status_subresource:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
-            replaced = copy.deepcopy(old)
-            replaced.pop("status", None)
+            # Everything but status is the stored object's: shared, not copied (stored
+            # objects are never changed in place), with a metadata of its own.
+            replaced = {key: value for key, value in old.items() if key != "status"}
+            replaced["metadata"] = dict(old["metadata"])
             if "status" in new:
                 replaced["status"] = new["status"]
             new = replaced
@@ -263,10 +272,11 @@ class Store:
                     metadata.pop(immutable, None)
         self._admit(resource, new, old, status=status)
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
-        if resource.generation and _desired(new) != _desired(old):
+        # A /status write keeps all but status: what generation counts cannot change.
+        if resource.generation and not status and _desired(new) != _desired(old):
             new["metadata"]["generation"] = old["metadata"].get("generation", 0) + 1
         if new == old:
-            return copy.deepcopy(old)  # no-op: no new resourceVersion, no event
+            return old  # no-op: no new resourceVersion, no event
         key = self._key(resource, old)
         meta = new["metadata"]
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds"):
@@ -278,14 +288,17 @@ class Store:
     def _commit(self, resource: Resource, key: Key, obj: dict[str, Any] | None,
                 kind: str, old: dict[str, Any] | None) -> dict[str, Any]:
         self._rv += 1
-        shown = copy.deepcopy(obj if obj is not None else old)
-        assert shown is not None
-        shown["metadata"]["resourceVersion"] = str(self._rv)
+        source = obj if obj is not None else old
+        assert source is not None
+        # One object for the store, the event and the answer: stored objects are never
+        # changed in place (a write builds a new one; `get` and lists hand out copies),
+        # so sharing them is safe, and ``obj`` was built for this write alone.
+        shown = {**source, "metadata": {**source["metadata"], "resourceVersion": str(self._rv)}}
         if obj is None:
             self._objects.pop(key, None)
         else:
-            self._objects[key] = copy.deepcopy(shown)
-        event = Event(resource, kind, self._rv, copy.deepcopy(shown), copy.deepcopy(old))
+            self._objects[key] = shown
+        event = Event(resource, kind, self._rv, shown, old)
         self._history.append(event)
         while len(self._history) > self._history_size:
             self._floor = self._history.popleft().rv
@@ -294,8 +307,17 @@ class Store:
             unpublished.append(event)  # published when the request has been answered
         else:
             self.delivery.publish([event])
-        self.lock.notify_all()
+        if self._rv_waiters:
+            self.advanced.notify_all()
         return shown
+
+    def wait_for_version(self, rv: int, stop: Callable[[], bool], timeout: float) -> None:
+        """(Hold ``lock``.) Wait until the store reached ``rv`` (or ``stop()``), at most ``timeout``."""
+        self._rv_waiters += 1
+        try:
+            self.advanced.wait_for(lambda: self._rv >= rv or stop(), timeout=timeout)
+        finally:
+            self._rv_waiters -= 1
 
     def _admit(self, resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None, status: bool) -> None:
         if resource.plural == "leases":
@@ -307,12 +329,15 @@ class Store:
             if resource.plural == "pods" and not (obj.get("spec") or {}).get("containers"):
                 raise validation.invalid(resource, obj, ["spec.containers: Required value"])
             return
-        pruned, problems = schema.admit(obj, old)
+        if status and old is not None:
+            # Only the part this write may change is judged; the rest is the stored
+            # object, admitted when it was written (and not walked again).
+            pruned, problems = schema.admit_part(obj, old, "status")
+        else:
+            pruned, problems = schema.admit(obj, old)
+            if old is not None and resource.status_subresource:
+                problems = [p for p in problems if not p.startswith("status")]
         self._request.warnings = [f'unknown field "{path}"' for path in pruned]
-        if old is not None and resource.status_subresource:
-            # Only the part this write may change is judged; the other part is the
-            # stored object, admitted when it was written.
-            problems = [p for p in problems if p.startswith("status") == status]
         if problems:
             raise validation.invalid(resource, obj, problems)
 

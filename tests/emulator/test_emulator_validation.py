@@ -120,3 +120,35 @@ def test_an_error_answer_to_a_client_that_left_is_recorded_not_raised(emulator: 
     while not emulator.unanswered and time.monotonic() < deadline:
         time.sleep(0.05)
     assert emulator.unanswered == [("GET", "/api/v1/namespaces/ns/pods/nope", 404)]
+
+
+STATUS_BODIES: list[Any] = [
+    {"phase": "Scheduled", "assignment": {"podName": "p", "podUID": "u"}},
+    {"phase": "Sleeping", "assignment": {"podUID": "u"}, "unknown": 1},
+    {"conditions": [{"type": "Scheduled", "status": "Maybe", "lastTransitionTime": "yesterday", "extra": True},
+                    {"status": "True"}], "completionTime": "2026-12-01T00:00:00Z", "released": "yes"},
+    {"phase": None, "assignment": None},
+    None,
+    "not an object",
+    [],
+]
+
+
+@pytest.mark.parametrize("status", STATUS_BODIES, ids=range(len(STATUS_BODIES)))
+def test_a_status_write_is_judged_exactly_as_the_whole_object_would_be_on_its_status_part(status: Any) -> None:
+    # The emulator admits only the status part of a /status write (the rest is the stored
+    # object); what it prunes, defaults and refuses must be what the whole-object
+    # admission says about that part.
+    from copy import deepcopy
+
+    from tests.emulator import schema
+
+    runs = schema.load()[(GROUP, "runs")]
+    stored = {**run("r"), "status": {"phase": "Pending"}}
+    runs.admit(stored, None)  # as stored: admitted when it was written
+    whole, part = {**deepcopy(stored), "status": deepcopy(status)}, {**deepcopy(stored), "status": deepcopy(status)}
+    pruned, problems = runs.admit(whole, stored)
+    pruned_part, problems_part = runs.admit_part(part, stored, "status")
+    assert part == whole
+    assert [p for p in pruned if p.startswith("status")] == pruned_part
+    assert [p for p in problems if p.startswith("status")] == problems_part

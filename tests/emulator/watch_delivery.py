@@ -26,29 +26,51 @@ from tests.emulator.statuses import Event
 
 
 class Delivery:
-    """The lag and hold of each resource; shares the store's condition (``lock``)."""
+    """The lag and hold of each resource, and one condition per resource on the store's lock.
 
-    def __init__(self, lock: threading.Condition) -> None:
-        self._lock = lock
+    A change wakes only the watches of its own resource (``changed(resource)``); the
+    store's other waiters are not woken by every write.
+    """
+
+    def __init__(self, mutex: threading.RLock) -> None:
+        self._mutex = mutex
         self._lags: dict[str, float] = {}
         self._held: dict[str, list[Event]] = {}
-        self.publications = 0  # grows whenever a change becomes due; watches wait on it
+        self._conditions: dict[str, threading.Condition] = {}
+        self._publications: dict[str, int] = {}
+        self.publications = 0  # grows whenever a change becomes due (any resource)
+
+    def changed(self, plural: str) -> threading.Condition:
+        """(Hold the lock.) The condition notified when a change of ``plural`` becomes due."""
+        condition = self._conditions.get(plural)
+        if condition is None:
+            condition = self._conditions[plural] = threading.Condition(self._mutex)
+        return condition
+
+    def publications_of(self, plural: str) -> int:
+        """(Hold the lock.) Grows whenever a change of ``plural`` becomes due; watches wait on it."""
+        return self._publications.get(plural, 0)
+
+    def wake_all(self) -> None:
+        """(Hold the lock.) Wake every watch: it was dropped, or the emulator stops."""
+        for condition in self._conditions.values():
+            condition.notify_all()
 
     def lag(self, plural: str, seconds: float) -> None:
-        with self._lock:
+        with self._mutex:
             self._lags[plural] = seconds
 
     def hold(self, plural: str) -> None:
-        with self._lock:
+        with self._mutex:
             self._held.setdefault(plural, [])
 
     def release(self, plural: str) -> None:
-        with self._lock:
+        with self._mutex:
             held = self._held.pop(plural, [])
             self._due(held)
 
     def publish(self, events: Iterable[Event]) -> None:
-        with self._lock:
+        with self._mutex:
             due = []
             for event in events:
                 held = self._held.get(event.resource.plural)
@@ -57,7 +79,14 @@ class Delivery:
 
     def _due(self, events: list[Event]) -> None:
         now = time.monotonic()
+        plurals = set()
         for event in events:
-            event.visible_at = now + self._lags.get(event.resource.plural, 0.0)
+            plural = event.resource.plural
+            event.visible_at = now + self._lags.get(plural, 0.0)
+            plurals.add(plural)
         self.publications += 1
-        self._lock.notify_all()
+        for plural in plurals:
+            self._publications[plural] = self._publications.get(plural, 0) + 1
+            condition = self._conditions.get(plural)
+            if condition is not None:
+                condition.notify_all()

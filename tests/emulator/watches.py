@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from tests.emulator.server import Emulator
 
 POLL = 0.05
+GATHER = 0.002  # far below any watch latency a client could rely on; the API server's is milliseconds too
 
 
 class WatchStreaming:
@@ -87,9 +88,8 @@ class WatchStreaming:
         ended = False
         with store.lock:
             if requested not in ("", "0") and int(requested) > store._rv:
-                store.lock.wait_for(lambda: store._rv >= int(requested) or emulator._stopping.is_set(),
-                                    timeout=emulator.fresh_wait)
-            epoch, seen = emulator._watch_epoch, store.delivery.publications
+                store.wait_for_version(int(requested), emulator._stopping.is_set, emulator.fresh_wait)
+            epoch, seen = emulator._watch_epoch, store.delivery.publications_of(route.resource.plural)
             if requested in ("", "0"):
                 page = store.list(route.resource, route.namespace, wanted)
                 lines, last = [{"type": "ADDED", "object": item} for item in page.items], page.resource_version
@@ -131,10 +131,16 @@ class WatchStreaming:
             lines = []
             if ended:
                 break
+            # Let the changes of the next moment gather: one wake-up then carries them
+            # all, instead of one per write (each wake-up of a waiting thread costs the
+            # writer a lock hand-over while it holds the interpreter).
+            time.sleep(GATHER)
             with store.lock:
-                store.lock.wait_for(lambda: store.delivery.publications != seen or emulator._stopping.is_set()
-                                    or emulator._watch_epoch != epoch, timeout=POLL)
-                seen = store.delivery.publications
+                delivery, plural = store.delivery, resource.plural
+                delivery.changed(plural).wait_for(
+                    lambda: delivery.publications_of(plural) != seen or emulator._stopping.is_set()
+                    or emulator._watch_epoch != epoch, timeout=POLL)
+                seen = delivery.publications_of(plural)
                 if emulator._watch_epoch != epoch and not emulator._stopping.is_set():
                     if emulator._abrupt:
                         self.connection.shutdown(socket.SHUT_RDWR)

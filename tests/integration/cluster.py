@@ -32,7 +32,7 @@ def settings(namespace: str, **overrides: Any) -> ClusterSettings:
                           duration=overrides.pop("lease_duration", LEASE_DURATION),
                           renew_deadline=overrides.pop("renew_deadline", RENEW_DEADLINE),
                           retry_period=overrides.pop("retry_period", RETRY_PERIOD))
-    defaults: dict[str, Any] = {"namespace": namespace, "workers": 2, "lease": lease, "watch_timeout": 30,
+    defaults: dict[str, Any] = {"namespace": namespace, "bind_concurrency": 4, "lease": lease, "watch_timeout": 30,
                                 "request_timeout": 5.0, "backoff_initial": 0.05, "backoff_max": 0.5,
                                 "shutdown_timeout": 5.0}
     return ClusterSettings(**{**defaults, **overrides})

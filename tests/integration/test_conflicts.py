@@ -8,6 +8,7 @@ from kubernetes.client import ApiClient
 
 from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.scheduler.projection import RunInfo
+from kruntimes.scheduler.writes import ReadDone, WriteDone
 from tests.emulator.server import Emulator
 from tests.integration.cluster import Cluster, wait_for
 
@@ -20,24 +21,27 @@ def sample(scheduler: ClusterScheduler, name: str, **labels: str) -> float:
 
 
 class ConcurrentWriter:
-    """Wraps the binder: before the first write of a Run, someone else updates that Run."""
+    """Wraps the scheduler's sender: before the first write of a Run, someone else updates that Run."""
 
     def __init__(self, inner: Any, cluster: Cluster) -> None:
         self.inner, self.cluster = inner, cluster
         self.touched: set[str] = set()
 
-    def update_status(self, run: RunInfo, status: dict[str, Any]) -> None:
+    def write(self, run: RunInfo, status: dict[str, Any], deadline: float, done: WriteDone) -> None:
         if run.name not in self.touched:
             self.touched.add(run.name)
             self.cluster.label_run(run.name, touched="yes")  # a newer resourceVersion than the one planned on
-        self.inner.update_status(run, status)
+        self.inner.write(run, status, deadline, done)
+
+    def read(self, run: RunInfo, done: ReadDone) -> None:
+        self.inner.read(run, done)
 
 
 def test_a_concurrent_write_to_the_run_makes_the_bind_conflict_and_the_run_is_placed_on_its_newer_version(
         cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler]) -> None:
     cluster_api.add_pod("python-0", runs=1)
     scheduler = start_scheduler()
-    scheduler.scheduler.binder = ConcurrentWriter(scheduler.binder, cluster_api)
+    scheduler.scheduler.sender = ConcurrentWriter(scheduler.scheduler.sender, cluster_api)
     cluster_api.add_run("r")
     wait_for(lambda: cluster_api.placements() == {"r": "python-0"}, what="the Run placed")
     assert sample(scheduler, CONFLICTS, stage="bind") == 1
@@ -74,7 +78,7 @@ def test_a_server_error_on_the_status_write_is_retried_with_backoff(
 def test_two_runs_racing_for_the_last_slot_never_overcommit(
         cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler], kube_api: ApiClient) -> None:
     cluster_api.add_pod("python-0", runs=3)
-    start_scheduler(workers=4)
+    start_scheduler(bind_concurrency=8)
     names = [f"r{i}" for i in range(8)]
     for name in names:
         cluster_api.add_run(name)

@@ -16,8 +16,6 @@ from collections import Counter
 from typing import Any, Callable
 
 from kruntimes.cluster.runner import ClusterScheduler
-from kruntimes.scheduler import status as st
-from kruntimes.scheduler.projection import RunInfo
 from tests.emulator.faults import Match, lease_write, status_write
 from tests.emulator.server import Emulator
 from tests.integration.cluster import Cluster, wait_for
@@ -27,21 +25,14 @@ THROTTLED = "kruntimes_cluster_api_throttled_total"
 
 
 class Sends:
-    """Wraps a scheduler's binder and counts the status writes kruntimes itself sends, per Run."""
+    """The status writes kruntimes itself sends, per Run: those its binder processes handed to the client."""
 
     def __init__(self, scheduler: ClusterScheduler) -> None:
-        self.inner = scheduler.binder
-        self.counts: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        scheduler.scheduler.binder = self
+        self.binder = scheduler.binder
 
-    def update_status(self, run: RunInfo, status: dict[str, Any]) -> None:
-        with self._lock:
-            self.counts[run.name] += 1
-        self.inner.update_status(run, status)
-
-    def observe(self, run: RunInfo) -> st.Observed | None:
-        return self.inner.observe(run)
+    @property
+    def counts(self) -> Counter[str]:
+        return self.binder.sent
 
 
 def hits(emulator: Emulator, name: str) -> int:
@@ -126,7 +117,7 @@ def test_a_pod_replaced_between_plan_and_bind_is_a_bind_conflict_and_the_run_goe
     bind = loop._bind
     replaced: list[str] = []
 
-    def replace_then_bind(key: Any, run: Any, planned: Any) -> str:
+    def replace_then_bind(cycle: Any, run: Any, planned: Any) -> None:
         # After the cycle planned and reserved (and let go of the cache lock), before the
         # bind checks the pod: replace it (same name, new UID) and let the informer deliver it.
         if not replaced:
@@ -134,7 +125,7 @@ def test_a_pod_replaced_between_plan_and_bind_is_a_bind_conflict_and_the_run_goe
             replaced.append(cluster_api.add_pod("python-0", runs=1)["uid"])
             wait_for(lambda: (cache.pod((cluster_api.namespace, "python-0")) or old).uid == replaced[0],
                      what="the new pod in the cache")
-        return bind(key, run, planned)
+        bind(cycle, run, planned)
 
     loop._bind = replace_then_bind  # type: ignore[method-assign]
     cluster_api.add_run("r")

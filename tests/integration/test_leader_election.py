@@ -20,6 +20,7 @@ from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.cluster.settings import LeaseSettings
 from kruntimes.journal.backends import Journal
 from kruntimes.scheduler.projection import RunInfo
+from kruntimes.scheduler.writes import ReadDone, WriteDone
 from tests.emulator.server import Emulator
 from tests.integration.cluster import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, Cluster, wait_for
 from tests.integration.test_informers import block_reads
@@ -91,8 +92,10 @@ def test_a_leader_that_stops_releases_the_lease_and_the_standby_takes_over_at_on
     assert b.wait_synced(5)
     stopped = time.monotonic()
     a.stop()
-    wait_for(lambda: b.leading, timeout=LEASE_DURATION, what="b leading")
+    assert b.elector is not None
+    wait_for(lambda: b.elector.terms == 1, timeout=LEASE_DURATION, what="b holding the lease")
     assert time.monotonic() - stopped < LEASE_DURATION  # released, not expired
+    wait_for(lambda: b.leading, what="b's term started (relist, journal child)")
     assert lease_holder(cluster_api) == "b"
     cluster_api.add_run("second")
     wait_for(lambda: cluster_api.placements() == {"first": "python-0", "second": "python-0"},
@@ -124,14 +127,15 @@ def test_a_killed_leader_is_replaced_after_its_lease_expires_and_nothing_is_over
     capacity = {f"python-{i}": 2 for i in range(3)}
     for name, runs in capacity.items():
         cluster_api.add_pod(name, runs=runs)
-    a = start_scheduler(identity="a", workers=4)
+    a = start_scheduler(identity="a", bind_concurrency=8)
     wait_for(lambda: a.leading, what="a leading")
-    b = start_scheduler(identity="b", workers=4)
+    b = start_scheduler(identity="b", bind_concurrency=8)
     assert b.wait_synced(5)
     for i in range(4):
         cluster_api.add_run(f"early-{i}")
     wait_for(lambda: len(cluster_api.placements()) == 4, what="4 placed by a")
     killed = time.monotonic()
+    wait_for(lambda: a.binder.writes == 4, what="a's answers back from its binder")
     a.kill()  # no release, no goodbye: the lease still names a
     for i in range(4):
         cluster_api.add_run(f"late-{i}")
@@ -149,19 +153,22 @@ def test_a_killed_leader_is_replaced_after_its_lease_expires_and_nothing_is_over
 
 
 class BlindBind:
-    """Wraps the binder: just before its first bind, the scheduler's watches go blind, so the
-    assumption for that Run stays unconfirmed."""
+    """Wraps the scheduler's sender: just before its first bind, the scheduler's watches go
+    blind, so the assumption for that Run stays unconfirmed."""
 
     def __init__(self, inner: Any, emulator: Emulator, blind: threading.Event) -> None:
         self.inner, self.emulator, self.blind = inner, emulator, blind
         self.done = False
 
-    def update_status(self, run: RunInfo, status: dict[str, Any]) -> None:
+    def write(self, run: RunInfo, status: dict[str, Any], deadline: float, done: WriteDone) -> None:
         if status.get("phase") == "Scheduled" and not self.done:
             self.done = True
             self.blind.set()
             self.emulator.drop_watches(abrupt=True)
-        self.inner.update_status(run, status)
+        self.inner.write(run, status, deadline, done)
+
+    def read(self, run: RunInfo, done: ReadDone) -> None:
+        self.inner.read(run, done)
 
 
 def test_a_leader_that_cannot_renew_stops_within_the_renew_deadline_and_a_new_term_starts_empty(
@@ -172,7 +179,7 @@ def test_a_leader_that_cannot_renew_stops_within_the_renew_deadline_and_a_new_te
     a = start_scheduler(identity="a", journal_url=url, journal_spool=str(tmp_path / "a.spool"))
     wait_for(lambda: a.leading, what="a leading")
     blind = block_reads(emulator)
-    a.scheduler.binder = BlindBind(a.binder, emulator, blind)
+    a.scheduler.sender = BlindBind(a.scheduler.sender, emulator, blind)
     cluster_api.add_run("r0")
     wait_for(lambda: blind.is_set() and len(a.cache.assumed) == 1, what="r0 bound, its bind unobserved")
     lease_blocked = threading.Event()
@@ -208,8 +215,11 @@ def test_a_leader_that_cannot_renew_stops_within_the_renew_deadline_and_a_new_te
 def test_a_leader_whose_term_cannot_start_gives_the_lease_up_to_one_that_can(
         cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler], tmp_path: Path) -> None:
     cluster_api.add_pod("python-0")
-    broken = f"sqlite:///{tmp_path / 'missing-directory' / 'journal.db'}"  # the journal cannot be opened
-    a = start_scheduler(identity="a", journal_url=broken, journal_spool=str(tmp_path / "a.spool"))
+    # A database that is away does not stop a term (its records wait in the spool); a spool
+    # that cannot be opened does: records would have nowhere durable to go.
+    (tmp_path / "a-file").write_text("")
+    a = start_scheduler(identity="a", journal_url=f"sqlite:///{tmp_path / 'journal.db'}",
+                        journal_spool=str(tmp_path / "a-file" / "a.spool"))
     wait_for(lambda: a.elector is not None and a.elector.terms >= 1, what="a winning the lease once")
     b = start_scheduler(identity="b")
     wait_for(lambda: b.leading, timeout=LEASE_DURATION, what="b leading")  # a released it: no expiry wait

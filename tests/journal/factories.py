@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from collections.abc import Iterable
 from typing import Any
 
-from kruntimes.journal import records
+from kruntimes.journal import chain, records
 
 T0 = datetime(2026, 5, 9, 7, 35, 25, 123456, tzinfo=timezone.utc)
 INCARNATION = "7f0c1d2e3b4a59687766554433221100"
@@ -21,3 +22,20 @@ def record(lsn: int, kind: str = "cycle", payload: dict[str, Any] | None = None,
         payload={"lsn": lsn, "run": f"team-a/run-{lsn}"} if payload is None else payload,
         **kw,
     )
+
+
+def unchained(rows: Iterable[records.EncodedRecord], key: chain.ChainKey | None = None) -> list[records.EncodedRecord]:
+    """``rows`` (stored, in LSN order) with every epoch's chain checked from GENESIS, then the links blanked.
+
+    What the writer tests compare with ``records.encode(...)`` of what they appended:
+    the content must be identical, and the links a chain whatever path a record took.
+    """
+    heads: dict[str, str] = {}
+    out = []
+    for r in rows:
+        expected = chain.link(heads.get(r.incarnation, chain.GENESIS), r.incarnation, r.lsn, r.recorded_at, r.kind,
+                              r.schema_version, r.payload_sha256, key)
+        assert r.chain_hash == expected, f"broken link at epoch {r.incarnation} LSN {r.lsn}"
+        heads[r.incarnation] = r.chain_hash
+        out.append(r._replace(chain_hash=""))
+    return out

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from kruntimes.journal import backends, errors, migrate, records, views
+from kruntimes.journal import backends, chain, errors, migrate, records, schema, views
 from tests.journal.factories import INCARNATION, T0, record
 
 
@@ -24,7 +24,7 @@ def test_records_round_trip_byte_exact(journal: backends.Journal) -> None:
     assert journal.append_batch([record(1, payload=payload)]) == 1
 
     (stored,) = journal.read_encoded()
-    assert stored == written
+    assert stored == written._replace(chain_hash=_link(chain.GENESIS, written))
     assert stored.payload == records.canonical_json(payload)
     assert stored.payload.startswith('{"alpha":{"a":null,"z":[1,-2,')
     assert stored.recorded_at == T0 + timedelta(milliseconds=1) and stored.recorded_at.tzinfo is not None
@@ -58,6 +58,54 @@ def test_skip_existing_still_refuses_an_lsn_stored_with_other_content(journal: b
         journal.append_batch([record(2, payload={"other": 1}), record(3)], skip_existing=True)
     assert info.value.lsns == (2,)
     assert journal.last_lsn() == 2
+
+
+def _link(prev: str, r: records.EncodedRecord, key: chain.ChainKey | None = None) -> str:
+    return chain.link(prev, r.incarnation, r.lsn, r.recorded_at, r.kind, r.schema_version, r.payload_sha256, key)
+
+
+def test_two_epochs_may_use_the_same_lsn_and_each_key_stays_unique(journal: backends.Journal) -> None:
+    journal.append_batch([record(1), record(2)])
+    assert journal.append_batch([record(2, incarnation="b" * 32), record(3, incarnation="b" * 32)]) == 2
+    assert [(r.lsn, r.incarnation[0]) for r in journal.read_encoded()] == [(1, "7"), (2, "7"), (2, "b"), (3, "b")]
+    with pytest.raises(errors.DuplicateRecord):
+        journal.append_batch([record(3, incarnation="b" * 32)])
+
+
+def test_records_without_a_link_are_chained_from_the_stored_head_and_the_head_moves_with_them(
+        journal: backends.Journal) -> None:
+    key = chain.ChainKey(b"k" * 32)
+    heads: dict[str, tuple[int, str]] = {}
+    journal.append_batch([record(1, "incarnation", {"version": "1", "config_hash": "c"}), record(2)], key=key, heads=heads)
+    journal.append_batch([record(3)], key=key, heads=heads)
+    stored = list(journal.read_encoded())
+    prev = chain.GENESIS
+    for r in stored:
+        assert r.chain_hash == _link(prev, r, key)
+        prev = r.chain_hash
+    (head,) = journal.epochs().values()
+    assert (head.epoch, head.first_lsn, head.head_lsn, head.head_hash) == (INCARNATION, 1, 3, prev)
+    assert (head.algorithm, head.key_id, head.end_lsn, head.end_reason) == ("hmac-sha256", key.key_id, None, None)
+    assert heads == {INCARNATION: (3, prev)}
+
+
+def test_an_end_record_closes_its_epoch_and_an_older_batch_never_moves_the_head_back(
+        journal: backends.Journal) -> None:
+    journal.append_batch([record(1), record(2), record(3, "end", {"reason": "shutdown"})])
+    journal.append_batch([record(2)], skip_existing=True)
+    (head,) = journal.epochs().values()
+    assert (head.head_lsn, head.end_lsn, head.end_reason) == (3, 3, "shutdown")
+
+
+def test_a_link_given_with_the_record_is_stored_as_given_and_checked_on_a_re_append(
+        journal: backends.Journal) -> None:
+    first = records.encode(record(1))._replace(chain_hash="ab" * 32)
+    journal.append_batch([first])
+    assert [r.chain_hash for r in journal.read_encoded()] == ["ab" * 32]
+    assert journal.append_batch([first], skip_existing=True) == 0
+    with pytest.raises(errors.DuplicateRecord) as info:
+        journal.append_batch([first._replace(chain_hash="cd" * 32)], skip_existing=True)
+    assert info.value.keys == ((INCARNATION, 1),)
 
 
 def test_an_append_that_fails_gives_up_its_connection_and_the_next_batch_lands(journal: backends.Journal) -> None:

@@ -1,7 +1,8 @@
 """A scheduler process killed mid-run loses at most its unflushed buffer.
 
-The next incarnation drains whatever the dead one spooled, then continues right
-after the last durable LSN: the journal stays gap-free and ordered across both.
+The next epoch's writer drains whatever the dead one spooled, closes the dead epoch
+with an ``end`` {"reason": "recovered"} after its last durable record, and the new
+epoch numbers on right after that: the journal stays gap-free and ordered across both.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ def test_a_killed_scheduler_leaves_a_gap_free_prefix_and_the_next_incarnation_co
     after = _lsns(journal_url)
     lsns = [lsn for lsn, _, _ in after]
     assert lsns == list(range(1, len(after) + 1))
+    dead = [row for row in after if row[1] == durable[0][1]]
     new = [row for row in after if row[1] != durable[0][1]]
-    assert [kind for _, _, kind in new] == ["incarnation"]
-    assert new[0][0] == max(lsn for lsn, inc, _ in after if inc == durable[0][1]) + 1
+    assert dead[-1][2] == "end" and [kind for _, _, kind in dead].count("end") == 1
+    assert [kind for _, _, kind in new] == ["incarnation", "end"]
+    assert new[0][0] == dead[-1][0] + 1

@@ -93,6 +93,53 @@ def test_history_cycles_filters_by_window_and_outcome(history_url: str, generate
     assert code == 0 and "typo-0" in out
 
 
+def test_history_held_lists_the_runs_a_pod_held_at_a_time(history_url: str, generated: Generated,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    pod = "gpu-002"
+    code, out, _ = kruntimes(capsys, "history", "held", f"{NS}/{pod}", "--at", iso(END), "--journal", history_url,
+                             "--json")
+    assert code == 0
+    assert {p["run"] for p in json.loads(out)} == {r for r, p in generated.truth.placed.items() if p == pod}
+    code, _, err = kruntimes(capsys, "history", "held", f"{NS}/{pod}", "--at", iso(PHASE1), "--journal", history_url)
+    assert code == 1 and "held no Run" in err
+
+
+def test_history_waits_puts_the_runs_that_waited_ninety_minutes_first(history_url: str, generated: Generated,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    late = generated.truth.pending_after_phase1 & set(generated.truth.placed)
+    code, out, _ = kruntimes(capsys, "history", "waits", "--placed-only", "--limit", str(len(late)),
+                             "--journal", history_url, "--json")
+    assert code == 0 and {w["run"] for w in json.loads(out)} == late
+    code, out, _ = kruntimes(capsys, "history", "waits", "--limit", "50", "--journal", history_url, "--json")
+    waiting = {w["run"] for w in json.loads(out) if w["outcome"] is None}
+    assert code == 0 and waiting == set(generated.truth.pending)
+    code, out, _ = kruntimes(capsys, "history", "waits", "--journal", history_url)
+    assert code == 0 and "1h30m" in out and "insufficient capacity" in out
+
+
+def test_history_decisions_churn_and_conflicts_answer_for_a_window(history_url: str, generated: Generated,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    window = ("--since", iso(PHASE1), "--until", iso(END + timedelta(hours=1)), "--journal", history_url, "--json")
+    code, out, _ = kruntimes(capsys, "history", "decisions", *window)
+    decisions = json.loads(out)
+    assert code == 0 and len(decisions) == sum(r.kind == "cycle" for r in generated.records)
+    assert all(d["reason"] for d in decisions)
+    assert any(d["reason"].startswith("highest total") for d in decisions if d["result"] == "scheduled")
+    code, out, _ = kruntimes(capsys, "history", "conflicts", *window)
+    troubled = sum(r.kind == "bind" and r.payload["result"] != "ok" for r in generated.records)
+    lost = sum(r.kind == "cycle" and r.payload["result"] == "conflict" for r in generated.records)
+    assert code == 0 and len(json.loads(out)) == troubled + lost > 0
+    code, out, _ = kruntimes(capsys, "history", "churn", *window)
+    assert code == 0 and all(c["pod"] != c["previous_top"] for c in json.loads(out))
+
+
+def test_journal_reindex_rebuilds_and_says_how_many_records_it_read(history_url: str, generated: Generated,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = kruntimes(capsys, "journal", "reindex", "--journal", history_url)
+    derived_kinds = sum(r.kind in ("cycle", "mutation", "bind") for r in generated.records)
+    assert code == 0 and out.strip() == f"rebuilt the history tables from {derived_kinds} records"
+
+
 def test_nothing_found_is_a_note_and_exit_code_1(history_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = kruntimes(capsys, "history", "run", f"{NS}/no-such-run", "--journal", history_url)
     assert code == 1 and "no cycles recorded" in err
@@ -106,6 +153,8 @@ BAD = {
     "a key with two slashes": (["history", "pod", "a/b/c"], "expected NAMESPACE/NAME"),
     "a time that is not one": (["history", "cycles", "--since", "yesterday"], "is not a time"),
     "a limit below one": (["history", "cycles", "--limit", "0"], "--limit must be at least 1"),
+    "a held question without a time": (["history", "held", "a/b", "--at", "noon-ish"], "is not a time"),
+    "a decisions window without a start": (["history", "decisions", "--since", "soon"], "is not a time"),
     "a journal file that is not there": (["history", "cycles", "--journal", "sqlite:////nonexistent/j.db"],
                                          "no journal at /nonexistent/j.db"),
     "a database that does not answer": (["history", "run", "a/b", "--journal", "postgresql://u:secret@127.0.0.1:1/j"],
@@ -142,16 +191,22 @@ def test_examples_answer_two_history_questions(history_url: str, generated: Gene
     assert {r["reason"]: r["runs"] for r in reasons} == Counter(generated.truth.pending.values())
 
 
-def test_db_upgrade_and_downgrade_move_the_views_with_the_revision(journal_url: str,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_db_upgrade_and_downgrade_move_the_views_and_history_tables_with_the_revision(
+        journal_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = kruntimes(capsys, "db", "upgrade", "--journal", journal_url)
-    assert code == 0 and out.strip().endswith("empty -> 0002_history_views")
+    assert code == 0 and out.strip().endswith(f"empty -> {migrate.head_revision()}")
     engine = backends.create_engine(journal_url)
     try:
         assert "placements" in sa.inspect(engine).get_view_names()
+        assert "history_placements" in sa.inspect(engine).get_table_names()
+        code, out, _ = kruntimes(capsys, "db", "downgrade", "0003_epochs", "--journal", journal_url, "--yes")
+        assert code == 0 and "0004_history_tables -> 0003_epochs" in out
+        inspector = sa.inspect(engine)
+        assert "placements" in inspector.get_view_names()
+        assert not [t for t in inspector.get_table_names() if t.startswith("history_")]
         code, out, _ = kruntimes(capsys, "db", "downgrade", "0001_journal_records", "--journal", journal_url,
                                  "--yes")
-        assert code == 0 and "0002_history_views -> 0001_journal_records" in out
+        assert code == 0 and "0003_epochs -> 0001_journal_records" in out
         inspector = sa.inspect(engine)
         assert inspector.get_view_names() == [] and "journal_records" in inspector.get_table_names()
         code, _, err = kruntimes(capsys, "db", "upgrade", "--url", journal_url)  # the old name still works

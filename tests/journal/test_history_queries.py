@@ -74,8 +74,9 @@ def _instant(value: Any) -> datetime:
 
 
 CHECKED = {"placement-of-run", "why-placed", "pending-insufficient-capacity", "placements-per-pod-hour",
-           "bind-conflict-rate", "pod-at-time", "slowest-cycles", "longest-waits", "rejections-by-reason",
-           "pending-by-reason", "decisions-by-incarnation"}
+           "bind-conflict-rate", "pod-at-time", "pod-held-at-time", "slowest-cycles", "longest-waits",
+           "decisions-in-window", "churn", "conflicts-in-window", "rejections-by-reason", "pending-by-reason",
+           "decisions-by-incarnation"}
 
 
 def test_every_documented_query_is_checked_here_and_exists_for_both_dialects() -> None:
@@ -156,6 +157,49 @@ def test_what_the_scheduler_saw_of_a_pod_at_a_time_is_its_latest_observation(ask
     assert before["runtime"] == "gpu" and before["heartbeat"].startswith("2026-11-29T11:59:55")
 
 
+def test_what_a_pod_held_at_a_time_is_every_run_placed_on_it_and_not_ended(ask: Ask, generated: Generated) -> None:
+    pods = sorted(set(generated.truth.placed.values()))
+    assert pods
+    for pod in pods:
+        held = ask("pod-held-at-time", namespace=NS, pod=pod, at=END)
+        assert {r["run"] for r in held} == {run for run, p in generated.truth.placed.items() if p == pod}
+        assert all(r["ended_at"] is None for r in held)
+        assert ask("pod-held-at-time", namespace=NS, pod=pod, at=PHASE1 - timedelta(minutes=1)) == []
+
+
+def test_the_decisions_of_a_window_are_exactly_its_cycles_with_their_messages(ask: Ask, generated: Generated) -> None:
+    cycles = [r for r in generated.records if r.kind == "cycle"]
+    since, until = PHASE2, END
+    rows = ask("decisions-in-window", since=since, until=until)
+    expected = [(r.lsn, r.payload["result"], r.payload["message"]) for r in cycles if since <= r.recorded_at < until]
+    assert expected and [(r["lsn"], r["result"], r["reason"]) for r in rows] == expected
+    assert len(ask("decisions-in-window", since=PHASE1, until=END)) == len(cycles)
+
+
+def test_churn_is_the_placements_whose_previous_cycle_had_another_top_candidate(ask: Ask, generated: Generated) -> None:
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    expected = set()
+    for lsn, p in payloads(generated, "cycle"):
+        previous = by_run.setdefault(p["run_uid"], [])
+        if p["result"] == "scheduled" and previous and previous[-1]["candidates"] \
+                and previous[-1]["candidates"][0]["pod"] != p["chosen"]:
+            expected.add((lsn, previous[-1]["candidates"][0]["pod"]))
+        previous.append(p)
+    rows = ask("churn", since=PHASE1, until=END + timedelta(hours=1))
+    assert {(r["lsn"], r["previous_top"]) for r in rows} == expected
+    assert all(r["pod"] != r["previous_top"] for r in rows)
+
+
+def test_the_conflicts_of_a_window_are_its_lost_races_and_troubled_binds(ask: Ask, generated: Generated) -> None:
+    lost = {lsn for lsn, p in payloads(generated, "cycle") if p["result"] == "conflict"}
+    troubled = {lsn for lsn, p in payloads(generated, "bind") if p["result"] != "ok"}
+    assert lost or troubled, "the workload injects 409s"
+    rows = ask("conflicts-in-window", since=PHASE1, until=END + timedelta(hours=1))
+    assert {r["lsn"] for r in rows if r["what"] == "cycle conflict"} == lost
+    assert {r["lsn"] for r in rows if r["what"].startswith("bind ")} == troubled
+    assert ask("conflicts-in-window", since=END + timedelta(hours=1), until=END + timedelta(hours=2)) == []
+
+
 def test_the_slowest_cycles_are_the_ten_longest_recorded_durations(ask: Ask, generated: Generated) -> None:
     rows = ask("slowest-cycles")
     expected = sorted(((-p["duration_us"], lsn) for lsn, p in payloads(generated, "cycle")))[:10]
@@ -170,6 +214,7 @@ def test_the_longest_waits_are_the_runs_placed_an_hour_and_a_half_after_first_pe
     assert {r["run"] for r in rows[: len(late)]} == late
     for r in rows[: len(late)]:
         assert 5399 <= int(r["waited_s"]) <= 5401
+        assert r["pending_cycles"] >= 1 and "insufficient capacity" in r["first_reason"]
         assert r["pod"] == generated.truth.placed[r["run"]]
         assert _instant(r["placed_at"]) - _instant(r["first_pending"]) > timedelta(hours=1)
     assert all(int(r["waited_s"]) < 60 for r in rows[len(late):])

@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 
 from kruntimes.cli import main as cli
-from kruntimes.journal import backends, prune, records
-from tests.journal.factories import T0, record
+import sqlalchemy as sa
+
+from kruntimes.journal import backends, prune, records, schema
+from tests.journal.factories import INCARNATION, T0, record
 from tests.journal.history_journal import END, PHASE1, PHASE2, Generated, load
 
 pytest_plugins = ("tests.journal.history_fixtures",)  # the generated journal's fixtures
@@ -143,6 +145,7 @@ def test_prune_cuts_at_a_checkpoint_recorded_before_the_cut_off_and_leaves_no_re
     journal = backends.Journal.open(journal_url)
     try:
         journal.append_batch(rows)
+        link_of_5 = _links(journal)[5]
         report = prune.prune(journal, cut, by="ops@test", now=cut + timedelta(hours=1))
         kept = _all(journal)
     finally:
@@ -150,9 +153,59 @@ def test_prune_cuts_at_a_checkpoint_recorded_before_the_cut_off_and_leaves_no_re
     assert report.checkpoint_lsn == 6 and report.deleted == {"mutation": 4}
     assert [r.lsn for r in kept] == [prune.PRUNE_LSN, 1, *range(6, 12)]
     assert _evidence(kept) == {
-        "checkpoint_lsn": 6, "checkpoint_sha256": records.content_hash(records.canonical_json({"n": 6})),
-        "incarnation_lsns": [1], "before": cut.isoformat(), "pruned_at": (cut + timedelta(hours=1)).isoformat(),
-        "by": "ops@test", "deleted": 4, "earlier": []}
+        "epoch": INCARNATION, "checkpoint_lsn": 6,
+        "checkpoint_sha256": records.content_hash(records.canonical_json({"n": 6})),
+        "incarnation_lsns": [1], "link_before": link_of_5, "removed_epochs": [], "before": cut.isoformat(),
+        "pruned_at": (cut + timedelta(hours=1)).isoformat(), "by": "ops@test", "deleted": 4, "earlier": []}
+
+
+def _links(journal: backends.Journal) -> dict[int, str]:
+    t = schema.journal_records
+    with journal.engine.connect() as conn:
+        return {int(lsn): link for lsn, link in conn.execute(sa.select(t.c.lsn, t.c.chain_hash))}
+
+
+def _epoch(name: str, first: int, count: int, at: datetime, *, checkpoint_every: int = 4) -> list[Any]:
+    rows = [record(first, "incarnation", {"version": "0.1.0", "config_hash": "c" * 64}, recorded_at=at,
+                   incarnation=name)]
+    rows += [record(first + i, "checkpoint" if i % checkpoint_every == 0 else "mutation", {"n": i},
+                    recorded_at=at + timedelta(seconds=i), incarnation=name) for i in range(1, count)]
+    rows.append(record(first + count, "end", {"reason": "shutdown"}, recorded_at=at + timedelta(seconds=count),
+                       incarnation=name))
+    return rows
+
+
+def test_older_epochs_wholly_before_the_cut_off_go_whole_and_are_named_in_the_evidence(journal_url: str) -> None:
+    # Three terms: the first two ended long before the cut-off, the third runs across it.
+    old, older, current = "epoch-a", "epoch-b", "epoch-c"
+    journal = backends.Journal.open(journal_url)
+    try:
+        journal.append_batch(_epoch(old, 1, 10, T0))
+        journal.append_batch(_epoch(older, 12, 10, T0 + timedelta(minutes=1)))
+        journal.append_batch(_epoch(current, 23, 20, T0 + timedelta(minutes=2)))
+        heads = {e.epoch: (e.head_lsn, e.head_hash) for e in journal.epochs().values()}
+        report = prune.prune(journal, T0 + timedelta(minutes=2, seconds=10), by="ops@test")
+        kept = _all(journal)
+        left = set(journal.epochs())
+    finally:
+        journal.close()
+    assert report.removed_epochs == (old, older) and report.epoch == current and report.checkpoint_lsn == 23 + 8
+    assert left == {current} and {r.incarnation for r in kept} == {current}
+    assert [r.lsn for r in kept if r.lsn < 31] == [prune.PRUNE_LSN, 23]
+    evidence = _evidence(kept)
+    assert [(e["epoch"], e["head_lsn"], e["head_hash"]) for e in evidence["removed_epochs"]] == [
+        (old, *heads[old]), (older, *heads[older])]
+
+
+def test_the_newest_epoch_is_never_removed_whole(journal_url: str) -> None:
+    journal = backends.Journal.open(journal_url)
+    try:
+        journal.append_batch(_epoch("only", 1, 10, T0, checkpoint_every=100))
+        report = prune.prune(journal, T0 + timedelta(days=1))
+        left = list(journal.epochs())
+    finally:
+        journal.close()
+    assert report.removed_epochs == () and report.total == 0 and left == ["only"]
 
 
 def test_a_second_prune_replaces_the_evidence_and_carries_the_first_along(journal_url: str) -> None:

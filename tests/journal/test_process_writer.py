@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import backends, errors, payloads, records
 from kruntimes.journal.process import SEAL_AT, ProcessJournalWriter
+from kruntimes.journal.recorder import JournalRecorder
 from kruntimes.journal.session import JournalSession
 from kruntimes.scheduler.config import SchedulerConfig
 from tests import builders
@@ -267,18 +268,23 @@ def test_the_next_writer_continues_after_the_last_durable_lsn(journal_url: str, 
             session.recorder.record("leader", {"event": "acquired", "identity": "a", "term": 1})
     journal = backends.Journal.open(journal_url)
     try:
-        lsns = [r.lsn for r in journal.read_encoded()]
+        stored = [(r.lsn, r.kind, r.incarnation) for r in journal.read_encoded()]
+        epochs = journal.epochs()
     finally:
         journal.close()
-    assert lsns == [1, 2, 3, 4] and first == 3
+    assert [(lsn, kind) for lsn, kind, _ in stored] == [
+        (1, "incarnation"), (2, "leader"), (3, "end"), (4, "incarnation"), (5, "leader"), (6, "end")]
+    assert first == 4 and len({epoch for _, _, epoch in stored}) == 2
+    assert [(e.first_lsn, e.head_lsn, e.end_lsn, e.end_reason) for e in epochs.values()] == [
+        (1, 3, 3, "shutdown"), (4, 6, 6, "shutdown")]
 
 
 def test_a_session_that_cannot_start_its_recorder_leaves_no_writer_process_behind(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def unavailable(self: ProcessJournalWriter) -> int | None:
-        raise errors.JournalUnavailable("the database went away after it was migrated")
+    def broken(self: JournalRecorder, *args: Any, **kw: Any) -> int:
+        raise errors.JournalError("the incarnation record cannot be made")
 
-    monkeypatch.setattr(ProcessJournalWriter, "last_lsn", unavailable)
+    monkeypatch.setattr(JournalRecorder, "start", broken)
     started: list[ProcessJournalWriter] = []
     original = ProcessJournalWriter.__init__
 
@@ -287,6 +293,6 @@ def test_a_session_that_cannot_start_its_recorder_leaves_no_writer_process_behin
         started.append(self)
 
     monkeypatch.setattr(ProcessJournalWriter, "__init__", remember)
-    with pytest.raises(errors.JournalUnavailable):
+    with pytest.raises(errors.JournalError, match="cannot be made"):
         JournalSession(f"sqlite:///{tmp_path}/j.db", SchedulerConfig(), spool_path=str(tmp_path / "spool"))
     assert len(started) == 1 and started[0]._process.poll() is not None, "the writer process still runs"

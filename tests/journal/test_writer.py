@@ -20,7 +20,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import backends, errors, records, spool, writer
-from tests.journal.factories import record
+from tests.journal.factories import record, unchained
 
 WAIT = 10.0  # generous upper bound for anything that should take milliseconds
 
@@ -36,7 +36,8 @@ class FlakyJournal:
         self.entered = threading.Event()
         self.batch_sizes: list[int] = []
 
-    def append_batch(self, rows: list[records.EncodedRecord], *, skip_existing: bool = False) -> int:
+    def append_batch(self, rows: list[records.EncodedRecord], *, skip_existing: bool = False,
+                     **options: Any) -> int:
         self.entered.set()
         deadline = time.monotonic() + WAIT
         while self.stalled.is_set() and time.monotonic() < deadline:
@@ -44,12 +45,19 @@ class FlakyJournal:
         if self.down:
             raise errors.JournalUnavailable("simulated outage")
         time.sleep(self.delay)
-        n = self.inner.append_batch(rows, skip_existing=skip_existing)
+        n = self.inner.append_batch(rows, skip_existing=skip_existing, **options)
         self.batch_sizes.append(len(rows))
         return n
 
     def last_lsn(self) -> int | None:
+        if self.down:
+            raise errors.JournalUnavailable("simulated outage")
         return self.inner.last_lsn()
+
+    def epochs(self, only: Any = None) -> dict[str, backends.EpochHead]:
+        if self.down:
+            raise errors.JournalUnavailable("simulated outage")
+        return self.inner.epochs(only)
 
 
 @pytest.fixture
@@ -86,7 +94,8 @@ def metric(registry: CollectorRegistry, name: str, **labels: str) -> float:
 
 
 def stored(journal: backends.Journal) -> list[records.EncodedRecord]:
-    return list(journal.read_encoded())
+    """What the journal holds, its chain checked, links blanked (to compare with ``records.encode``)."""
+    return unchained(journal.read_encoded())
 
 
 def test_records_appended_before_start_go_out_in_batches_of_max_batch(flaky: FlakyJournal, make_writer: Any) -> None:
@@ -226,7 +235,7 @@ def test_a_killed_process_keeps_what_it_spooled_and_the_next_one_drains_it(journ
         from tests.journal.factories import record
 
         class Down:
-            def append_batch(self, rows, *, skip_existing=False):
+            def append_batch(self, rows, **options):
                 raise errors.JournalUnavailable("database unreachable")
 
         w = writer.JournalWriter(Down(), spool_path={str(spool_path)!r}, registry=CollectorRegistry()).start()

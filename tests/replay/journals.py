@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import sqlalchemy as sa
 
-from kruntimes.journal import prune, schema
+from kruntimes.journal import chain, prune, schema
 from kruntimes.journal.backends import Journal
 from kruntimes.journal.session import JournalSession
 from kruntimes.memory.api import MemoryApi
@@ -282,6 +282,12 @@ def payload_of(url: str, lsn: int) -> dict[str, Any]:
     return json.loads(_rows(url, sa.select(T.c.payload).where(T.c.lsn == lsn))[0][0])
 
 
+def payload_of_epoch(url: str, epoch: str, lsn: int) -> dict[str, Any]:
+    import json
+
+    return json.loads(_rows(url, sa.select(T.c.payload).where(T.c.incarnation == epoch, T.c.lsn == lsn))[0][0])
+
+
 def kind_of(url: str, lsn: int) -> str:
     return str(_rows(url, sa.select(T.c.kind).where(T.c.lsn == lsn))[0][0])
 
@@ -290,8 +296,34 @@ def delete_lsns(url: str, first: int, last: int) -> None:
     _rows(url, sa.delete(T).where(T.c.lsn.between(first, last)))
 
 
-def rewrite(url: str, lsn: int, change: Callable[[dict[str, Any]], None], *, rehash: bool = True) -> None:
-    """Edit a record's payload in place - as a tamperer would, with a matching hash unless told not to."""
+def epoch_of(url: str, lsn: int) -> str:
+    return str(_rows(url, sa.select(T.c.incarnation).where(T.c.lsn == lsn))[0][0])
+
+
+def reseal(url: str, epoch: str, key: chain.ChainKey | None = None, *, from_lsn: int = 1) -> None:
+    """Recompute an epoch's chain over the records it now holds (from `from_lsn` on), and its head: what a
+    tamperer with write access (and, for a keyed chain, the key) can do after editing."""
+    rows = _rows(url, sa.select(T.c.lsn, T.c.recorded_at, T.c.kind, T.c.schema_version, T.c.payload_sha256,
+                                T.c.chain_hash).where(T.c.incarnation == epoch, T.c.lsn != 0).order_by(T.c.lsn))
+    prev, updates = chain.GENESIS, []
+    for lsn, at, kind, version, sha, stored in rows:
+        prev = chain.link(prev, epoch, lsn, at, kind, version, sha, key) if lsn >= from_lsn else stored
+        updates.append((lsn, prev))
+    journal = Journal.open(url)
+    try:
+        with journal.engine.begin() as conn:
+            for lsn, link in updates:
+                conn.execute(sa.update(T).where(T.c.incarnation == epoch, T.c.lsn == lsn).values(chain_hash=link))
+            E = schema.journal_epochs
+            conn.execute(sa.update(E).where(E.c.epoch == epoch).values(head_lsn=updates[-1][0], head_hash=prev))
+    finally:
+        journal.close()
+
+
+def rewrite(url: str, lsn: int, change: Callable[[dict[str, Any]], None], *, rehash: bool = True,
+            reseal_chain: bool = True) -> None:
+    """Edit a record's payload in place - as a tamperer would, with a matching hash unless told not to, and
+    with the epoch's chain recomputed (`reseal`) unless told not to: then only replay can find the edit."""
     from kruntimes import canonical
 
     payload = payload_of(url, lsn)
@@ -301,6 +333,8 @@ def rewrite(url: str, lsn: int, change: Callable[[dict[str, Any]], None], *, reh
     if rehash:
         values["payload_sha256"] = hashlib.sha256(text.encode()).hexdigest()
     _rows(url, sa.update(T).where(T.c.lsn == lsn).values(**values))
+    if rehash and reseal_chain and lsn != prune.PRUNE_LSN:
+        reseal(url, epoch_of(url, lsn))
 
 
 def prune_to(url: str, checkpoint: int) -> None:
@@ -313,7 +347,9 @@ def prune_to(url: str, checkpoint: int) -> None:
 
 
 def set_schema_version(url: str, lsn: int, version: int) -> None:
+    """Change a record's schema version, and recompute its epoch's chain (the version is in the link)."""
     _rows(url, sa.update(T).where(T.c.lsn == lsn).values(schema_version=version))
+    reseal(url, epoch_of(url, lsn))
 
 
 if __name__ == "__main__":  # python -m tests.replay.journals URL SEED SPOOL_DIR

@@ -35,4 +35,5 @@ def test_a_quick_run_prints_both_tables(tmp_path: Path, capsys: pytest.CaptureFi
     assert bench.main(["--quick", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "Replay one cycle vs journal length" in out and "median ms" in out
-    assert "verify throughput" in out and "cycles/s (target >= 500)" in out
+    assert "verify throughput" in out and "target >= 500 cycles/s with 1 worker" in out
+    assert "2 workers vs 1:" in out and "modelled for idle cores" in out

@@ -39,8 +39,13 @@ def test_verify_says_ok_and_exits_0_when_every_decision_is_identical(
         journal: journals.Written, capsys: pytest.CaptureFixture[str]) -> None:
     assert _run("verify", "--journal", journal.url) == 0
     out, err = capsys.readouterr()
-    assert out.startswith(f"OK {journal.cycles} cycles of 1 incarnation replayed")
-    assert f"{journal.cycles} identical, 0 diverged" in out
+    last = out.splitlines()[-1]
+    assert last.startswith(f"OK {journal.cycles} cycles of 1 epoch replayed")
+    assert f"{journal.cycles} identical, 0 diverged; {journal.records} records of 1 epoch checked " \
+           f"({journal.records} links)" in last
+    # Per epoch, what was checked: one epoch, ended by the session that wrote it.
+    row = next(line for line in out.splitlines() if journal.incarnation[:12] in line)
+    assert "ended: shutdown" in row and f"{journal.cycles} identical" in row
     # Not a terminal: progress comes as plain lines on stderr.
     assert f"kruntimes replay verify: {journal.cycles}/{journal.cycles} cycles replayed, 0 diverged" in err
 
@@ -50,7 +55,7 @@ def test_verify_exits_1_with_a_summary_and_the_differences_when_a_decision_diver
     monkeypatch.setitem(registry.REGISTRY, "LeastLoaded", MostLoaded)  # type: ignore[index]
     assert _run("verify", "--journal", journal.url, "--show", "1") == 1
     out = capsys.readouterr().out
-    assert "DIVERGED" in out and "diverged; first at LSN" in out and "fields that differ:" in out
+    assert "DIVERGED" in out and "checked (" in out and "); first at LSN" in out and "fields that differ:" in out
     assert ": not identical" in out and "  digest: recorded '" in out
     assert "replayed outcome of cycle" in out  # every pod's verdict and scores, as replay computes them
 
@@ -70,10 +75,10 @@ def test_verify_exits_3_naming_the_missing_lsns_of_a_damaged_journal(
         damaged: journals.Written, capsys: pytest.CaptureFixture[str]) -> None:
     checkpoint = journals.lsns_of(damaged.url, "checkpoint")[0]
     assert _run("verify", "--journal", damaged.url) == 3
-    err = capsys.readouterr().err
-    assert (f"kruntimes replay verify: journal LSN {checkpoint + 2}: missing records: LSNs {checkpoint + 2}.."
-            f"{checkpoint + 4} (3 records) not in the journal") in err
-    assert f"cannot be replayed past LSN {checkpoint + 2}" in err
+    out = capsys.readouterr().out
+    assert (f"problem journal epoch {damaged.incarnation} LSN {checkpoint + 2}: missing records: LSNs "
+            f"{checkpoint + 2}..{checkpoint + 4} (3 records) not in the journal") in out
+    assert out.splitlines()[-1].startswith("DAMAGED 1 problem in 1 epoch;")
 
 
 def test_verify_takes_a_time_window_and_an_incarnation_prefix(
@@ -83,7 +88,7 @@ def test_verify_takes_a_time_window_and_an_incarnation_prefix(
     assert f"OK {journal.cycles} cycles" in capsys.readouterr().out
     assert _run("verify", "--journal", journal.url, "--until", "2000-01-01") == 0
     out, err = capsys.readouterr()
-    assert "OK 0 cycles of 0 incarnations" in out and "no cycle in range" in err
+    assert "OK 0 cycles of 0 epochs" in out and "no cycle in range" in err
     assert _run("verify", "--journal", journal.url, "--incarnation", "nope") == 2
     assert "no incarnation 'nope'" in capsys.readouterr().err
 
@@ -169,6 +174,51 @@ def test_what_if_usage_mistakes_are_one_line_and_exit_2(
 def test_a_journal_that_is_not_there_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _run("verify", "--journal", f"sqlite:///{tmp_path}/none.db") == 2
     assert "no journal at" in capsys.readouterr().err
+
+
+def _clone_epoch(url: str, epoch: str, clone: str) -> None:
+    """A second epoch at the same LSNs (two writers numbering from the same last LSN, SPEC §5)."""
+    import sqlalchemy as sa
+    from datetime import timedelta
+
+    from kruntimes.journal import schema
+    from kruntimes.journal.backends import Journal
+
+    t, e = schema.journal_records, schema.journal_epochs
+    journal = Journal.open(url)
+    try:
+        with journal.engine.begin() as conn:
+            rows = [dict(r._mapping, incarnation=clone, recorded_at=r.recorded_at + timedelta(seconds=1))
+                    for r in conn.execute(sa.select(t).where(t.c.incarnation == epoch, t.c.lsn > 0))]
+            conn.execute(sa.insert(t), rows)
+            head = dict(conn.execute(sa.select(e).where(e.c.epoch == epoch)).one()._mapping)
+            conn.execute(sa.insert(e).values(**{**head, "epoch": clone,
+                                                "started_at": head["started_at"] + timedelta(seconds=1)}))
+    finally:
+        journal.close()
+    journals.reseal(url, clone)  # its links, from its own epoch ID
+
+
+def test_a_cycle_lsn_in_two_epochs_must_be_named_by_epoch_and_both_epochs_verify(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    written = journals.scripted(f"sqlite:///{tmp_path}/j.db", tmp_path, checkpoint_every=10)
+    clone = "c" * 32
+    _clone_epoch(written.url, written.incarnation, clone)
+    lsn = journals.lsns_of(written.url, "cycle")[3]
+    assert _run("cycle", str(lsn), "--journal", written.url) == 2
+    err = capsys.readouterr().err
+    assert f"LSN {lsn} is a cycle in 2 epochs; give one of" in err
+    assert f"{written.incarnation[:12]}:{lsn}" in err and f"{clone[:12]}:{lsn}" in err
+    assert _run("cycle", f"{clone[:6]}:{lsn}", "--journal", written.url, "--json") == 0
+    assert json.loads(capsys.readouterr().out)["incarnation"] == clone
+    assert _run("cycle", f"nope:{lsn}", "--journal", written.url) == 2
+    assert "no epoch 'nope'" in capsys.readouterr().err
+    # Overlapping LSNs are two epochs, each whole and replayed on its own.
+    assert _run("verify", "--journal", written.url, "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["replayed"] == 2 * written.cycles
+    assert [(e["epoch"], e["identical"], e["problems"]) for e in report["epochs"]] == [
+        (written.incarnation, written.cycles, []), (clone, written.cycles, [])]
 
 
 def test_cycle_last_explains_the_newest_cycle_in_the_journal(journal: journals.Written,

@@ -59,9 +59,11 @@ def pruned(written: journals.Written) -> Pruned:
 def _verify(url: str, selection: source.Selection = source.Selection()) -> verify.VerifyReport:
     journal = Journal.open(url)
     try:
-        return verify.verify(journal, selection)
+        report = verify.verify(journal, selection)
     finally:
         journal.close()
+    report.raise_for_problems()  # the first problem, by epoch and LSN
+    return report
 
 
 def _run(*argv: str) -> int:
@@ -106,7 +108,7 @@ def test_a_prefix_deleted_by_hand_fails_verify_naming_the_missing_lsns(
         _verify(written.url)
     assert (caught.value.lsn, caught.value.last) == (2, checkpoint - 1)
     assert _run("verify", "--journal", written.url) == replay_cmd.EXIT_DAMAGED
-    assert f"LSNs 2..{checkpoint - 1}" in capsys.readouterr().err
+    assert f"LSNs 2..{checkpoint - 1}" in capsys.readouterr().out
 
 
 def _point_at(which: Callable[[list[int], int], int]) -> Callable[[str, int], None]:

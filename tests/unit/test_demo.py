@@ -100,6 +100,17 @@ def test_a_postgresql_url_without_its_driver_says_how_to_install_it(monkeypatch:
         backends.parse_url("postgresql://db/kruntimes")
 
 
+@pytest.mark.parametrize("command", [["demo"], ["scheduler", "--kubeconfig", "/nonexistent"]])
+def test_a_journal_key_file_too_short_to_key_the_chain_is_one_line_naming_the_flag_and_exit_code_2(
+        command: list[str], tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    key = tmp_path / "key"
+    key.write_bytes(b"short")
+    code = main([*command, "--journal", f"sqlite:///{tmp_path}/j.db", "--journal-key-file", str(key)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and "--journal-key-file" in err[0] and "use at least 32" in err[0]
+
+
 def test_the_same_seed_gives_the_same_summary(journaled: tuple[demo.Report, str]) -> None:
     report, _ = journaled
     again = demo.run(workers=3, conflict_rate=0.02, scale=0.1)  # other timing, other conflicts, no journal

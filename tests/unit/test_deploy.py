@@ -403,3 +403,30 @@ def test_every_kubernetes_call_the_cluster_adapter_makes_is_in_the_permission_ta
     assert calls, "no client calls found: the scan no longer matches the adapter"
     table = {(c.group, c.resource, c.verb) for c in SCHEDULER_CALLS}
     assert sorted(calls - table) == [], "the adapter makes these calls; grant them"
+
+
+@pytest.mark.skipif(kustomize_command() is None, reason="building a component needs kustomize or kubectl")
+@pytest.mark.parametrize("overlay", ["base", "postgres"])
+def test_the_optional_journal_key_component_gives_the_scheduler_and_the_upgrade_the_key_as_a_file(
+        overlay: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # kustomize wants relative paths from the kustomization that uses the component.
+    here = tmp_path / "with-key"
+    here.mkdir()
+    rel = PurePosixPath(*[".."] * len(here.parts[1:]))
+    (here / "kustomization.yaml").write_text(yaml.safe_dump({
+        "resources": [str(rel / BUILDS[overlay].relative_to("/"))],
+        "components": [str(rel / (ROOT / "deploy/components/journal-key").relative_to("/"))],
+    }))
+    objects = kustomize(here)
+    pods = [find(objects, "Deployment", SCHEDULER)["spec"]["template"]["spec"]]
+    if overlay == "postgres":
+        pods.append(find(objects, "Job", "kruntimes-db-upgrade")["spec"]["template"]["spec"])
+    for pod in pods:
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "journal-key"]
+        assert volume["secret"]["secretName"] == "kruntimes-journal-key"
+        main = pod["containers"][0]
+        (mount,) = [m for m in main["volumeMounts"] if m["name"] == "journal-key"]
+        assert mount["readOnly"] is True
+        assert env(main)["KRUNTIMES_JOURNAL_KEY_FILE"] == f"{mount['mountPath']}/key"
+    assert not [o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"] == "kruntimes-journal-key"], \
+        "the key is created out of band, never generated from git"

@@ -20,6 +20,9 @@ only topology (SPEC §3.3, amended 2026-12-01):
   it matches;
 - symmetry: a target whose own required anti-affinity matches the incoming Run
   rejects its pod.
+
+Through a column (`columns`) the verdicts are written from those sets by position,
+so a cycle's cost grows with the pods holding targets, not with the pods.
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from kruntimes.scheduler.columns import PodTable
 from kruntimes.scheduler.framework import CycleState
-from kruntimes.scheduler.projection import RunInfo
+from kruntimes.scheduler.projection import Amounts, RunInfo
 from kruntimes.scheduler.snapshot import Snapshot
 from kruntimes.scheduler.views import PodView
 
@@ -81,3 +85,39 @@ class RunAffinity:
             else:
                 verdicts.append(None)
         return verdicts
+
+    def column(self, requests: Amounts) -> _Column:
+        return _COLUMN
+
+
+class _Column:
+    """Nothing per pod is kept: the verdicts come from the cycle's sets of pod UIDs."""
+
+    def update(self, table: PodTable, changed: Sequence[int] | None) -> None:
+        pass
+
+    def signature(self, state: CycleState, table: PodTable) -> _State | None:
+        return state.of(RunAffinity.name)  # type: ignore[no-any-return]
+
+    def verdicts(self, state: CycleState, table: PodTable, st: _State | None) -> list[str | None] | None:
+        if st is None:
+            return None
+        assert table.views is not None
+        n = len(table.views)
+        if st.allowed is None:
+            verdicts: list[str | None] = [None] * n
+        else:
+            verdicts = [AFFINITY_UNSATISFIED] * n
+            for i in table.positions(st.allowed):
+                verdicts[i] = None
+        # Precedence as in `filter`: unsatisfied, then anti-affinity, then symmetry.
+        for i in table.positions(st.symmetric):
+            if verdicts[i] is None:
+                verdicts[i] = EXISTING_ANTI_AFFINITY
+        for i in table.positions(st.anti):
+            if verdicts[i] != AFFINITY_UNSATISFIED:
+                verdicts[i] = ANTI_AFFINITY
+        return verdicts
+
+
+_COLUMN = _Column()

@@ -1,0 +1,504 @@
+"""The derived history tables: typed, indexed rows for the questions people ask of the journal.
+
+``journal_records`` is the source of truth, but its payloads are JSON text: a question
+asked of them re-parses every record of its kind, so it slows down with the journal's
+length. These tables hold what the questions read - cycles, their candidates and
+rejections, placements and when they ended, pending episodes (a Run's wait from its
+first Pending cycle to its placement), pod and Run observations, bind results, and two
+hourly aggregates - each keyed by the record it came from, ``(epoch, lsn)``, where the
+epoch is the record's ``incarnation`` (one leadership term; LSNs are only promised to be
+unique within it).
+
+They are written by the journal writer IN THE SAME TRANSACTION as the records they
+come from (``Journal.append_batch``), from the payload dicts the writer built before
+encoding, so they can never disagree with the log; records handed over already encoded
+(a spool drain) are parsed once here. Deriving never rejects a record: a field of the
+wrong type becomes NULL, and a record with no namespace or Run uid changes no episode
+or placement.
+
+Most rows are a pure function of one record. Three things follow a Run across records
+and are kept by statements in LSN order instead: a placement's end (the Run's terminal
+phase, its deletion, or a newer placement of it), a pending episode (opened by an
+unschedulable cycle, extended by the next, closed by a placement, an invalid verdict or
+the Run's deletion), and the counts (per hour, per epoch). Applying a journal's records in LSN order
+gives the same tables whatever the batch boundaries, so ``rebuild`` (``kruntimes
+journal reindex``) reproduces what the writer built incrementally; a test holds both
+backends to that.
+"""
+
+from __future__ import annotations
+
+import json
+import json.encoder
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, String, Table, Text
+
+from kruntimes.journal import records, schema
+
+# -- the tables ------------------------------------------------------------------------------
+
+_md = schema.metadata
+
+
+def _key() -> list[Column[Any]]:
+    return [Column("epoch", String(64), primary_key=True), Column("lsn", BigInteger, primary_key=True,
+                                                                    autoincrement=False)]
+
+
+def _t(name: str) -> Column[Any]:
+    return Column(name, Text)
+
+
+def _i(name: str) -> Column[Any]:
+    return Column(name, BigInteger)
+
+
+def _at(name: str, nullable: bool = True) -> Column[Any]:
+    return Column(name, schema.UtcDateTime(), nullable=nullable)
+
+
+cycles = Table(
+    "history_cycles", _md, *_key(), _at("decided_at", False), _t("namespace"), _t("run"), _t("run_uid"),
+    _i("snapshot_lsn"), _t("now"), _t("status"), _t("result"), _t("chosen"), _t("chosen_uid"), _i("total"),
+    _t("message"), _i("pods_evaluated"), _i("pods_feasible"), _i("duration_us"), _t("digest"),
+    _t("planner_version"), _t("config_hash"),
+    Index("ix_history_cycles_run", "namespace", "run", "lsn"),
+    Index("ix_history_cycles_run_uid", "namespace", "run_uid", "lsn"),
+    Index("ix_history_cycles_decided_at", "decided_at"),
+    Index("ix_history_cycles_duration", "duration_us"),
+)
+
+candidates = Table(
+    "history_candidates", _md, *_key(), Column("rank", Integer, primary_key=True, autoincrement=False),
+    _t("pod"), _i("total"), _t("plugin_scores"),
+)
+
+rejections = Table(
+    "history_rejections", _md, *_key(), Column("position", Integer, primary_key=True, autoincrement=False),
+    _at("decided_at", False), _t("namespace"), _t("run"), _t("run_uid"), _t("status"), _t("result"),
+    _t("plugin"), _t("reason"), _i("pods"),
+    Index("ix_history_rejections_reason", "reason", "status", "decided_at"),
+)
+
+placements = Table(
+    "history_placements", _md, *_key(), _at("decided_at", False), _t("namespace"), _t("run"), _t("run_uid"),
+    _t("pod"), _t("pod_uid"), _t("now"), _i("total"), _t("outcome"), _i("snapshot_lsn"),
+    Column("end_epoch", String(64)), _i("end_lsn"), _at("ended_at"), _t("end_reason"),
+    Index("ix_history_placements_run", "namespace", "run", "lsn"),
+    Index("ix_history_placements_pod", "namespace", "pod", "decided_at"),
+    Index("ix_history_placements_decided_at", "decided_at"),
+    # The placement a Run holds now, if any: what an end (its deletion, ...) closes.
+    Index("ix_history_placements_open", "namespace", "run_uid",
+          sqlite_where=sa.text("outcome = 'scheduled' AND end_lsn IS NULL"),
+          postgresql_where=sa.text("outcome = 'scheduled' AND end_lsn IS NULL")),
+)
+
+waits = Table(
+    "history_waits", _md, Column("epoch", String(64), primary_key=True),
+    Column("first_lsn", BigInteger, primary_key=True, autoincrement=False),
+    _t("namespace"), _t("run"), _t("run_uid"), _at("first_pending_at", False), _i("first_pending_us"),
+    _t("first_reason"), Column("last_epoch", String(64)), _i("last_lsn"), _at("last_pending_at"),
+    _t("last_reason"), _t("last_status"), _i("pending_cycles"),
+    Column("end_epoch", String(64)), _i("end_lsn"), _at("ended_at"), _t("outcome"), _t("pod"), _i("waited_us"),
+    # At most one open episode per Run: the pending cycles of a batch extend it in place.
+    Index("ix_history_waits_open", "namespace", "run_uid", unique=True,
+          sqlite_where=sa.text("end_lsn IS NULL"), postgresql_where=sa.text("end_lsn IS NULL")),
+    Index("ix_history_waits_run", "namespace", "run"),
+    Index("ix_history_waits_waited", "outcome", "waited_us"),
+    Index("ix_history_waits_first_pending", "first_pending_at"),
+)
+
+pods = Table(
+    "history_pods", _md, *_key(), _at("recorded_at", False), _t("event"), _t("namespace"), _t("name"), _t("uid"),
+    _t("runtime"), _t("resource_version"), Column("ready", Boolean), Column("terminating", Boolean),
+    _t("heartbeat"), _t("capacity"), _t("capacity_problem"),
+    Index("ix_history_pods_name", "namespace", "name", "recorded_at"),
+)
+
+runs = Table(
+    "history_runs", _md, *_key(), _at("recorded_at", False), _t("event"), _t("namespace"), _t("name"), _t("uid"),
+    _t("runtime"), _t("resource_version"), _t("phase"), _t("pod_name"), _t("pending_message"),
+    Index("ix_history_runs_uid", "namespace", "uid", "lsn"),
+)
+
+binds = Table(
+    "history_binds", _md, *_key(), _at("recorded_at", False), _t("namespace"), _t("run_uid"), _t("result"),
+    _t("error"),
+    Index("ix_history_binds_run", "namespace", "run_uid", "lsn"),
+    Index("ix_history_binds_recorded_at", "recorded_at", "result"),
+)
+
+pod_hours = Table(
+    "history_pod_hours", _md, Column("namespace", Text, primary_key=True), Column("pod", Text, primary_key=True),
+    Column("hour", String(16), primary_key=True), _i("placements"),
+)
+
+rejection_hours = Table(
+    "history_rejection_hours", _md, Column("hour", String(16), primary_key=True),
+    Column("plugin", Text, primary_key=True), Column("reason", Text, primary_key=True), _i("pods"), _i("cycles"),
+)
+
+epochs = Table(
+    "history_epochs", _md, Column("epoch", String(64), primary_key=True), _i("cycles"),
+)
+
+#: Rows a single record yields, in insert order (a placement before what ends it).
+ROW_TABLES: tuple[Table, ...] = (cycles, candidates, rejections, placements, pods, runs, binds)
+TABLES: tuple[Table, ...] = (*ROW_TABLES, waits, pod_hours, rejection_hours, epochs)
+TABLE_NAMES = tuple(t.name for t in TABLES)
+COLUMNS: dict[str, tuple[str, ...]] = {t.name: tuple(c.name for c in t.columns) for t in ROW_TABLES}
+#: PostgreSQL COPY types per row table.
+COPY_TYPES: dict[str, list[str]] = {
+    t.name: ["timestamptz" if isinstance(c.type, schema.UtcDateTime) else "bool" if isinstance(c.type, Boolean)
+             else "int8" if isinstance(c.type, BigInteger) else "int4" if isinstance(c.type, Integer) else "text"
+             for c in t.columns]
+    for t in ROW_TABLES}
+
+TERMINAL_PHASES = {"Succeeded": "succeeded", "Failed": "failed"}
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MAX_INT = 2**63
+
+
+# -- values, as the columns take them ---------------------------------------------------------------
+
+
+def _str(value: Any) -> str | None:
+    # PostgreSQL refuses NUL in text; a payload may carry one (escaped in its JSON).
+    return value if type(value) is str and "\x00" not in value else None
+
+
+def _int(value: Any) -> int | None:
+    return value if type(value) is int and -_MAX_INT <= value < _MAX_INT else None
+
+
+def _bool(value: Any) -> bool | None:
+    return value if type(value) is bool else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if type(value) is dict else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if type(value) is list else []
+
+
+def _unencodable(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+# The C encoder itself, set up once: json.dumps with these options builds an encoder per
+# call and costs ~20 times as much for a candidate's few scores.
+_encode_compact = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+    None, _unencodable, json.encoder.encode_basestring, None, ":", ",", False, False, False)
+
+
+def compact_json(value: Any) -> str | None:
+    """The compact JSON text of a list (scores, capacities) as stored; None if not encodable.
+
+    Payloads are acyclic (built by the recorder or parsed from JSON), so no cycle check.
+    """
+    if _encode_compact is None:  # a Python without the C accelerator
+        try:
+            return _str(json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False))
+        except (TypeError, ValueError, RecursionError):
+            return None
+    try:
+        return _str("".join(_encode_compact(value, 0)))
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+_scores = compact_json
+
+_hours: dict[int, str] = {}
+
+
+def hour_of(at: datetime) -> str:
+    """The UTC hour bucket of an instant, ``YYYY-MM-DD HH:00`` (the hourly tables' key)."""
+    index = int(at.timestamp()) // 3600
+    text = _hours.get(index)
+    if text is None:
+        if len(_hours) > 10_000:
+            _hours.clear()
+        text = _hours[index] = f"{at.astimezone(timezone.utc):%Y-%m-%d %H}:00"
+    return text
+
+
+def micros(at: datetime) -> int:
+    """An instant as integer microseconds since the Unix epoch (waits are differences of these)."""
+    return (at - _EPOCH) // _MICROSECOND
+
+
+_MICROSECOND = timedelta(microseconds=1)
+
+
+# -- deriving a batch ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Derived:
+    """What a batch of records adds to the history tables, in the order it must be applied."""
+
+    rows: dict[str, list[tuple[Any, ...]]] = field(default_factory=lambda: {t.name: [] for t in ROW_TABLES})
+    #: Per Run (namespace, run_uid): its episode and placement statements, in LSN order.
+    run_ops: dict[tuple[str, str], list[list[Any]]] = field(default_factory=dict)
+    pod_hours: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    rejection_hours: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
+    epoch_cycles: Counter[str] = field(default_factory=Counter)
+
+    def __bool__(self) -> bool:
+        return (any(self.rows.values()) or bool(self.run_ops) or bool(self.pod_hours) or bool(self.rejection_hours)
+                or bool(self.epoch_cycles))
+
+
+# Statement kinds of ``Derived.run_ops`` (the first element of each op).
+PENDING, STATUS, CLOSE, END = "pending", "status", "close", "end"
+
+
+def derive(rows: Sequence[records.EncodedRecord], payloads: Sequence[Any] | None = None,
+           stamp: Callable[[datetime], Any] | None = None) -> Derived:
+    """The history rows of ``rows`` (in LSN order); ``payloads[i]`` is row i's payload dict if known.
+
+    A payload not given (or not a dict) is parsed from the stored text, for the kinds
+    that have history rows only. ``stamp`` turns a record's time into what the backend
+    stores (SQLite: text), once per record; without it rows hold the datetimes.
+    """
+    out = Derived()
+    state: dict[tuple[str, str], _RunState] = {}
+    for i, r in enumerate(rows):
+        kind = r.kind
+        handler = _HANDLERS.get(kind)
+        if handler is None:
+            continue
+        payload = payloads[i] if payloads is not None else None
+        if type(payload) is not dict:
+            try:
+                payload = json.loads(r.payload)
+            except ValueError:
+                continue
+            if type(payload) is not dict:
+                continue
+        when = r.recorded_at
+        handler(out, state, r.incarnation, r.lsn, stamp(when) if stamp is not None else when, when, payload)
+    return out
+
+
+class _RunState:
+    """Within one batch, what the last statements for a Run were (so repeats can be folded)."""
+
+    __slots__ = ("key", "ops", "pending", "closed", "ended")
+
+    def __init__(self, key: tuple[str, str], ops: list[list[Any]]) -> None:
+        self.key = key
+        self.ops = ops
+        self.pending: list[Any] | None = None  # the open episode's statement, while the next can extend it
+        self.closed = False  # the episode was closed in this batch: no open one is left to update
+        self.ended = False  # the Run's placements were ended in this batch and none was made since
+
+
+def _run_state(out: Derived, state: dict[tuple[str, str], _RunState], key: tuple[str, str]) -> _RunState:
+    s = state.get(key)
+    if s is None:
+        s = state[key] = _RunState(key, out.run_ops.setdefault(key, []))
+    return s
+
+
+def _cycle(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, lsn: int, at: Any, when: datetime,
+           p: dict[str, Any]) -> None:
+    get, s, i = p.get, _str, _int
+    namespace, run, run_uid = s(get("namespace")), s(get("run")), s(get("run_uid"))
+    status, result, message = s(get("status")), s(get("result")), s(get("message"))
+    chosen, total, snapshot = s(get("chosen")), i(get("total")), i(get("snapshot_lsn"))
+    rows = out.rows
+    out.epoch_cycles[epoch] += 1
+    rows["history_cycles"].append((
+        epoch, lsn, at, namespace, run, run_uid, snapshot, s(get("now")), status, result, chosen,
+        s(get("chosen_uid")), total, message, i(get("pods_evaluated")), i(get("pods_feasible")),
+        i(get("duration_us")), s(get("digest")), s(get("planner_version")), s(get("config_hash"))))
+    candidates = get("candidates")
+    if candidates:
+        add = rows["history_candidates"].append
+        for rank, c in enumerate(_list(candidates), 1):
+            if type(c) is not dict:
+                c = {}
+            add((epoch, lsn, rank, s(c.get("pod")), i(c.get("total")), _scores(c.get("scores"))))
+    rejected = _list(get("rejections"))
+    if rejected:
+        add = rows["history_rejections"].append
+        hour = hour_of(when)
+        counts = out.rejection_hours
+        for position, entry in enumerate(rejected, 1):
+            plugin, reason, n = (entry + [None, None, None])[:3] if type(entry) is list else (None, None, None)
+            plugin, reason, n = _str(plugin), _str(reason), _int(n)
+            add((epoch, lsn, position, at, namespace, run, run_uid, status, result, plugin, reason, n))
+            if plugin is not None and reason is not None:
+                total_for = counts.get((hour, plugin, reason))
+                if total_for is None:
+                    counts[(hour, plugin, reason)] = [n or 0, 1]
+                else:
+                    total_for[0] += n or 0
+                    total_for[1] += 1
+    if chosen is not None:
+        rows["history_placements"].append((
+            epoch, lsn, at, namespace, run, run_uid, chosen, _str(p.get("chosen_uid")), _str(p.get("now")), total,
+            result, snapshot, None, None, None, None))
+        if result == "scheduled" and namespace is not None:
+            out.pod_hours[(namespace, chosen, hour_of(when))] += 1
+    if namespace is None or run_uid is None:
+        return
+    rs = _run_state(out, state, (namespace, run_uid))
+    if result == "scheduled" and chosen is not None:
+        # A newer placement ends the one the Run held (its pod went away, it was re-planned).
+        if not rs.ended:
+            rs.ops.append([END, epoch, lsn, at, "replaced", namespace, run_uid])
+        rs.ended = False
+        _close(rs, epoch, lsn, at, when, "scheduled", chosen, status)
+    elif status == "invalid":
+        _close(rs, epoch, lsn, at, when, "invalid", None, status)
+    elif status == "unschedulable":
+        op = rs.pending
+        if op is not None:  # extends the episode this batch opened or extended
+            op[9:14] = [epoch, lsn, at, message, status]
+            op[14] += 1
+        else:
+            rs.pending = [PENDING, epoch, lsn, namespace, run, run_uid, at, micros(when), message,
+                         epoch, lsn, at, message, status, 1]
+            rs.ops.append(rs.pending)
+            rs.closed = False
+    elif not rs.closed:
+        if rs.pending is not None:
+            rs.pending[13] = status
+        else:
+            rs.ops.append([STATUS, status, namespace, run_uid])
+
+
+def _close(s: _RunState, epoch: str, lsn: int, at: Any, when: datetime, outcome: str, pod: str | None,
+           status: str | None) -> None:
+    s.pending = None
+    if s.closed:
+        return  # nothing is open any more
+    s.ops.append([CLOSE, epoch, lsn, at, outcome, pod, micros(when), status, *s.key])
+    s.closed = True
+
+
+def _mutation(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, lsn: int, at: Any,
+              when: datetime, p: dict[str, Any]) -> None:
+    get, s = p.get, _str
+    kind, event = get("kind"), s(get("event"))
+    obj = get("object")
+    if type(obj) is not dict:
+        obj = {}
+    namespace, name, uid = s(get("namespace")), s(get("name")), s(get("uid"))
+    if kind == "Pod":
+        out.rows["history_pods"].append((
+            epoch, lsn, at, event, namespace, name, uid, s(obj.get("runtime")), s(get("resource_version")),
+            _bool(obj.get("ready")), _bool(obj.get("terminating")), s(obj.get("heartbeat")),
+            compact_json(obj["capacity"]) if type(obj.get("capacity")) is list else None,
+            s(obj.get("capacity_problem"))))
+        return
+    if kind != "Run":
+        return
+    phase = s(obj.get("phase"))
+    out.rows["history_runs"].append((
+        epoch, lsn, at, event, namespace, name, uid, s(obj.get("runtime")), s(get("resource_version")),
+        phase, s(obj.get("pod_name")), s(obj.get("pending_message"))))
+    if namespace is None or uid is None:
+        return
+    why = "deleted" if event == "DELETED" else TERMINAL_PHASES.get(phase or "")
+    if why is None:
+        return
+    rs = _run_state(out, state, (namespace, uid))
+    if not rs.ended:
+        rs.ops.append([END, epoch, lsn, at, why, namespace, uid])
+        rs.ended = True
+    if event == "DELETED":
+        _close(rs, epoch, lsn, at, when, "deleted", None, None)
+
+
+def _bind(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, lsn: int, at: Any, when: datetime,
+          p: dict[str, Any]) -> None:
+    out.rows["history_binds"].append((epoch, lsn, at, _str(p.get("namespace")), _str(p.get("run_uid")),
+                                      _str(p.get("result")), _str(p.get("error"))))
+
+
+_HANDLERS: dict[str, Callable[..., None]] = {"cycle": _cycle, "mutation": _mutation, "bind": _bind}
+KINDS = frozenset(_HANDLERS)
+
+
+# -- writing -------------------------------------------------------------------------------------------
+
+# `?` placeholders; the PostgreSQL backend turns them into `%s`.
+_PENDING_SQL = (
+    "INSERT INTO history_waits (epoch, first_lsn, namespace, run, run_uid, first_pending_at, first_pending_us,"
+    " first_reason, last_epoch, last_lsn, last_pending_at, last_reason, last_status, pending_cycles)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    " ON CONFLICT (namespace, run_uid) WHERE end_lsn IS NULL DO UPDATE SET"
+    " last_epoch = excluded.last_epoch, last_lsn = excluded.last_lsn, last_pending_at = excluded.last_pending_at,"
+    " last_reason = excluded.last_reason, last_status = excluded.last_status,"
+    " pending_cycles = history_waits.pending_cycles + excluded.pending_cycles")
+_STATUS_SQL = "UPDATE history_waits SET last_status = ? WHERE namespace = ? AND run_uid = ? AND end_lsn IS NULL"
+_CLOSE_SQL = (
+    "UPDATE history_waits SET end_epoch = ?, end_lsn = ?, ended_at = ?, outcome = ?, pod = ?,"
+    " waited_us = ? - first_pending_us, last_status = COALESCE(?, last_status)"
+    " WHERE namespace = ? AND run_uid = ? AND end_lsn IS NULL")
+_END_SQL = (
+    "UPDATE history_placements SET end_epoch = ?, end_lsn = ?, ended_at = ?, end_reason = ?"
+    " WHERE namespace = ? AND run_uid = ? AND outcome = 'scheduled' AND end_lsn IS NULL"
+    " AND NOT (epoch = ? AND lsn >= ?)")
+_POD_HOURS_SQL = (
+    "INSERT INTO history_pod_hours (namespace, pod, hour, placements) VALUES (?,?,?,?)"
+    " ON CONFLICT (namespace, pod, hour) DO UPDATE SET placements = history_pod_hours.placements + excluded.placements")
+_REJECTION_HOURS_SQL = (
+    "INSERT INTO history_rejection_hours (hour, plugin, reason, pods, cycles) VALUES (?,?,?,?,?)"
+    " ON CONFLICT (hour, plugin, reason) DO UPDATE SET pods = history_rejection_hours.pods + excluded.pods,"
+    " cycles = history_rejection_hours.cycles + excluded.cycles")
+
+
+_EPOCHS_SQL = (
+    "INSERT INTO history_epochs (epoch, cycles) VALUES (?,?)"
+    " ON CONFLICT (epoch) DO UPDATE SET cycles = history_epochs.cycles + excluded.cycles")
+
+
+def statements(derived: Derived) -> Iterable[tuple[str, list[tuple[Any, ...]]]]:
+    """The (SQL, parameter rows) that apply ``derived`` after its rows are inserted, in order.
+
+    A Run's statements go in its LSN order; different Runs' are independent, so the
+    k-th statement of every Run goes in one round, grouped by kind (``executemany``).
+    """
+    queues = [ops for ops in derived.run_ops.values() if ops]
+    k = 0
+    while queues:
+        by_kind: dict[str, list[tuple[Any, ...]]] = {}
+        for ops in queues:
+            op = ops[k]
+            kind = op[0]
+            if kind == PENDING:
+                params: tuple[Any, ...] = (op[1], op[2], op[3], op[4], op[5], op[6], op[7], op[8], op[9],
+                                           op[10], op[11], op[12], op[13], op[14])
+            elif kind == STATUS:
+                params = (op[1], op[2], op[3])
+            elif kind == CLOSE:
+                params = (op[1], op[2], op[3], op[4], op[5], op[6], op[7], op[8], op[9])
+            else:
+                params = (op[1], op[2], op[3], op[4], op[5], op[6], op[1], op[2])
+            by_kind.setdefault(kind, []).append(params)
+        for kind, sql in ((END, _END_SQL), (CLOSE, _CLOSE_SQL), (STATUS, _STATUS_SQL), (PENDING, _PENDING_SQL)):
+            if kind in by_kind:
+                yield sql, by_kind[kind]
+        k += 1
+        queues = [ops for ops in queues if len(ops) > k]
+    if derived.pod_hours:
+        yield _POD_HOURS_SQL, [(ns, pod, hour, n) for (ns, pod, hour), n in sorted(derived.pod_hours.items())]
+    if derived.epoch_cycles:
+        yield _EPOCHS_SQL, sorted(derived.epoch_cycles.items())
+    if derived.rejection_hours:
+        yield _REJECTION_HOURS_SQL, [(hour, plugin, reason, n, c)
+                                     for (hour, plugin, reason), (n, c) in sorted(derived.rejection_hours.items())]
+

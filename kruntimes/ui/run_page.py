@@ -1,0 +1,169 @@
+"""The Run page: a Run's whole story from the journal, and a replay verdict per cycle on demand.
+
+The story is every record about the Run in LSN order: its observations (phases, the
+pod it ran on), every cycle (result, candidates with each plugin's normalised and raw
+score, why pods were rejected, the Pending message), every reserve, bind, release and
+drop. Each cycle links to ``/replay/LSN``, which runs ``replay.verify`` on that one
+cycle (the same planner on the rebuilt snapshot) and says *identical* or what
+differed; the page fetches it in place, and the link works on its own for a ticket.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kruntimes.ui import markup as m
+from kruntimes.ui import params, queries
+from replay import errors as replay_errors
+from replay import source, verify
+
+MAX_CYCLES = 200
+
+
+def render(reader: queries.Reader, q: params.Query, namespace: str, name: str) -> bytes:
+    records = reader.run_records(namespace, name)
+    if not records:
+        raise LookupError(f"the journal holds nothing about a Run {namespace}/{name}")
+    title = f"Run {namespace}/{name}"
+    cycles = [r for r in records if r.kind == "cycle"]
+    body: list[Any] = [_summary(records), m.h("h2", "Story"), _story(records)]
+    body.append(m.h("h2", f"Cycles ({len(cycles)})"))
+    if len(cycles) > MAX_CYCLES:
+        body.append(m.h("p", f"the newest {MAX_CYCLES} of {len(cycles)} cycles", class_="note"))
+    body += [_cycle(c) for c in cycles[-MAX_CYCLES:]]
+    return m.page(title, *body)
+
+
+def _summary(records: list[queries.Record]) -> m.Html:
+    runs = [r for r in records if r.kind == "mutation"]
+    latest = runs[-1].payload.get("object") or {} if runs else {}
+    ran = [(r, (r.payload.get("object") or {}).get("pod_name")) for r in runs]
+    first_on_pod = next(((r, pod) for r, pod in ran if pod), None)
+    ended = next((r for r in runs if r.payload.get("event") == "DELETED"
+                  or (r.payload.get("object") or {}).get("phase") in queries.TERMINAL), None)
+    results = Counter(str(r.payload.get("result")) for r in records if r.kind == "cycle")
+    binds = Counter(str(r.payload.get("result")) for r in records if r.kind == "bind")
+    where: Any = "-"
+    if first_on_pod is not None:
+        rec, pod = first_on_pod
+        where = m.join((m.link(pod, m.url(f"/pod/{m.seg(rec.payload.get('namespace', ''))}/{m.seg(pod)}",
+                                          at=rec.at)), f" (observed there from {m.when(rec.at)})"))
+    items = {
+        "UID": ", ".join(sorted({str(r.payload.get("uid")) for r in runs})) or "-",
+        "Runtime": latest.get("runtime", "-"),
+        "requests": ", ".join(f"{k} {v}" for k, v in latest.get("requests") or ()) or "-",
+        "phase (last seen)": latest.get("phase", "-"),
+        "ran on": where,
+        "until": (f"{m.when(ended.at)} ({'deleted' if ended.payload.get('event') == 'DELETED' else latest.get('phase')})"
+                  if ended else "still there at the journal's end"),
+        "cycles": ", ".join(f"{n} {k}" for k, n in sorted(results.items())) or "-",
+        "binds": ", ".join(f"{n} {k}" for k, n in sorted(binds.items())) or "-",
+    }
+    return m.definition(items, id="summary")
+
+
+def _event(rec: queries.Record) -> str:
+    p = rec.payload
+    if rec.kind == "mutation":
+        obj = p.get("object") or {}
+        where = f" on {obj['pod_name']}" if obj.get("pod_name") else ""
+        pending = f": {obj['pending_message']}" if obj.get("pending_message") else ""
+        return f"Run {str(p.get('event', '')).lower()}: {obj.get('phase', '-')}{where}{pending}"
+    if rec.kind == "cycle":
+        chosen = f" → {p['chosen']} (total {p.get('total')})" if p.get("chosen") else ""
+        message = f": {p['message']}" if p.get("message") else ""
+        return f"cycle {p.get('result')}{chosen}{message}"
+    if rec.kind == "reserve":
+        return f"reserved on {(p.get('assumption') or {}).get('pod_name')}"
+    if rec.kind == "bind":
+        return f"bind {p.get('result')}" + (f" ({p['error']})" if p.get("error") else "")
+    if rec.kind == "release":
+        return f"reservation released ({p.get('why')})"
+    if rec.kind == "drop":
+        return f"assumption dropped ({p.get('why')})"
+    return rec.kind
+
+
+def _story(records: list[queries.Record]) -> m.Html:
+    rows = [(m.link(r.lsn, f"#cycle-{r.lsn}") if r.kind == "cycle" else r.lsn, m.when(r.at), r.kind, _event(r))
+            for r in records]
+    return m.table(("LSN", "recorded at", "kind", "what happened"), rows, id="story")
+
+
+def _cycle(rec: queries.Record) -> m.Html:
+    p = rec.payload
+    result = str(p.get("result"))
+    head = m.h("h3", f"cycle {rec.lsn} · {m.when(rec.at)} · ", m.h("span", result, class_="result"),
+               f" → {p['chosen']}" if p.get("chosen") else "")
+    facts = m.h("p", f"snapshot LSN {p.get('snapshot_lsn')}, now {p.get('now')}; "
+                     f"{p.get('pods_feasible')} of {p.get('pods_evaluated')} pods feasible; "
+                     f"{p.get('duration_us')} µs", class_="note")
+    parts: list[Any] = [head, facts]
+    if p.get("message"):
+        parts.append(m.h("p", "Pending: ", m.h("strong", p["message"]), class_="pending"))
+    if p.get("rejections"):
+        parts.append(m.table(("plugin", "reason", "pods rejected"),
+                             [(plugin, reason, pods) for plugin, reason, pods in p["rejections"]], class_="rejections"))
+    candidates = p.get("candidates") or []
+    if candidates:
+        plugins = sorted({s[0] for c in candidates for s in c.get("scores") or ()})
+        rows = []
+        for rank, c in enumerate(candidates, 1):
+            scores = {s[0]: s for s in c.get("scores") or ()}
+            cells = [f"{scores[pl][2]} (raw {_raw(scores[pl][1])})" if pl in scores else "-" for pl in plugins]
+            rows.append((rank, c.get("pod"), c.get("total"), *cells))
+        table = m.table(("rank", "pod", "total", *plugins), rows, class_="candidates")
+        chosen = p.get("chosen")
+        # mark the chosen row (the table helper has no per-row attributes: add the class in place)
+        if chosen:
+            table = m.Html(table.replace(f"<tr><td>1</td><td>{m.esc(chosen)}</td>",
+                                         f'<tr class="chosen"><td>1</td><td>{m.esc(chosen)}</td>', 1))
+        parts.append(table)
+    target = f"verdict-{rec.lsn}"
+    parts.append(m.h("p", m.link("replay this cycle", m.url(f"/replay/{rec.lsn}", epoch=rec.incarnation),
+                                 data_verdict=target, class_="replay"),
+                     " ", m.h("span", id=target, class_="verdict-slot")))
+    return m.h("section", *parts, class_="cycle", id=f"cycle-{rec.lsn}")
+
+
+def _raw(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ",".join(map(str, value)) + "]"
+    return str(value)
+
+
+def render_replay(reader: queries.Reader, q: params.Query, lsn_text: str) -> bytes:
+    """``/replay/LSN?epoch=E``: replay one cycle and say whether it is identical to the record."""
+    lsn, epoch = int(lsn_text), q.text("epoch") or None
+    found = [r for r in reader.records_at(lsn) if r.kind == "cycle" and epoch in (None, r.incarnation)]
+    if not found:
+        raise LookupError(f"LSN {lsn}{' of epoch ' + epoch if epoch else ''} is not a cycle record in this journal")
+    if len(found) > 1:
+        raise params.BadParameter(f"LSN {lsn} names cycles of {len(found)} epochs: add epoch= one of "
+                                  + ", ".join(r.incarnation for r in found))
+    rec = found[0]
+    verdict = verdict_html(reader, rec.lsn, rec.incarnation)
+    if q.text("fragment") == "1":
+        return verdict.encode("utf-8")
+    run = rec.payload
+    back = m.link(f"Run {run.get('namespace')}/{run.get('run')}",
+                  f"/run/{m.seg(str(run.get('namespace')))}/{m.seg(str(run.get('run')))}#cycle-{lsn}")
+    return m.page(f"Replay of cycle {lsn}", m.h("p", back, f" · epoch {rec.incarnation}"), verdict)
+
+
+def verdict_html(reader: queries.Reader, lsn: int, epoch: str) -> m.Html:
+    try:
+        report = verify.verify(reader.journal, source.Selection(lsns=(lsn,), incarnation=epoch))
+    except replay_errors.ReplayError as exc:
+        return m.h("div", m.h("span", "cannot replay: ", class_="bad"), str(exc), class_="verdict")
+    if report.skipped:
+        return m.h("div", "not replayable: its snapshot is before the checkpoint a prune kept", class_="verdict")
+    if report.ok:
+        return m.h("div", m.h("span", "identical", class_="ok"),
+                   f": replayed in {report.seconds * 1000:.0f} ms ({report.stats.records:,} records applied); "
+                   "the same decision, candidates, scores and outcome digest", class_="verdict")
+    differences = [d for result in report.diverged for d in result.differences]
+    return m.h("div", m.h("span", "diverged", class_="bad"), f": {len(differences)} differences",
+               m.table(("field", "recorded", "replayed"), [(d.field, str(d.recorded), str(d.replayed))
+                                                          for d in differences]), class_="verdict")

@@ -1,0 +1,248 @@
+"""Every page of `kruntimes ui`, loaded from the demo's journal in a real headless Chromium.
+
+Each test loads a page, waits until its script drew every figure, checks that the
+browser logged no error (an exception, a refused script, a failed asset), checks the
+elements and the values against the journal read another way (the history views of
+``kruntimes.journal.history``, or replay called directly), and writes a screenshot to
+``test-artifacts/ui/``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+import sqlalchemy as sa
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from bench import replay as generator
+from kruntimes.journal import backends, history
+from kruntimes.ui import markup, queries, server, timeline, whatif_page
+from replay import source, whatif
+from tests.ui import browser
+from tests.ui.conftest import DemoJournal, Served
+
+
+@pytest.fixture(scope="module")
+def driver() -> Iterator[Any]:
+    yield from browser.chrome()
+
+
+@pytest.fixture(scope="module")
+def journal(demo_journal: DemoJournal) -> Iterator[backends.Journal]:
+    j = backends.Journal.open(demo_journal.url, create=False)
+    yield j
+    j.close()
+
+
+def _scalar(journal: backends.Journal, sql: str, **params: Any) -> Any:
+    with journal.engine.connect() as conn:
+        return conn.execute(sa.text(sql), params).scalar()
+
+
+def _open(driver: Any, served: Served, path: str) -> None:
+    driver.get_log("browser")  # start each page with an empty console
+    driver.get(served.base + path)
+    browser.wait_until_drawn(driver)
+
+
+def _text(driver: Any, css: str) -> str:
+    return str(driver.find_element(By.CSS_SELECTOR, css).text)
+
+
+def test_the_timeline_draws_every_pod_of_the_demo_and_every_bind_in_its_window(
+        driver: Any, served: Served, journal: backends.Journal) -> None:
+    _open(driver, served, "/timeline?per=200")
+    assert browser.console_errors(driver) == []
+    pods = _scalar(journal, "SELECT COUNT(*) FROM (SELECT DISTINCT namespace, name FROM pod_observations) p")
+    assert f"of {pods} pods" in _text(driver, ".pager")
+    runtimes = {r for (r,) in journal.engine.connect().execute(sa.text("SELECT DISTINCT runtime FROM pod_observations"))}
+    legend = _text(driver, ".legend")
+    assert all(f"{rt} (" in legend for rt in runtimes)
+    bars = driver.execute_script("return document.getElementById('lanes').data.reduce((n, t) => n + t.x.length, 0)")
+    placed = _scalar(journal, "SELECT COUNT(*) FROM journal_records WHERE kind = 'reserve'")
+    assert 0 < bars <= placed
+    since = driver.find_element(By.NAME, "since").get_attribute("value")
+    until = driver.find_element(By.NAME, "until").get_attribute("value")
+    binds = _scalar(journal, "SELECT COUNT(*) FROM bind_results WHERE recorded_at >= :a AND recorded_at < :b",
+                    a=_sqlite_time(since), b=_sqlite_time(until))
+    per_second = driver.execute_script(
+        "return document.getElementById('binds').data.reduce((n, t) => n + t.y.reduce((a, b) => a + b, 0), 0)")
+    step = (_parse(until) - _parse(since)).total_seconds() / timeline.BUCKETS
+    assert per_second * step == pytest.approx(binds, rel=0.001)
+    utilisation = driver.execute_script("return document.getElementById('utilisation').data.map(t => t.name)")
+    assert "runs" in utilisation
+    browser.screenshot(driver, "timeline")
+
+
+def _parse(iso: str) -> datetime:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00"))
+
+
+def _sqlite_time(iso: str) -> str:
+    return iso.replace("T", " ").replace("Z", "")
+
+
+def test_dragging_across_the_lanes_zooms_the_timeline_to_that_window(driver: Any, served: Served) -> None:
+    _open(driver, served, "/timeline")
+    since = driver.find_element(By.NAME, "since").get_attribute("value")
+    start = markup.iso(_parse(since) + timedelta(seconds=2))
+    end = markup.iso(_parse(since) + timedelta(seconds=4))
+    driver.execute_script("Plotly.relayout('lanes', {'xaxis.range[0]': arguments[0], 'xaxis.range[1]': arguments[1]})",
+                          start.replace("Z", ""), end.replace("Z", ""))
+    WebDriverWait(driver, 20).until(lambda d: "since=" in d.current_url)
+    browser.wait_until_drawn(driver)
+    query = parse_qs(urlparse(driver.current_url).query)
+    assert query["since"][0].startswith(start[:19]) and query["until"][0].startswith(end[:19])
+    assert browser.console_errors(driver) == []
+
+
+def test_clicking_a_bar_opens_the_story_of_that_run(driver: Any, served: Served) -> None:
+    _open(driver, served, "/timeline")
+    href = driver.execute_script("return document.getElementById('lanes').data[0].customdata[0][2]")
+    assert href.startswith("/run/")
+    driver.execute_script(
+        "const f = document.getElementById('lanes');"
+        "f.emit('plotly_click', {points: [{customdata: f.data[0].customdata[0]}]})")
+    WebDriverWait(driver, 20).until(lambda d: urlparse(d.current_url).path == href)
+    assert driver.find_element(By.ID, "summary")
+
+
+def _run_with_a_conflict(journal: backends.Journal) -> tuple[str, str]:
+    with journal.engine.connect() as conn:
+        row = conn.execute(sa.text(
+            "SELECT c.namespace, c.run FROM cycles c WHERE c.result = 'conflict' AND EXISTS "
+            "(SELECT 1 FROM cycles s WHERE s.run_uid = c.run_uid AND s.result = 'scheduled') ORDER BY c.lsn LIMIT 1"
+        )).one()
+    return row[0], row[1]
+
+
+def test_a_runs_page_tells_its_story_and_replays_a_cycle_on_demand(
+        driver: Any, served: Served, journal: backends.Journal) -> None:
+    namespace, name = _run_with_a_conflict(journal)
+    story = history.run_history(journal, namespace, name)
+    _open(driver, served, f"/run/{namespace}/{name}")
+    assert browser.console_errors(driver) == []
+    sections = driver.find_elements(By.CSS_SELECTOR, "section.cycle")
+    assert len(sections) == len(story["cycles"])
+    results = [s.find_element(By.CSS_SELECTOR, ".result").text for s in sections]
+    assert results == [c["result"] for c in story["cycles"]]
+    assert story["placement"]["pod"] in _text(driver, "#summary")
+    bind_results = [b["result"] for b in story["binds"]]
+    shown = [row.find_elements(By.TAG_NAME, "td")[3].text for row in driver.find_elements(By.CSS_SELECTOR, "#story tbody tr")
+             if row.find_elements(By.TAG_NAME, "td")[2].text == "bind"]
+    assert "conflict" in bind_results and shown == [f"bind {r}" for r in bind_results]
+    chosen = driver.find_elements(By.CSS_SELECTOR, "table.candidates tr.chosen")
+    assert chosen, "the chosen candidate is highlighted"
+    sections[-1].find_element(By.CSS_SELECTOR, "a.replay").click()
+    WebDriverWait(driver, 60).until(lambda d: "identical" in sections[-1].find_element(By.CSS_SELECTOR, ".verdict-slot").text)
+    assert browser.console_errors(driver) == []
+    browser.screenshot(driver, "run")
+
+
+def test_what_if_lists_the_decisions_replay_says_would_change(
+        driver: Any, served: Served, journal: backends.Journal) -> None:
+    bounds = served.app.reader.bounds()
+    assert bounds is not None
+    since, until = bounds.first_at, bounds.last_at + timedelta(seconds=1)
+    _open(driver, served, markup.url("/whatif", since=since, until=until))
+    assert browser.console_errors(driver) == []
+    assert driver.find_element(By.NAME, "w.LeastLoaded").get_attribute("value") == "1"  # the recorded weight
+    driver.find_element(By.CSS_SELECTOR, "input[name=disable][value=LeastLoaded]").click()
+    driver.find_element(By.ID, "run-whatif").click()
+    WebDriverWait(driver, 120).until(lambda d: d.find_elements(By.ID, "whatif-report"))
+    expected = whatif.what_if(journal, source.Selection(since=since, until=until),
+                              whatif.Alternative(disabled=frozenset({"LeastLoaded"})))
+    assert expected.changed, "without LeastLoaded some demo Runs go elsewhere"
+    assert _text(driver, "#changed-count") == f"{len(expected.changed):,}"
+    assert f"of {expected.cycles:,} decisions" in _text(driver, "#whatif-summary")
+    rows = driver.find_elements(By.CSS_SELECTOR, "#changes tbody tr")
+    assert [r.find_element(By.TAG_NAME, "td").text for r in rows] == [
+        str(c.lsn) for c in expected.changed[:whatif_page.MAX_ROWS]]
+    shift = {r.find_elements(By.TAG_NAME, "td")[0].text: (int(r.find_elements(By.TAG_NAME, "td")[1].text),
+                                                           int(r.find_elements(By.TAG_NAME, "td")[2].text))
+             for r in driver.find_elements(By.CSS_SELECTOR, "#shift tbody tr")}
+    assert shift == {p: (b, a) for p, b, a in expected.shift()}
+    assert browser.console_errors(driver) == []
+    browser.screenshot(driver, "whatif")
+
+
+def test_the_pod_page_shows_what_it_held_its_capacity_and_heartbeat_at_an_instant(
+        driver: Any, served: Served, journal: backends.Journal) -> None:
+    placement = history.latest_placement(journal)
+    assert placement is not None
+    at = placement["decided_at"] + timedelta(microseconds=1)
+    seen = history.pod_observations(journal, placement["namespace"], placement["pod"], at=at, limit=1)[0]
+    _open(driver, served, markup.url(f"/pod/{placement['namespace']}/{placement['pod']}", at=at))
+    assert browser.console_errors(driver) == []
+    capacity = {row.find_elements(By.TAG_NAME, "td")[0].text: int(row.find_elements(By.TAG_NAME, "td")[1].text)
+                for row in driver.find_elements(By.CSS_SELECTOR, "#capacity tbody tr")}
+    assert capacity == {k: v for k, v in json.loads(seen["capacity"])}
+    assert f"{placement['namespace']}/{placement['run']}" in _text(driver, "#held")
+    state = _text(driver, "#pod-state")
+    assert ("fresh" in state or "stale" in state) and seen["runtime"] in state
+    browser.screenshot(driver, "pod")
+
+
+def test_the_integrity_page_names_each_incarnation_and_verifies_a_window_on_request(
+        driver: Any, served: Served, journal: backends.Journal) -> None:
+    bounds = served.app.reader.bounds()
+    assert bounds is not None
+    since, until = bounds.first_at, bounds.last_at + timedelta(seconds=1)
+    _open(driver, served, markup.url("/integrity", since=since, until=until))
+    assert browser.console_errors(driver) == []
+    incarnations = journal.incarnations()
+    table = _text(driver, "#incarnations")
+    assert all(i.incarnation in table for i in incarnations)
+    epochs = _text(driver, "#epochs")
+    assert all(epoch in epochs and f"{head.head_lsn:,}" in epochs for epoch, head in journal.epochs().items())
+    assert "Not verified" in _text(driver, "#last-verify")
+    driver.find_element(By.ID, "run-verify").click()
+    WebDriverWait(driver, 120).until(lambda d: "Not verified" not in _text(d, "#last-verify"))
+    cycles = _scalar(journal, "SELECT COUNT(*) FROM cycles")
+    verdict = _text(driver, "#last-verify")
+    assert "OK" in verdict and f"{cycles:,} cycles replayed" in verdict
+    assert browser.console_errors(driver) == []
+    browser.screenshot(driver, "integrity")
+
+
+@pytest.fixture(scope="module")
+def thousand_pods(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A journal of 1,000 pods (50 Runtimes x 20) and a few thousand Runs, from bench/replay.py's generator."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('ui-wide')}/journal.db"
+    generator.generate(url, target=30_000, runtimes=50, pods_per_runtime=20, capacity=4)
+    reader = queries.open_reader(url)
+    app = server.App(reader)
+    httpd = server.make_server(app, "127.0.0.1", 0)
+    thread = threading.Thread(target=httpd.serve_forever, name="ui-test-wide", daemon=True)
+    thread.start()
+    try:
+        yield Served(f"http://127.0.0.1:{httpd.server_port}", app)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+        reader.close()
+
+
+def test_a_thousand_pods_are_paged_forty_lanes_at_a_time_and_every_page_of_lanes_is_reachable(
+        driver: Any, thousand_pods: Served) -> None:
+    _open(driver, thousand_pods, "/timeline")
+    assert browser.console_errors(driver) == []
+    assert "lanes 1–40 of 1,000 pods" in _text(driver, ".pager")
+    lanes = driver.execute_script("return document.getElementById('lanes').layout.yaxis.categoryarray.length")
+    assert lanes == 40
+    assert len(driver.find_elements(By.CSS_SELECTOR, ".legend .key")) == 50
+    browser.screenshot(driver, "timeline-1000-pods")
+    driver.find_element(By.ID, "lanes-next").click()
+    browser.wait_until_drawn(driver)
+    assert "lanes 41–80 of 1,000 pods" in _text(driver, ".pager")
+    _open(driver, thousand_pods, "/timeline?lanes=960")
+    assert "lanes 961–1,000 of 1,000 pods" in _text(driver, ".pager")
+    assert not driver.find_elements(By.ID, "lanes-next")

@@ -1,0 +1,178 @@
+"""The web view over HTTP, without a browser: read-only, escaped, local assets, clear errors."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import urllib.error
+import urllib.request
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from kruntimes.cli import main as cli
+from kruntimes.ui import markup, queries, run_page, server, timeline
+from tests.ui.conftest import DemoJournal, Served
+
+HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+
+
+def _get(served: Served, path: str, method: str = "GET") -> tuple[int, dict[str, str], str]:
+    request = urllib.request.Request(served.base + path, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, dict(response.headers), response.read().decode("utf-8")
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read().decode("utf-8")
+
+
+PAGES = ("/", "/timeline", "/whatif", "/pod", "/integrity")
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_answers_with_a_policy_that_allows_only_this_servers_scripts(served: Served, path: str) -> None:
+    status, headers, body = _get(served, path)
+    assert status == 200
+    assert "script-src 'self'" in headers["Content-Security-Policy"]
+    assert "http://" not in body.replace(served.base, "") and "https://" not in body
+    assert '<script src="/static/plotly.min.js"' in body
+
+
+def test_plotly_is_served_from_the_installed_package_byte_for_byte(served: Served) -> None:
+    with urllib.request.urlopen(served.base + "/static/plotly.min.js", timeout=60) as response:
+        served_js = response.read()
+    assert served_js == resources.files("plotly").joinpath("package_data", "plotly.min.js").read_bytes()
+    assert _get(served, "/static/../../etc/passwd")[0] == 404
+
+
+def test_the_view_refuses_anything_but_reading(served: Served) -> None:
+    status, headers, _ = _get(served, "/timeline", method="POST")
+    assert status == 405 and headers["Allow"] == "GET, HEAD"
+
+
+def test_the_journal_cannot_be_written_through_the_views_connection(served: Served) -> None:
+    with pytest.raises(sa.exc.OperationalError, match="readonly|read-only"):
+        with served.app.reader.journal.engine.begin() as conn:
+            conn.execute(sa.text("DELETE FROM journal_records"))
+
+
+def test_serving_every_page_leaves_the_journal_file_as_it_was(served: Served, demo_journal: DemoJournal) -> None:
+    before = hashlib.sha256(demo_journal.path.read_bytes()).hexdigest()
+    for path in PAGES + ("/integrity?verify=1",):
+        assert _get(served, path)[0] == 200
+    assert hashlib.sha256(demo_journal.path.read_bytes()).hexdigest() == before
+
+
+def test_a_malformed_window_is_a_400_naming_the_parameter(served: Served) -> None:
+    status, _, body = _get(served, "/timeline?since=yesterday-ish")
+    assert status == 400 and "since" in body and "RFC 3339" in body
+    status, _, body = _get(served, "/timeline?since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z")
+    assert status == 400 and "must be before until" in body
+    status, _, body = _get(served, "/timeline?per=100000")
+    assert status == 400 and "per must be between 1 and 200" in body
+
+
+def test_what_if_names_the_score_plugins_when_asked_to_disable_an_unknown_one(served: Served) -> None:
+    status, _, body = _get(served, "/whatif?disable=NoSuchPlugin&run=1")
+    assert status == 400 and "NoSuchPlugin" in body and "LeastLoaded" in body
+
+
+def test_an_unknown_run_is_a_404_and_its_name_comes_back_escaped(served: Served) -> None:
+    status, _, body = _get(served, "/run/demo/" + urllib.request.quote(HOSTILE, safe=""))
+    assert status == 404
+    assert "<script>alert" not in body and "&lt;script&gt;alert" in body
+
+
+def test_a_replay_of_something_that_is_not_a_cycle_or_of_another_epoch_is_a_404(served: Served) -> None:
+    status, _, body = _get(served, "/replay/1")
+    assert status == 404 and "not a cycle" in body
+    with served.app.reader.journal.engine.connect() as conn:
+        lsn = conn.execute(sa.text("SELECT MIN(lsn) FROM journal_records WHERE kind = 'cycle'")).scalar()
+    assert _get(served, f"/replay/{lsn}?fragment=1")[0] == 200
+    status, _, body = _get(served, f"/replay/{lsn}?epoch=no-such-epoch")
+    assert status == 404 and "of epoch no-such-epoch" in body
+
+
+def test_the_lanes_are_paged(served: Served) -> None:
+    status, _, body = _get(served, "/timeline?per=5&lanes=5")
+    assert status == 200 and "lanes 6–10 of" in body and 'id="lanes-previous"' in body
+
+
+class _HostileReader:
+    """A reader whose records were written by someone hostile: every name and message is markup."""
+
+    def run_records(self, namespace: str, name: str) -> list[queries.Record]:
+        at = datetime(2026, 12, 1, tzinfo=timezone.utc)
+        run = {"event": "MODIFIED", "kind": "Run", "name": name, "namespace": namespace, "uid": HOSTILE,
+               "object": {"phase": "Pending", "pod_name": HOSTILE, "pending_message": HOSTILE, "runtime": HOSTILE,
+                          "requests": [[HOSTILE, 1]]}}
+        cycle = {"namespace": namespace, "run": name, "run_uid": HOSTILE, "result": "unschedulable",
+                 "status": "unschedulable", "message": HOSTILE, "rejections": [[HOSTILE, HOSTILE, 3]],
+                 "candidates": [{"pod": HOSTILE, "total": 1, "scores": [[HOSTILE, HOSTILE, 1]]}], "chosen": HOSTILE}
+        return [queries.Record(1, at, "mutation", "i", run), queries.Record(2, at, "cycle", "i", cycle)]
+
+
+def test_names_and_messages_from_the_journal_are_shown_as_text_never_as_markup() -> None:
+    page = run_page.render(_HostileReader(), None, "demo", HOSTILE).decode()  # type: ignore[arg-type]
+    assert "<script>alert" not in page and "<img src=x" not in page
+    assert page.count("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;") >= 8
+
+
+def test_figure_data_cannot_close_its_script_element() -> None:
+    html = markup.figure("f", {"data": [{"name": "</script><script>alert(1)</script>"}]})
+    assert html.count("</script>") == 1 and "\\u003c/script>" in html
+
+
+def test_the_lane_colours_follow_the_runtime_names_not_the_order_they_appear_in() -> None:
+    assert timeline.colours(["b", "a", "c"]) == timeline.colours(["c", "b", "a"])
+    assert len(set(timeline.colours(["a", "b", "c"]).values())) == 3
+
+
+def test_the_command_says_in_one_line_when_there_is_no_journal(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["ui", "--journal", f"sqlite:///{tmp_path}/missing.db"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("kruntimes ui: no journal at") and "\n" not in err
+    assert not (tmp_path / "missing.db").exists()
+
+
+@pytest.mark.parametrize("listen", ["8080", "localhost:", ":80", "host:99999", "host:http"])
+def test_a_listen_address_without_a_port_is_a_usage_error(listen: str, demo_journal: DemoJournal,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["ui", "--journal", demo_journal.url, "--listen", listen]) == 2
+    assert "--listen must be HOST:PORT" in capsys.readouterr().err
+
+
+def test_the_view_listens_on_this_machine_only_unless_told_otherwise() -> None:
+    args = cli.build_parser().parse_args(["ui"])
+    assert args.listen == "127.0.0.1:8080"
+    assert server.ROUTES  # and routes exist for the pages linked from the navigation
+    linked = {href for _, href in markup.NAV}
+    assert all(any(p.fullmatch(href) for p, _ in server.ROUTES) for href in linked)
+
+
+def test_an_offset_past_the_last_lane_shows_the_last_page_of_lanes(served: Served) -> None:
+    status, _, body = _get(served, "/timeline?per=10&lanes=100000")
+    assert status == 200
+    found = re.search(r"lanes ([0-9,]+)–([0-9,]+) of ([0-9,]+) pods", body)
+    assert found is not None and found.group(2) == found.group(3) and 'id="lanes-next"' not in body
+
+
+def test_an_epoch_a_spool_recovery_closed_is_listed_as_a_spool_episode() -> None:
+    from collections import namedtuple
+
+    from kruntimes.ui import integrity_page
+
+    Row = namedtuple("Row", "epoch first_lsn head_lsn head_hash algorithm key_id started_at end_lsn end_reason")
+    at = datetime(2026, 12, 1, tzinfo=timezone.utc)
+
+    class _Reader:
+        def epochs(self) -> list[Row]:
+            return [Row("e-live", 1, 90, "h", "sha256", None, at, 91, "shutdown"),
+                    Row("e-lost", 92, 140, "h", "sha256", None, at, 141, "recovered")]
+
+    html = integrity_page._spool(_Reader())  # type: ignore[arg-type]
+    assert "e-lost" in html and "92–140" in html and "e-live" not in html
