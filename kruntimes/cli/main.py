@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("kruntimes.cli.demo_cmd", "run a generated workload through the whole system (no cluster needed)"),
     "simulate": ("kruntimes.cli.simulate_cmd", "where would these Runs go? (no cluster needed)"),
     "history": ("kruntimes.cli.history_cmd", "placement history from the journal: runs, pods, cycles"),
-    "journal": ("kruntimes.cli.journal_cmd", "maintain the journal (prune old records)"),
+    "journal": ("kruntimes.cli.journal_cmd", "maintain the journal (prune old records, rebuild the history tables)"),
     "db": ("kruntimes.cli.db_cmd", "migrate the journal database schema"),
     "crds": ("kruntimes.cli.crds_cmd", "print the Run and Runtime CustomResourceDefinitions"),
     "replay": ("kruntimes.cli.replay_cmd", "re-run recorded cycles from the journal: verify, explain, what-if"),
