@@ -115,7 +115,7 @@ def _print_run(args: argparse.Namespace, h: dict[str, Any]) -> None:
               if placed else f"Run {key}: never placed in this journal")
     cycles = Listing([Column("LSN", right=True), Column("DECIDED AT"), Column("RESULT"), Column("POD", name=True),
                       Column("TOTAL", right=True), Column("FEASIBLE", right=True, optional=True),
-                      Column("SNAPSHOT", right=True, wide_only=True), Column("REASON")], title="Cycles")
+                      Column("SNAPSHOT", right=True, wide_only=True), Column("REASON", wrap=True)], title="Cycles")
     for c in h["cycles"]:
         cycles.add(c["lsn"], ja.when(c["decided_at"]), c["result"], c["chosen"] or "-", _num(c["total"]),
                    f"{c['pods_feasible']}/{c['pods_evaluated']}", _num(c.get("snapshot_lsn")), c["message"] or "")
@@ -124,7 +124,8 @@ def _print_run(args: argparse.Namespace, h: dict[str, Any]) -> None:
         output.render(_candidates(f"Why {placed['pod']}: the recorded candidates of cycle {placed['lsn']}",
                                   h["candidates"]), args)
     if h["binds"]:
-        binds = Listing([Column("LSN", right=True), Column("AT"), Column("RESULT"), Column("ERROR")], title="Binds")
+        binds = Listing([Column("LSN", right=True), Column("AT"), Column("RESULT"), Column("ERROR", wrap=True)],
+                        title="Binds")
         for b in h["binds"]:
             binds.add(b["lsn"], ja.when(b["recorded_at"]), b["result"], b["error"] or "")
         output.render(binds, args)
@@ -174,7 +175,7 @@ def _print_pod(args: argparse.Namespace, h: dict[str, Any]) -> None:
              else f"What the scheduler saw of {h['namespace']}/{h['pod']}")
     seen = Listing([Column("LSN", right=True), Column("RECORDED AT"), Column("EVENT"), Column("RUNTIME"),
                     Column("READY"), Column("TERMINATING", optional=True), Column("HEARTBEAT", optional=True),
-                    Column("CAPACITY")], title=title)
+                    Column("CAPACITY", wrap=True)], title=title)
     for o in h["observations"]:
         shown = ", ".join(f"{r} {q}" for r, q in _capacity(o["capacity"]).items()) or "-"
         capacity = shown if not o["capacity_problem"] else f"{shown} ({o['capacity_problem']})"
@@ -218,7 +219,7 @@ def run_cycles(args: argparse.Namespace) -> int:
     table = Listing([Column("LSN", right=True), Column("DECIDED AT"), Column("RUN", name=True), Column("RESULT"),
                      Column("POD", name=True), Column("TOTAL", right=True),
                      Column("FEASIBLE", right=True, optional=True), Column("µs", right=True, optional=True),
-                     Column("SNAPSHOT", right=True, wide_only=True), Column("REASON")],
+                     Column("SNAPSHOT", right=True, wide_only=True), Column("REASON", wrap=True)],
                     title=f"{len(found)} cycles (newest {limit} at most)" if limit else f"{len(found)} cycles")
     for c in found:
         table.add(c["lsn"], ja.when(c["decided_at"]), f"{c['namespace']}/{c['run']}", c["result"],
@@ -279,7 +280,7 @@ def run_waits(args: argparse.Namespace) -> int:
     found = _read(args, lambda j: history.longest_waits(j, limit=limit, waiting=not args.placed_only))
     table = _table(f"The {limit} longest waits from first Pending to placement",
                    [Column("RUN", name=True), Column("WAITED", right=True), Column("FIRST PENDING"), Column("PLACED AT"), Column("POD", name=True),
-                    Column("PENDING CYCLES", right=True, optional=True), Column("FIRST REASON", optional=True), Column("LATEST REASON")])
+                    Column("PENDING CYCLES", right=True, optional=True), Column("FIRST REASON", optional=True, wrap=True), Column("LATEST REASON", wrap=True)])
     return _listing(args, found, "no Run waited in this journal (every Run was placed on its first cycle)", table,
                     lambda w: (f"{w['namespace']}/{w['run']}", _duration(w["waited_s"]), ja.when(w["first_pending_at"]),
                                ja.when(w["placed_at"]) if w["placed_at"] else f"({w['outcome'] or 'still waiting'})",
@@ -300,7 +301,7 @@ def run_decisions(args: argparse.Namespace) -> int:
     limit = _limit(args.limit)
     found = _read(args, lambda j: history.decisions(j, since=since, until=until, limit=limit))
     table = _table(f"{len(found)} decisions from {ja.when(since)} to {ja.when(until)}",
-                   [Column("LSN", right=True), Column("DECIDED AT"), Column("RUN", name=True), Column("RESULT"), Column("POD", name=True), Column("REASON")])
+                   [Column("LSN", right=True), Column("DECIDED AT"), Column("RUN", name=True), Column("RESULT"), Column("POD", name=True), Column("REASON", wrap=True)])
     return _listing(args, found, "no cycle was decided in that window", table,
                     lambda c: (str(c["lsn"]), ja.when(c["decided_at"]), f"{c['namespace']}/{c['run']}", c["result"],
                                c["chosen"] or "-", c["reason"]))

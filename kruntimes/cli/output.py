@@ -2,10 +2,11 @@
 
 One module so that the conventions cannot drift between commands:
 
-- ``table`` fits the terminal. A column marked ``name`` (a Run, a pod) is never cut
-  or wrapped; when the columns do not fit, the ``optional`` ones go first (right to
-  left), then the other text columns wrap. ``wide`` shows every column and lets the
-  line be as long as it needs.
+- ``table`` fits the terminal. Only columns of free text (``wrap``: a reason, an
+  error) ever wrap; names, times and numbers are never cut or wrapped. When the
+  columns do not fit, the ``optional`` ones go first (right to left), then the text
+  columns wrap; if names alone are wider than the terminal, the line is longer than
+  the terminal rather than a name cut. ``wide`` shows every column, unwrapped.
 - ``json`` and ``yaml`` print the command's document with named fields; no
   positional arrays.
 - ``--no-headers`` drops column headers, titles and captions, for ``awk`` and ``cut``.
@@ -60,7 +61,8 @@ def _json_default(value: Any) -> Any:
 class Column:
     header: str
     right: bool = False  # numbers: right-aligned, never wrapped
-    name: bool = False  # a Run or pod name: never cut, never wrapped
+    name: bool = False  # a Run or pod name: never cut, never wrapped (nor is any column but `wrap` ones)
+    wrap: bool = False  # free text that may wrap in a narrow terminal
     optional: bool = False  # dropped first when the table does not fit (always shown with -o wide)
     wide_only: bool = False  # shown only with -o wide
 
@@ -115,7 +117,7 @@ def render(listing: Listing, args: argparse.Namespace, *, width: int | None = No
     for i in keep:
         c = listing.columns[i]
         longest = max([len(c.header), *(len(r[i]) for r in listing.rows)])
-        floor += (longest if c.right or c.name else min(longest, len(c.header) + 2, 12)) + 2
+        floor += (min(longest, len(c.header) + 2, 12) if c.wrap else longest) + 2
     console = Console(width=100_000 if wide else max(width, floor), highlight=False, soft_wrap=wide)
     table = Table(title=listing.title if headers and listing.title else None, title_justify="left",
                   caption=listing.legend if headers and listing.legend else None, caption_justify="left",
@@ -123,7 +125,7 @@ def render(listing: Listing, args: argparse.Namespace, *, width: int | None = No
     for i in keep:
         c = listing.columns[i]
         longest = max([len(c.header), *(len(r[i]) for r in listing.rows)])
-        pinned = c.right or c.name or wide
+        pinned = not c.wrap or wide
         table.add_column(c.header, justify="right" if c.right else "left", no_wrap=pinned,
                          min_width=longest if pinned else None, overflow="fold")
     for row in listing.rows:

@@ -289,10 +289,10 @@ def _print_divergence(console: Console, result: reproduce.CycleResult, args: arg
 
 def _outcome_table(title: str, outcome: dict[str, Any], usage: bool = False) -> Listing:
     plugins = sorted({p for row in outcome["pods"] for p in row.get("scores", {})})
-    columns = [Column("POD", name=True), Column("VERDICT"), *[Column(p, optional=True) for p in plugins],
+    columns = [Column("POD", name=True), Column("VERDICT", wrap=True), *[Column(p, optional=True) for p in plugins],
                Column("TOTAL", right=True)]
     if usage:
-        columns += [Column("USED/CAPACITY", optional=True), Column("ASSUMED", optional=True)]
+        columns += [Column("USED/CAPACITY", optional=True, wrap=True), Column("ASSUMED", optional=True, wrap=True)]
     title = f"{title}: {outcome['status']}" + (f", chosen {outcome['chosen']}" if outcome["chosen"]
                                                else f" - {outcome['message']}")
     table = Listing(columns, title=title, legend=scores.LEGEND + "; ★ the winner")
@@ -388,7 +388,7 @@ def _print_explanation(console: Console, e: explain.Explanation, args: argparse.
     output.render(_outcome_table("every pod as replay computes it", {**data["replayed"], "pods": data["pods"]},
                                  usage=True), args)
     if data["assumed"]:
-        table = Listing([Column("RUN", name=True), Column("POD", name=True), Column("REQUESTS")],
+        table = Listing([Column("RUN", name=True), Column("POD", name=True), Column("REQUESTS", wrap=True)],
                         title="the assumed cache (reserved, bind not yet observed) in this namespace")
         for a in data["assumed"]:
             table.add(a["run"], a["pod"], _amounts(a["requests"]))

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         output.print_document(args, [p.as_json() for p in placements])  # a list in input order
         return 0
     table = Listing([Column("NAMESPACE"), Column("RUN", name=True), Column("PHASE"), Column("POD", name=True),
-                     Column("REASON")], title=f"placements at {now.isoformat()}")
+                     Column("REASON", wrap=True)], title=f"placements at {now.isoformat()}")
     for p in placements:
         table.add(p.namespace, p.name, p.phase, p.pod or "-", p.reason or "")
     output.render(table, args)

@@ -18,3 +18,10 @@ def test_a_command_line_builds_only_the_command_it_names() -> None:
     assert main.command_named(["replay", "verify", "--journal", "x"]) == "replay"
     assert main.command_named(["--help"]) == ""
     assert main.command_named(["no-such-command"]) == ""
+
+
+def test_every_command_module_is_in_the_command_table() -> None:
+    from pathlib import Path
+
+    modules = {f"kruntimes.cli.{p.stem}" for p in (Path(main.__file__).parent).glob("*_cmd.py")}
+    assert modules == {module for module, _ in main.COMMANDS.values()}
