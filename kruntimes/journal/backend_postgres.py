@@ -49,7 +49,7 @@ def create_engine(url: sa.URL) -> sa.Engine:
     connect_args: dict[str, Any] = {}
     # Fail fast when the server is away so the writer spills instead of hanging, and
     # detect a dead peer on an open connection (tcp_user_timeout, keepalives).
-    connect_args.setdefault("connect_timeout", int(query.pop("connect_timeout", 5)))
+    connect_args["connect_timeout"] = int(query.get("connect_timeout", 5))
     if "application_name" not in query:
         connect_args["application_name"] = "kruntimes-journal"
     for key, value in (("keepalives_idle", 10), ("keepalives_interval", 5), ("keepalives_count", 3)):
@@ -59,8 +59,11 @@ def create_engine(url: sa.URL) -> sa.Engine:
         connect_args["tcp_user_timeout"] = 30_000
     # The journal's questions are index look-ups; compiling one with JIT (which a window's
     # per-row look-ups cost enough to trigger) took longer than running it (~0.1-0.2 s).
-    options = query.pop("options", "")
-    connect_args["options"] = f"{options} -c jit=off".strip() if "jit" not in options else options
+    # It stays in the URL (with the caller's own options, a search_path say), so that the
+    # engine's URL opens the same session in another process (replay's verify pool).
+    options = str(query.get("options", ""))
+    if "jit" not in options:
+        query["options"] = f"{options} -c jit=off".strip()
     # pre_ping: after a server restart every pooled connection is dead.
     return sa.create_engine(url.set(query=query), connect_args=connect_args, pool_pre_ping=True)
 
