@@ -169,7 +169,7 @@ def epochs(journal: backends.Journal) -> list[str]:
     return [row.epoch for row in _epoch_rows(journal)]
 
 
-def resolve(ids: Iterable[str], given: str) -> str:
+def resolve(ids: Iterable[str], given: str, what: str = "epoch", hint: str = "") -> str:
     """An epoch ID from the full ID or a unique prefix; CycleNotFound listing the choices."""
     ids = list(ids)
     if given in ids:
@@ -178,8 +178,8 @@ def resolve(ids: Iterable[str], given: str) -> str:
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise errors.CycleNotFound(f"no epoch {given!r} in the journal")
-    raise errors.CycleNotFound(f"epoch prefix {given!r} is ambiguous: {', '.join(matches[:5])}")
+        raise errors.CycleNotFound(f"no {what} {given!r} in the journal{hint}")
+    raise errors.CycleNotFound(f"{what} prefix {given!r} is ambiguous: {', '.join(matches[:5])}")
 
 
 def check(journal: backends.Journal, key: chain.ChainKey | None = None, *,
@@ -292,7 +292,7 @@ def _key_for(report: EpochReport, row: _Row, key: chain.ChainKey | None) -> _Lin
         return _Linking(key)  # no head row: try the key verify was given
     if row.algorithm == chain.PLAIN:
         if key is not None:
-            report.add(errors.KeyMismatch(report.first_lsn, f"the epoch's links are plain SHA-256 but a key was given "
+            report.add(errors.KeyMismatch(report.first_lsn, "the epoch's links are plain SHA-256 but a key was given "
                                                             "(its links prove nothing against write access to the "
                                                             "database; rehashed without the key?)"))
         return _Linking(None)

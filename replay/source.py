@@ -23,7 +23,7 @@ from sqlalchemy import exc as sa_exc
 
 from kruntimes.journal import backends, schema
 from kruntimes.journal import errors as journal_errors
-from replay import errors
+from replay import errors, integrity
 
 #: The record schema versions this replay reads. A journal written by a newer
 #: scheduler may mean something else by the same fields: refuse, never guess.
@@ -203,15 +203,8 @@ def last_cycle(journal: backends.Journal) -> tuple[str, int] | None:
 
 def resolve_incarnation(journal: backends.Journal, given: str) -> str:
     """An incarnation ID from the full ID or a unique prefix of it."""
-    ids = [i.incarnation for i in journal.incarnations()]
-    if given in ids:
-        return given
-    matches = [i for i in ids if i.startswith(given)]
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        raise errors.CycleNotFound(f"no incarnation {given!r} in the journal (`kruntimes journal` lists them)")
-    raise errors.CycleNotFound(f"incarnation prefix {given!r} is ambiguous: {', '.join(matches[:5])}")
+    return integrity.resolve([i.incarnation for i in journal.incarnations()], given, "incarnation",
+                             " (`kruntimes journal` lists them)")
 
 
 def cycles(journal: backends.Journal, selection: Selection) -> Iterator[Record]:
