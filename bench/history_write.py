@@ -70,7 +70,7 @@ def store(url: str, rows: list[records.EncodedRecord], payloads: list[Any], batc
     """Append ``rows`` in batches; CPU is counted from the second batch on (the first opens the connection)."""
     real = derived.derive
     if not history:
-        derived.derive = lambda rows, payloads=None, stamp=None: derived.Derived()  # type: ignore[assignment]
+        derived.derive = lambda *_args, **_kwargs: derived.Derived()  # type: ignore[assignment]
     journal = backends.Journal.open(url)
     try:
         started = time.perf_counter()
