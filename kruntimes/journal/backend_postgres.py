@@ -68,7 +68,12 @@ def create_engine(url: sa.URL) -> sa.Engine:
     return sa.create_engine(url.set(query=query), connect_args=connect_args, pool_pre_ping=True)
 
 
-def insert_records(dbapi_connection: Any, rows: Sequence[records.EncodedRecord]) -> None:
+def stamps(rows: Sequence[records.EncodedRecord]) -> None:
+    """PostgreSQL takes the datetimes themselves: nothing to stamp."""
+    return None
+
+
+def insert_records(dbapi_connection: Any, rows: Sequence[records.EncodedRecord], stamped: None = None) -> None:
     """COPY ``rows`` inside the caller's transaction; raises psycopg errors unchanged."""
     with dbapi_connection.cursor() as cursor:
         with cursor.copy(_COPY) as copy:

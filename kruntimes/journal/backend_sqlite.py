@@ -70,18 +70,29 @@ def _create_private(path: str) -> None:
         pass  # created meanwhile by another process: its mode stands
 
 
-def insert_records(dbapi_connection: sqlite3.Connection, rows: Sequence[records.EncodedRecord]) -> None:
-    """Insert ``rows`` inside the caller's transaction; raises sqlite3 errors unchanged."""
+def stamps(rows: Sequence[records.EncodedRecord]) -> list[str]:
+    """Each row's time as SQLite stores it: computed once for the record and its history rows."""
+    timestamp = schema.sqlite_timestamp
+    return [timestamp(r[2]) for r in rows]
+
+
+def insert_records(dbapi_connection: sqlite3.Connection, rows: Sequence[records.EncodedRecord],
+                   stamped: Sequence[str] | None = None) -> None:
+    """Insert ``rows`` inside the caller's transaction; raises sqlite3 errors unchanged.
+
+    ``stamped`` is ``stamps(rows)`` when the caller has it already.
+    """
     chunk = _rows_per_statement(dbapi_connection)
     cursor = dbapi_connection.cursor()
+    if stamped is None:
+        stamped = stamps(rows)
     try:
-        timestamp = schema.sqlite_timestamp
         for start in range(0, len(rows), chunk):
             part = rows[start : start + chunk]
             params: list[Any] = []
             extend = params.extend
-            for r in part:
-                extend((r[0], r[1], timestamp(r[2]), r[3], r[4], r[5], r[6], r[7]))
+            for r, at in zip(part, stamped[start : start + chunk]):
+                extend((r[0], r[1], at, r[3], r[4], r[5], r[6], r[7]))
             cursor.execute(_insert_statement(len(part)), params)
     finally:
         cursor.close()
@@ -109,9 +120,34 @@ def insert_derived(dbapi_connection: sqlite3.Connection, derived: derived_rows.D
                     extend(row)
                 cursor.execute(_derived_statement(table, width, len(part)), params)
         for sql, params_rows in derived_rows.statements(derived):
-            cursor.executemany(sql, params_rows)
+            if len(params_rows) > 1 and sql.startswith("INSERT"):
+                # An upsert's rows of one round never meet the same key twice (one per Run,
+                # pod hour, epoch), so one multi-row statement does what executemany did.
+                width = len(params_rows[0])
+                chunk = max(1, min(500, limit // width))
+                for start in range(0, len(params_rows), chunk):
+                    part = params_rows[start : start + chunk]
+                    params = []
+                    for row in part:
+                        params.extend(row)
+                    cursor.execute(_multi_row(sql, len(part)), params)
+            else:
+                cursor.executemany(sql, params_rows)
     finally:
         cursor.close()
+
+
+_multi_rows: dict[tuple[str, int], str] = {}
+
+
+def _multi_row(sql: str, n: int) -> str:
+    """``INSERT ... VALUES (?,..) rest`` with ``n`` rows of placeholders."""
+    statement = _multi_rows.get((sql, n))
+    if statement is None:
+        head, tail = sql.split(" VALUES ", 1)
+        end = tail.index(")") + 1
+        statement = _multi_rows[(sql, n)] = f"{head} VALUES {','.join([tail[:end]] * n)}{tail[end:]}"
+    return statement
 
 
 _derived_statements: dict[tuple[str, int], str] = {}

@@ -202,7 +202,8 @@ class Journal:
 
     def _append(self, rows: list[records.EncodedRecord], sources: list[Any], skip_existing: bool,
                 key: chain.ChainKey | None) -> list[records.EncodedRecord]:
-        history = None if skip_existing else derived.derive(rows, sources, self._backend.STAMP)
+        stamped = None if skip_existing else self._backend.stamps(rows)
+        history = None if skip_existing else derived.derive(rows, sources, stamps=stamped)
         conn = self._append_conn
         if conn is None:
             conn = self._append_conn = self._engine.connect()
@@ -215,13 +216,14 @@ class Journal:
                     stored = {(r.incarnation, r.lsn) for r in rows} - {(r.incarnation, r.lsn) for r in kept}
                     sources = [p for r, p in zip(rows, sources) if (r.incarnation, r.lsn) not in stored]
                 rows = kept
-                history = derived.derive(rows, sources, self._backend.STAMP)
+                stamped = self._backend.stamps(rows)
+                history = derived.derive(rows, sources, stamps=stamped)
             for r in rows:
                 if not r.chain_hash:
                     rows = self._linked(conn, rows, key)
                     break
             dbapi_connection = conn.connection.driver_connection
-            self._backend.insert_records(dbapi_connection, rows)
+            self._backend.insert_records(dbapi_connection, rows, stamped)
             self._project_incarnations(conn, rows)
             self._advance_epochs(conn, rows, key)
             if history:

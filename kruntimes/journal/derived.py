@@ -263,12 +263,14 @@ PENDING, STATUS, CLOSE, END = "pending", "status", "close", "end"
 
 
 def derive(rows: Sequence[records.EncodedRecord], payloads: Sequence[Any] | None = None,
-           stamp: Callable[[datetime], Any] | None = None) -> Derived:
+           stamp: Callable[[datetime], Any] | None = None, stamps: Sequence[Any] | None = None) -> Derived:
     """The history rows of ``rows`` (in LSN order); ``payloads[i]`` is row i's payload dict if known.
 
     A payload not given (or not a dict) is parsed from the stored text, for the kinds
     that have history rows only. ``stamp`` turns a record's time into what the backend
-    stores (SQLite: text), once per record; without it rows hold the datetimes.
+    stores (SQLite: text), once per record; ``stamps[i]``, when given, is row i's already
+    (the writer stamps each record once for its own row and its history rows). Without
+    either, rows hold the datetimes.
     """
     out = Derived()
     state: dict[tuple[str, str], _RunState] = {}
@@ -286,7 +288,8 @@ def derive(rows: Sequence[records.EncodedRecord], payloads: Sequence[Any] | None
             if type(payload) is not dict:
                 continue
         when = r.recorded_at
-        handler(out, state, r.incarnation, r.lsn, stamp(when) if stamp is not None else when, when, payload)
+        at = stamps[i] if stamps is not None else stamp(when) if stamp is not None else when
+        handler(out, state, r.incarnation, r.lsn, at, when, payload)
     return out
 
 

