@@ -59,8 +59,10 @@ def create_engine(url: sa.URL) -> sa.Engine:
         connect_args["tcp_user_timeout"] = 30_000
     # The journal's questions are index look-ups; compiling one with JIT (which a window's
     # per-row look-ups cost enough to trigger) took longer than running it (~0.1-0.2 s).
-    options = query.pop("options", "")
-    connect_args["options"] = f"{options} -c jit=off".strip() if "jit" not in options else options
+    # Kept in the URL (not moved to connect_args), so that engine.url still opens the same
+    # journal elsewhere: `replay verify`'s worker processes connect with it (search_path too).
+    options = query.get("options", "")
+    query["options"] = f"{options} -c jit=off".strip() if "jit" not in options else options
     # pre_ping: after a server restart every pooled connection is dead.
     return sa.create_engine(url.set(query=query), connect_args=connect_args, pool_pre_ping=True)
 
