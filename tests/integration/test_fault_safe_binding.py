@@ -39,6 +39,16 @@ def hits(emulator: Emulator, name: str) -> int:
     return emulator.hits_of(status_write(name))
 
 
+def settled(sends: Sends, emulator: Emulator, *names: str) -> None:
+    """Wait until the binders' reports of what they sent for ``names`` caught up with what the API saw.
+
+    A binder process reports a send with its answer, over a pipe: the API can show the
+    write (and the test move on) a moment before the scheduling process counts it.
+    """
+    wait_for(lambda: all(sends.counts[n] >= hits(emulator, n) for n in names), timeout=10,
+             what=f"the binders' send counts of {names}")
+
+
 def sample(scheduler: ClusterScheduler, name: str, **labels: str) -> float:
     return scheduler.registry.get_sample_value(name, labels) or 0.0
 
@@ -73,6 +83,7 @@ def test_a_status_write_held_past_the_client_timeout_keeps_its_slot_and_is_never
     assert cluster_api.overcommit() == 0
     placed, waiting = placed_and_waiting(cluster_api)
     assert cluster_api.placements() == {placed: "python-0"}
+    settled(sends, emulator, "a", "b")
     assert (hits(emulator, "a"), hits(emulator, "b")) == (sends.counts["a"], sends.counts["b"])
     assert scheduler.binder.ambiguous >= 1
     assert cluster_api.pending_message(waiting) == "0/1 runtime pods available: 1 insufficient capacity"
@@ -89,6 +100,7 @@ def test_a_connection_dropped_after_the_write_applied_settles_as_placed_with_one
     placed, waiting = placed_and_waiting(cluster_api)
     wait_for(lambda: not scheduler.cache.assumed, what="the assumption handed over to the observed Run")
     assert cluster_api.overcommit() == 0
+    settled(sends, emulator, placed, waiting)
     assert hits(emulator, placed) == sends.counts[placed] == 1  # it landed: nothing was sent again
     assert scheduler.binder.ambiguous == 1
     assert hits(emulator, waiting) == sends.counts[waiting]
@@ -103,6 +115,7 @@ def test_a_connection_dropped_before_the_write_applied_is_settled_by_a_read_and_
     cluster_api.add_run("a")
     wait_for(lambda: cluster_api.placements() == {"a": "python-0"}, what="a placed")
     assert scheduler.binder.ambiguous == 1 and scheduler.binder.reads >= 1
+    settled(sends, emulator, "a")
     assert hits(emulator, "a") == sends.counts["a"] == 2
     cluster_api.add_run("b")
     wait_for(lambda: cluster_api.pending_message("b"), what="b Pending")
