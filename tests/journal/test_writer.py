@@ -49,7 +49,7 @@ class FlakyJournal:
         self.batch_sizes.append(len(rows))
         return n
 
-    def last_lsn(self, timeout: float | None = None) -> int | None:
+    def last_lsn(self) -> int | None:
         if self.down:
             raise errors.JournalUnavailable("simulated outage")
         return self.inner.last_lsn()
