@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 import sqlalchemy as sa
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -204,7 +205,10 @@ def test_the_integrity_page_names_each_incarnation_and_verifies_a_window_on_requ
     assert all(epoch in epochs and f"{head.head_lsn:,}" in epochs for epoch, head in journal.epochs().items())
     assert "Not verified" in _text(driver, "#last-verify")
     driver.find_element(By.ID, "run-verify").click()
-    WebDriverWait(driver, 120).until(lambda d: "Not verified" not in _text(d, "#last-verify"))
+    # the button submits the form: the page is replaced, so a lookup can meet the old page's element
+    WebDriverWait(driver, 120, ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)).until(
+        lambda d: "verify=1" in d.current_url and "Not verified" not in _text(d, "#last-verify"))
+    browser.wait_until_drawn(driver)
     cycles = _scalar(journal, "SELECT COUNT(*) FROM cycles")
     verdict = _text(driver, "#last-verify")
     assert "OK" in verdict and f"{cycles:,} cycles replayed" in verdict
