@@ -185,7 +185,10 @@ class JournalWriter:
         if spooled is None:
             known = self._journal.last_lsn() if timeout is None else self._journal.last_lsn(timeout)
         else:
-            known = max(spooled, _bounded(self._journal.last_lsn, LAST_LSN_PROBE_SECONDS) or 0)
+            try:
+                known = max(spooled, self._journal.last_lsn(LAST_LSN_PROBE_SECONDS) or 0)
+            except errors.JournalError:  # unreachable or slow: the spool's last LSN is enough
+                known = spooled
         # Each epoch this writer will close takes the LSN after its head for its end record.
         return known + len(self._to_recover) if known is not None else None
 
@@ -650,22 +653,6 @@ class JournalWriter:
     @staticmethod
     def _log_head(epoch: str, lsn: int, link: str) -> None:
         log.info("journal head", extra={"epoch": epoch, "lsn": lsn, "hash": link})
-
-
-def _bounded(call: Callable[[], int | None], seconds: float) -> int | None:
-    """``call()`` if it answers within ``seconds``; None if it fails or takes longer (it runs on, abandoned)."""
-    result: list[int | None] = []
-
-    def run() -> None:
-        try:
-            result.append(call())
-        except errors.JournalError:
-            pass
-
-    thread = threading.Thread(target=run, name="kruntimes-journal-probe", daemon=True)
-    thread.start()
-    thread.join(seconds)
-    return result[0] if result else None
 
 
 def _read_note(path: Path) -> list[str]:

@@ -31,6 +31,7 @@ class FlakyJournal:
     def __init__(self, inner: backends.Journal, delay: float = 0.0) -> None:
         self.inner = inner
         self.down = False
+        self.late = False
         self.delay = delay
         self.stalled = threading.Event()
         self.entered = threading.Event()
@@ -49,10 +50,13 @@ class FlakyJournal:
         self.batch_sizes.append(len(rows))
         return n
 
-    def last_lsn(self) -> int | None:
+    def last_lsn(self, timeout: float | None = None) -> int | None:
         if self.down:
             raise errors.JournalUnavailable("simulated outage")
-        return self.inner.last_lsn()
+        if self.late:  # what the journal answers when its database does not answer within the bound
+            assert timeout is not None, "asked without a bound, a caller would wait for a database that does not answer"
+            raise errors.JournalUnavailable(f"the journal database did not answer within {timeout:g} s")
+        return self.inner.last_lsn(timeout)
 
     def epochs(self, only: Any = None) -> dict[str, backends.EpochHead]:
         if self.down:
@@ -223,6 +227,21 @@ def test_a_torn_spool_left_by_a_crash_is_cut_and_its_intact_records_drained_once
     assert w.drain(WAIT)
     assert stored(flaky.inner) == [records.encode(record(lsn)) for lsn in range(1, 61)]
     assert w.spooled == 0
+
+
+@pytest.mark.parametrize("database", ["down", "late"])
+def test_with_records_spooled_a_database_that_cannot_answer_at_once_leaves_the_next_lsn_to_the_spool(
+    flaky: FlakyJournal, make_writer: Any, tmp_path: Path, database: str
+) -> None:
+    path = tmp_path / "journal.spool"
+    earlier = spool.Spool.open(path)
+    earlier.append([records.encode(record(lsn)) for lsn in range(1, 51)])
+    earlier.close()
+    flaky.inner.append_batch([record(lsn) for lsn in range(1, 101)])  # the database knows more, but does not say
+    setattr(flaky, database, True)
+
+    w = make_writer(flaky, spool_path=path)
+    assert w.last_lsn() == 50  # the new epoch starts on the spool alone (its keys cannot collide: SPEC §5)
 
 
 def test_a_killed_process_keeps_what_it_spooled_and_the_next_one_drains_it(journal_url: str, tmp_path: Path) -> None:
