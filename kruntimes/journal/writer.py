@@ -15,16 +15,11 @@ in its epoch (``chain.link``, an HMAC with a key) as it encodes it, keeps each e
 head in memory, and stores the link with the record, in the database or the spool;
 the database moves the epoch's head in the same transaction. A record of an epoch
 whose head it does not know (a restarted writer process mid-epoch) goes without a
-link and is linked from the stored head when it reaches the database. Spooled
-records are checked before they are stored: payload hash, and a link that follows
-from the stored head; one that fails is never stored, it and the rest of its epoch in
-the spool go to a quarantine file (``<spool>.quarantine``), counted and logged with
-epoch and LSN.
+link and is linked from the stored head when it reaches the database.
 
-Epoch recovery: a writer told its epoch (``epoch=``) notes it in ``<spool>.epochs``
-until the epoch's ``end`` record is durable. A writer that finds an earlier epoch in
-that note, or unended in its spool (its process was killed mid-term), closes it once
-the spool is drained: an ``end`` {"reason": "recovered"} chained from its stored head.
+What becomes of spooled records - the drain, the checks that keep a forged or
+mismatched record out of the database, the quarantine - and the closing of epochs a
+killed process left open are in ``drain`` (``SpoolDrain``, this class's base).
 
 State is kept in memory only: a killed process loses what was still buffered;
 everything spooled or committed survives.
@@ -32,7 +27,6 @@ everything spooled or committed survives.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -44,7 +38,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, chain, errors, intake, metrics, payloads, records, spool
+from kruntimes.journal import backends, chain, drain, errors, intake, metrics, payloads, records, spool
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +53,7 @@ LAST_LSN_PROBE_SECONDS = 1.0
 Record = records.JournalRecord | records.EncodedRecord | payloads.DeferredRecord
 
 
-class JournalWriter:
+class JournalWriter(drain.SpoolDrain):
     """Buffered, batching, spilling writer in front of one ``Journal``."""
 
     #: The recorder may hand over ``DeferredRecord`` s: their payloads are built here.
@@ -252,7 +246,7 @@ class JournalWriter:
             self._in.buffer.clear()
             self._held = []
         if self._ended:  # this epoch is closed: nothing for the next writer to recover
-            _write_note(self._note_path, self._to_recover)
+            drain.write_note(self._note_path, self._to_recover)
         self._publish_head()
         self._spool.close()
         self._metrics.collector.retire(self)
@@ -469,108 +463,6 @@ class JournalWriter:
             self._schedule_retry()
         return True
 
-    def _quarantine_from(self, rows: list[records.EncodedRecord], first_bad: dict[str, int], reason: str,
-                         why: str) -> list[records.EncodedRecord]:
-        """Move each epoch's rows from its ``first_bad`` LSN on to the quarantine file; the rest of ``rows``."""
-        self._quarantined.update(first_bad)
-        keep: list[records.EncodedRecord] = []
-        moved: list[records.EncodedRecord] = []
-        for r in rows:
-            bad = first_bad.get(r.incarnation)
-            (moved if bad is not None and r.lsn >= bad else keep).append(r)
-        self._to_quarantine(moved, reason)
-        for epoch, lsn in sorted(first_bad.items(), key=lambda item: item[1]):
-            log.error(
-                "journal: record epoch %s LSN %d %s; it and the rest of epoch %s in this batch are NOT stored:"
-                " moved to %s (rejected{reason=%s})", epoch, lsn, why, epoch, self._quarantine_path, reason,
-                extra={"epoch": epoch, "lsn": lsn, "reason": reason, "quarantine": str(self._quarantine_path)})
-        return keep
-
-    def _to_quarantine(self, rows: list[records.EncodedRecord], reason: str) -> None:
-        if not rows:
-            return
-        self._rejected[reason] = self._rejected.get(reason, 0) + len(rows)
-        self._quarantined_records += len(rows)
-        try:
-            spool.quarantine(self._quarantine_path, rows)
-        except (OSError, errors.JournalError) as exc:
-            log.error("journal: cannot write the quarantine file %s, %d record(s) lost: %s",
-                      self._quarantine_path, len(rows), exc)
-
-    def _checked(self, rows: list[records.EncodedRecord]) -> list[records.EncodedRecord]:
-        """Spooled ``rows`` that may be stored, each linked; the others go to the quarantine.
-
-        A row must match its payload hash and its link must follow from its epoch's
-        stored head (or GENESIS for an epoch the database does not have). Rows at or
-        below the stored head are left to ``skip_existing``, which stores nothing of
-        them and refuses one that differs. A row without a link (a format 1 spool, or
-        an epoch whose head the writer did not know) gets it here.
-        """
-        stored = self._journal.epochs({r.incarnation for r in rows})
-        state = {epoch: (h.head_lsn, h.head_hash) for epoch, h in stored.items()}
-        first_bad: dict[str, tuple[int, str]] = {}
-        out = []
-        key = self._key
-        for r in rows:
-            epoch = r.incarnation
-            if epoch in self._quarantined:
-                first_bad.setdefault(epoch, (r.lsn, "follows a quarantined record of its epoch"))
-                continue
-            if epoch in first_bad:
-                continue
-            if records.content_hash(r.payload) != r.payload_sha256:
-                first_bad[epoch] = (r.lsn, "does not match its payload SHA-256")
-                continue
-            head = state.get(epoch)
-            if head is not None and r.lsn <= head[0]:
-                out.append(r)  # stored already, or a conflict skip_existing reports
-                continue
-            expected = chain.link(chain.GENESIS if head is None else head[1], epoch, r.lsn, r.recorded_at, r.kind,
-                                  r.schema_version, r.payload_sha256, key)
-            if r.chain_hash and not chain.same(r.chain_hash, expected):
-                first_bad[epoch] = (r.lsn, "has a link that does not follow from its epoch's stored head"
-                                           + (" (or the spool was written with another key)" if key else ""))
-                continue
-            if not r.chain_hash:
-                r = r._replace(chain_hash=expected)
-            state[epoch] = (r.lsn, r.chain_hash)
-            out.append(r)
-        if first_bad:
-            bad = [r for r in rows if r.incarnation in first_bad and r.lsn >= first_bad[r.incarnation][0]]
-            for epoch, (lsn, why) in first_bad.items():
-                self._quarantine_from(bad, {epoch: lsn}, "chain", why)
-            self._quarantined.update(first_bad)
-        return out
-
-    def _drain_spool(self) -> None:
-        """Move spooled records into the database, oldest first, if a retry is due."""
-        if self._clock() < self._next_retry:
-            return
-        deadline = self._clock() + 1.0  # give the buffer a turn at least every second
-        while True:
-            rows, next_offset = self._spool.read(self._drain_offset, self._max_batch)
-            if not rows:
-                log.info("journal spool %s drained into the database", self._spool.path)
-                self._spool.clear()
-                self._drain_offset = 0
-                self._spilling = False
-                self._quarantined.clear()
-                self._retry = self._min_retry
-                return
-            try:
-                rows = self._checked(rows)
-            except errors.JournalUnavailable as exc:
-                self._write_errors += 1
-                log.warning("journal spool drain: the database cannot say the epochs' heads: %s", exc)
-                self._schedule_retry()
-                return
-            if rows and not self._write(rows, skip_existing=True):
-                return
-            self._drain_offset = next_offset
-            if self._clock() > deadline:
-                self._next_retry = self._clock()  # continue right after this batch is spooled
-                return
-
     def _spill(self, rows: list[records.EncodedRecord]) -> str:
         """Spool ``rows``: "spooled", "held" (block policy, retried) or "dropped" (drop policy)."""
         try:
@@ -593,49 +485,7 @@ class JournalWriter:
         self._next_retry = self._clock() + self._retry
         self._retry = min(self._retry * 2, self._max_retry)
 
-    # -- epochs: recovery and the published head ---------------------------------------
-
-    def _epochs_to_recover(self) -> list[str]:
-        """Earlier epochs of this spool that never wrote their end: noted, or unended in the spool.
-
-        Only a writer told its own epoch can tell an earlier one from its own (a writer
-        process restarted mid-epoch continues it).
-        """
-        if self._epoch is None and not self._recover_all:
-            return []
-        noted = _read_note(self._note_path)
-        unended = [epoch for epoch, h in self._spool.heads.items() if h.kind != "end"]
-        found = [e for e in dict.fromkeys([*noted, *unended]) if e != self._epoch]
-        _write_note(self._note_path, [*found, *([self._epoch] if self._epoch else [])])
-        if found:
-            log.warning("journal: %d earlier epoch(s) of this spool did not end (a killed process): %s;"
-                        " closing them once the spool is drained", len(found), ", ".join(found))
-        return found
-
-    def _recover(self) -> None:
-        """Close every epoch to recover with an ``end`` {"reason": "recovered"} after its stored head."""
-        try:
-            heads = self._journal.epochs(self._to_recover)
-        except errors.JournalUnavailable as exc:
-            log.warning("journal: cannot read the heads of epochs to recover yet: %s", exc)
-            self._schedule_retry()
-            return
-        for epoch in list(self._to_recover):
-            head = heads.get(epoch)
-            if head is not None and head.end_lsn is None:
-                end = records.encode_fields(epoch, head.head_lsn + 1, self._wall_clock(), "end",
-                                            {"reason": "recovered"})
-                end = end._replace(chain_hash=chain.link(head.head_hash, epoch, end.lsn, end.recorded_at, "end",
-                                                         end.schema_version, end.payload_sha256, self._key))
-                if not self._write([end], skip_existing=True):
-                    return  # spilling now; recovery waits for the spool to drain again
-                log.info("journal: closed epoch %s (its process was killed) after LSN %d", epoch, head.head_lsn,
-                         extra={"epoch": epoch, "lsn": end.lsn})
-                self._log_head(epoch, end.lsn, end.chain_hash)
-            elif head is None:
-                log.warning("journal: epoch %s to recover has no record in the database; nothing to close", epoch)
-            self._to_recover.remove(epoch)
-            _write_note(self._note_path, [*self._to_recover, *([self._epoch] if self._epoch else [])])
+    # -- epochs: the published head (their recovery: drain) -----------------------------
 
     def _publish_head(self) -> None:
         """Log this epoch's stored head when it ended, and at most every HEAD_LOG_INTERVAL while it moves."""
@@ -653,30 +503,3 @@ class JournalWriter:
     @staticmethod
     def _log_head(epoch: str, lsn: int, link: str) -> None:
         log.info("journal head", extra={"epoch": epoch, "lsn": lsn, "hash": link})
-
-
-def _read_note(path: Path) -> list[str]:
-    try:
-        noted = json.loads(path.read_text())
-    except FileNotFoundError:
-        return []
-    except (OSError, ValueError) as exc:
-        log.error("journal: cannot read the epochs note %s (%s); ignoring it", path, exc)
-        return []
-    return [e for e in noted if type(e) is str] if type(noted) is list else []
-
-
-def _write_note(path: Path, epochs: list[str]) -> None:
-    """Replace the note atomically (write, fsync, rename); an empty note is removed."""
-    try:
-        if not epochs:
-            path.unlink(missing_ok=True)
-            return
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w") as f:
-            json.dump(epochs, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        log.error("journal: cannot write the epochs note %s: %s", path, exc)
