@@ -7,7 +7,7 @@ share the scheduling process's interpreter with the planner. So the loop hands e
 write to a binder process over a pipe and plans on; the binder sends it with the
 real client (`KubernetesBinder`, `concurrency` requests at a time) and sends the
 answer back. The answer comes to this process, where the loop gives it its meaning
-(`kruntimes.scheduler.loop`): the assumption lives until then, a 409 releases and
+(`kruntimes.scheduler.binding`): the assumption lives until then, a 409 releases and
 requeues, the journal's bind record is written here, in this process's order.
 
 The rules across the process boundary:

@@ -19,7 +19,7 @@ link and is linked from the stored head when it reaches the database.
 
 What becomes of spooled records - the drain, the checks that keep a forged or
 mismatched record out of the database, the quarantine - and the closing of epochs a
-killed process left open are in ``drain`` (``SpoolDrain``, this class's base).
+killed process left open are in ``drain`` (``SpoolDrain``, ``JournalWriter``'s base).
 
 State is kept in memory only: a killed process loses what was still buffered;
 everything spooled or committed survives.

@@ -19,23 +19,9 @@ be sent (`deadline`: the leader fence). The cycle, step by step (SPEC §3.2):
 3. no feasible pod: write the bounded Pending message, only when it changed;
 4. reserve: re-check the chosen pod against every assumption and assume (a
    defensive invariant check; a failure is counted as a reserve conflict);
-5. bind through the sender (SPEC §3.2 step 6, amended 2026-12-01): first check
-   that the chosen pod is still that UID in the cache (deleted or replaced since the
-   snapshot: a bind-stage conflict, release + requeue); conflict -> release +
-   requeue; other error -> release + backoff; success -> KEEP the assumption until
-   the informer shows the Run bound (the cache drops it then);
-6. an ambiguous outcome (sent, no answer: it may have landed, or may still land)
-   KEEPS the assumption, and the key comes back with backoff to settle it:
-   - the informer showed the Run since: the hand-off rule already settled an active,
-     terminal or vanished Run; a Run still Pending at a NEWER version can no longer
-     take the write, which was guarded by the older one: release, plan again;
-   - otherwise a read (a GET, through the sender too) settles it: landed on our pod -> as a
-     success; moved on without it -> release; still at the version the write was
-     guarded by -> the write has not landed but may yet, so releasing now could
-     hand its capacity to another Run just before it lands. The same bind (same pod,
-     same guarding version) is sent again instead: at most one of the two can apply,
-     both name the pod the assumption holds. This is the only write ever sent twice,
-     and only after a read showed the first had not landed.
+5. bind through the sender, and
+6. settle a bind whose outcome is unknown: `binding` (`BindSettlement`, a base of
+   `Scheduler`) tells what each answer means (SPEC §3.2 step 6).
 
 Nothing here reads the journal; the recorder only ever receives.
 """
@@ -50,13 +36,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Protocol
 
-from kruntimes.scheduler import assumed as assumed_mod
 from kruntimes.scheduler import outcome as out
 from kruntimes.scheduler import status as st
+from kruntimes.scheduler.binding import Bind, BindSettlement
 from kruntimes.scheduler.cache import ClusterCache, RunKey, Wakeup
 from kruntimes.scheduler.framework import Planner
 from kruntimes.scheduler.metrics import SchedulerMetrics
-from kruntimes.scheduler.projection import ACTIVE_PHASES, PodInfo, RunInfo
+from kruntimes.scheduler.projection import PodInfo, RunInfo
 from kruntimes.scheduler.queue import QueueShutDown, WorkQueue
 from kruntimes.scheduler.writes import NO_DEADLINE, Inline, Sender
 
@@ -80,22 +66,11 @@ class Binder(Protocol):
     def observe(self, run: RunInfo) -> st.Observed | None: ...
 
 
-@dataclass(frozen=True)
-class Bind:
-    """One bind: what is written, guarded by which version, naming which pod."""
-
-    resource_version: str
-    run_uid: str
-    pod_name: str
-    pod_uid: str
-    body: dict[str, Any]
-
-
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class Scheduler:
+class Scheduler(BindSettlement):
     def __init__(self, cache: ClusterCache, binder: Binder, *, clock: Callable[[], datetime] = utc_now,
                  metrics: SchedulerMetrics | None = None, queue: WorkQueue | None = None,
                  planner: Planner | None = None, sender: Sender | None = None,
@@ -307,113 +282,7 @@ class Scheduler:
         body = st.scheduled_status(None, outcome.chosen, outcome.chosen_uid, now)
         self._bind(cycle, run, Bind(run.resource_version, run.uid, outcome.chosen, outcome.chosen_uid, body))
 
-    # -- bind (SPEC §3.2 step 6) ---------------------------------------------------------------
-    def _bind(self, cycle: Cycle, run: RunInfo, bind: Bind) -> None:
-        """Hand `bind` to the sender if its pod is still the one planned on; `_bound` settles the answer."""
-        key = cycle.key
-        confirming = key in self._unsettled  # an earlier send of this very bind may still land
-        pod = self.cache.pod((run.namespace, bind.pod_name))
-        if pod is None or pod.uid != bind.pod_uid:
-            # Deleted or replaced since the snapshot. Releasing is safe even while an
-            # earlier send may land: it would name a pod UID that no longer counts.
-            self._unsettled.pop(key, None)
-            self._bind_failed(run, "conflict", assumed_mod.RELEASE_STALE_POD)
-            self.metrics.conflict("bind")
-            self.queue.add_rate_limited(key)
-            self._end(cycle, "conflict")
-            return
-        self.sender.write(run, bind.body, self.deadline(),
-                          lambda exc: self._bound(cycle, run, bind, confirming, exc))
-
-    def _bound(self, cycle: Cycle, run: RunInfo, bind: Bind, confirming: bool, exc: BaseException | None) -> None:
-        """What a bind's answer means; called once per send, from whatever thread answered."""
-        if self._stale(cycle):
-            return
-        key = cycle.key
-        if exc is None:
-            self._unsettled.pop(key, None)
-            self._record_bind(run, "ok")
-            self._written[key] = run.resource_version
-            self.queue.forget(key)
-            self._end(cycle, "scheduled")
-            self._landed(run, bind.body)
-            return
-        if confirming or isinstance(exc, st.Ambiguous):
-            # This send, or the earlier one, may have landed (a 409 now may be our own
-            # earlier send): keep the assumption until the Run is observed.
-            self._unsettled[key] = bind
-            self._record_bind(run, "unknown", type(exc).__name__)
-            log.warning("the outcome of a bind is unknown; its assumption is kept until the Run is "
-                        "observed again: %s", exc)
-            self._back_off(key, exc)
-            self._end(cycle, "error")
-            return
-        if isinstance(exc, st.Conflict):
-            self._bind_failed(run, "conflict", assumed_mod.RELEASE_BIND_CONFLICT)
-            self.metrics.conflict("bind")
-            self.queue.add_rate_limited(key)
-            self._end(cycle, "conflict")
-            return
-        # Refused, late (never sent) or failed: the write did not land.
-        self._bind_failed(run, "error", assumed_mod.RELEASE_BIND_ERROR, type(exc).__name__)
-        self._back_off(key, exc)
-        self._end(cycle, "error")
-
-    def _settle(self, cycle: Cycle) -> bool:
-        """Settle an ambiguous bind; False when the cache settled it and the cycle may plan.
-
-        True when a read went out to settle it: its answer ends the cycle.
-        """
-        key = cycle.key
-        bind = self._unsettled[key]
-        with self.cache.lock:
-            run = self.cache.run(key)
-            if run is None or run.uid != bind.run_uid or (run.namespace, run.uid) not in self.cache.assumed:
-                # The informer settled it: the hand-off rule dropped the assumption of a
-                # Run seen active (on our pod or another), terminal or gone.
-                del self._unsettled[key]
-                return False
-            if run.resource_version != bind.resource_version:
-                # Seen Pending at a newer version: the write, guarded by the older one,
-                # can never land now.
-                del self._unsettled[key]
-                self._bind_failed(run, "conflict", assumed_mod.RELEASE_BIND_UNSETTLED)
-                self.metrics.conflict("bind")
-                return False
-        self.sender.read(run, lambda seen, exc: self._settled(cycle, run, bind, seen, exc))
-        return True
-
-    def _settled(self, cycle: Cycle, run: RunInfo, bind: Bind, seen: st.Observed | None,
-                 exc: BaseException | None) -> None:
-        """What the read that settles an unanswered bind shows."""
-        if self._stale(cycle):
-            return
-        key = cycle.key
-        if exc is not None:  # still unknown: keep the assumption, try again later
-            log.warning("could not read a Run to settle its bind; retrying with backoff: %s", exc)
-            self._back_off(key, exc)
-            self._end(cycle, "error")
-            return
-        if seen is not None and seen.uid == run.uid and seen.resource_version == bind.resource_version:
-            self._bind(cycle, run, bind)  # not landed yet: send the same guarded bind (see module doc)
-            return
-        del self._unsettled[key]
-        if seen is not None and seen.uid == run.uid and seen.pod_uid == bind.pod_uid \
-                and seen.phase in ACTIVE_PHASES:
-            # It landed: from here on as after a success; the informer hands the assumption over.
-            self._record_bind(run, "ok")
-            self._written[key] = run.resource_version
-            self.queue.forget(key)
-            self._end(cycle, "scheduled")
-            self._landed(run, bind.body)
-            return
-        # The Run moved on without this bind (or is gone): it can never land. Plan again
-        # once the informer shows the newer version (its event enqueues the key).
-        self._bind_failed(run, "conflict", assumed_mod.RELEASE_BIND_UNSETTLED)
-        self.metrics.conflict("bind")
-        self._written[key] = run.resource_version
-        self._end(cycle, "conflict")
-
+    # -- status writes (a bind is sent and settled by binding.BindSettlement) ----------------
     def _back_off(self, key: RunKey, exc: BaseException) -> None:
         """Requeue after the key's backoff, or - a throttling server said when - after `retry_after`."""
         wait = getattr(exc, "retry_after", None)
@@ -421,17 +290,6 @@ class Scheduler:
             self.queue.add_after(key, wait)
         else:
             self.queue.add_rate_limited(key)
-
-    def _bind_failed(self, run: RunInfo, result: str, why: str, error: str | None = None) -> None:
-        """Release the assumption (waking the Runs it kept out) and record the bind result."""
-        self._enqueue(self.cache.release(run.namespace, run.uid, why))
-        self._record_bind(run, result, error)
-
-    def _record_bind(self, run: RunInfo, result: str, error: str | None = None) -> None:
-        data: dict[str, Any] = {"namespace": run.namespace, "run_uid": run.uid, "result": result}
-        if error is not None:
-            data["error"] = error
-        self.cache.record("bind", data)
 
     def _landed(self, run: RunInfo, body: dict[str, Any]) -> None:
         if self.on_written is not None:

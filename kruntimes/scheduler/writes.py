@@ -4,8 +4,8 @@ The scheduling cycle plans and reserves; the write that follows is the slow, rem
 part. Like kube-scheduler's binding cycle it runs apart from the scheduling loop, so
 the loop plans the next Run while earlier writes are out. A `Sender` takes a write
 (or, to settle an unanswered bind, a read) and calls `done` once with its answer,
-now or later, from any thread: the loop (`loop`) gives every answer the meaning
-SPEC §3.2 step 6 gives it, wherever the HTTP request was made.
+now or later, from any thread: the loop (`loop`; a bind's answer: `binding`) gives
+every answer the meaning SPEC §3.2 step 6 gives it, wherever the HTTP request was made.
 
 Each write carries a deadline on `time.monotonic()`'s clock, which on Linux is one
 clock for every process of the machine: the moment after which it must not be sent,

@@ -21,8 +21,8 @@ def _loaded_after_import(module: str) -> set[str]:
 
 
 @pytest.mark.parametrize("module", [
-    "kruntimes.scheduler.loop", "kruntimes.scheduler.cache", "kruntimes.scheduler.framework",
-    "kruntimes.scheduler.registry", "kruntimes.memory.api",
+    "kruntimes.scheduler.loop", "kruntimes.scheduler.binding", "kruntimes.scheduler.cache",
+    "kruntimes.scheduler.framework", "kruntimes.scheduler.registry", "kruntimes.memory.api",
     "kruntimes.runtimed.admission", "kruntimes.runtimed.outcomes", "kruntimes.runtimed.executor",
     "kruntimes.controller.reconcile", "kruntimes.controller.apply",
 ], ids=lambda m: f"{m} imports no Kubernetes client, SQL, API layer or journal")

@@ -1,0 +1,196 @@
+"""A cycle's bind: handed to the sender, and what its answer means (SPEC §3.2 step 6).
+
+A part of the scheduling loop's `Scheduler` (`loop`), kept in a module of its own: the
+loop plans and reserves, and hands the bind over; this sends it and settles it, on
+whichever thread the answer comes back (in the cluster, from the binder processes).
+The loop's steps 5 and 6:
+
+5. bind through the sender (SPEC §3.2 step 6, amended 2026-12-01): first check
+   that the chosen pod is still that UID in the cache (deleted or replaced since the
+   snapshot: a bind-stage conflict, release + requeue); conflict -> release +
+   requeue; other error -> release + backoff; success -> KEEP the assumption until
+   the informer shows the Run bound (the cache drops it then);
+6. an ambiguous outcome (sent, no answer: it may have landed, or may still land)
+   KEEPS the assumption, and the key comes back with backoff to settle it:
+   - the informer showed the Run since: the hand-off rule already settled an active,
+     terminal or vanished Run; a Run still Pending at a NEWER version can no longer
+     take the write, which was guarded by the older one: release, plan again;
+   - otherwise a read (a GET, through the sender too) settles it: landed on our pod -> as a
+     success; moved on without it -> release; still at the version the write was
+     guarded by -> the write has not landed but may yet, so releasing now could
+     hand its capacity to another Run just before it lands. The same bind (same pod,
+     same guarding version) is sent again instead: at most one of the two can apply,
+     both name the pod the assumption holds. This is the only write ever sent twice,
+     and only after a read showed the first had not landed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from kruntimes.scheduler import assumed as assumed_mod
+from kruntimes.scheduler import status as st
+from kruntimes.scheduler.projection import ACTIVE_PHASES, RunInfo
+
+if TYPE_CHECKING:
+    from kruntimes.scheduler.cache import ClusterCache, RunKey, Wakeup
+    from kruntimes.scheduler.loop import Cycle
+    from kruntimes.scheduler.metrics import SchedulerMetrics
+    from kruntimes.scheduler.queue import WorkQueue
+    from kruntimes.scheduler.writes import Sender
+
+# The loop's logger: these lines were always the loop's, and are still read as such.
+log = logging.getLogger("kruntimes.scheduler.loop")
+
+
+@dataclass(frozen=True)
+class Bind:
+    """One bind: what is written, guarded by which version, naming which pod."""
+
+    resource_version: str
+    run_uid: str
+    pod_name: str
+    pod_uid: str
+    body: dict[str, Any]
+
+
+class BindSettlement:
+    """Sending and settling binds: a base of `loop.Scheduler`, whose state it uses."""
+
+    if TYPE_CHECKING:  # the Scheduler's state and methods these use
+        cache: ClusterCache
+        queue: WorkQueue
+        metrics: SchedulerMetrics
+        sender: Sender
+        deadline: Callable[[], float]
+        _written: dict[RunKey, str]
+        _unsettled: dict[RunKey, Bind]
+
+        def _enqueue(self, wakeups: Iterable[Wakeup]) -> None: ...
+
+        def _end(self, cycle: Cycle, result: str) -> None: ...
+
+        def _stale(self, cycle: Cycle) -> bool: ...
+
+        def _back_off(self, key: RunKey, exc: BaseException) -> None: ...
+
+        def _landed(self, run: RunInfo, body: dict[str, Any]) -> None: ...
+
+    def _bind(self, cycle: Cycle, run: RunInfo, bind: Bind) -> None:
+        """Hand `bind` to the sender if its pod is still the one planned on; `_bound` settles the answer."""
+        key = cycle.key
+        confirming = key in self._unsettled  # an earlier send of this very bind may still land
+        pod = self.cache.pod((run.namespace, bind.pod_name))
+        if pod is None or pod.uid != bind.pod_uid:
+            # Deleted or replaced since the snapshot. Releasing is safe even while an
+            # earlier send may land: it would name a pod UID that no longer counts.
+            self._unsettled.pop(key, None)
+            self._bind_failed(run, "conflict", assumed_mod.RELEASE_STALE_POD)
+            self.metrics.conflict("bind")
+            self.queue.add_rate_limited(key)
+            self._end(cycle, "conflict")
+            return
+        self.sender.write(run, bind.body, self.deadline(),
+                          lambda exc: self._bound(cycle, run, bind, confirming, exc))
+
+    def _bound(self, cycle: Cycle, run: RunInfo, bind: Bind, confirming: bool, exc: BaseException | None) -> None:
+        """What a bind's answer means; called once per send, from whatever thread answered."""
+        if self._stale(cycle):
+            return
+        key = cycle.key
+        if exc is None:
+            self._unsettled.pop(key, None)
+            self._record_bind(run, "ok")
+            self._written[key] = run.resource_version
+            self.queue.forget(key)
+            self._end(cycle, "scheduled")
+            self._landed(run, bind.body)
+            return
+        if confirming or isinstance(exc, st.Ambiguous):
+            # This send, or the earlier one, may have landed (a 409 now may be our own
+            # earlier send): keep the assumption until the Run is observed.
+            self._unsettled[key] = bind
+            self._record_bind(run, "unknown", type(exc).__name__)
+            log.warning("the outcome of a bind is unknown; its assumption is kept until the Run is "
+                        "observed again: %s", exc)
+            self._back_off(key, exc)
+            self._end(cycle, "error")
+            return
+        if isinstance(exc, st.Conflict):
+            self._bind_failed(run, "conflict", assumed_mod.RELEASE_BIND_CONFLICT)
+            self.metrics.conflict("bind")
+            self.queue.add_rate_limited(key)
+            self._end(cycle, "conflict")
+            return
+        # Refused, late (never sent) or failed: the write did not land.
+        self._bind_failed(run, "error", assumed_mod.RELEASE_BIND_ERROR, type(exc).__name__)
+        self._back_off(key, exc)
+        self._end(cycle, "error")
+
+    def _settle(self, cycle: Cycle) -> bool:
+        """Settle an ambiguous bind; False when the cache settled it and the cycle may plan.
+
+        True when a read went out to settle it: its answer ends the cycle.
+        """
+        key = cycle.key
+        bind = self._unsettled[key]
+        with self.cache.lock:
+            run = self.cache.run(key)
+            if run is None or run.uid != bind.run_uid or (run.namespace, run.uid) not in self.cache.assumed:
+                # The informer settled it: the hand-off rule dropped the assumption of a
+                # Run seen active (on our pod or another), terminal or gone.
+                del self._unsettled[key]
+                return False
+            if run.resource_version != bind.resource_version:
+                # Seen Pending at a newer version: the write, guarded by the older one,
+                # can never land now.
+                del self._unsettled[key]
+                self._bind_failed(run, "conflict", assumed_mod.RELEASE_BIND_UNSETTLED)
+                self.metrics.conflict("bind")
+                return False
+        self.sender.read(run, lambda seen, exc: self._settled(cycle, run, bind, seen, exc))
+        return True
+
+    def _settled(self, cycle: Cycle, run: RunInfo, bind: Bind, seen: st.Observed | None,
+                 exc: BaseException | None) -> None:
+        """What the read that settles an unanswered bind shows."""
+        if self._stale(cycle):
+            return
+        key = cycle.key
+        if exc is not None:  # still unknown: keep the assumption, try again later
+            log.warning("could not read a Run to settle its bind; retrying with backoff: %s", exc)
+            self._back_off(key, exc)
+            self._end(cycle, "error")
+            return
+        if seen is not None and seen.uid == run.uid and seen.resource_version == bind.resource_version:
+            self._bind(cycle, run, bind)  # not landed yet: send the same guarded bind (see module doc)
+            return
+        del self._unsettled[key]
+        if seen is not None and seen.uid == run.uid and seen.pod_uid == bind.pod_uid \
+                and seen.phase in ACTIVE_PHASES:
+            # It landed: from here on as after a success; the informer hands the assumption over.
+            self._record_bind(run, "ok")
+            self._written[key] = run.resource_version
+            self.queue.forget(key)
+            self._end(cycle, "scheduled")
+            self._landed(run, bind.body)
+            return
+        # The Run moved on without this bind (or is gone): it can never land. Plan again
+        # once the informer shows the newer version (its event enqueues the key).
+        self._bind_failed(run, "conflict", assumed_mod.RELEASE_BIND_UNSETTLED)
+        self.metrics.conflict("bind")
+        self._written[key] = run.resource_version
+        self._end(cycle, "conflict")
+
+    def _bind_failed(self, run: RunInfo, result: str, why: str, error: str | None = None) -> None:
+        """Release the assumption (waking the Runs it kept out) and record the bind result."""
+        self._enqueue(self.cache.release(run.namespace, run.uid, why))
+        self._record_bind(run, result, error)
+
+    def _record_bind(self, run: RunInfo, result: str, error: str | None = None) -> None:
+        data: dict[str, Any] = {"namespace": run.namespace, "run_uid": run.uid, "result": result}
+        if error is not None:
+            data["error"] = error
+        self.cache.record("bind", data)
