@@ -15,7 +15,7 @@ import pytest
 
 FORBIDDEN = ("kubernetes", "kruntimes.api", "kruntimes.memory", "kruntimes.demo")
 MODULES = ("replay", "replay.source", "replay.rebuild", "replay.engine", "replay.verify", "replay.explain",
-           "replay.whatif", "kruntimes.cli.replay_cmd")
+           "replay.whatif", "kruntimes.cli.replay_cmd", "kruntimes.cli.verify_report")
 
 
 def _loaded_after_import(module: str) -> set[str]:
