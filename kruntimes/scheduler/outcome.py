@@ -10,7 +10,6 @@ both, so "identical" means every pod's verdict and every score, not just the pod
 from __future__ import annotations
 
 from collections import Counter
-from itertools import compress
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from kruntimes.journal import backends, chain, errors, migrate, records, schema, views
+from kruntimes.journal import backends, chain, errors, migrate, records, views
 from tests.journal.factories import INCARNATION, T0, record
 
 

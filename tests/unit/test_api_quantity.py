@@ -1,8 +1,6 @@
 """Whole-number quantities (SPEC §2.2): what a request or capacity may hold."""
 
 import contextlib
-import subprocess
-import sys
 from decimal import Decimal
 
 import pytest
