@@ -19,7 +19,7 @@ link and is linked from the stored head when it reaches the database.
 
 What becomes of spooled records - the drain, the checks that keep a forged or
 mismatched record out of the database, the quarantine - and the closing of epochs a
-killed process left open are in ``drain`` (``SpoolDrain``, ``JournalWriter``'s base).
+killed process left open are in ``spool_drain`` (``SpoolDrain``, ``JournalWriter``'s base).
 
 State is kept in memory only: a killed process loses what was still buffered;
 everything spooled or committed survives.
@@ -38,7 +38,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, chain, drain, errors, intake, metrics, payloads, records, spool
+from kruntimes.journal import backends, chain, errors, intake, metrics, payloads, records, spool, spool_drain
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ LAST_LSN_PROBE_SECONDS = 1.0
 Record = records.JournalRecord | records.EncodedRecord | payloads.DeferredRecord
 
 
-class JournalWriter(drain.SpoolDrain):
+class JournalWriter(spool_drain.SpoolDrain):
     """Buffered, batching, spilling writer in front of one ``Journal``."""
 
     #: The recorder may hand over ``DeferredRecord`` s: their payloads are built here.
@@ -246,7 +246,7 @@ class JournalWriter(drain.SpoolDrain):
             self._in.buffer.clear()
             self._held = []
         if self._ended:  # this epoch is closed: nothing for the next writer to recover
-            drain.write_note(self._note_path, self._to_recover)
+            spool_drain.write_note(self._note_path, self._to_recover)
         self._publish_head()
         self._spool.close()
         self._metrics.collector.retire(self)
@@ -485,7 +485,7 @@ class JournalWriter(drain.SpoolDrain):
         self._next_retry = self._clock() + self._retry
         self._retry = min(self._retry * 2, self._max_retry)
 
-    # -- epochs: the published head (their recovery: drain) -----------------------------
+    # -- epochs: the published head (their recovery: spool_drain) -----------------------
 
     def _publish_head(self) -> None:
         """Log this epoch's stored head when it ended, and at most every HEAD_LOG_INTERVAL while it moves."""
