@@ -12,9 +12,12 @@ one column rather than a row per resource, so the write path stays cheap: the wr
 derivation takes them from the Run's reservation in the same batch, or by key range
 from the stored reservation when the batch began after it (``derived._requests``).
 
-Existing journals are backfilled by rebuilding the history tables with the writer's own
-derivation (``kruntimes journal reindex``), as ``0004_history_tables`` prescribes for a
-change to the tables.
+Existing journals are backfilled with the derivation's own statement for a placement
+whose reservation came in an earlier batch (``derived.REQUESTS_FROM_RESERVE``: the
+Run's reservation between the cycle's snapshot and the cycle, by key range), so the
+column holds what the writer would have written. When the tables are still empty
+because ``0004_history_tables`` left its backfill to this revision (an upgrade from
+before it), they are rebuilt instead, as ``kruntimes journal reindex`` does.
 """
 
 from __future__ import annotations
@@ -34,8 +37,23 @@ def upgrade() -> None:
     op.add_column("history_placements", sa.Column("requests", sa.Text(), nullable=True))
     from kruntimes.journal import backends, derived  # the writer's own derivation, applied to what is stored
 
-    if derived.written_columns_exist(op.get_bind()):  # else a later revision added columns and rebuilds
-        backends.rebuild_history(op.get_bind())
+    conn = op.get_bind()
+    if not derived.written_columns_exist(conn):
+        return  # a later revision added columns: it fills the tables
+    if _left_empty(conn):
+        backends.rebuild_history(conn)  # 0004 left the tables empty for this revision
+        return
+    dialect = op.get_context().dialect.name
+    conn.execute(sa.text(f"UPDATE history_placements SET requests = {derived.REQUESTS_FROM_RESERVE[dialect]}"))
+
+
+def _left_empty(conn: sa.Connection) -> bool:
+    """Records that have history rows are stored, yet no history row is: 0004 left its backfill to this revision."""
+    if conn.execute(sa.text("SELECT 1 FROM journal_records WHERE kind IN ('cycle', 'mutation', 'bind') LIMIT 1")) \
+            .first() is None:
+        return False
+    return not any(conn.execute(sa.text(f"SELECT 1 FROM {table} LIMIT 1")).first()
+                   for table in ("history_cycles", "history_pods", "history_runs", "history_binds"))
 
 
 def downgrade() -> None:

@@ -205,3 +205,14 @@ def test_a_prune_deletes_the_history_rows_of_the_records_it_deletes(
         assert all(row[lsn] >= cut for row in kept[table.name]), table.name
     assert all(row[1] >= cut for row in kept["history_waits"])
     assert kept["history_cycles"], "the cycles after the cut stay"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_revision_that_adds_placement_requests_backfills_what_the_writer_builds(
+        backend: str, generated: Generated, request: pytest.FixtureRequest) -> None:
+    with empty_journal_url(request, backend) as url:
+        write_through_writer(url, generated, max_batch=1000)
+        incremental = snapshot(url)
+        migrate.downgrade(url, "0004_history_tables")  # the tables as they were, without the column
+        migrate.upgrade(url)
+        assert snapshot(url) == incremental
