@@ -63,8 +63,10 @@ class Buckets:
 
 def _micros(column: str, dialect: str) -> str:
     """SQL for a stored time as integer microseconds since 1970 (exact: no floating point)."""
-    if dialect == "sqlite":  # stored as 'YYYY-MM-DD HH:MM:SS.ffffff'
-        return f"(CAST(strftime('%s', {column}) AS INTEGER) * 1000000 + CAST(substr({column}, 21, 6) AS INTEGER))"
+    if dialect == "sqlite":  # stored as 'YYYY-MM-DD HH:MM:SS.ffffff'; SQLite's own clock keeps milliseconds
+        # and would round .9996 up to the next second, so it is handed the whole seconds only.
+        return (f"(CAST(strftime('%s', substr({column}, 1, 19)) AS INTEGER) * 1000000"
+                f" + CAST(substr({column}, 21, 6) AS INTEGER))")
     return f"CAST(EXTRACT(EPOCH FROM {column}) * 1000000 AS BIGINT)"
 
 
