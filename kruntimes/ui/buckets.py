@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
+from kruntimes.journal import schema
 from kruntimes.ui import indexed
 
 BUCKETS = 120
@@ -62,10 +63,10 @@ class Buckets:
 
 
 def _micros(column: str, dialect: str) -> str:
-    """SQL for a stored time as integer microseconds since 1970 (exact: no floating point)."""
-    if dialect == "sqlite":  # stored as 'YYYY-MM-DD HH:MM:SS.ffffff'; SQLite's own clock keeps milliseconds
-        # and would round .9996 up to the next second, so it is handed the whole seconds only.
-        return (f"(CAST(strftime('%s', substr({column}, 1, 19)) AS INTEGER) * 1000000"
+    """SQL for a stored time as integer microseconds since 1970 (exact: no floating point left in it)."""
+    if dialect == "sqlite":  # stored as 'YYYY-MM-DD HH:MM:SS.ffffff'. SQLite's clock keeps milliseconds and would
+        # round .9996 up a second, so it gets the whole seconds (julianday: the cheapest parse) and the text the rest.
+        return (f"(CAST(round((julianday(substr({column}, 1, 19)) - 2440587.5) * 86400) AS INTEGER) * 1000000"
                 f" + CAST(substr({column}, 21, 6) AS INTEGER))")
     return f"CAST(EXTRACT(EPOCH FROM {column}) * 1000000 AS BIGINT)"
 
@@ -74,14 +75,22 @@ Execute = Callable[[sa.Executable], Sequence[sa.Row[Any]]]
 
 
 def binds(execute: Execute, dialect: str, b: Buckets) -> dict[str, list[int]]:
-    """Bind results per bucket: result -> counts (the ``(recorded_at, result)`` index covers it)."""
+    """Bind results per bucket: result -> counts.
+
+    One range of the ``(recorded_at, result)`` index per bucket, counted there: a bind is
+    never parsed (a window of five minutes holds tens of thousands).
+    """
     t = indexed.BINDS
-    k = b.index("history_binds.recorded_at", dialect)
-    stmt = (sa.select(k, t.c.result, sa.func.count()).where(t.c.recorded_at >= b.since, t.c.recorded_at < b.until)
-            .group_by(k, t.c.result))
+    edges = [*b.starts(), b.until]
+    rows = [(k, edges[k], min(edges[k + 1], b.until)) for k in range(BUCKETS) if edges[k] < b.until]
+    k = sa.values(sa.column("k", sa.Integer), sa.column("lo", schema.UtcDateTime()),
+                  sa.column("hi", schema.UtcDateTime()), name="b").data(rows).cte("b")
+    stmt = (sa.select(k.c.k, t.c.result, sa.func.count())
+            .select_from(k.join(t, sa.and_(t.c.recorded_at >= k.c.lo, t.c.recorded_at < k.c.hi)))
+            .group_by(k.c.k, t.c.result))
     out: dict[str, list[int]] = {}
     for bucket, result, n in execute(stmt):
-        out.setdefault(str(result), [0] * BUCKETS)[min(BUCKETS - 1, int(bucket))] += int(n)
+        out.setdefault(str(result), [0] * BUCKETS)[int(bucket)] += int(n)
     return out
 
 
@@ -137,18 +146,18 @@ def held(execute: Execute, dialect: str, b: Buckets, lanes: Sequence[tuple[str, 
                         for ns, names in sorted(placed_before.items())))
         parts.append(sa.select(*columns).where(runs, p.c.lsn <= after, *common))
     w = sa.union_all(*parts).subquery("w")
+    # Each time is parsed once (a materialised step: otherwise every use of the clipped values re-parses it).
+    parsed = sa.select(w.c.requests, sa.literal_column(_micros("w.decided_at", dialect)).label("s"),
+                       sa.literal_column(_micros("w.ended_at", dialect)).label("e")).cte("m").prefix_with(
+                           "MATERIALIZED")
     since, span = micros(b.since), b.span_us
-    start = _micros("w.decided_at", dialect)
-    end = _micros("w.ended_at", dialect)
-    clipped = sa.select(
-        w.c.requests,
-        sa.literal_column(f"CASE WHEN {start} > {since} THEN {start} - {since} ELSE 0 END").label("a"),
-        sa.literal_column(f"CASE WHEN w.ended_at IS NULL OR {end} - {since} >= {span} THEN {span} "
-                          f"ELSE {end} - {since} END").label("z")).subquery("c")
-    first = sa.literal_column(f"c.a / {b.step_us}")
-    last = sa.literal_column(f"c.z / {b.step_us}")
-    stmt = (sa.select(clipped.c.requests, first, last, sa.func.count(), sa.func.sum(clipped.c.a),
-                      sa.func.sum(clipped.c.z)).group_by(clipped.c.requests, first, last))
+    a = sa.literal_column(f"CASE WHEN m.s > {since} THEN m.s - {since} ELSE 0 END")
+    z = sa.literal_column(f"CASE WHEN m.e IS NULL OR m.e - {since} >= {span} THEN {span} ELSE m.e - {since} END")
+    first = sa.literal_column(f"(CASE WHEN m.s > {since} THEN m.s - {since} ELSE 0 END) / {b.step_us}")
+    last = sa.literal_column(f"(CASE WHEN m.e IS NULL OR m.e - {since} >= {span} THEN {span} "
+                             f"ELSE m.e - {since} END) / {b.step_us}")
+    stmt = (sa.select(parsed.c.requests, first, last, sa.func.count(), sa.func.sum(a), sa.func.sum(z))
+            .group_by(parsed.c.requests, first, last))
     return Held([(str(req), int(f), int(z), int(n), int(sa_), int(sz)) for req, f, z, n, sa_, sz in execute(stmt)])
 
 

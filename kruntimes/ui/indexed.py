@@ -112,8 +112,9 @@ def bars(execute: Execute, lanes: Sequence[tuple[str, str]], since: datetime,
     dozen lanes it draws, never for every pod.
     """
     p = PLACEMENTS
-    stmt = (sa.select(p.c.namespace, p.c.pod, p.c.run, p.c.run_uid, p.c.decided_at, p.c.ended_at, p.c.end_reason,
-                      p.c.lsn)
+    # Times as stored (SQLite text): the caller parses them once, cheaper than the column type.
+    stmt = (sa.select(p.c.namespace, p.c.pod, p.c.run, p.c.run_uid, sa.type_coerce(p.c.decided_at, sa.String),
+                      sa.type_coerce(p.c.ended_at, sa.String), p.c.end_reason, p.c.lsn)
             .where(pods_of(p, lanes), p.c.decided_at < until, p.c.outcome == "scheduled",
                    sa.or_(p.c.ended_at.is_(None), p.c.ended_at >= since))
             .order_by(p.c.decided_at, p.c.lsn))

@@ -282,8 +282,8 @@ class Reader:
                 while len(self._starts) > CHECKPOINTS_KEPT:
                     self._starts.popitem(last=False)
         lanes, placed = cached
-        return (checkpoint_lsn, {k: dataclasses.replace(v, capacity=dict(v.capacity)) for k, v in lanes.items()},
-                {ns: set(names) for ns, names in placed.items()})
+        # Shared, not copied: ``_observe_pod`` replaces a lane it changes instead of changing it in place.
+        return checkpoint_lsn, dict(lanes), placed
 
     def window(self, since: datetime, until: datetime) -> Window:
         """The Runtime Pods of ``[since, until)``: the newest checkpoint at or before ``since``, then the pods
@@ -386,6 +386,7 @@ def _observe_pod(out: Window, obj: dict[str, Any], deleted_at: datetime | None,
         out.lanes[key] = Lane(key[0], key[1], str(obj.get("runtime") or ""), capacity, bool(obj.get("ready")),
                               bool(obj.get("terminating")), obj.get("heartbeat"), deleted_at)
         return
+    lane = out.lanes[key] = dataclasses.replace(lane)  # lanes may be shared with a cached starting state
     lane.runtime = str(obj.get("runtime") or lane.runtime)
     lane.capacity = capacity or lane.capacity
     lane.ready, lane.terminating = bool(obj.get("ready")), bool(obj.get("terminating"))
