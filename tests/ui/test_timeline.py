@@ -1,4 +1,4 @@
-"""The Timeline's arithmetic, done in SQL over history_placements: utilisation is time-weighted and clipped to the window."""
+"""The Timeline's arithmetic, done in SQL over history_placements: time-weighted, clipped to the window."""
 
 from __future__ import annotations
 
