@@ -1,11 +1,12 @@
 """Every database read the web view makes, behind one class, over a read-only connection.
 
 Why one module: the pages must not care where an answer comes from. A Run's story, a
-pod at an instant, and a window's pods, Run ends, binds and Pending reasons are looked
-up through the typed history tables' indexes (``indexed``), and the records they
-point at are fetched by key; a window's reservations and releases come through the
-records' ``kind`` index, and its starting state from the newest checkpoint before it
-(kept parsed for the next page: a record never changes). Nothing scans the journal.
+pod at an instant, a window's pods and the bars of the lanes on screen are looked up
+through the typed history tables' indexes (``indexed``), and the records they point at
+are fetched by key; a window's figures are SQL aggregates per time bucket over the same
+tables (``buckets``), and its starting state is the newest checkpoint before it (kept
+parsed for the next page: a record never changes). Nothing scans the journal, and no
+payload but that checkpoint's is parsed for a window.
 
 The connection is read-only twice over: SQLite is opened with ``mode=ro`` (and
 ``PRAGMA query_only``), PostgreSQL sessions with ``default_transaction_read_only``;
@@ -252,8 +253,9 @@ class Reader:
         """The newest checkpoint at or before ``at``: its LSN, its pods as lanes, the Runs it shows placed.
 
         A checkpoint never changes once written, so what it parses to is kept (the last
-        few) and handed out as copies: the next page over the same stretch of time
-        starts from it without reading a megabyte of JSON again.
+        few) and shared: the next page over the same stretch of time starts from it
+        without reading a megabyte of JSON again (a lane that changes is replaced, never
+        changed in place).
         """
         found = self._execute(sa.select(_R.c.lsn, _R.c.incarnation).where(
             _R.c.kind == "checkpoint", _R.c.lsn <= self.lsn_at(at)).order_by(_R.c.lsn.desc()).limit(1))
