@@ -165,14 +165,16 @@ def _advance(run: Run, at: datetime, lsn: int, rng: random.Random,
         pod = pod_name(run.runtime, rng.randrange(PODS_PER_RUNTIME))
         if run.conflicted:
             run.conflicted = False
-            out.append(("reserve", {"assumption": {"namespace": NS, "run_uid": run.uid, "pod_name": pod}}))
+            out.append(("reserve", {"assumption": {"namespace": NS, "run_uid": run.uid, "pod_name": pod,
+                                                 "requests": [["cpu", 2000], ["runs", 1]]}}))
             out.append(("bind", {"namespace": NS, "run_uid": run.uid, "result": "conflict"}))
             out.append(("release", {"namespace": NS, "run_uid": run.uid, "why": "bind_conflict"}))
             out.append(("cycle", _cycle_payload(run, at, lsn - 1, "conflict", pod, rng)))
             later(at, rng.uniform(0.5, 5), run=run)
             return out
         run.pod = pod
-        out.append(("reserve", {"assumption": {"namespace": NS, "run_uid": run.uid, "pod_name": pod}}))
+        out.append(("reserve", {"assumption": {"namespace": NS, "run_uid": run.uid, "pod_name": pod,
+                                                 "requests": [["cpu", 2000], ["runs", 1]]}}))
         ambiguous = rng.random() < 0.005
         out.append(("bind", {"namespace": NS, "run_uid": run.uid, "result": "unknown" if ambiguous else "ok",
                              **({"error": "ReadTimeout"} if ambiguous else {})}))

@@ -100,7 +100,7 @@ def insert_derived(dbapi_connection: Any, derived: derived_rows.Derived) -> None
                     write_row(row)
         # One pipeline for every statement of the batch: a single round trip, not one per kind.
         with dbapi_connection.pipeline():
-            for sql, params in derived_rows.statements(derived):
+            for sql, params in derived_rows.statements(derived, "postgresql"):
                 cursor.executemany(sql.replace("?", "%s"), params)
 
 

@@ -90,6 +90,8 @@ placements = Table(
     "history_placements", _md, *_key(), _at("decided_at", False), _t("namespace"), _t("run"), _t("run_uid"),
     _t("pod"), _t("pod_uid"), _t("now"), _i("total"), _t("outcome"), _i("snapshot_lsn"),
     Column("end_epoch", String(64)), _i("end_lsn"), _at("ended_at"), _t("end_reason"),
+    # What the Run's reservation charged the pod (compact JSON ``[[resource, amount]]``; revision 0005).
+    _t("requests"),
     Index("ix_history_placements_run", "namespace", "run", "lsn"),
     Index("ix_history_placements_pod", "namespace", "pod", "decided_at"),
     Index("ix_history_placements_decided_at", "decided_at"),
@@ -159,6 +161,18 @@ COPY_TYPES: dict[str, list[str]] = {
              else "int8" if isinstance(c.type, BigInteger) else "int4" if isinstance(c.type, Integer) else "text"
              for c in t.columns]
     for t in ROW_TABLES}
+
+
+
+def written_columns_exist(conn: sa.Connection) -> bool:
+    """Whether the database's history tables have every column this derivation writes.
+
+    A revision that backfills the tables with the live derivation asks this first: when a
+    later revision added columns, it leaves the backfill to that one (which rebuilds).
+    """
+    inspector = sa.inspect(conn)
+    return all({c["name"] for c in inspector.get_columns(t.name)} >= set(COLUMNS[t.name]) for t in ROW_TABLES)
+
 
 TERMINAL_PHASES = {"Succeeded": "succeeded", "Failed": "failed"}
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -252,10 +266,14 @@ class Derived:
     pod_hours: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     rejection_hours: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
     epoch_cycles: Counter[str] = field(default_factory=Counter)
+    #: Per Run (namespace, run_uid): its latest reservation in the batch, (epoch, lsn, requests as compact JSON).
+    reserves: dict[tuple[str, str], tuple[str, int, str | None]] = field(default_factory=dict)
+    #: Placements (epoch, lsn) whose reservation came before the batch: their requests are filled by SQL.
+    unresolved: list[tuple[str, int]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return (any(self.rows.values()) or bool(self.run_ops) or bool(self.pod_hours) or bool(self.rejection_hours)
-                or bool(self.epoch_cycles))
+                or bool(self.epoch_cycles) or bool(self.unresolved))
 
 
 # Statement kinds of ``Derived.run_ops`` (the first element of each op).
@@ -351,7 +369,7 @@ def _cycle(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, ls
     if chosen is not None:
         rows["history_placements"].append((
             epoch, lsn, at, namespace, run, run_uid, chosen, _str(p.get("chosen_uid")), _str(p.get("now")), total,
-            result, snapshot, None, None, None, None))
+            result, snapshot, None, None, None, None, _requests(out, epoch, lsn, namespace, run_uid, snapshot)))
         if result == "scheduled" and namespace is not None:
             out.pod_hours[(namespace, chosen, hour_of(when))] += 1
     if namespace is None or run_uid is None:
@@ -380,6 +398,35 @@ def _cycle(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, ls
             rs.pending[13] = status
         else:
             rs.ops.append([STATUS, status, namespace, run_uid])
+
+
+def _requests(out: Derived, epoch: str, lsn: int, namespace: str | None, run_uid: str | None,
+              snapshot: int | None) -> str | None:
+    """A placement's requests: those of the Run's reservation between the cycle's snapshot and the cycle.
+
+    The scheduler reserves after planning on its snapshot and records the cycle once the
+    bind is answered, so that reservation is the latest of the Run's in the same epoch
+    with ``snapshot_lsn < lsn``. Usually it is in the same batch; when the batch began
+    after it, ``_REQUESTS_SQL`` reads it from the stored record (a key range, no scan)
+    and gives the same text, so batch boundaries change nothing.
+    """
+    if namespace is None or run_uid is None or snapshot is None:
+        return None
+    found = out.reserves.get((namespace, run_uid))
+    if found is not None and found[0] == epoch:
+        return found[2] if found[1] > snapshot else None  # a later one would be the latest
+    out.unresolved.append((epoch, lsn))
+    return None
+
+
+def _reserve(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, lsn: int, at: Any,
+             when: datetime, p: dict[str, Any]) -> None:
+    a = p.get("assumption")
+    if type(a) is not dict:
+        return
+    namespace, run_uid, requests = _str(a.get("namespace")), _str(a.get("run_uid")), a.get("requests")
+    if namespace is not None and run_uid is not None:
+        out.reserves[(namespace, run_uid)] = (epoch, lsn, compact_json(requests) if type(requests) is list else None)
 
 
 def _close(s: _RunState, epoch: str, lsn: int, at: Any, when: datetime, outcome: str, pod: str | None,
@@ -431,7 +478,8 @@ def _bind(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, lsn
                                       _str(p.get("result")), _str(p.get("error"))))
 
 
-_HANDLERS: dict[str, Callable[..., None]] = {"cycle": _cycle, "mutation": _mutation, "bind": _bind}
+_HANDLERS: dict[str, Callable[..., None]] = {"cycle": _cycle, "mutation": _mutation, "bind": _bind,
+                                             "reserve": _reserve}
 KINDS = frozenset(_HANDLERS)
 
 
@@ -469,12 +517,34 @@ _EPOCHS_SQL = (
     " ON CONFLICT (epoch) DO UPDATE SET cycles = history_epochs.cycles + excluded.cycles")
 
 
-def statements(derived: Derived) -> Iterable[tuple[str, list[tuple[Any, ...]]]]:
+# A placement's requests from its reservation's stored record (see ``_requests``): the Run's latest
+# ``reserve`` in the placement's epoch between its snapshot and its cycle, found by key range. The
+# payload is canonical JSON, so the array's text is what ``compact_json`` makes of it.
+_RESERVE_RANGE = ("FROM journal_records j WHERE j.incarnation = history_placements.epoch"
+                  " AND j.lsn > history_placements.snapshot_lsn AND j.lsn < history_placements.lsn"
+                  " AND j.kind = 'reserve' AND {ns} = history_placements.namespace"
+                  " AND {uid} = history_placements.run_uid ORDER BY j.lsn DESC LIMIT 1")
+REQUESTS_FROM_RESERVE = {
+    "sqlite": "(SELECT CASE WHEN json_type(j.payload, '$.assumption.requests') = 'array'"
+              " THEN json_extract(j.payload, '$.assumption.requests') END "
+              + _RESERVE_RANGE.format(ns="json_extract(j.payload, '$.assumption.namespace')",
+                                      uid="json_extract(j.payload, '$.assumption.run_uid')") + ")",
+    "postgresql": "(SELECT CASE WHEN json_typeof(j.payload::json #> '{assumption,requests}') = 'array'"
+                  " THEN (j.payload::json #> '{assumption,requests}')::text END "
+                  + _RESERVE_RANGE.format(ns="j.payload::json #>> '{assumption,namespace}'",
+                                          uid="j.payload::json #>> '{assumption,run_uid}'") + ")",
+}
+
+
+def statements(derived: Derived, dialect: str = "sqlite") -> Iterable[tuple[str, list[tuple[Any, ...]]]]:
     """The (SQL, parameter rows) that apply ``derived`` after its rows are inserted, in order.
 
     A Run's statements go in its LSN order; different Runs' are independent, so the
     k-th statement of every Run goes in one round, grouped by kind (``executemany``).
     """
+    if derived.unresolved:
+        yield (f"UPDATE history_placements SET requests = {REQUESTS_FROM_RESERVE[dialect]}"
+               " WHERE epoch = ? AND lsn = ?", list(derived.unresolved))
     queues = [ops for ops in derived.run_ops.values() if ops]
     k = 0
     while queues:

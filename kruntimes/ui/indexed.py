@@ -31,7 +31,7 @@ CYCLES = _table("history_cycles", "epoch", "lsn", "namespace", "run", "run_uid",
                 times=("decided_at",))
 REJECTIONS = _table("history_rejections", "epoch", "lsn", "reason")
 PLACEMENTS = _table("history_placements", "epoch", "lsn", "namespace", "run", "run_uid", "pod", "outcome",
-                    "end_epoch", "end_lsn", "end_reason", times=("decided_at", "ended_at"))
+                    "end_epoch", "end_lsn", "end_reason", "requests", times=("decided_at", "ended_at"))
 PODS = _table("history_pods", "epoch", "lsn", "event", "namespace", "name", "runtime", "ready", "terminating",
               "heartbeat", "capacity", times=("recorded_at",))
 RUNS = _table("history_runs", "epoch", "lsn", "event", "namespace", "name", "uid", "phase", times=("recorded_at",))
@@ -69,61 +69,53 @@ def pod_key(execute: Execute, namespace: str, name: str, at: datetime) -> list[K
 
 
 def held(execute: Execute, namespace: str, pod: str, at: datetime) -> Sequence[sa.Row[Any]]:
-    """(run, run_uid, placed, ended, why, lsn) of the placements on the pod that had begun and not ended at ``at``."""
+    """(run, run_uid, placed, ended, why, lsn, requests) of the placements on the pod that had begun and not
+    ended at ``at``."""
     p = PLACEMENTS
-    stmt = (sa.select(p.c.run, p.c.run_uid, p.c.decided_at, p.c.ended_at, p.c.end_reason, p.c.lsn)
+    stmt = (sa.select(p.c.run, p.c.run_uid, p.c.decided_at, p.c.ended_at, p.c.end_reason, p.c.lsn, p.c.requests)
             .where(p.c.namespace == namespace, p.c.pod == pod, p.c.outcome == "scheduled", p.c.decided_at <= at,
                    sa.or_(p.c.ended_at.is_(None), p.c.ended_at > at))
             .order_by(p.c.decided_at, p.c.lsn))
     return execute(stmt)
 
 
-def run_key(execute: Execute, namespace: str, uid: str, at: datetime) -> list[Key]:
-    """The Run's newest observation at or before ``at`` (it says what the Run requests)."""
-    stmt = (sa.select(RUNS.c.epoch, RUNS.c.lsn)
-            .where(RUNS.c.namespace == namespace, RUNS.c.uid == uid, RUNS.c.recorded_at <= at)
-            .order_by(RUNS.c.lsn.desc()).limit(1))
-    return [(epoch, lsn) for epoch, lsn in execute(stmt)]
+def pod_events(execute: Execute, epochs: Sequence[str], after: int, upto: int) -> list[tuple[Any, ...]]:
+    """Pods added or deleted with LSN in ``(after, upto]``: ``(lsn, at, event, namespace, name, object)``.
 
-
-def window_events(execute: Execute, epochs: Sequence[str], after: int, upto: int) -> list[tuple[Any, ...]]:
-    """Pods added or deleted and Runs ended with LSN in ``(after, upto]``, as the window's fold takes them.
-
-    ``("pod", lsn, at, event, namespace, name, object)`` and ``("end", lsn, at, uid, why)``.
+    A key range of ``history_pods`` (from the window's starting checkpoint on), not a scan.
     """
     pods = (sa.select(PODS.c.lsn, PODS.c.recorded_at, PODS.c.event, PODS.c.namespace, PODS.c.name, PODS.c.runtime,
                       PODS.c.capacity, PODS.c.ready, PODS.c.terminating, PODS.c.heartbeat)
             .where(PODS.c.epoch.in_(epochs), PODS.c.lsn > after, PODS.c.lsn <= upto,
-                   PODS.c.event.in_(("ADDED", "DELETED"))))
-    events: list[tuple[Any, ...]] = [
-        ("pod", lsn, at, event, namespace, name,
-         {"runtime": runtime, "capacity": orjson.loads(capacity) if capacity else (), "ready": ready,
-          "terminating": terminating, "heartbeat": heartbeat})
-        for lsn, at, event, namespace, name, runtime, capacity, ready, terminating, heartbeat in execute(pods)]
-    # A Run deleted after it ended was closed by the modification that ended it.
-    ends = (sa.select(RUNS.c.lsn, RUNS.c.recorded_at, RUNS.c.event, RUNS.c.uid, RUNS.c.phase)
-            .where(RUNS.c.epoch.in_(epochs), RUNS.c.lsn > after, RUNS.c.lsn <= upto,
-                   sa.or_(sa.and_(RUNS.c.event == "MODIFIED", RUNS.c.phase.in_(TERMINAL)),
-                          sa.and_(RUNS.c.event == "DELETED", RUNS.c.phase.not_in(TERMINAL)))))
-    events += [("end", lsn, at, uid, "deleted" if event == "DELETED" else str(phase))
-               for lsn, at, event, uid, phase in execute(ends)]
-    return events
+                   PODS.c.event.in_(("ADDED", "DELETED"))).order_by(PODS.c.lsn))
+    return [(lsn, at, event, namespace, name,
+             {"runtime": runtime, "capacity": orjson.loads(capacity) if capacity else (), "ready": ready,
+              "terminating": terminating, "heartbeat": heartbeat})
+            for lsn, at, event, namespace, name, runtime, capacity, ready, terminating, heartbeat in execute(pods)]
 
 
-def binds(execute: Execute, since: datetime, until: datetime) -> list[tuple[datetime, str]]:
-    stmt = (sa.select(BINDS.c.recorded_at, BINDS.c.result)
-            .where(BINDS.c.recorded_at >= since, BINDS.c.recorded_at < until).order_by(BINDS.c.recorded_at))
-    return [(at, str(result)) for at, result in execute(stmt)]
+def pods_of(p: sa.TableClause, lanes: Sequence[tuple[str, str]]) -> sa.ColumnElement[bool]:
+    """``(namespace, pod)`` among ``lanes``: per namespace an IN list, which the indexes on both serve."""
+    by_namespace: dict[str, list[str]] = {}
+    for namespace, name in lanes:
+        by_namespace.setdefault(namespace, []).append(name)
+    return sa.or_(sa.false(), *(sa.and_(p.c.namespace == ns, p.c.pod.in_(sorted(names)))
+                                for ns, names in sorted(by_namespace.items())))
 
 
-def pending(execute: Execute, since: datetime, until: datetime) -> list[tuple[datetime, str, str]]:
-    """(decided_at, reason, run_uid) per reason of every cycle in the window that left its Run Pending."""
-    c, r = CYCLES, REJECTIONS
-    stmt = (sa.select(c.c.decided_at, c.c.run_uid, c.c.message, r.c.reason)
-            .select_from(c.outerjoin(r, sa.and_(r.c.epoch == c.c.epoch, r.c.lsn == c.c.lsn)))
-            .where(c.c.decided_at >= since, c.c.decided_at < until, c.c.status == "unschedulable")
-            .order_by(c.c.lsn))
-    seen: dict[tuple[datetime, str, str], None] = {}
-    for at, uid, message, reason in execute(stmt):
-        seen.setdefault((at, str(reason or message or "unschedulable"), str(uid)))
-    return list(seen)
+def bars(execute: Execute, lanes: Sequence[tuple[str, str]], since: datetime,
+         until: datetime) -> Sequence[sa.Row[Any]]:
+    """(namespace, pod, run, run_uid, placed, ended, why, lsn) of the Runs placed on ``lanes`` during
+    ``[since, until)``: scheduled placements begun before ``until`` and not ended before ``since``.
+
+    One index range per pod (``(namespace, pod, decided_at)``): a page asks for the few
+    dozen lanes it draws, never for every pod.
+    """
+    p = PLACEMENTS
+    # Times as stored (SQLite text): the caller parses them once, cheaper than the column type.
+    stmt = (sa.select(p.c.namespace, p.c.pod, p.c.run, p.c.run_uid, sa.type_coerce(p.c.decided_at, sa.String),
+                      sa.type_coerce(p.c.ended_at, sa.String), p.c.end_reason, p.c.lsn)
+            .where(pods_of(p, lanes), p.c.decided_at < until, p.c.outcome == "scheduled",
+                   sa.or_(p.c.ended_at.is_(None), p.c.ended_at >= since))
+            .order_by(p.c.decided_at, p.c.lsn))
+    return execute(stmt)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -64,9 +65,12 @@ def url(path: str, **params: Any) -> str:
     return f"{path}?{query}" if query else path
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9._~-]*")
+
+
 def seg(value: str) -> str:
-    """One URL path segment."""
-    return quote(value, safe="")
+    """One URL path segment (Kubernetes names need no quoting: they are returned as they are)."""
+    return value if _PLAIN.fullmatch(value) else quote(value, safe="")
 
 
 def link(text: Any, href: str, **attrs: Any) -> Html:

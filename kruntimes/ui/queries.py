@@ -1,11 +1,12 @@
 """Every database read the web view makes, behind one class, over a read-only connection.
 
 Why one module: the pages must not care where an answer comes from. A Run's story, a
-pod at an instant, and a window's pods, Run ends, binds and Pending reasons are looked
-up through the typed history tables' indexes (``indexed``), and the records they
-point at are fetched by key; a window's reservations and releases come through the
-records' ``kind`` index, and its starting state from the newest checkpoint before it
-(kept parsed for the next page: a record never changes). Nothing scans the journal.
+pod at an instant, a window's pods and the bars of the lanes on screen are looked up
+through the typed history tables' indexes (``indexed``), and the records they point at
+are fetched by key; a window's figures are SQL aggregates per time bucket over the same
+tables (``buckets``), and its starting state is the newest checkpoint before it (kept
+parsed for the next page: a record never changes). Nothing scans the journal, and no
+payload but that checkpoint's is parsed for a window.
 
 The connection is read-only twice over: SQLite is opened with ``mode=ro`` (and
 ``PRAGMA query_only``), PostgreSQL sessions with ``default_transaction_read_only``;
@@ -30,7 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from kruntimes.journal import backends, errors, migrate, schema
-from kruntimes.ui import indexed
+from kruntimes.ui import buckets, indexed
 
 _R = schema.journal_records
 
@@ -117,30 +118,35 @@ class Lane:
 
 @dataclass
 class Bar:
-    """One placement: a Run on a pod from its reservation (or from before the window) to its end."""
+    """One placement: a Run on a pod from its cycle's record to its end (``history_placements``)."""
 
     namespace: str
     run: str
     run_uid: str
     pod: str
     requests: dict[str, int]
-    start: datetime | None  # None: placed before the window's starting checkpoint
+    start: datetime
     end: datetime | None = None  # None: still there at the window's end
-    ended: str = ""  # Succeeded, Failed, deleted, bind_conflict, bind_error, aborted, ...
+    ended: str = ""  # succeeded, failed, deleted, replaced
     lsn: int = 0
 
 
 @dataclass
 class Window:
-    """What happened in ``[since, until)``: the lanes, the bars, the pending reasons, the binds."""
+    """The Runtime Pods of ``[since, until)`` and where the window's look-ups start from.
+
+    ``after`` is the LSN of the newest checkpoint at or before ``since`` (its pods, and
+    the Runs it shows placed, ``placed_before``, are the starting state); ``upto`` the
+    newest LSN at or before ``until``.
+    """
 
     since: datetime
     until: datetime
     lanes: dict[tuple[str, str], Lane] = field(default_factory=dict)
-    bars: list[Bar] = field(default_factory=list)
-    pending: list[tuple[datetime, str, str]] = field(default_factory=list)  # (at, reason, run_uid)
-    binds: list[tuple[datetime, str]] = field(default_factory=list)  # (at, ok|conflict|error)
-    records_read: int = 0  # the events folded: reservations, releases, Run ends, pod changes
+    after: int = 0
+    upto: int = 0
+    placed_before: dict[str, set[str]] = field(default_factory=dict)  # namespace -> Run names
+    records_read: int = 0  # pod additions and deletions folded after the checkpoint
 
 
 class Reader:
@@ -149,7 +155,7 @@ class Reader:
     def __init__(self, journal: backends.Journal) -> None:
         self.journal = journal
         self._lock = threading.Lock()
-        self._starts: OrderedDict[int, tuple[dict[tuple[str, str], Lane], dict[str, Bar]]] = OrderedDict()
+        self._starts: OrderedDict[int, tuple[dict[tuple[str, str], Lane], dict[str, set[str]]]] = OrderedDict()
 
     def close(self) -> None:
         self.journal.engine.dispose()
@@ -243,12 +249,13 @@ class Reader:
                 .order_by(_R.c.lsn.desc()).limit(1))
         return next(self._records(stmt), None)
 
-    def _start_state(self, at: datetime) -> tuple[int, dict[tuple[str, str], Lane], dict[str, Bar]]:
-        """The newest checkpoint at or before ``at``: its LSN, its pods as lanes, its placed Runs as open bars.
+    def _start_state(self, at: datetime) -> tuple[int, dict[tuple[str, str], Lane], dict[str, set[str]]]:
+        """The newest checkpoint at or before ``at``: its LSN, its pods as lanes, the Runs it shows placed.
 
         A checkpoint never changes once written, so what it parses to is kept (the last
-        few) and handed out as copies: the next page over the same stretch of time
-        starts from it without reading a megabyte of JSON again.
+        few) and shared: the next page over the same stretch of time starts from it
+        without reading a megabyte of JSON again (a lane that changes is replaced, never
+        changed in place).
         """
         found = self._execute(sa.select(_R.c.lsn, _R.c.incarnation).where(
             _R.c.kind == "checkpoint", _R.c.lsn <= self.lsn_at(at)).order_by(_R.c.lsn.desc()).limit(1))
@@ -263,60 +270,55 @@ class Reader:
             checkpoint = self.record(checkpoint_lsn, epoch)
             assert checkpoint is not None
             scratch = Window(at, at)
-            bars: dict[str, Bar] = {}
+            placed: dict[str, set[str]] = {}
             for pod in checkpoint.payload.get("pods", ()):
                 _observe_pod(scratch, pod, None)
             for run in checkpoint.payload.get("runs", ()):
                 if run.get("pod_name") and run.get("phase") not in TERMINAL:
-                    bars[run["uid"]] = Bar(run["namespace"], run["name"], run["uid"], run["pod_name"],
-                                           dict(map(tuple, run.get("requests") or ())), None)
+                    placed.setdefault(run["namespace"], set()).add(run["name"])
             for a in checkpoint.payload.get("assumed", ()):
-                bars.setdefault(a["run_uid"], Bar(a["namespace"], a["run_name"], a["run_uid"], a["pod_name"],
-                                                  dict(map(tuple, a.get("requests") or ())), None))
-            cached = (scratch.lanes, bars)
+                placed.setdefault(a["namespace"], set()).add(a["run_name"])
+            cached = (scratch.lanes, placed)
             with self._lock:
                 self._starts[checkpoint_lsn] = cached
                 while len(self._starts) > CHECKPOINTS_KEPT:
                     self._starts.popitem(last=False)
-        lanes, bars = cached
-        return (checkpoint_lsn, {k: dataclasses.replace(v, capacity=dict(v.capacity)) for k, v in lanes.items()},
-                {k: dataclasses.replace(v) for k, v in bars.items()})
+        lanes, placed = cached
+        # Shared, not copied: ``_observe_pod`` replaces a lane it changes instead of changing it in place.
+        return checkpoint_lsn, dict(lanes), placed
 
     def window(self, since: datetime, until: datetime) -> Window:
-        """Lanes, bars, Pending reasons and binds of ``[since, until)``.
-
-        From the newest checkpoint recorded at or before ``since`` (its pods and the Runs
-        on them are the window's starting state; a Run placed before it has no start and
-        its bar begins at the window's edge), the events after it, in LSN order, open and
-        close bars: a reservation opens one, a release, the Run's end or a new
-        reservation closes it; pods added and deleted change the lanes.
-        """
+        """The Runtime Pods of ``[since, until)``: the newest checkpoint at or before ``since``, then the pods
+        added and deleted after it (``history_pods``, a key range), in LSN order."""
         out = Window(since, until)
-        start_lsn, out.lanes, open_bars = self._start_state(since)
-        upto = self.lsn_at(until)
-        kinds = self._select().where(_R.c.kind.in_(("reserve", "release")), _R.c.lsn > start_lsn, _R.c.lsn <= upto)
-        events = [_event(rec) for rec in self._records(kinds)]
-        events += indexed.window_events(self._execute, [i.incarnation for i in self.journal.incarnations()],
-                                        start_lsn, upto)
-        events.sort(key=lambda e: e[1])
-        out.binds = indexed.binds(self._execute, since, until)
-        out.pending = indexed.pending(self._execute, since, until)
-        closed: list[Bar] = []
-        for event in events:
+        out.after, out.lanes, out.placed_before = self._start_state(since)
+        out.upto = self.lsn_at(until)
+        for lsn, at, event, namespace, name, obj in indexed.pod_events(self._execute, self._epochs(), out.after,
+                                                                       out.upto):
             out.records_read += 1
-            what, lsn, at = event[:3]
-            if what == "pod":
-                _, _, _, change, namespace, name, obj = event
-                _observe_pod(out, obj, at if change == "DELETED" else None, key=(namespace, name))
-            elif what == "reserve":
-                _, _, _, namespace, run, uid, pod, requests = event
-                _close(open_bars, closed, uid, at, "replaced")
-                open_bars[uid] = Bar(namespace, run, uid, pod, requests, at, lsn=lsn)
-            else:  # an end or a release
-                _close(open_bars, closed, event[3], at, event[4])
-        out.bars = [b for b in closed + list(open_bars.values()) if b.end is None or b.end >= since]
-        out.bars.sort(key=lambda b: (b.start or since, b.lsn))
+            _observe_pod(out, obj, at if event == "DELETED" else None, key=(namespace, name))
         return out
+
+    def _epochs(self) -> list[str]:
+        return [i.incarnation for i in self.journal.incarnations()]
+
+    def bars(self, w: Window, lanes: list[tuple[str, str]]) -> list[Bar]:
+        """The Runs placed on ``lanes`` (namespace, pod) during the window, from ``history_placements``."""
+        if not lanes:
+            return []
+        return [Bar(namespace, run, uid, pod, {}, _at(placed), _at(ended) if ended else None, str(why or ""), lsn)
+                for namespace, pod, run, uid, placed, ended, why, lsn in indexed.bars(self._execute, lanes, w.since,
+                                                                                        w.until)]
+
+    def held(self, w: Window, lanes: list[tuple[str, str]], b: buckets.Buckets) -> buckets.Held:
+        """What the placements on ``lanes`` held during the window, grouped for ``buckets.utilisation``."""
+        return buckets.held(self._execute, self.backend, b, lanes, self._epochs(), w.after, w.upto, w.placed_before)
+
+    def bind_counts(self, b: buckets.Buckets) -> dict[str, list[int]]:
+        return buckets.binds(self._execute, self.backend, b)
+
+    def pending_counts(self, b: buckets.Buckets) -> dict[str, list[int]]:
+        return buckets.pending(self._execute, self.backend, b)
 
     # -- one Run ------------------------------------------------------------------------------
 
@@ -370,28 +372,9 @@ class Reader:
 
     def pod_runs(self, namespace: str, name: str, at: datetime) -> list[Bar]:
         """The Runs placed on the pod at ``at``: placed at or before it and not yet ended then."""
-        bars = [Bar(namespace, run, uid, name, {}, placed, ended, str(why or ""), lsn)
-                for run, uid, placed, ended, why, lsn in indexed.held(self._execute, namespace, name, at)]
-        for bar in bars:  # requests are not in the tables: the Run's observation up to T says them
-            for rec in self._by_keys(indexed.run_key(self._execute, namespace, bar.run_uid, at)):
-                bar.requests = dict(map(tuple, (rec.payload.get("object") or {}).get("requests") or ()))
-        return bars
-
-
-def _event(rec: Record) -> tuple[Any, ...]:
-    """A window's record as its fold takes it (see ``indexed.window_events`` for the other two shapes)."""
-    p = rec.payload
-    if rec.kind == "reserve":
-        a = p.get("assumption") or {}
-        return ("reserve", rec.lsn, rec.at, a.get("namespace", ""), a.get("run_name", ""), a.get("run_uid", ""),
-                a.get("pod_name", ""), dict(map(tuple, a.get("requests") or ())))
-    if rec.kind == "release":
-        return ("release", rec.lsn, rec.at, p.get("run_uid", ""), str(p.get("why", "released")))
-    if p.get("kind") == "Pod":
-        return ("pod", rec.lsn, rec.at, p.get("event"), p.get("namespace", ""), p.get("name", ""),
-                p.get("object") or {})
-    ended = "deleted" if p.get("event") == "DELETED" else str((p.get("object") or {}).get("phase"))
-    return ("end", rec.lsn, rec.at, p.get("uid", ""), ended)
+        return [Bar(namespace, run, uid, name, dict(buckets.amounts(requests)) if requests else {}, placed, ended,
+                    str(why or ""), lsn)
+                for run, uid, placed, ended, why, lsn, requests in indexed.held(self._execute, namespace, name, at)]
 
 
 def _observe_pod(out: Window, obj: dict[str, Any], deleted_at: datetime | None,
@@ -405,15 +388,9 @@ def _observe_pod(out: Window, obj: dict[str, Any], deleted_at: datetime | None,
         out.lanes[key] = Lane(key[0], key[1], str(obj.get("runtime") or ""), capacity, bool(obj.get("ready")),
                               bool(obj.get("terminating")), obj.get("heartbeat"), deleted_at)
         return
+    lane = out.lanes[key] = dataclasses.replace(lane)  # lanes may be shared with a cached starting state
     lane.runtime = str(obj.get("runtime") or lane.runtime)
     lane.capacity = capacity or lane.capacity
     lane.ready, lane.terminating = bool(obj.get("ready")), bool(obj.get("terminating"))
     lane.heartbeat = obj.get("heartbeat", lane.heartbeat)
     lane.deleted_at = deleted_at
-
-
-def _close(open_bars: dict[str, Bar], closed: list[Bar], uid: str, at: datetime, why: str) -> None:
-    bar = open_bars.pop(uid, None)
-    if bar is not None:
-        bar.end, bar.ended = at, why
-        closed.append(bar)

@@ -1,28 +1,29 @@
 """The Timeline page: Runtime Pods as lanes, Runs as bars, and below them what the window cost.
 
-One window read (``Reader.window``) feeds four figures: the lanes (one bar per
-placement, coloured by the pod's Runtime, clipped to the window), utilisation per
-resource over every pod (not only the lanes shown), Pending Runs by reason, and
-binds and conflicts per second. At a thousand pods the lanes are paged (``per``
-lanes at a time, ``lanes`` the offset) and can be narrowed to one Runtime: a page
-never draws more than ``MAX_LANES`` lanes, however large the cluster.
+The window's pods (``Reader.window``) are the lanes; bars are read for the lanes on
+screen only (one per placement, coloured by the pod's Runtime, clipped to the
+window). The three figures below are SQL aggregates per time bucket (``buckets``):
+utilisation per resource over every chosen pod (not only the lanes shown), Pending
+Runs by reason, binds and conflicts per second. At a thousand pods the lanes are paged
+(``per`` lanes at a time, ``lanes`` the offset) and can be narrowed to one Runtime: a
+page never draws more than ``MAX_LANES`` lanes, however large the cluster.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
 from kruntimes.ui import markup as m
-from kruntimes.ui import params, queries
+from kruntimes.ui import buckets, params, queries
 
 DEFAULT_WINDOW = timedelta(seconds=60)
 DEFAULT_RECORDS = 50_000
 DEFAULT_LANES = 40
 MAX_LANES = 200
-BUCKETS = 120
+BUCKETS = buckets.BUCKETS
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#bab0ac")
 
@@ -62,23 +63,26 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
                     key=lambda lane: (natural(lane.runtime), lane.namespace, lane.name))
     offset = min(offset, max(0, len(chosen) - 1) // per * per)  # past the last lane: its last page
     shown = chosen[offset:offset + per]
+    b = buckets.Buckets.of(since, until)
+    bars = reader.bars(w, [(lane.namespace, lane.name) for lane in shown])
+    held = reader.held(w, [(lane.namespace, lane.name) for lane in chosen], b)
+    binds = reader.bind_counts(b)
     base = {"since": since, "until": until, "runtime": runtime or None, "per": per if per != DEFAULT_LANES else None}
     span = until - since
     body = [
         _controls(since, until, runtime, offset, per, base, list(palette)),
         _legend(alive, palette, base),
         _pager(offset, per, len(chosen), base),
-        m.figure("lanes", lanes_figure(w, shown, palette), height=max(160, 60 + 22 * len(shown))),
+        m.figure("lanes", lanes_figure(w, bars, shown, palette), height=max(160, 60 + 22 * len(shown))),
         m.h("h2", f"Utilisation per resource ({runtime + ' pods' if runtime else 'all pods'})"),
-        m.figure("utilisation", utilisation_figure(w, chosen), height=240),
+        m.figure("utilisation", utilisation_figure(b, held, chosen), height=240),
         m.h("h2", "Pending Runs by reason (all Runtimes)"),
-        m.figure("pending", pending_figure(w), height=240),
+        m.figure("pending", pending_figure(b, reader.pending_counts(b)), height=240),
         m.h("h2", "Binds and conflicts per second"),
-        m.figure("binds", binds_figure(w), height=220),
-        m.h("p", f"{len(w.bars):,} placements, {len(w.binds):,} binds and {len(w.pending):,} Pending verdicts in "
-                 f"{span.total_seconds():,.3f} s; {w.records_read:,} reservations, releases, Run ends and pod changes "
-                 "read from the checkpoint before the window on. Click a bar for its Run; drag across the lanes "
-                 "to zoom.", class_="note"),
+        m.figure("binds", binds_figure(b, binds), height=220),
+        m.h("p", f"{held.placements:,} placements on these pods and {sum(map(sum, binds.values())):,} binds in "
+                 f"{span.total_seconds():,.3f} s, in {BUCKETS} buckets of {b.seconds:,.3f} s; the {len(bars):,} "
+                 f"bars of the lanes shown. Click a bar for its Run; drag across the lanes to zoom.", class_="note"),
     ]
     return m.page("Timeline", *body, active="Timeline")
 
@@ -126,16 +130,17 @@ def _pager(offset: int, per: int, total: int, base: dict[str, Any]) -> m.Html:
 
 
 def _clip(bar: queries.Bar, since: datetime, until: datetime) -> tuple[datetime, datetime]:
-    start = max(bar.start or since, since)
+    start = max(bar.start, since)
     end = min(bar.end or until, until)
     return start, max(start, end)
 
 
-def lanes_figure(w: queries.Window, shown: list[queries.Lane], palette: dict[str, str]) -> dict[str, Any]:
+def lanes_figure(w: queries.Window, bars: list[queries.Bar], shown: list[queries.Lane],
+                 palette: dict[str, str]) -> dict[str, Any]:
     names = {(lane.namespace, lane.name): f"{lane.namespace}/{lane.name}" for lane in shown}
     runtime_of = {(lane.namespace, lane.name): lane.runtime for lane in shown}
     traces: dict[str, dict[str, Any]] = {}
-    for bar in w.bars:
+    for bar in bars:
         key = (bar.namespace, bar.pod)
         if key not in names:
             continue
@@ -149,8 +154,7 @@ def lanes_figure(w: queries.Window, shown: list[queries.Lane], palette: dict[str
         t["base"].append(m.iso(start))
         t["x"].append(max(1.0, (end - start).total_seconds() * 1000))
         ended = f"until {m.when(bar.end)} ({bar.ended})" if bar.end else "still there at the window's end"
-        placed = m.when(bar.start) if bar.start else "before the window"
-        t["customdata"].append([f"{bar.namespace}/{bar.run}", f"placed {placed}, {ended}",
+        t["customdata"].append([f"{bar.namespace}/{bar.run}", f"placed {m.when(bar.start)}, {ended}",
                                 run_href(bar.namespace, bar.run)])
     order = [names[(lane.namespace, lane.name)] for lane in shown]
     return {"data": [traces[k] for k in sorted(traces)],
@@ -160,97 +164,42 @@ def lanes_figure(w: queries.Window, shown: list[queries.Lane], palette: dict[str
                                  "range": [-0.5, max(0.5, len(order) - 0.5)]}}}
 
 
-def _edges(w: queries.Window) -> tuple[list[datetime], float]:
-    step = (w.until - w.since) / BUCKETS
-    return [w.since + step * i for i in range(BUCKETS)], step.total_seconds()
-
-
-def _bucket(w: queries.Window, at: datetime) -> int:
-    return min(BUCKETS - 1, max(0, int((at - w.since) / (w.until - w.since) * BUCKETS)))
-
-
-def utilisation(w: queries.Window, lanes: list[queries.Lane]) -> dict[str, list[float]]:
-    """Per resource and bucket: the time-weighted share of the ``lanes``' capacity their Runs held, in percent.
-
-    Time-weighted, not a count of the Runs seen in a bucket: ten Runs of 50 ms one after
-    another in the same slot of a half-second bucket held it for a tenth of the bucket.
-    Buckets a bar covers whole go through a difference array; only its two ends are partial.
-    Seconds as floats (not datetimes) because this runs once per bar of the window.
-    """
-    origin, span = w.since.timestamp(), (w.until - w.since).total_seconds()
-    step = span / BUCKETS
-    pods = {(lane.namespace, lane.name) for lane in lanes}
-    full: dict[str, list[float]] = defaultdict(lambda: [0.0] * (BUCKETS + 1))
-    part: dict[str, list[float]] = defaultdict(lambda: [0.0] * BUCKETS)
-    for bar in w.bars:
-        if (bar.namespace, bar.pod) not in pods:
-            continue
-        start = max(0.0, bar.start.timestamp() - origin) if bar.start else 0.0
-        end = min(span, bar.end.timestamp() - origin) if bar.end else span
-        end = max(start, end)
-        first, last = min(BUCKETS - 1, int(start / step)), min(BUCKETS - 1, int(end / step))
-        for resource, amount in bar.requests.items():
-            if first == last:
-                part[resource][first] += amount * (end - start) / step
-                continue
-            part[resource][first] += amount * ((first + 1) * step - start) / step
-            part[resource][last] += amount * (end - last * step) / step
-            full[resource][first + 1] += amount
-            full[resource][last] -= amount
-    capacity: Counter[str] = Counter()
-    for lane in lanes:
-        capacity.update(lane.capacity)
-    out: dict[str, list[float]] = {}
-    for resource in sorted(set(full) | set(part) | set(capacity)):
-        running, series = 0.0, []
-        for i in range(BUCKETS):
-            running += full[resource][i]
-            held = running + part[resource][i]
-            series.append(round(100.0 * held / capacity[resource], 2) if capacity[resource] else 0.0)
-        out[resource] = series
-    return out
-
-
-def _xs(w: queries.Window) -> list[str]:
-    edges, _ = _edges(w)
-    return [m.iso(e) for e in edges]
-
-
-def _layout(w: queries.Window, title: str, **extra: Any) -> dict[str, Any]:
+def _layout(b: buckets.Buckets, title: str, **extra: Any) -> dict[str, Any]:
     return {"margin": {"l": 170, "r": 10, "t": 10, "b": 30}, "legend": {"orientation": "h", "y": -0.25},
             "showlegend": True,
-            "xaxis": {"type": "date", "range": [m.iso(w.since), m.iso(w.until)]},
+            "xaxis": {"type": "date", "range": [m.iso(b.since), m.iso(b.until)]},
             "yaxis": {"title": {"text": title}, "rangemode": "tozero"}, **extra}
 
 
-def utilisation_figure(w: queries.Window, lanes: list[queries.Lane]) -> dict[str, Any]:
-    xs = _xs(w)
+def _xs(b: buckets.Buckets) -> list[str]:
+    return [m.iso(e) for e in b.starts()]
+
+
+def utilisation_figure(b: buckets.Buckets, held: buckets.Held, lanes: list[queries.Lane]) -> dict[str, Any]:
+    capacity: Counter[str] = Counter()
+    for lane in lanes:
+        capacity.update(lane.capacity)
+    xs = _xs(b)
     data = [{"type": "scatter", "mode": "lines", "line": {"shape": "hv"}, "name": resource, "x": xs, "y": ys}
-            for resource, ys in utilisation(w, lanes).items()]
-    return {"data": data, "layout": _layout(w, "% of capacity")}
+            for resource, ys in buckets.utilisation(held, b, dict(capacity)).items()]
+    return {"data": data, "layout": _layout(b, "% of capacity")}
 
 
-def pending_figure(w: queries.Window) -> dict[str, Any]:
-    runs: dict[str, list[set[str]]] = defaultdict(lambda: [set() for _ in range(BUCKETS)])
-    for at, reason, uid in w.pending:
-        runs[reason][_bucket(w, at)].add(uid)
-    xs = _xs(w)
-    data = [{"type": "bar", "name": reason, "x": xs, "y": [len(s) for s in buckets]}
-            for reason, buckets in sorted(runs.items())]
-    layout = _layout(w, "Pending Runs", barmode="stack", bargap=0)
+def pending_figure(b: buckets.Buckets, runs: dict[str, list[int]]) -> dict[str, Any]:
+    xs = _xs(b)
+    data = [{"type": "bar", "name": reason, "x": xs, "y": counts} for reason, counts in sorted(runs.items())]
+    layout = _layout(b, "Pending Runs", barmode="stack", bargap=0)
     if not data:
         layout["annotations"] = [{"text": "no cycle left a Run Pending in this window", "showarrow": False,
                                   "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5}]
     return {"data": data, "layout": layout}
 
 
-def binds_figure(w: queries.Window) -> dict[str, Any]:
-    _, seconds = _edges(w)
+def binds_figure(b: buckets.Buckets, results: dict[str, list[int]]) -> dict[str, Any]:
     counts: dict[str, list[int]] = {r: [0] * BUCKETS for r in ("ok", "conflict", "error")}
-    for at, result in w.binds:
-        counts.setdefault(result, [0] * BUCKETS)[_bucket(w, at)] += 1
-    xs = _xs(w)
+    counts.update(results)
+    xs = _xs(b)
     colour = {"ok": "#59a14f", "conflict": "#e15759", "error": "#b07aa1"}
-    data = [{"type": "bar", "name": result, "x": xs, "y": [round(n / seconds, 3) for n in ns],
+    data = [{"type": "bar", "name": result, "x": xs, "y": [round(n / b.seconds, 3) for n in ns],
              "marker": {"color": colour.get(result, "#888")}} for result, ns in counts.items()]
-    return {"data": data, "layout": _layout(w, "per second", barmode="stack", bargap=0)}
+    return {"data": data, "layout": _layout(b, "per second", barmode="stack", bargap=0)}

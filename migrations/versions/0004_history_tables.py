@@ -278,9 +278,12 @@ def upgrade() -> None:
         sa.Column("cycles", sa.BigInteger(), nullable=True),
         sa.PrimaryKeyConstraint("epoch", name="pk_history_epochs"),
     )
-    from kruntimes.journal import backends  # the writer's own derivation, applied to what is stored
+    from kruntimes.journal import backends, derived  # the writer's own derivation, applied to what is stored
 
-    backends.rebuild_history(op.get_bind())
+    # The live derivation writes the newest revision's columns: when a later revision added some,
+    # the tables are filled there (it rebuilds them), not here.
+    if derived.written_columns_exist(op.get_bind()):
+        backends.rebuild_history(op.get_bind())
     dialect = op.get_context().dialect.name
     for name in VIEWS:
         definition = _CANDIDATES[dialect] if name == "cycle_candidates" else _COMMON[name]

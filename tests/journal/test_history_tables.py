@@ -81,6 +81,13 @@ def test_reindex_rebuilds_exactly_what_the_writer_built_batch_by_batch(
     assert len(incremental["history_cycles"]) == len(cycles)
     assert len(incremental["history_candidates"]) == sum(len(r.payload["candidates"]) for r in cycles)
     assert len(incremental["history_placements"]) == sum(r.payload["chosen"] is not None for r in cycles)
+    # Each scheduled placement carries its reservation's requests, whichever batch the reservation was in.
+    requests = {r.payload["assumption"]["run_uid"]: derived.compact_json(r.payload["assumption"]["requests"])
+                for r in generated.records if r.kind == "reserve"}
+    columns = [c.name for c in derived.placements.columns]
+    scheduled = [dict(zip(columns, row)) for row in incremental["history_placements"]]
+    scheduled = [p for p in scheduled if p["outcome"] == "scheduled"]
+    assert scheduled and all(p["requests"] == requests[p["run_uid"]] is not None for p in scheduled)
     assert incremental["history_waits"] and incremental["history_pod_hours"]
 
 
@@ -198,3 +205,14 @@ def test_a_prune_deletes_the_history_rows_of_the_records_it_deletes(
         assert all(row[lsn] >= cut for row in kept[table.name]), table.name
     assert all(row[1] >= cut for row in kept["history_waits"])
     assert kept["history_cycles"], "the cycles after the cut stay"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_revision_that_adds_placement_requests_backfills_what_the_writer_builds(
+        backend: str, generated: Generated, request: pytest.FixtureRequest) -> None:
+    with empty_journal_url(request, backend) as url:
+        write_through_writer(url, generated, max_batch=1000)
+        incremental = snapshot(url)
+        migrate.downgrade(url, "0004_history_tables")  # the tables as they were, without the column
+        migrate.upgrade(url)
+        assert snapshot(url) == incremental

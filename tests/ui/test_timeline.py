@@ -1,49 +1,83 @@
-"""The Timeline's arithmetic: utilisation is time-weighted, bars are clipped to the window."""
+"""The Timeline's arithmetic, done in SQL over history_placements: time-weighted, clipped to the window."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
 
-from kruntimes.ui import queries, timeline
+import pytest
+import sqlalchemy as sa
+
+from kruntimes.journal import backends, derived
+from kruntimes.ui import buckets, timeline
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
+WINDOW = buckets.Buckets.of(T0, T0 + timedelta(seconds=buckets.BUCKETS))  # one second per bucket
+CAPACITY = {"runs": 8}  # two pods of 4
 
 
-def _window(*bars: queries.Bar) -> queries.Window:
-    w = queries.Window(T0, T0 + timedelta(seconds=timeline.BUCKETS))  # one second per bucket
-    w.bars = list(bars)
-    return w
+@pytest.fixture
+def journal(tmp_path: Path) -> Iterator[backends.Journal]:
+    j = backends.Journal.open(f"sqlite:///{tmp_path}/journal.db")
+    yield j
+    j.close()
 
 
-def _bar(pod: str, start: float | None, end: float | None, runs: int = 1) -> queries.Bar:
-    at = (lambda s: None if s is None else T0 + timedelta(seconds=s))
-    return queries.Bar("ns", f"r-{pod}-{start}", "uid", pod, {"runs": runs}, at(start), at(end), "Succeeded")
+def _placements(journal: backends.Journal, *bars: tuple[str, float, float | None, int]) -> None:
+    """(pod, start, end, runs) in seconds from T0; LSN 1 on, so all after a checkpoint at LSN 0."""
+    rows: list[dict[str, Any]] = []
+    for lsn, (pod, start, end, runs) in enumerate(bars, start=1):
+        rows.append({"epoch": "e", "lsn": lsn, "decided_at": T0 + timedelta(seconds=start), "namespace": "ns",
+                     "run": f"r{lsn}", "run_uid": f"u{lsn}", "pod": pod, "outcome": "scheduled",
+                     "ended_at": None if end is None else T0 + timedelta(seconds=end),
+                     "requests": f'[["runs",{runs}]]'})
+    with journal.engine.begin() as conn:
+        conn.execute(sa.insert(derived.placements), rows)
 
 
-LANES = [queries.Lane("ns", "p", "rt", {"runs": 4}, True, False, None),
-         queries.Lane("ns", "q", "rt", {"runs": 4}, True, False, None)]
+def _runs(journal: backends.Journal, pods: tuple[str, ...] = ("p", "q"), after: int = 0,
+          placed_before: dict[str, set[str]] | None = None) -> list[float]:
+    def execute(stmt: sa.Executable) -> list[sa.Row[Any]]:
+        with journal.engine.connect() as conn:
+            return list(conn.execute(stmt))
+
+    held = buckets.held(execute, "sqlite", WINDOW, [("ns", pod) for pod in pods], ["e"], after, 10**6,
+                        placed_before or {})
+    return buckets.utilisation(held, WINDOW, CAPACITY)["runs"]
 
 
-def test_ten_short_runs_one_after_another_hold_one_slot_not_ten() -> None:
-    bars = [_bar("p", 10 + i * 0.1, 10 + (i + 1) * 0.1) for i in range(10)]  # ten 100 ms Runs in second 10
-    series = timeline.utilisation(_window(*bars), LANES)["runs"]
+def test_ten_short_runs_one_after_another_hold_one_slot_not_ten(journal: backends.Journal) -> None:
+    _placements(journal, *[("p", 10 + i * 0.1, 10 + (i + 1) * 0.1, 1) for i in range(10)])  # ten 100 ms Runs
+    series = _runs(journal)
     assert series[10] == 12.5  # one of eight slots, for the whole second
     assert series[9] == series[11] == 0.0
 
 
-def test_a_run_spanning_buckets_counts_whole_inside_and_partly_at_its_ends() -> None:
-    series = timeline.utilisation(_window(_bar("p", 5.5, 8.25, runs=2)), LANES)["runs"]
-    assert series[5:9] == [12.5, 25.0, 25.0, 6.25]
+def test_a_run_spanning_buckets_counts_whole_inside_and_partly_at_its_ends(journal: backends.Journal) -> None:
+    _placements(journal, ("p", 5.5, 8.25, 2))
+    assert _runs(journal)[5:9] == [12.5, 25.0, 25.0, 6.25]
 
 
-def test_a_run_placed_before_the_window_or_still_there_fills_it_to_the_edge() -> None:
-    series = timeline.utilisation(_window(_bar("q", None, None, runs=8)), LANES)["runs"]
-    assert series == [100.0] * timeline.BUCKETS
+def test_a_run_placed_before_the_window_or_still_there_fills_it_to_the_edge(journal: backends.Journal) -> None:
+    _placements(journal, ("q", -30, None, 8))
+    assert _runs(journal) == [100.0] * buckets.BUCKETS
 
 
-def test_utilisation_counts_only_the_pods_asked_about() -> None:
-    series = timeline.utilisation(_window(_bar("q", 0, 120, runs=4)), LANES[:1])["runs"]
-    assert set(series) == {0.0}
+def test_runs_that_ended_before_the_window_or_began_after_it_hold_nothing(journal: backends.Journal) -> None:
+    _placements(journal, ("p", -30, -1, 4), ("p", 120, None, 4))
+    assert set(_runs(journal)) == {0.0}
+
+
+def test_utilisation_counts_only_the_pods_asked_about(journal: backends.Journal) -> None:
+    _placements(journal, ("q", 0, 120, 4))
+    assert set(_runs(journal, pods=("p",))) == {0.0}
+
+
+def test_before_the_starting_checkpoint_only_the_runs_it_shows_placed_are_read(journal: backends.Journal) -> None:
+    _placements(journal, ("p", -60, None, 2), ("q", -60, None, 2))  # r1 and r2, both before a checkpoint at LSN 2
+    assert set(_runs(journal, after=2, placed_before={"ns": {"r1"}})) == {25.0}
 
 
 def test_runtimes_are_listed_in_natural_order() -> None:
