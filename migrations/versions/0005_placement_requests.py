@@ -38,11 +38,13 @@ def upgrade() -> None:
     from kruntimes.journal import backends, derived  # the writer's own derivation, applied to what is stored
 
     conn = op.get_bind()
-    if not derived.written_columns_exist(conn):
-        return  # a later revision added columns: it fills the tables
     if _left_empty(conn):
-        backends.rebuild_history(conn)  # 0004 left the tables empty for this revision
+        # 0004 left the tables empty: the live derivation fills them, once it has every column
+        # it writes (when a later revision adds some, that revision rebuilds instead).
+        if derived.written_columns_exist(conn):
+            backends.rebuild_history(conn)
         return
+    # Tables already filled: only the new column, by SQL that needs no later revision's columns.
     dialect = op.get_context().dialect.name
     conn.execute(sa.text(f"UPDATE history_placements SET requests = {derived.REQUESTS_FROM_RESERVE[dialect]}"))
 
