@@ -71,6 +71,19 @@ def _metric(process: Process, name: str) -> float:
                if line.startswith(name) and line[len(name):len(name) + 1] in (" ", "{"))
 
 
+def _scheduled(process: Process) -> float:
+    """Placing cycles over (counted once the binder's answer is back, with the cycle's records)."""
+    return _metric(process, 'kruntimes_scheduler_schedule_results_total{result="scheduled"}')
+
+
+def _durable(process: Process) -> bool:
+    """Every record appended so far is committed or spooled (none is dropped or rejected here)."""
+    settled = (_metric(process, "kruntimes_journal_records_written_total")
+               + _metric(process, "kruntimes_journal_records_spilled_total"))
+    appended = _metric(process, "kruntimes_journal_records_appended_total")
+    return 0 < appended <= settled
+
+
 def _stored(url: str) -> list[tuple[str, int, str]]:
     store = Journal.open(url, create=False)
     try:
@@ -123,6 +136,9 @@ def test_a_scheduler_restarted_with_the_database_down_leads_on_its_spool_and_dra
     cluster_api.add_run("r1")
     wait_for(lambda: len(cluster_api.placements()) == 2, timeout=60, what="r1 placed with the database away")
     wait_for(lambda: _metric(first, "kruntimes_journal_records_spilled_total") > 0, timeout=60, what="records spooled")
+    # r1's bind record is made when the binder process's answer is back, which can be after the
+    # placement is visible; kill only once both placing cycles are over and every record is durable.
+    wait_for(lambda: _scheduled(first) == 2 and _durable(first), timeout=60, what="r1's records in the spool")
     first.kill()  # with records in its spool
     assert (tmp_path / "spool").stat().st_size > 8
 
