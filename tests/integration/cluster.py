@@ -38,7 +38,8 @@ def settings(namespace: str, **overrides: Any) -> ClusterSettings:
     return ClusterSettings(**{**defaults, **overrides})
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    """Poll until ``predicate`` holds; ``timeout`` only bounds a test that fails (generous: CI is a loaded machine)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()

@@ -63,7 +63,7 @@ class Process:
 
     def port(self) -> int:
         started = wait_for(lambda: next((e for e in self.logs() if e["message"] == "starting"), None),
-                           timeout=20, what="the 'starting' log line")
+                           timeout=60, what="the 'starting' log line")  # a process start-up, on a loaded machine
         return int(started["http_port"])
 
     def get(self, path: str) -> tuple[int, str]:

@@ -56,7 +56,7 @@ def binders(emulator: Emulator) -> Iterator[Callable[..., BinderProcesses]]:
     def start(**kwargs: Any) -> BinderProcesses:
         pool = BinderProcesses(emulator.api_client().configuration, timeout=10.0, **kwargs).start()
         started.append(pool)
-        assert pool.wait_ready(20), "the binder process did not come up"
+        assert pool.wait_ready(60), "the binder process did not come up"
         return pool
 
     yield start
@@ -130,7 +130,7 @@ def test_a_killed_binder_answers_its_unanswered_writes_as_ambiguous_and_another_
     assert isinstance(answers.of("held"), st.Ambiguous) and pool.lost == 1 and pool.ambiguous == 1
     # Ambiguous indeed: the server still applies the write the dead binder sent.
     wait_for(lambda: phase(emulator, "held") == "Scheduled", what="the held write applied")
-    assert pool.wait_ready(20) and pool.pids != [killed]
+    assert pool.wait_ready(60) and pool.pids != [killed]
     pool.update_status(created(emulator, "after"), SCHEDULED)  # the replacement sends
     assert phase(emulator, "after") == "Scheduled"
 

@@ -151,9 +151,11 @@ def test_a_pod_replaced_between_plan_and_bind_is_a_bind_conflict_and_the_run_goe
 
 def test_a_write_still_in_flight_when_the_fence_closes_lands_before_another_scheduler_can_lead(
         emulator: Emulator, cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler]) -> None:
-    # A margin of 3 s (write timeout 1.5 s) and a renew deadline of 1 s: a write held
-    # 1.2 s outlives the fence of a leader whose renewals fail from the moment it is sent.
-    lease = {"lease_duration": 4, "renew_deadline": 1.0, "retry_period": 0.1}
+    # A margin of 5 s (write timeout 2.5 s) and a renew deadline of 1 s: a write held 2 s
+    # outlives the fence of a leader whose renewals fail from the moment it is sent (closed
+    # 1 s after at the latest), by a second, so that a busy test thread still sees the fence
+    # close while the write is held; it lands before its client's timeout.
+    lease = {"lease_duration": 6, "renew_deadline": 1.0, "retry_period": 0.1}
     cluster_api.add_pod("python-0", runs=1)
     a = start_scheduler(identity="a", **lease)
     wait_for(lambda: a.leading, what="a leading")
@@ -169,7 +171,7 @@ def test_a_write_still_in_flight_when_the_fence_closes_lands_before_another_sche
 
     lease_puts: Match = lambda method, path: renewals_fail.is_set() and lease_write("PUT")(method, path)
     emulator.answer(500, lease_puts, count=200)
-    emulator.delay(1.2, the_write_arrives)
+    emulator.delay(2.0, the_write_arrives)
     cluster_api.add_run("x")
     assert a.elector is not None
     wait_for(lambda: not a.elector.is_leader(), what="a's fence closed")
@@ -178,7 +180,7 @@ def test_a_write_still_in_flight_when_the_fence_closes_lands_before_another_sche
     a.kill()  # a crash: a would otherwise take its own lease back, which is fine but not this test
     cluster_api.add_run("y")
     renewals_fail.clear()
-    wait_for(lambda: b.leading, what="b leading", timeout=15)
+    wait_for(lambda: b.leading, what="b leading", timeout=30)
     wait_for(lambda: cluster_api.pending_message("y"), what="y Pending under b")
     assert cluster_api.placements() == {"x": "python-0"}
     assert cluster_api.overcommit() == 0

@@ -40,7 +40,7 @@ def test_a_list_larger_than_a_page_is_read_page_by_page_and_delivered_once(
     delivered = Delivered()
     informer = Informer(sources.runs(kube_api, cluster_api.namespace), delivered, page_size=2).start()
     try:
-        assert informer.wait_synced(10)
+        assert informer.wait_synced(30)
     finally:
         informer.stop()
     assert sorted(delivered.upserts) == [f"r{i}" for i in range(5)]
@@ -63,7 +63,7 @@ def test_an_expired_continue_token_starts_the_list_again_and_loses_nothing(
     delivered = Delivered()
     informer = Informer(sources.Source("Run", call), delivered, page_size=2, backoff=Backoff(0.01, 0.05)).start()
     try:
-        assert informer.wait_synced(10)
+        assert informer.wait_synced(30)
     finally:
         informer.stop()
     assert sorted(delivered.upserts) == ["late", "r0", "r1", "r2"]

@@ -94,7 +94,7 @@ def test_410_gone_relists_and_delivers_only_the_difference(
 def test_bookmarks_keep_a_quiet_watch_fresh_so_a_reconnect_after_compaction_needs_no_relist(
         emulator: Emulator, cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler]) -> None:
     scheduler = start_scheduler(leader_elect=False)  # no lease renewals: the test makes every write
-    assert scheduler.wait_synced(5)
+    assert scheduler.wait_synced(30)
     runtimes = scheduler.informers["Runtime"]
     cluster_api.add_pod("python-0")  # writes move the one global resourceVersion; no Runtime changes
     written = emulator.store.resource_version  # (the emulator's versions are integers; a client never compares them)
