@@ -20,7 +20,8 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backend_postgres, backend_sqlite, chain, derived, errors, records, schema, schema_wait
+from kruntimes.journal import (backend_postgres, backend_sqlite, chain, derived, errors, previous, records, schema,
+                               schema_wait)
 
 DEFAULT_URL = "sqlite:///kruntimes-journal.db"
 #: Records read and applied at a time when the history tables are rebuilt.
@@ -228,6 +229,7 @@ class Journal:
             self._advance_epochs(conn, rows, key)
             if history:
                 self._backend.insert_derived(dbapi_connection, history)
+                previous.link_previous(conn, history)
         return rows
 
     def _write_error(self, exc: Exception, rows: Sequence[records.EncodedRecord]) -> errors.JournalError:
@@ -335,7 +337,9 @@ class Journal:
             self._drop_append_connection()
             try:
                 with self._engine.begin() as conn:
-                    return rebuild_history(conn, chunk_size=chunk_size)
+                    read = rebuild_history(conn, chunk_size=chunk_size)
+                    previous.link_previous(conn)
+                    return read
             except sa_exc.DBAPIError as exc:
                 raise errors.JournalUnavailable(f"cannot reindex the journal ({self.backend}): {exc.orig}") from exc
 
