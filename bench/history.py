@@ -16,18 +16,28 @@ cycle, a release, then a new cycle that may choose another pod), 0.5% of binds a
 ambiguous. Pods renew their heartbeat every few minutes. Payloads have exactly the
 shape the scheduler's records have (docs/journal.md, "Payloads by kind").
 
-**How it is built.** Records are generated in LSN order and stored with
-``Journal.append_batch`` in batches of 5,000 with their payload dicts: the writer's own
-path, which derives the history tables in the same transaction. Journals are kept in
-``--dir`` (SQLite) or a PostgreSQL schema per size and reused by later runs
-(``--rebuild`` to start over).
+**How it is built.** Records are generated in LSN order (in a second process, so the
+building process does only what the writer does) and stored with
+``Journal.append_batch`` in batches of 20,000 with their payload dicts: the writer's own
+path, which derives the history tables in the same transaction. PostgreSQL builds commit
+without waiting for the WAL flush (``synchronous_commit=off``). Journals are kept in
+``--dir`` (SQLite) or a PostgreSQL schema per size (``bench_history_<size>`` in the
+``--postgres`` database) and reused by later runs (``--rebuild`` to start over); a build
+that stopped part way resumes at its last stored record (the workload is deterministic).
+``--build-only`` builds and times nothing; ``--time-only`` builds nothing and times what
+is there, a journal whose build stopped early labelled with the records it holds. A
+journal built by an older kruntimes is migrated to the newest revision first, and the
+upgrade is timed (a backfill at that size).
 
 **Method.** Each question runs once to warm the cache, then ``--repeat`` times; the
-table shows the median. Parameters are drawn from the middle of the journal (a Run that
-waited, a pod, T = the journal's midpoint, one-hour windows; the decisions of a window
-take 5 minutes: a busy hour has ~8,000 cycles to list).
+table shows the median wall time, then the median CPU time of this process (SQLite's
+work is in it; PostgreSQL's server is not), and how many rows each question answered.
+Parameters are drawn from the middle of the journal (a Run that waited, a pod, T = the
+journal's midpoint, one-hour windows; the decisions of a window take 5 minutes: a busy
+hour has ~8,000 cycles to list).
 
     python bench/history.py [--sizes 1000000,10000000] [--backends sqlite,postgresql] [--repeat 5]
+                            [--dir DIR] [--postgres URL] [--build-only | --time-only] [--rebuild]
 """
 
 from __future__ import annotations

@@ -228,8 +228,8 @@ class Journal:
             self._project_incarnations(conn, rows)
             self._advance_epochs(conn, rows, key)
             if history:
+                previous.link(conn, history)
                 self._backend.insert_derived(dbapi_connection, history)
-                previous.link_previous(conn, history)
         return rows
 
     def _write_error(self, exc: Exception, rows: Sequence[records.EncodedRecord]) -> errors.JournalError:
@@ -338,7 +338,7 @@ class Journal:
             try:
                 with self._engine.begin() as conn:
                     read = rebuild_history(conn, chunk_size=chunk_size)
-                    previous.link_previous(conn)
+                    previous.link_stored(conn)
                     return read
             except sa_exc.DBAPIError as exc:
                 raise errors.JournalUnavailable(f"cannot reindex the journal ({self.backend}): {exc.orig}") from exc

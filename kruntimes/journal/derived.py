@@ -91,7 +91,7 @@ placements = Table(
     _t("pod"), _t("pod_uid"), _t("now"), _i("total"), _t("outcome"), _i("snapshot_lsn"),
     Column("end_epoch", String(64)), _i("end_lsn"), _at("ended_at"), _t("end_reason"),
     # A scheduled placement's previous cycle (the Run's latest of the same epoch before
-    # it), its result and top candidate: filled by ``link_previous`` (revision 0005).
+    # it), its result and top candidate: the writer's ``previous.link`` (revision 0005).
     _i("previous_lsn"), _t("previous_result"), _t("previous_top"),
     Index("ix_history_placements_run", "namespace", "run", "lsn"),
     Index("ix_history_placements_pod", "namespace", "pod", "decided_at"),
@@ -159,16 +159,15 @@ epochs = Table(
 ROW_TABLES: tuple[Table, ...] = (cycles, candidates, rejections, placements, pods, runs, binds)
 TABLES: tuple[Table, ...] = (*ROW_TABLES, waits, pod_hours, rejection_hours, epochs)
 TABLE_NAMES = tuple(t.name for t in TABLES)
-#: Columns a statement fills after the rows are in (``link_previous``), not the rows' inserts.
-LINKED = frozenset({"previous_lsn", "previous_result", "previous_top"})
-#: The columns each row table's rows give, in order.
-COLUMNS: dict[str, tuple[str, ...]] = {t.name: tuple(c.name for c in t.columns if c.name not in LINKED)
-                                       for t in ROW_TABLES}
+#: The columns of each row table, in order. A row may stop short of its table's last
+#: columns: ``derive`` leaves a placement's previous cycle (``previous``) out, and the
+#: backends insert only the columns a batch's rows give.
+COLUMNS: dict[str, tuple[str, ...]] = {t.name: tuple(c.name for c in t.columns) for t in ROW_TABLES}
 #: PostgreSQL COPY types per row table.
 COPY_TYPES: dict[str, list[str]] = {
     t.name: ["timestamptz" if isinstance(c.type, schema.UtcDateTime) else "bool" if isinstance(c.type, Boolean)
              else "int8" if isinstance(c.type, BigInteger) else "int4" if isinstance(c.type, Integer) else "text"
-             for c in t.columns if c.name not in LINKED]
+             for c in t.columns]
     for t in ROW_TABLES}
 
 TERMINAL_PHASES = {"Succeeded": "succeeded", "Failed": "failed"}
@@ -263,8 +262,6 @@ class Derived:
     pod_hours: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     rejection_hours: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
     epoch_cycles: Counter[str] = field(default_factory=Counter)
-    #: Per epoch, the lowest and highest LSN of the batch's scheduled placements (``link_previous``).
-    placed: dict[str, list[int]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return (any(self.rows.values()) or bool(self.run_ops) or bool(self.pod_hours) or bool(self.rejection_hours)
@@ -365,14 +362,8 @@ def _cycle(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, ls
         rows["history_placements"].append((
             epoch, lsn, at, namespace, run, run_uid, chosen, _str(p.get("chosen_uid")), _str(p.get("now")), total,
             result, snapshot, None, None, None, None))
-        if result == "scheduled":
-            if namespace is not None:
-                out.pod_hours[(namespace, chosen, hour_of(when))] += 1
-            span = out.placed.get(epoch)
-            if span is None:
-                out.placed[epoch] = [lsn, lsn]
-            else:
-                span[0], span[1] = min(span[0], lsn), max(span[1], lsn)
+        if result == "scheduled" and namespace is not None:
+            out.pod_hours[(namespace, chosen, hour_of(when))] += 1
     if namespace is None or run_uid is None:
         return
     rs = _run_state(out, state, (namespace, run_uid))
