@@ -8,8 +8,9 @@ slowest history question. So the writer looks them up once, when it writes the
 placement: ``history_placements.previous_lsn``, ``previous_result`` and
 ``previous_top`` (revision ``0005_churn``) are in the placement's row as it is
 inserted, in the batch's transaction (``Journal.append_batch``). A previous cycle in
-the same batch is found in the batch; the others with one read per batch (no row is
-written twice: on PostgreSQL an UPDATE of the new rows cost ~30% of the writer's CPU).
+the same batch is found in the batch; the others with one read per batch. No row is
+written twice: an UPDATE of the batch's new rows, tried first, rewrote each placement
+and its index entries on PostgreSQL (+27-30% writer and server CPU, under load).
 ``Journal.reindex`` and the revision's backfill fill the same columns of every
 placement with one UPDATE. A partial index holds the churned placements by time, so
 the question reads only its answer.
