@@ -16,23 +16,34 @@ cycle, a release, then a new cycle that may choose another pod), 0.5% of binds a
 ambiguous. Pods renew their heartbeat every few minutes. Payloads have exactly the
 shape the scheduler's records have (docs/journal.md, "Payloads by kind").
 
-**How it is built.** Records are generated in LSN order and stored with
-``Journal.append_batch`` in batches of 5,000 with their payload dicts: the writer's own
-path, which derives the history tables in the same transaction. Journals are kept in
-``--dir`` (SQLite) or a PostgreSQL schema per size and reused by later runs
-(``--rebuild`` to start over).
+**How it is built.** Records are generated in LSN order (in a second process, so the
+building process does only what the writer does) and stored with
+``Journal.append_batch`` in batches of 20,000 with their payload dicts: the writer's own
+path, which derives the history tables in the same transaction. PostgreSQL builds commit
+without waiting for the WAL flush (``synchronous_commit=off``). Journals are kept in
+``--dir`` (SQLite) or a PostgreSQL schema per size (``bench_history_<size>`` in the
+``--postgres`` database) and reused by later runs (``--rebuild`` to start over); a build
+that stopped part way resumes at its last stored record (the workload is deterministic).
+``--build-only`` builds and times nothing; ``--time-only`` builds nothing and times what
+is there, a journal whose build stopped early labelled with the records it holds. A
+journal built by an older kruntimes is migrated to the newest revision first, and the
+upgrade is timed (a backfill at that size).
 
 **Method.** Each question runs once to warm the cache, then ``--repeat`` times; the
-table shows the median. Parameters are drawn from the middle of the journal (a Run that
-waited, a pod, T = the journal's midpoint, one-hour windows; the decisions of a window
-take 5 minutes: a busy hour has ~8,000 cycles to list).
+table shows the median wall time, then the median CPU time of this process (SQLite's
+work is in it; PostgreSQL's server is not), and how many rows each question answered.
+Parameters are drawn from the middle of the journal (a Run that waited, a pod, T = the
+journal's midpoint, one-hour windows; the decisions of a window take 5 minutes: a busy
+hour has ~8,000 cycles to list).
 
     python bench/history.py [--sizes 1000000,10000000] [--backends sqlite,postgresql] [--repeat 5]
+                            [--dir DIR] [--postgres URL] [--build-only | --time-only] [--rebuild]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import re
 import statistics
@@ -49,32 +60,57 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.history_workload import EPOCH, NS, workload  # noqa: E402
-from kruntimes.journal import backends, derived, history, records, schema  # noqa: E402
+from kruntimes.journal import backends, derived, history, migrate, records, schema  # noqa: E402
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DOC = ROOT / "docs" / "journal.md"
-BATCH = 5_000
+BATCH = 20_000
 
 
-def build(url: str, n_records: int) -> float:
-    """Store the workload's first ``n_records`` records through ``append_batch``; seconds taken."""
+def _produce(n_records: int, start: int, batch: int, out: Any) -> None:
+    """(rows, payloads) batches of the workload's records ``start``.. ``n_records``, encoded, into ``out``."""
+    rows: list[records.EncodedRecord] = []
+    built: list[dict[str, Any]] = []
+    encode = records.encode_fields
+    for lsn, (at, kind, payload) in enumerate(workload(n_records), start=1):
+        if lsn < start:
+            continue
+        rows.append(encode(EPOCH, lsn, at, kind, payload, exact=True))
+        built.append(payload)
+        if len(rows) == batch:
+            out.put((rows, built))
+            rows, built = [], []
+    if rows:
+        out.put((rows, built))
+    out.put(None)
+
+
+def build(url: str, n_records: int, *, start: int = 1, batch: int = BATCH) -> float:
+    """Store the workload's records ``start``..``n_records`` through ``append_batch``; seconds taken.
+
+    The records are generated and encoded in a second process (the cluster they come
+    from is not what is measured), so the building process does what the writer does:
+    ``append_batch`` with the payload dicts, which derives the history tables.
+    """
     journal = backends.Journal.open(url)
     started = time.perf_counter()
+    context = multiprocessing.get_context("fork")
+    batches = context.Queue(maxsize=4)
+    producer = context.Process(target=_produce, args=(n_records, start, batch, batches), daemon=True)
+    producer.start()
     try:
-        rows: list[records.EncodedRecord] = []
-        built: list[dict[str, Any]] = []
-        encode = records.encode_fields
-        for lsn, (at, kind, payload) in enumerate(workload(n_records), start=1):
-            rows.append(encode(EPOCH, lsn, at, kind, payload, exact=True))
-            built.append(payload)
-            if len(rows) == BATCH:
-                journal.append_batch(rows, payloads=built)
-                rows, built = [], []
-                if lsn % 200_000 == 0:
-                    print(f"  {lsn:,} records ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
-        if rows:
+        done, reported = start - 1, start - 1
+        while (item := batches.get()) is not None:
+            rows, built = item
             journal.append_batch(rows, payloads=built)
+            done += len(rows)
+            if done - reported >= 500_000:
+                reported = done
+                seconds = time.perf_counter() - started
+                print(f"  {done:,} records ({seconds:.0f} s, {(done - start + 1) / seconds:,.0f} records/s)",
+                      file=sys.stderr, flush=True)
     finally:
+        producer.kill()
         journal.close()
     return time.perf_counter() - started
 
@@ -146,22 +182,42 @@ def questions(journal: backends.Journal, p: dict[str, Any]) -> list[tuple[str, C
     return asked
 
 
-def time_questions(url: str, repeat: int) -> dict[str, float]:
+def time_questions(url: str, repeat: int) -> dict[str, tuple[float, float, int]]:
+    """Per question: median wall and CPU milliseconds (this process's CPU: on PostgreSQL the
+    server's work is not in it), and how many rows it answered."""
     journal = backends.Journal.open(url, create=False)
     try:
         p = parameters(journal)
-        timings: dict[str, float] = {}
+        timings: dict[str, tuple[float, float, int]] = {}
         for name, ask in questions(journal, p):
-            ask()
-            samples = []
+            answer = ask()
+            rows = answer if isinstance(answer, int) else len(answer)
+            walls, cpus = [], []
             for _ in range(repeat):
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), time.process_time()
                 ask()
-                samples.append(time.perf_counter() - started)
-            timings[name] = statistics.median(samples) * 1000
+                walls.append(time.perf_counter() - started)
+                cpus.append(time.process_time() - cpu)
+            timings[name] = (statistics.median(walls) * 1000, statistics.median(cpus) * 1000, rows)
         return timings
     finally:
         journal.close()
+
+
+def upgrade(url: str) -> float | None:
+    """Migrate the journal at ``url`` to the newest revision (a backfill, at this size); seconds, or None."""
+    engine = backends.create_engine(url)
+    try:
+        if migrate.current_revision(engine) == migrate.head_revision():
+            return None
+        started = time.perf_counter()
+        migrate.upgrade(engine)
+        if engine.dialect.name == "postgresql":
+            with engine.connect() as conn:
+                conn.execution_options(isolation_level="AUTOCOMMIT").execute(sa.text("ANALYZE history_placements"))
+        return time.perf_counter() - started
+    finally:
+        engine.dispose()
 
 
 # -- journals to keep -----------------------------------------------------------------------------------------
@@ -174,35 +230,60 @@ def journal_url(backend: str, size: int, directory: Path, postgres: str) -> str:
         {"options": f"-csearch_path=bench_history_{size}"}).render_as_string(hide_password=False)
 
 
-def ensure(backend: str, size: int, directory: Path, postgres: str, rebuild: bool) -> tuple[str, float | None]:
-    """The journal of ``size`` records on ``backend``, built unless it is already there."""
+def stored(url: str) -> int:
+    """How many of the workload's records the journal at ``url`` holds (0 if it has none yet)."""
+    engine = backends.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            if not sa.inspect(conn).has_table("journal_records"):
+                return 0
+            return int(conn.execute(sa.select(sa.func.max(schema.journal_records.c.lsn))).scalar() or 0)
+    finally:
+        engine.dispose()
+
+
+def ensure(backend: str, size: int, directory: Path, postgres: str, rebuild: bool,
+           batch: int = BATCH) -> tuple[str, float | None, int]:
+    """The journal of ``size`` records on ``backend``: built, or finished if a build stopped
+    part way (the workload is deterministic), unless it is already there.
+    Returns its URL, the seconds a build took (None: none was needed) and the records built."""
     url = journal_url(backend, size, directory, postgres)
     if backend == "sqlite":
         path = directory / f"history-{size}.db"
-        if rebuild and path.exists():
-            path.unlink()
-        exists = path.exists()
+        if rebuild:
+            for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+                stale.unlink(missing_ok=True)
     else:
         admin = sa.create_engine(backends.parse_url(postgres))
         try:
             with admin.begin() as conn:
                 if rebuild:
                     conn.execute(sa.text(f"DROP SCHEMA IF EXISTS bench_history_{size} CASCADE"))
-                exists = conn.execute(sa.text("SELECT 1 FROM information_schema.tables WHERE table_schema = :s "
-                                              "AND table_name = 'history_cycles'"), {"s": f"bench_history_{size}"}
-                                      ).first() is not None
                 conn.execute(sa.text(f"CREATE SCHEMA IF NOT EXISTS bench_history_{size}"))
         finally:
             admin.dispose()
-    if exists:
-        return url, None
-    seconds = build(url, size)
+    have = stored(url)
+    if have >= size:
+        return url, None, 0
+    if have:
+        print(f"{backend} {size:,}: {have:,} records stored, building the rest", file=sys.stderr)
+    seconds = build(_for_building(url), size, start=have + 1, batch=batch)
     if backend == "postgresql":
         engine = backends.create_engine(url)
         with engine.connect() as conn:
             conn.execution_options(isolation_level="AUTOCOMMIT").execute(sa.text("ANALYZE"))
         engine.dispose()
-    return url, seconds
+    return url, seconds, size - have
+
+
+def _for_building(url: str) -> str:
+    """PostgreSQL: commit without waiting for the WAL flush while building (what is timed is reading)."""
+    parsed = backends.parse_url(url)
+    if parsed.get_backend_name() != "postgresql":
+        return url
+    options = str(parsed.query.get("options", ""))
+    return parsed.update_query_dict({"options": f"{options} -csynchronous_commit=off".strip()}
+                                    ).render_as_string(hide_password=False)
 
 
 def main() -> None:
@@ -213,30 +294,60 @@ def main() -> None:
     parser.add_argument("--dir", default=os.environ.get("TMPDIR", "/tmp"), help="where SQLite journals are kept")
     parser.add_argument("--postgres", default=os.environ.get("KRUNTIMES_BENCH_POSTGRES_URL", DEFAULT_POSTGRES))
     parser.add_argument("--rebuild", action="store_true", help="build the journals again")
+    parser.add_argument("--build-only", action="store_true", help="build (or finish) the journals, time nothing")
+    parser.add_argument("--time-only", action="store_true",
+                        help="build nothing: time the journals as they are (one whose build stopped early is "
+                             "labelled with the records it holds)")
+    parser.add_argument("--batch", type=int, default=BATCH, help="records per append_batch while building")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     chosen = args.backends.split(",")
-    results: dict[tuple[str, int], dict[str, float]] = {}
+    results: dict[tuple[str, int], dict[str, tuple[float, float, int]]] = {}
     for backend in chosen:
         for size in sizes:
-            url, seconds = ensure(backend, size, Path(args.dir), args.postgres, args.rebuild)
-            if seconds is not None:
-                print(f"built {backend} {size:,} records in {seconds:.0f} s ({size / seconds:,.0f} records/s)",
-                      file=sys.stderr)
-            results[(backend, size)] = time_questions(url, args.repeat)
-    columns = [(b, s) for b in chosen for s in sizes]
+            if args.time_only:
+                url = journal_url(backend, size, Path(args.dir), args.postgres)
+                held = stored(url)
+                if not held:
+                    print(f"{backend} {size:,}: no journal, skipped", file=sys.stderr)
+                    continue
+            else:
+                url, seconds, built = ensure(backend, size, Path(args.dir), args.postgres, args.rebuild, args.batch)
+                held = size
+                if seconds is not None:
+                    print(f"built {backend} {built:,} records in {seconds:.0f} s ({built / seconds:,.0f} records/s)",
+                          file=sys.stderr, flush=True)
+            if args.build_only:
+                continue
+            took = upgrade(url)
+            if took is not None:
+                print(f"upgraded {backend} {held:,} records to {migrate.head_revision()} in {took:.1f} s",
+                      file=sys.stderr, flush=True)
+            results[(backend, held)] = time_questions(url, args.repeat)
+    if results:
+        report(results)
+
+
+def report(results: dict[tuple[str, int], dict[str, tuple[float, float, int]]]) -> None:
+    columns = list(results)
     names = list(next(iter(results.values())))
-    width = max(len(n) for n in names) + 2
-    header = f"{'question (ms, median)':<{width}}" + "".join(f"{b[:6]} {s / 1e6:g}M".rjust(12) for b, s in columns)
+    width = max(max(len(n) for n in names) + 2, 44)
     print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
-    print(header)
-    print("-" * len(header))
-    for name in names:
-        marker = " *" if name in POINT else ""
-        print(f"{name + marker:<{width}}" + "".join(f"{results[c][name]:12.1f}" for c in columns))
-    worst = {c: max(results[c].values()) for c in columns}
-    print("slowest: " + ", ".join(f"{b} {s / 1e6:g}M {worst[(b, s)]:.1f} ms" for b, s in columns))
-    print("* point questions (one Run, one pod at a time T)")
+    for title, field in (("wall ms, median", 0), ("CPU ms of this process, median", 1)):
+        header = f"{'question (' + title + ')':<{width}}" + "".join(
+            f"{b[:6]} {s / 1e6:.3g}M".rjust(14) for b, s in columns) + "    rows"
+        print(header)
+        print("-" * len(header))
+        for name in names:
+            marker = " *" if name in POINT else ""
+            rows = "/".join(f"{results[c][name][2]:,}" for c in columns)
+            print(f"{name + marker:<{width}}" + "".join(f"{results[c][name][field]:14.1f}" for c in columns)
+                  + f"    {rows}")
+        print()
+    worst = {c: max(results[c].items(), key=lambda item: item[1][0]) for c in columns}
+    print("slowest (wall): " + ", ".join(f"{b} {s / 1e6:.3g}M {worst[(b, s)][0]} {worst[(b, s)][1][0]:.1f} ms"
+                                         for b, s in columns))
+    print("* point questions (one Run, one pod at a time T); rows: per column, in the same order")
 
 
 if __name__ == "__main__":

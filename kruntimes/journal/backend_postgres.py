@@ -93,8 +93,9 @@ def insert_derived(dbapi_connection: Any, derived: derived_rows.Derived) -> None
         for table, rows in derived.rows.items():
             if not rows:
                 continue
-            with cursor.copy(_derived_copy(table)) as copy:
-                copy.set_types(derived_rows.COPY_TYPES[table])
+            width = len(rows[0])  # rows may leave the table's last columns out
+            with cursor.copy(_derived_copy(table, width)) as copy:
+                copy.set_types(derived_rows.COPY_TYPES[table][:width])
                 write_row = copy.write_row
                 for row in rows:
                     write_row(row)
@@ -104,14 +105,14 @@ def insert_derived(dbapi_connection: Any, derived: derived_rows.Derived) -> None
                 cursor.executemany(sql.replace("?", "%s"), params)
 
 
-_copies: dict[str, str] = {}
+_copies: dict[tuple[str, int], str] = {}
 
 
-def _derived_copy(table: str) -> str:
-    statement = _copies.get(table)
+def _derived_copy(table: str, width: int) -> str:
+    statement = _copies.get((table, width))
     if statement is None:
-        columns = ", ".join(derived_rows.COLUMNS[table])
-        statement = _copies[table] = f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)"
+        columns = ", ".join(derived_rows.COLUMNS[table][:width])
+        statement = _copies[(table, width)] = f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)"
     return statement
 
 

@@ -150,15 +150,16 @@ def _multi_row(sql: str, n: int) -> str:
     return statement
 
 
-_derived_statements: dict[tuple[str, int], str] = {}
+_derived_statements: dict[tuple[str, int, int], str] = {}
 
 
 def _derived_statement(table: str, width: int, n: int) -> str:
-    statement = _derived_statements.get((table, n))
+    statement = _derived_statements.get((table, width, n))
     if statement is None:
         row = "(" + ",".join("?" * width) + ")"
-        columns = ", ".join(derived_rows.COLUMNS[table])
-        statement = _derived_statements[(table, n)] = f"INSERT INTO {table} ({columns}) VALUES {','.join([row] * n)}"
+        columns = ", ".join(derived_rows.COLUMNS[table][:width])  # rows may leave the last columns out
+        statement = _derived_statements[(table, width, n)] = (
+            f"INSERT INTO {table} ({columns}) VALUES {','.join([row] * n)}")
     return statement
 
 

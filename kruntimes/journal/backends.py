@@ -20,7 +20,8 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backend_postgres, backend_sqlite, chain, derived, errors, records, schema, schema_wait
+from kruntimes.journal import (backend_postgres, backend_sqlite, chain, derived, errors, previous, records, schema,
+                               schema_wait)
 
 DEFAULT_URL = "sqlite:///kruntimes-journal.db"
 #: Records read and applied at a time when the history tables are rebuilt.
@@ -227,6 +228,7 @@ class Journal:
             self._project_incarnations(conn, rows)
             self._advance_epochs(conn, rows, key)
             if history:
+                previous.link(conn, history)
                 self._backend.insert_derived(dbapi_connection, history)
         return rows
 
@@ -335,7 +337,9 @@ class Journal:
             self._drop_append_connection()
             try:
                 with self._engine.begin() as conn:
-                    return rebuild_history(conn, chunk_size=chunk_size)
+                    read = rebuild_history(conn, chunk_size=chunk_size)
+                    previous.link_stored(conn)
+                    return read
             except sa_exc.DBAPIError as exc:
                 raise errors.JournalUnavailable(f"cannot reindex the journal ({self.backend}): {exc.orig}") from exc
 

@@ -92,6 +92,9 @@ placements = Table(
     Column("end_epoch", String(64)), _i("end_lsn"), _at("ended_at"), _t("end_reason"),
     # What the Run's reservation charged the pod (compact JSON ``[[resource, amount]]``; revision 0005).
     _t("requests"),
+    # A scheduled placement's previous cycle (the Run's latest of the same epoch before
+    # it), its result and top candidate: the writer's ``previous.link`` (revision 0006).
+    _i("previous_lsn"), _t("previous_result"), _t("previous_top"),
     Index("ix_history_placements_run", "namespace", "run", "lsn"),
     Index("ix_history_placements_pod", "namespace", "pod", "decided_at"),
     Index("ix_history_placements_decided_at", "decided_at"),
@@ -99,6 +102,10 @@ placements = Table(
     Index("ix_history_placements_open", "namespace", "run_uid",
           sqlite_where=sa.text("outcome = 'scheduled' AND end_lsn IS NULL"),
           postgresql_where=sa.text("outcome = 'scheduled' AND end_lsn IS NULL")),
+    # Churn: the placements that went elsewhere than their previous cycle's top candidate.
+    Index("ix_history_placements_churn", "decided_at",
+          sqlite_where=sa.text("outcome = 'scheduled' AND previous_top <> pod"),
+          postgresql_where=sa.text("outcome = 'scheduled' AND previous_top <> pod")),
 )
 
 waits = Table(
@@ -154,6 +161,9 @@ epochs = Table(
 ROW_TABLES: tuple[Table, ...] = (cycles, candidates, rejections, placements, pods, runs, binds)
 TABLES: tuple[Table, ...] = (*ROW_TABLES, waits, pod_hours, rejection_hours, epochs)
 TABLE_NAMES = tuple(t.name for t in TABLES)
+#: The columns of each row table, in order. A row may stop short of its table's last
+#: columns: ``derive`` leaves a placement's previous cycle (``previous``) out, and the
+#: backends insert only the columns a batch's rows give.
 COLUMNS: dict[str, tuple[str, ...]] = {t.name: tuple(c.name for c in t.columns) for t in ROW_TABLES}
 #: PostgreSQL COPY types per row table.
 COPY_TYPES: dict[str, list[str]] = {
@@ -172,6 +182,16 @@ def written_columns_exist(conn: sa.Connection) -> bool:
     """
     inspector = sa.inspect(conn)
     return all({c["name"] for c in inspector.get_columns(t.name)} >= set(COLUMNS[t.name]) for t in ROW_TABLES)
+
+
+def left_empty(conn: sa.Connection) -> bool:
+    """Records that have history rows are stored, yet no history row is: ``0004`` left its backfill
+    to a later revision (it does when the live derivation writes columns its tables lack)."""
+    if conn.execute(sa.text("SELECT 1 FROM journal_records WHERE kind IN ('cycle', 'mutation', 'bind') LIMIT 1")) \
+            .first() is None:
+        return False
+    return not any(conn.execute(sa.text(f"SELECT 1 FROM {table} LIMIT 1")).first()
+                   for table in ("history_cycles", "history_pods", "history_runs", "history_binds"))
 
 
 TERMINAL_PHASES = {"Succeeded": "succeeded", "Failed": "failed"}
@@ -574,4 +594,5 @@ def statements(derived: Derived, dialect: str = "sqlite") -> Iterable[tuple[str,
     if derived.rejection_hours:
         yield _REJECTION_HOURS_SQL, [(hour, plugin, reason, n, c)
                                      for (hour, plugin, reason), (n, c) in sorted(derived.rejection_hours.items())]
+
 

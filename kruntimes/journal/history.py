@@ -291,27 +291,19 @@ def churn(journal: backends.Journal, *, since: datetime | None = None, until: da
 
     The previous cycle is the Run's latest cycle of the same epoch before the placing
     one: usually a choice that lost a race (a conflict), whose top pod then went
-    elsewhere. Each placement of the window costs three index look-ups (scalar
-    subqueries: joined instead, a database may hash every recorded candidate).
+    elsewhere. The writer stores it with the placement (``kruntimes.journal.previous``)
+    and a partial index holds the placements that went elsewhere, so this reads only
+    its answer; the previous top candidate's total is one look-up per answered row.
     """
-    p, c, k = derived.placements, derived.cycles, derived.candidates
-    previous = (sa.select(sa.func.max(c.c.lsn))
-                .where(c.c.namespace == p.c.namespace, c.c.run_uid == p.c.run_uid, c.c.epoch == p.c.epoch,
-                       c.c.lsn < p.c.lsn).scalar_subquery())
-    placed = _window(sa.select(p.c.epoch, p.c.lsn, p.c.decided_at, p.c.namespace, p.c.run, p.c.pod, p.c.total,
-                               previous.label("previous_lsn")).where(p.c.outcome == "scheduled"),
-                     p.c.decided_at, since, until).cte("placed").prefix_with("MATERIALIZED", dialect="postgresql")
-    before = c.alias("before")
-    result = (sa.select(before.c.result).where(before.c.epoch == placed.c.epoch, before.c.lsn == placed.c.previous_lsn)
-              .scalar_subquery())
-    top = (sa.select(k.c.pod).where(k.c.epoch == placed.c.epoch, k.c.lsn == placed.c.previous_lsn, k.c.rank == 1)
-           .scalar_subquery())
-    top_total = (sa.select(k.c.total).where(k.c.epoch == placed.c.epoch, k.c.lsn == placed.c.previous_lsn,
-                                            k.c.rank == 1).scalar_subquery())
-    compared = sa.select(placed, result.label("previous_result"), top.label("previous_top"),
-                         top_total.label("previous_top_total")).subquery("compared")
-    stmt = (sa.select(compared).where(compared.c.previous_top != compared.c.pod)
-            .order_by(compared.c.decided_at.desc(), compared.c.lsn.desc()))
+    p, k = derived.placements, derived.candidates
+    top_total = (sa.select(k.c.total).where(k.c.epoch == p.c.epoch, k.c.lsn == p.c.previous_lsn, k.c.rank == 1)
+                 .scalar_subquery())
+    # Literals, as the partial index ix_history_placements_churn states them, so both databases use it.
+    stmt = _window(sa.select(p.c.epoch, p.c.lsn, p.c.decided_at, p.c.namespace, p.c.run, p.c.pod, p.c.total,
+                             p.c.previous_lsn, p.c.previous_result, p.c.previous_top,
+                             top_total.label("previous_top_total"))
+                   .where(p.c.outcome == sa.literal_column("'scheduled'"), p.c.previous_top != p.c.pod),
+                   p.c.decided_at, since, until).order_by(p.c.decided_at.desc(), p.c.lsn.desc())
     if limit is not None:
         stmt = stmt.limit(limit)
     return list(reversed(_rows(journal, stmt)))

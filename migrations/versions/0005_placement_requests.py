@@ -38,7 +38,7 @@ def upgrade() -> None:
     from kruntimes.journal import backends, derived  # the writer's own derivation, applied to what is stored
 
     conn = op.get_bind()
-    if _left_empty(conn):
+    if derived.left_empty(conn):
         # 0004 left the tables empty: the live derivation fills them, once it has every column
         # it writes (when a later revision adds some, that revision rebuilds instead).
         if derived.written_columns_exist(conn):
@@ -47,15 +47,6 @@ def upgrade() -> None:
     # Tables already filled: only the new column, by SQL that needs no later revision's columns.
     dialect = op.get_context().dialect.name
     conn.execute(sa.text(f"UPDATE history_placements SET requests = {derived.REQUESTS_FROM_RESERVE[dialect]}"))
-
-
-def _left_empty(conn: sa.Connection) -> bool:
-    """Records that have history rows are stored, yet no history row is: 0004 left its backfill to this revision."""
-    if conn.execute(sa.text("SELECT 1 FROM journal_records WHERE kind IN ('cycle', 'mutation', 'bind') LIMIT 1")) \
-            .first() is None:
-        return False
-    return not any(conn.execute(sa.text(f"SELECT 1 FROM {table} LIMIT 1")).first()
-                   for table in ("history_cycles", "history_pods", "history_runs", "history_binds"))
 
 
 def downgrade() -> None:

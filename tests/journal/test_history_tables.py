@@ -19,7 +19,7 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, derived, migrate, records, schema, writer
+from kruntimes.journal import backends, derived, history, migrate, records, schema, writer
 from tests.journal.history_journal import NS, Generated, fresh_postgres_schema
 
 pytest_plugins = ("tests.journal.history_fixtures",)
@@ -89,6 +89,9 @@ def test_reindex_rebuilds_exactly_what_the_writer_built_batch_by_batch(
     scheduled = [p for p in scheduled if p["outcome"] == "scheduled"]
     assert scheduled and all(p["requests"] == requests[p["run_uid"]] is not None for p in scheduled)
     assert incremental["history_waits"] and incremental["history_pod_hours"]
+    # Placements whose previous cycle was in an earlier batch of 7 are linked alike.
+    previous = [c.name for c in derived.placements.columns].index("previous_lsn")
+    assert any(row[previous] is not None for row in incremental["history_placements"])
 
 
 # journal_records as revision 0002 left it: no chain_hash yet.
@@ -182,6 +185,34 @@ def test_a_placement_ends_when_its_run_succeeds_and_a_new_placement_ends_the_old
     assert ends == [("a", 4, "replaced"), ("b", 6, "succeeded")]
     assert (wait.first_lsn, wait.pending_cycles, wait.end_lsn, wait.pod) == (1, 2, 3, "a")
     assert wait.waited_us == 2_000_000
+
+
+def test_a_placement_keeps_its_previous_cycle_and_top_candidate_from_this_batch_or_an_earlier_one(
+        journal: backends.Journal) -> None:
+    def cycle(lsn: int, run: str, result: str, pod: str, top: str) -> records.JournalRecord:
+        return _record(lsn, "cycle", {"namespace": NS, "run": run, "run_uid": f"uid-{run}", "status": "scheduled",
+                                      "result": result, "chosen": pod, "candidates": [
+                                          {"pod": top, "total": 9, "scores": []}, {"pod": "z", "total": 1,
+                                                                                   "scores": []}]})
+
+    journal.append_batch([cycle(1, "u", "conflict", "a", "a"), cycle(2, "v", "scheduled", "c", "c")])
+    journal.append_batch([cycle(3, "u", "scheduled", "b", "b"),  # its previous cycle is in the batch before
+                          cycle(4, "w", "scheduled", "a", "a"), cycle(5, "w", "scheduled", "c", "c")])
+    p = derived.placements
+
+    def linked() -> list[tuple[Any, ...]]:
+        with journal.engine.connect() as conn:
+            return [tuple(row) for row in conn.execute(
+                sa.select(p.c.lsn, p.c.previous_lsn, p.c.previous_result, p.c.previous_top).order_by(p.c.lsn))]
+
+    incremental = linked()
+    assert incremental == [(1, None, None, None), (2, None, None, None), (3, 1, "conflict", "a"),
+                           (4, None, None, None), (5, 4, "scheduled", "a")]
+    churned = history.churn(journal)
+    assert [(c["lsn"], c["pod"], c["previous_top"], c["previous_top_total"]) for c in churned] == [
+        (3, "b", "a", 9), (5, "c", "a", 9)]
+    journal.reindex()
+    assert linked() == incremental
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
