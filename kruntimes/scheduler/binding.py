@@ -102,11 +102,7 @@ class BindSettlement:
         key = cycle.key
         if exc is None:
             self._unsettled.pop(key, None)
-            self._record_bind(run, "ok")
-            self._written[key] = run.resource_version
-            self.queue.forget(key)
-            self._end(cycle, "scheduled")
-            self._landed(run, bind.body)
+            self._succeeded(cycle, run, bind)
             return
         if confirming or isinstance(exc, st.Ambiguous):
             # This send, or the earlier one, may have landed (a 409 now may be our own
@@ -153,6 +149,14 @@ class BindSettlement:
         self.sender.read(run, lambda seen, exc: self._settled(cycle, run, bind, seen, exc))
         return True
 
+    def _succeeded(self, cycle: Cycle, run: RunInfo, bind: Bind) -> None:
+        """A bind that landed (answered, or found by the read that settles it): journal, forget, hand over."""
+        self._record_bind(run, "ok")
+        self._written[cycle.key] = run.resource_version
+        self.queue.forget(cycle.key)
+        self._end(cycle, "scheduled")
+        self._landed(run, bind.body)
+
     def _settled(self, cycle: Cycle, run: RunInfo, bind: Bind, seen: st.Observed | None,
                  exc: BaseException | None) -> None:
         """What the read that settles an unanswered bind shows."""
@@ -171,11 +175,7 @@ class BindSettlement:
         if seen is not None and seen.uid == run.uid and seen.pod_uid == bind.pod_uid \
                 and seen.phase in ACTIVE_PHASES:
             # It landed: from here on as after a success; the informer hands the assumption over.
-            self._record_bind(run, "ok")
-            self._written[key] = run.resource_version
-            self.queue.forget(key)
-            self._end(cycle, "scheduled")
-            self._landed(run, bind.body)
+            self._succeeded(cycle, run, bind)
             return
         # The Run moved on without this bind (or is gone): it can never land. Plan again
         # once the informer shows the newer version (its event enqueues the key).
