@@ -33,7 +33,7 @@ upgrade is timed (a backfill at that size).
 table shows the median wall time, then the median CPU time of this process (SQLite's
 work is in it; PostgreSQL's server is not), and how many rows each question answered.
 Parameters are drawn from the middle of the journal (a Run that waited, a pod, T = the
-journal's midpoint, one-hour windows; the decisions of a window take 5 minutes: a busy
+journal's midpoint, one-hour windows (six hours of pod-hours); the decisions of a window take 5 minutes: a busy
 hour has ~8,000 cycles to list).
 
     python bench/history.py [--sizes 1000000,10000000] [--backends sqlite,postgresql] [--repeat 5]
@@ -158,6 +158,9 @@ def questions(journal: backends.Journal, p: dict[str, Any]) -> list[tuple[str, C
             values["since"] = p["end"] - timedelta(hours=1)
         if query_id == "decisions-in-window":
             values["since"] = p["until"] - timedelta(minutes=5)
+        if query_id == "placements-per-pod-hour":  # six hours of pod-hours up to the middle
+            values = {"since_hour": derived.hour_of(p["until"] - timedelta(hours=6)),
+                      "until_hour": derived.hour_of(p["until"])}
         stmt = stmt.bindparams(*[sa.bindparam(k, type_=schema.UtcDateTime())
                                  for k, v in values.items() if isinstance(v, datetime)])
 

@@ -124,7 +124,7 @@ def test_pending_for_insufficient_capacity_in_the_last_hour_is_exactly_the_late_
 
 
 def test_placements_per_pod_and_hour_add_up_to_the_api_placements(ask: Ask, generated: Generated) -> None:
-    rows = ask("placements-per-pod-hour")
+    rows = ask("placements-per-pod-hour", since_hour="2026-11-29 00:00", until_hour="2026-11-30 00:00")
     per_pod: Counter[str] = Counter()
     per_hour: Counter[str] = Counter()
     for r in rows:
@@ -133,6 +133,8 @@ def test_placements_per_pod_and_hour_add_up_to_the_api_placements(ask: Ask, gene
     assert per_pod == Counter(generated.truth.placed.values())
     late = generated.truth.pending_after_phase1 & set(generated.truth.placed)
     assert per_hour == {"2026-11-29 10:00": len(generated.truth.placed) - len(late), "2026-11-29 11:00": len(late)}
+    later = ask("placements-per-pod-hour", since_hour="2026-11-29 11:00", until_hour="2026-11-29 12:00")
+    assert {r["hour"] for r in later} == {"2026-11-29 11:00"} and sum(r["placements"] for r in later) == len(late)
 
 
 def test_the_bind_conflict_rate_counts_every_bind_result(ask: Ask, generated: Generated) -> None:
