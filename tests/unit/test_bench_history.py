@@ -24,8 +24,9 @@ def test_the_workload_writes_what_the_scheduler_writes_in_time_order() -> None:
 
 
 def test_a_small_journal_answers_every_question_of_the_docs_and_of_history(tmp_path: Path) -> None:
-    url, seconds = bench.ensure("sqlite", 6000, tmp_path, "", rebuild=False)
-    assert seconds is not None
+    url, seconds, built = bench.ensure("sqlite", 6000, tmp_path, "", rebuild=False)
+    assert seconds is not None and built == 6000
+    assert bench.ensure("sqlite", 6000, tmp_path, "", rebuild=False)[1:] == (None, 0)  # kept, not built again
     journal = backends.Journal.open(url, create=False)
     try:
         p = bench.parameters(journal)
