@@ -337,9 +337,7 @@ class Journal:
             self._drop_append_connection()
             try:
                 with self._engine.begin() as conn:
-                    read = rebuild_history(conn, chunk_size=chunk_size)
-                    previous.link_stored(conn)
-                    return read
+                    return rebuild_history(conn, chunk_size=chunk_size)
             except sa_exc.DBAPIError as exc:
                 raise errors.JournalUnavailable(f"cannot reindex the journal ({self.backend}): {exc.orig}") from exc
 
@@ -463,7 +461,7 @@ def _bounded(call: Callable[[], Any], timeout: float, late: str) -> Any:
 def rebuild_history(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK) -> int:
     """Empty the history tables and derive them again from every stored record, in LSN order.
 
-    Runs in the caller's transaction (the migration that creates the tables, or
+    Runs in the caller's transaction (a migration that fills the tables, or
     ``Journal.reindex``); returns how many records were read. The records are read in
     pages of ``chunk_size`` and each page is applied as the writer applies a batch, which
     gives the same tables as the writer's own batches did.
@@ -484,6 +482,7 @@ def rebuild_history(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK) -> 
                                       r.c.kind.in_(sorted(derived.KINDS)))
             .order_by(r.c.lsn, r.c.incarnation).limit(chunk_size))]
         if not page:
+            previous.link_stored(conn)  # each placement's previous cycle, now that every cycle is there
             return read
         read += len(page)
         after = (page[-1].lsn, page[-1].incarnation)

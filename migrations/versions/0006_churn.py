@@ -48,13 +48,12 @@ WHERE outcome = 'scheduled'"""
 def upgrade() -> None:
     for name, type_ in COLUMNS:
         op.add_column("history_placements", sa.Column(name, type_(), nullable=True))
-    from kruntimes.journal import backends, derived, previous  # the writer's own derivation
+    from kruntimes.journal import backends, derived  # the writer's own derivation
 
     conn = op.get_bind()
     if derived.left_empty(conn):
         if derived.written_columns_exist(conn):  # else a later revision added columns: it rebuilds
-            backends.rebuild_history(conn)
-            previous.link_stored(conn)
+            backends.rebuild_history(conn)  # with each placement's previous cycle
     else:
         op.execute(_BACKFILL)
     op.create_index("ix_history_placements_churn", "history_placements", ["decided_at"],
