@@ -1,4 +1,5 @@
-"""`kruntimes journal prune --before TIME` (retention) and `kruntimes journal reindex` (the history tables).
+"""`kruntimes journal prune --before TIME` (retention), `kruntimes journal reindex` and `kruntimes journal index`
+(the history tables: rebuilt whole, or brought up to date after a ``follow`` writer).
 
 The rule (which checkpoint is kept, what may go) lives in ``kruntimes.journal.prune``;
 this prints what was deleted, or with ``--dry-run`` what would be. Deleting asks first
@@ -8,9 +9,14 @@ on a terminal (showing what would go) and needs ``--yes`` anywhere else.
 from __future__ import annotations
 
 import argparse
+import signal
+import threading
+import time
+from types import FrameType
 
 from kruntimes.cli import journal_args as ja
-from kruntimes.journal import prune
+from kruntimes.cli import arg_types
+from kruntimes.journal import follow, prune
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -32,6 +38,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                     "in one transaction. The writer's batches wait meanwhile.")
     ja.add_url_option(r)
     r.set_defaults(run=run_reindex)
+    i = actions.add_parser(
+        "index", help="bring the history tables up to date with the records (after a --journal-history follow writer)",
+        description="Derives the history rows of the records the tables lack - those a scheduler stored with "
+                    "--journal-history follow - in LSN order, one transaction per chunk, and exits when the tables "
+                    "hold every stored record. With --follow it keeps going, as a sidecar or a Deployment of its "
+                    "own, until SIGTERM or Ctrl-C.")
+    ja.add_url_option(i)
+    i.add_argument("--follow", action="store_true", help="keep indexing new records as they are stored")
+    i.add_argument("--interval", type=arg_types.seconds(float), default=1.0, metavar="DURATION",
+                   help="with --follow: the pause when the tables have caught up (default 1s; 500ms is 0.5)")
+    i.add_argument("--chunk", type=arg_types.positive(int), default=2_000, metavar="N",
+                   help="records per transaction (default 2000): a writer on SQLite waits at most one chunk")
+    i.set_defaults(run=run_index)
 
 
 @ja.guarded("kruntimes journal reindex")
@@ -43,6 +62,42 @@ def run_reindex(args: argparse.Namespace) -> int:
         journal.close()
     print(f"rebuilt the history tables from {read} records")
     return 0
+
+
+@ja.guarded("kruntimes journal index")
+def run_index(args: argparse.Namespace) -> int:
+    journal = ja.open_journal(ja.journal_url(args))
+    stop = threading.Event()
+    if args.follow:
+        def on_term(_signum: int, _frame: FrameType | None) -> None:
+            stop.set()
+
+        signal.signal(signal.SIGTERM, on_term)
+    try:
+        total, started = 0, time.monotonic()
+        while True:
+            read = journal.index(chunk_size=args.chunk)
+            total += read
+            if read and args.follow:
+                print(f"indexed {read} records; {behind(journal.history_lag())}", flush=True)
+            if not args.follow or stop.wait(args.interval):
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        lag = journal.history_lag()
+        journal.close()
+    print(f"indexed {total} records in {time.monotonic() - started:.1f} s; {behind(lag)}")
+    return 0
+
+
+def behind(lag: list[follow.Lag]) -> str:
+    """Where the history tables stand against the stored records."""
+    if not lag:
+        return "the history tables hold every stored record"
+    gap = sum(head - (done if done is not None else first - 1) for _epoch, done, head, first in lag)
+    return (f"the history tables trail the journal in {len(lag)} epoch(s) by {gap} LSNs "
+            f"(from LSN {min((done or first - 1) + 1 for _e, done, _h, first in lag)})")
 
 
 @ja.guarded("kruntimes journal prune")

@@ -18,7 +18,7 @@ import kubernetes.config
 import yaml
 
 from kruntimes import bounded_yaml
-from kruntimes.cli import times
+from kruntimes.cli import arg_types
 from kruntimes.cluster import client as cluster_client
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -46,32 +46,9 @@ def boolean(text: str | bool) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
-    def parse(text: str) -> Any:
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
-        return value
-    parse.__name__ = kind.__name__
-    return parse
-
-
-def seconds(kind: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse type for a length of time in seconds: a number (``30``) or a duration (``90s``, ``1h30m``)."""
-    def parse(text: str) -> Any:
-        value = str(text).strip()
-        try:
-            return kind(value)
-        except ValueError:
-            pass
-        try:
-            total = times.duration(value).total_seconds()
-        except times.NotATime as exc:
-            raise argparse.ArgumentTypeError(f"invalid duration {text!r}: give seconds or a duration such as "
-                                             "90s, 5m, 1h30m") from exc
-        return kind(total) if kind is not int else int(total)
-    parse.__name__ = f"seconds ({kind.__name__})"
-    return parse
+# Kubernetes-free argument types, used here and by the journal's commands.
+positive = arg_types.positive
+seconds = arg_types.seconds
 
 
 def lease_namespace() -> str:

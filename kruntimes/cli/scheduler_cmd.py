@@ -79,6 +79,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     option(journal, "--journal-writer", "KRUNTIMES_JOURNAL_WRITER", "process",
            "where records are built and stored: process (its own process, off the scheduler's core) or thread",
            choices=("process", "thread"))
+    option(journal, "--journal-history", "KRUNTIMES_JOURNAL_HISTORY", "inline",
+           "inline: the history tables are written with each batch of records, in its transaction; follow: "
+           "records only (the writer keeps its full rate) and `kruntimes journal index --follow` writes them after",
+           choices=("inline", "follow"))
     option(journal, "--journal-key-file", chain.KEY_FILE_ENV, None,
            "file holding the HMAC key of the journal's hash chain (at least 32 bytes; e.g. the mounted "
            "kruntimes-journal-key Secret); without it the chain is plain SHA-256", metavar="PATH")
@@ -147,6 +151,7 @@ def settings_from(args: argparse.Namespace) -> ClusterSettings:
                                journal_checkpoint_every=args.journal_checkpoint_every,
                                journal_checkpoint_size_ratio=args.journal_checkpoint_size_ratio,
                                journal_spool=args.journal_spool, journal_writer=args.journal_writer,
+                               journal_history=args.journal_history,
                                journal_key_file=_key_file(args),
                                journal_migrate=_migrate_mode(args), journal_schema_wait=args.journal_schema_wait,
                                leader_elect=args.leader_elect, lease=lease,

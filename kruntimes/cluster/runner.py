@@ -212,6 +212,7 @@ class ClusterScheduler:
         if s.journal_url and recovery.has_records(self._spool_path()):
             self._recovery = recovery.SpoolRecovery(s.journal_url, self._spool_path(),
                                                     migrate=s.journal_migrate == "auto", registry=self.registry,
+                                                    history=s.journal_history,
                                                     max_retry_interval=JOURNAL_MAX_RETRY_SECONDS).start()
 
     def _stop_recovery(self) -> None:
@@ -231,6 +232,6 @@ class ClusterScheduler:
         return JournalSession(s.journal_url, self.cache.config, detail=s.journal_detail,
                               checkpoint_every=s.journal_checkpoint_every,
                               checkpoint_size_ratio=s.journal_checkpoint_size_ratio, registry=self.registry,
-                              spool_path=self._spool_path(), writer=s.journal_writer,
+                              spool_path=self._spool_path(), writer=s.journal_writer, history=s.journal_history,
                               migrate=s.journal_migrate == "auto", key_file=s.journal_key_file,
                               after_lsn=self.terms.last_journal_lsn, max_retry_interval=JOURNAL_MAX_RETRY_SECONDS)

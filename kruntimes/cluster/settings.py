@@ -82,6 +82,9 @@ class ClusterSettings:
     journal_checkpoint_size_ratio: int = DEFAULT_CHECKPOINT_SIZE_RATIO
     journal_spool: str | None = None
     journal_writer: str = "process"
+    # "inline": history rows in each batch's transaction; "follow": records only, the rows
+    # left to `kruntimes journal index` (kruntimes.journal.follow).
+    journal_history: str = "inline"
     # The HMAC key of the journal's chain (SPEC §5 "Integrity"); None: $KRUNTIMES_JOURNAL_KEY_FILE, else unkeyed.
     journal_key_file: str | None = None
     # "auto" migrates on start (one writer: embedded SQLite); "never" only waits, up to
@@ -104,6 +107,8 @@ class ClusterSettings:
             raise ConfigError(f"journal detail must be one of {', '.join(DETAILS)} (got {self.journal_detail!r})")
         if self.journal_writer not in ("process", "thread"):
             raise ConfigError(f"journal writer must be process or thread (got {self.journal_writer!r})")
+        if self.journal_history not in ("inline", "follow"):
+            raise ConfigError(f"journal history must be inline or follow (got {self.journal_history!r})")
         if self.journal_migrate not in MIGRATE_MODES:
             raise ConfigError(f"journal migrate must be {' or '.join(MIGRATE_MODES)} (got {self.journal_migrate!r})")
         if self.journal_schema_wait < 0:

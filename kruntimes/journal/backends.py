@@ -11,6 +11,7 @@ for people, the CLI and replay -- the live scheduler never reads it back.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import types
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -20,8 +21,10 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import (backend_postgres, backend_sqlite, chain, derived, errors, previous, records, schema,
-                               schema_wait)
+from kruntimes.journal import (backend_postgres, backend_sqlite, chain, derived, errors, follow, previous, records,
+                               schema, schema_wait)
+
+log = logging.getLogger(__name__)
 
 DEFAULT_URL = "sqlite:///kruntimes-journal.db"
 #: Records read and applied at a time when the history tables are rebuilt.
@@ -77,8 +80,13 @@ class EpochHead(NamedTuple):
 class Journal:
     """Append-only store of journal records, keyed by (epoch, LSN), read in LSN order."""
 
-    def __init__(self, engine: sa.Engine, *, schema: schema_wait.SchemaGate | None = None) -> None:
+    def __init__(self, engine: sa.Engine, *, schema: schema_wait.SchemaGate | None = None,
+                 history: str = follow.DEFAULT_HISTORY) -> None:
         self._engine = engine
+        # "inline": each batch's history rows in its own transaction; "follow": records
+        # only, the rows left to ``index`` (``kruntimes journal index``).
+        self._history = follow.check_mode(history)
+        self._trailing = False  # an inline writer found the tables behind: said once
         self._schema = schema  # checked before the first write (``deferred``); None: checked by ``open``
         self._backend = _backend_for(engine.url)
         self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
@@ -87,10 +95,11 @@ class Journal:
         # drops it, so the next batch starts on a fresh (pinged) connection.
         self._append_lock = threading.Lock()
         self._append_conn: sa.Connection | None = None
-        self._upsert_epochs: Any = None  # built once: SQLAlchemy then caches its compiled form
+        self._upsert_epochs: dict[bool, Any] = {}  # built once each: SQLAlchemy then caches their compiled forms
 
     @classmethod
-    def open(cls, url: str | sa.URL = DEFAULT_URL, *, create: bool = True) -> Journal:
+    def open(cls, url: str | sa.URL = DEFAULT_URL, *, create: bool = True,
+             history: str = follow.DEFAULT_HISTORY) -> Journal:
         """Open the journal at ``url``; with ``create`` migrate it to the newest schema first.
 
         Without ``create`` an out-of-date schema is an error naming the command that fixes it.
@@ -106,14 +115,14 @@ class Journal:
         except BaseException:
             engine.dispose()
             raise
-        return cls(engine)
+        return cls(engine, history=history)
 
     @classmethod
-    def deferred(cls, url: str | sa.URL, *, migrate: bool) -> Journal:
+    def deferred(cls, url: str | sa.URL, *, migrate: bool, history: str = follow.DEFAULT_HISTORY) -> Journal:
         """The journal at ``url`` without a connection yet: the schema is checked (or, with
         ``migrate``, migrated) before the first write, so a database that is away delays
         only the writes, which the writer spools meanwhile (SPEC §5 "Availability")."""
-        return cls(create_engine(url), schema=schema_wait.SchemaGate(migrate=migrate))
+        return cls(create_engine(url), schema=schema_wait.SchemaGate(migrate=migrate), history=history)
 
     @property
     def engine(self) -> sa.Engine:
@@ -203,8 +212,9 @@ class Journal:
 
     def _append(self, rows: list[records.EncodedRecord], sources: list[Any], skip_existing: bool,
                 key: chain.ChainKey | None) -> list[records.EncodedRecord]:
+        inline = self._history == "inline"
         stamped = None if skip_existing else self._backend.stamps(rows)
-        history = None if skip_existing else derived.derive(rows, sources, stamps=stamped)
+        history = derived.derive(rows, sources, stamps=stamped) if inline and not skip_existing else None
         conn = self._append_conn
         if conn is None:
             conn = self._append_conn = self._engine.connect()
@@ -218,16 +228,23 @@ class Journal:
                     sources = [p for r, p in zip(rows, sources) if (r.incarnation, r.lsn) not in stored]
                 rows = kept
                 stamped = self._backend.stamps(rows)
-                history = derived.derive(rows, sources, stamps=stamped)
+                history = derived.derive(rows, sources, stamps=stamped) if inline else None
             for r in rows:
                 if not r.chain_hash:
                     rows = self._linked(conn, rows, key)
                     break
             dbapi_connection = conn.connection.driver_connection
             self._backend.insert_records(dbapi_connection, rows, stamped)
+            # Rows go in LSN order: while the tables trail the journal (records stored by a
+            # ``follow`` writer), this batch's are the indexer's too.
+            indexed = inline and not follow.lagging(conn)
+            if inline and not indexed and not self._trailing:
+                log.warning("the history tables trail the journal (records stored with --journal-history follow): "
+                            "this writer leaves its records' rows to `kruntimes journal index` until it catches up")
+            self._trailing = inline and not indexed
             self._project_incarnations(conn, rows)
-            self._advance_epochs(conn, rows, key)
-            if history:
+            self._advance_epochs(conn, rows, key, indexed)
+            if indexed and history:
                 previous.link(conn, history)
                 self._backend.insert_derived(dbapi_connection, history)
         return rows
@@ -287,8 +304,9 @@ class Journal:
         return out
 
     def _advance_epochs(self, conn: sa.Connection, rows: Sequence[records.EncodedRecord],
-                        key: chain.ChainKey | None) -> None:
-        """Move each epoch's head to its last record in ``rows`` (same transaction), creating the epoch."""
+                        key: chain.ChainKey | None, indexed: bool) -> None:
+        """Move each epoch's head to its last record in ``rows`` (same transaction), creating the epoch;
+        with ``indexed`` (the batch's history rows are written) its ``history_lsn`` too."""
         found: dict[str, dict[str, Any]] = {}
         algorithm, key_id = chain.algorithm(key), None if key is None else key.key_id
         for r in rows:
@@ -305,9 +323,12 @@ class Journal:
                 reason = json.loads(r.payload).get("reason")
                 head["end_lsn"] = r.lsn
                 head["end_reason"] = str(reason)[:64] if reason is not None else "unknown"
-        if self._upsert_epochs is None:
-            self._upsert_epochs = _epochs_upsert(conn)
-        conn.execute(self._upsert_epochs, list(found.values()))
+        for head in found.values():
+            head["history_lsn"] = head["head_lsn"] if indexed else None
+        upsert = self._upsert_epochs.get(indexed)
+        if upsert is None:
+            upsert = self._upsert_epochs[indexed] = _epochs_upsert(conn, indexed)
+        conn.execute(upsert, list(found.values()))
 
     def _project_incarnations(self, conn: sa.Connection, rows: Sequence[records.EncodedRecord]) -> None:
         # journal_incarnations is a projection of the log, written in the same
@@ -337,9 +358,39 @@ class Journal:
             self._drop_append_connection()
             try:
                 with self._engine.begin() as conn:
-                    return rebuild_history(conn, chunk_size=chunk_size)
+                    read = rebuild_history(conn, chunk_size=chunk_size)
+                    follow.mark_all(conn)
+                    return read
             except sa_exc.DBAPIError as exc:
                 raise errors.JournalUnavailable(f"cannot reindex the journal ({self.backend}): {exc.orig}") from exc
+
+    def index(self, *, chunk_size: int = REINDEX_CHUNK, limit: int | None = None) -> int:
+        """Derive the history rows the tables lack (records a ``follow`` writer stored); the records read.
+
+        One transaction per chunk of ``chunk_size`` records, so a writer waits at most one
+        chunk (SQLite) and an interrupted run keeps what it did. Stops when the tables
+        have caught up with what is stored, or after about ``limit`` records.
+        """
+        read = 0
+        while limit is None or read < limit:
+            try:
+                with self._engine.begin() as conn:
+                    n = follow.index_chunk(conn, self._backend, chunk_size)
+            except sa_exc.DBAPIError as exc:
+                raise errors.JournalUnavailable(
+                    f"cannot index the journal's history ({self.backend}): {exc.orig}") from exc
+            if n == 0:
+                break
+            read += n
+        return read
+
+    def history_lag(self) -> list[follow.Lag]:
+        """The epochs whose records the history tables do not all hold yet (empty: caught up)."""
+        try:
+            with self._engine.connect() as conn:
+                return follow.lag(conn)
+        except sa_exc.DBAPIError as exc:
+            raise errors.JournalUnavailable(f"cannot read the history's progress ({self.backend}): {exc.orig}") from exc
 
     # -- reading -----------------------------------------------------------------
 
@@ -501,17 +552,21 @@ def _dialect_insert(conn: sa.Connection) -> Any:
     return postgresql.insert
 
 
-def _epochs_upsert(conn: sa.Connection) -> Any:
-    """Insert an epoch's row, or move its head forward (never back) and record its end."""
+def _epochs_upsert(conn: sa.Connection, indexed: bool) -> Any:
+    """Insert an epoch's row, or move its head forward (never back) and record its end; with ``indexed``
+    its ``history_lsn`` follows the head."""
     table = schema.journal_epochs
     insert = _dialect_insert(conn)(table)
     new = insert.excluded
+    moved: dict[str, Any] = {
+        "head_lsn": new.head_lsn, "head_hash": new.head_hash, "updated_at": new.updated_at,
+        "end_lsn": sa.func.coalesce(new.end_lsn, table.c.end_lsn),
+        "end_reason": sa.func.coalesce(new.end_reason, table.c.end_reason),
+    }
+    if indexed:
+        moved["history_lsn"] = new.history_lsn
     return insert.on_conflict_do_update(
         index_elements=[table.c.epoch],
-        set_={
-            "head_lsn": new.head_lsn, "head_hash": new.head_hash, "updated_at": new.updated_at,
-            "end_lsn": sa.func.coalesce(new.end_lsn, table.c.end_lsn),
-            "end_reason": sa.func.coalesce(new.end_reason, table.c.end_reason),
-        },
+        set_=moved,
         where=table.c.head_lsn < new.head_lsn,
     )

@@ -24,7 +24,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, errors, metrics, payloads, wire
+from kruntimes.journal import backends, errors, follow, metrics, payloads, wire
 from kruntimes.journal.writer import JournalWriter, Record
 
 log = logging.getLogger(__name__)
@@ -112,9 +112,10 @@ def main(conn: Connection) -> None:
     latencies: list[float] = []
     ack_gap = options.pop("ack_gap", ACK_GAP)
     migrate = options.pop("migrate", False)
+    history = options.pop("history", follow.DEFAULT_HISTORY)
     try:
         # No connection yet: the schema is checked before the first write (SPEC §5 "Availability").
-        journal = backends.Journal.deferred(url, migrate=migrate)
+        journal = backends.Journal.deferred(url, migrate=migrate, history=history)
         writer = JournalWriter(journal, registry=CollectorRegistry(), observe_latency=latencies.append,
                                spool_wait=SPOOL_WAIT_SECONDS, **options)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it

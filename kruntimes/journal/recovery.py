@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import spool
+from kruntimes.journal import follow, spool
 from kruntimes.journal.backends import Journal
 from kruntimes.journal.writer import JournalWriter
 
@@ -39,8 +39,8 @@ class SpoolRecovery:
     """Drains one spool on a thread of its own; ``stop`` before a term opens the spool itself."""
 
     def __init__(self, url: str, spool_path: str, *, migrate: bool, registry: CollectorRegistry | None = None,
-                 poll: float = 0.5, **writer_options: Any) -> None:
-        self.url, self.spool_path, self.migrate = url, spool_path, migrate
+                 poll: float = 0.5, history: str = follow.DEFAULT_HISTORY, **writer_options: Any) -> None:
+        self.url, self.spool_path, self.migrate, self.history = url, spool_path, migrate, history
         self.drained = threading.Event()
         self._registry = registry
         self._poll = poll
@@ -61,7 +61,7 @@ class SpoolRecovery:
                 log.error("journal spool recovery did not stop within %.1fs (a database call hangs?)", timeout)
 
     def _run(self) -> None:
-        journal = Journal.deferred(self.url, migrate=self.migrate)
+        journal = Journal.deferred(self.url, migrate=self.migrate, history=self.history)
         try:
             writer = JournalWriter(journal, spool_path=self.spool_path, registry=self._registry, recover_all=True,
                                    **self._options).start()

@@ -124,6 +124,10 @@ class JournalEpochRow(Base):
     ``end_lsn``/``end_reason`` come from the epoch's ``end`` record; an epoch written
     before epochs existed has no end record and ``end_reason`` ``before-epochs``.
     ``key_id`` names the HMAC key of a keyed chain (``chain.ChainKey.key_id``).
+    ``history_lsn`` is the epoch's last record whose history rows are written (the
+    history tables hold every record of the epoch up to it; NULL: none yet): the head
+    when the writer derives them in the record's transaction, behind it while
+    ``kruntimes journal index`` has yet to catch up (``kruntimes.journal.follow``).
     """
 
     __tablename__ = "journal_epochs"
@@ -138,6 +142,7 @@ class JournalEpochRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), nullable=False)
     end_lsn: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     end_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    history_lsn: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
 
 #: ``end_reason`` of the epochs a journal held when it was upgraded to epochs.

@@ -27,7 +27,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import errors
+from kruntimes.journal import errors, follow
 from kruntimes.journal.backends import Journal
 from kruntimes.journal.child import START_PROBE_SECONDS
 from kruntimes.journal.process import ProcessJournalWriter
@@ -65,7 +65,7 @@ class JournalSession:
                  checkpoint_size_ratio: int = DEFAULT_CHECKPOINT_SIZE_RATIO,
                  registry: CollectorRegistry | None = None, writer: str = DEFAULT_WRITER,
                  migrate: bool = True, key_file: str | None = None, after_lsn: int = 0,
-                 **writer_options: Any) -> None:
+                 history: str = follow.DEFAULT_HISTORY, **writer_options: Any) -> None:
         if writer not in WRITERS:
             raise ValueError(f"journal writer must be one of {', '.join(WRITERS)}, not {writer!r}")
         self.url = url
@@ -78,7 +78,7 @@ class JournalSession:
             raise errors.SpoolUnwritable(f"cannot make the journal spool's directory for {spool}: {exc}") from exc
         # No connection here: the writer checks (or migrates) the schema before it writes;
         # without ``migrate`` (replicas in a cluster, SPEC §5) it waits for `kruntimes db upgrade`.
-        self.journal = Journal.deferred(url, migrate=migrate)
+        self.journal = Journal.deferred(url, migrate=migrate, history=history)
         registry = registry if registry is not None else CollectorRegistry()
         self.epoch = uuid.uuid4().hex
         self.ended_lsn: int | None = None
@@ -87,7 +87,7 @@ class JournalSession:
         try:
             if writer == "process":
                 self.writer = ProcessJournalWriter(url, spool_path=spool, registry=registry, migrate=migrate,
-                                                   **writer_options)
+                                                   history=history, **writer_options)
             else:
                 self.writer = JournalWriter(self.journal, spool_path=spool, registry=registry,
                                             **writer_options).start()

@@ -76,7 +76,7 @@ def _instant(value: Any) -> datetime:
 CHECKED = {"placement-of-run", "why-placed", "pending-insufficient-capacity", "placements-per-pod-hour",
            "bind-conflict-rate", "pod-at-time", "pod-held-at-time", "slowest-cycles", "longest-waits",
            "decisions-in-window", "churn", "conflicts-in-window", "rejections-by-reason", "pending-by-reason",
-           "decisions-by-incarnation"}
+           "decisions-by-incarnation", "history-lag"}
 
 
 def test_every_documented_query_is_checked_here_and_exists_for_both_dialects() -> None:
@@ -246,6 +246,11 @@ def test_decisions_by_incarnation_count_every_cycle(ask: Ask, generated: Generat
     assert row["incarnation"] == generated.records[0].incarnation
     assert row["cycles"] == len(payloads(generated, "cycle"))
     assert row["config_hash"] == generated.records[0].payload["config_hash"]
+
+
+def test_history_lag_is_empty_when_the_writer_derived_every_batch_inline(ask: Ask) -> None:
+    # A follow writer's lag, and the indexer closing it: tests/journal/test_history_follow.py.
+    assert ask("history-lag") == []
 
 
 # -- the views themselves ------------------------------------------------------------------

@@ -76,6 +76,7 @@ def test_the_command_list_imports_no_library_any_command_uses(argv: list[str]) -
     ["replay", "cycle", "--last", "--journal", MISSING_JOURNAL],
     ["history", "cycles", "--journal", MISSING_JOURNAL],
     ["journal", "prune", "--before", "1d", "--journal", MISSING_JOURNAL],
+    ["journal", "index", "--interval", "1m", "--journal", MISSING_JOURNAL],
     ["db", "upgrade", "--help"],
 ], ids=lambda argv: f"kruntimes {' '.join(argv[:2])}")
 def test_the_journal_commands_never_load_the_kubernetes_client(argv: list[str]) -> None:

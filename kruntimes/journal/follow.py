@@ -1,0 +1,124 @@
+"""History tables that follow the journal: deriving them after the fact, a chunk at a time.
+
+The history rows of a batch cost the database more than the batch's records do (more
+rows, and their indexes), so a writer that derives them in the records' own transaction
+(``inline``, the default) stores records at a fraction of the rate it could. With
+``follow`` it stores the records alone, and ``kruntimes journal index`` derives their
+rows later, in (LSN, epoch) order as ``rebuild_history`` does, in chunks of its own
+transactions: the tables trail the journal by what the indexer has not reached yet,
+and nothing is lost or applied out of order.
+
+``journal_epochs.history_lsn`` is the hand-over: the epoch's last record whose rows are
+written. An inline writer moves it to the head in the same transaction as the rows; it
+derives a batch only while no epoch lags (every stored record is in the tables), so rows
+still go in LSN order after a stretch the indexer owns, and it takes the work back on
+its own once the indexer has caught up. The indexer reads only the epochs that lag and
+moves their ``history_lsn`` in the same transaction as the rows it writes.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any, NamedTuple
+
+import sqlalchemy as sa
+
+from kruntimes.journal import derived, previous, records, schema
+
+#: ``inline``: the writer derives each batch's history rows in its transaction; ``follow``:
+#: it stores records only and ``kruntimes journal index`` derives the rows afterwards.
+HISTORY_MODES = ("inline", "follow")
+DEFAULT_HISTORY = "inline"
+
+
+def check_mode(mode: str) -> str:
+    if mode not in HISTORY_MODES:
+        raise ValueError(f"journal history must be one of {', '.join(HISTORY_MODES)}, not {mode!r}")
+    return mode
+
+
+_e = schema.journal_epochs
+_LAGS = sa.or_(_e.c.history_lsn.is_(None), _e.c.history_lsn < _e.c.head_lsn)
+
+
+class Lag(NamedTuple):
+    """An epoch whose records are not all in the history tables yet."""
+
+    epoch: str
+    history_lsn: int | None  # the last record whose rows are written (None: none of the epoch's)
+    head_lsn: int
+    first_lsn: int
+
+
+def lagging(conn: sa.Connection) -> bool:
+    """Whether any epoch has records the history tables do not hold yet (one indexed probe)."""
+    return conn.execute(sa.select(sa.literal(1)).where(_LAGS).limit(1)).first() is not None
+
+
+def lag(conn: sa.Connection) -> list[Lag]:
+    """The epochs the history tables trail, oldest first."""
+    return [Lag(epoch, None if done is None else int(done), int(head), int(first))
+            for epoch, done, head, first in conn.execute(
+                sa.select(_e.c.epoch, _e.c.history_lsn, _e.c.head_lsn, _e.c.first_lsn).where(_LAGS)
+                .order_by(_e.c.first_lsn, _e.c.epoch))]
+
+
+def mark_all(conn: sa.Connection) -> None:
+    """Every epoch's records are in the tables (after a rebuild, in its transaction)."""
+    conn.execute(sa.update(_e).values(history_lsn=_e.c.head_lsn))
+
+
+def index_chunk(conn: sa.Connection, backend: types.ModuleType, chunk_size: int) -> int:
+    """Derive the rows of the next ``chunk_size`` records the tables lack, in ``conn``'s transaction.
+
+    Records are taken past each lagging epoch's ``history_lsn`` in (LSN, epoch) order,
+    the order ``rebuild_history`` applies them in, and each epoch's ``history_lsn`` moves
+    to the last of its records taken. Returns how many records were read (0: caught up).
+    """
+    # A write first: SQLite then holds the write lock for the whole transaction (a
+    # transaction that read first could not write once the writer committed meanwhile).
+    conn.execute(sa.update(_e).where(sa.false()).values(history_lsn=_e.c.history_lsn))
+    behind = lag(conn)
+    if not behind:
+        return 0
+    r = schema.journal_records
+    # Payloads only of the kinds that have rows: a checkpoint's is large and derives nothing.
+    payload = sa.case((r.c.kind.in_(sorted(derived.KINDS)), r.c.payload), else_=sa.literal(""))
+    columns = (r.c.lsn, r.c.incarnation, r.c.recorded_at, r.c.kind, r.c.schema_version, payload,
+               r.c.payload_sha256)
+    found: list[records.EncodedRecord] = []
+    short: dict[str, int] = {}  # epochs whose every stored record past history_lsn was read: their heads
+    for epoch, done, head, _first in behind:
+        query = sa.select(*columns).where(r.c.incarnation == epoch)
+        if done is not None:
+            query = query.where(r.c.lsn > done)
+        rows = [records.EncodedRecord(*row) for row in conn.execute(query.order_by(r.c.lsn).limit(chunk_size))]
+        found.extend(rows)
+        if len(rows) < chunk_size:
+            short[epoch] = head
+    found.sort(key=lambda rec: (rec.lsn, rec.incarnation))
+    page = found[:chunk_size]
+    history = derived.derive(page, stamp=backend.STAMP)
+    if history:
+        previous.link(conn, history)
+        backend.insert_derived(conn.connection.driver_connection, history)
+    last: dict[str, int] = {}
+    for rec in page:
+        last[rec.incarnation] = rec.lsn
+    # An epoch read to its end is complete through its head (the head and its records
+    # commit together, so every record up to the head read earlier was visible), even
+    # when the head names a record no longer stored.
+    cut = {rec.incarnation for rec in found[len(page):]}
+    for epoch, head in short.items():
+        if epoch not in cut:
+            last[epoch] = max(last.get(epoch, head), head)
+    if not last:
+        return 0
+    conn.execute(sa.update(_e).where(_e.c.epoch == sa.bindparam("b_epoch")).values(history_lsn=sa.bindparam("b_lsn")),
+                 [{"b_epoch": epoch, "b_lsn": lsn} for epoch, lsn in last.items()])
+    return len(page)
+
+
+def progress_value(indexed: bool, head_lsn: int) -> dict[str, Any]:
+    """The ``history_lsn`` an epoch's upserted row carries: its head when the batch's rows were written."""
+    return {"history_lsn": head_lsn if indexed else None}

@@ -1,0 +1,240 @@
+"""History tables that follow the journal: a ``follow`` writer stores records only, and the indexer
+(``Journal.index``, ``kruntimes journal index``) later builds exactly what an inline writer builds.
+
+The journal the real scheduler wrote (``history_journal``) is stored by the writer in
+small batches; the tables must end equal to the inline writer's, on SQLite and
+PostgreSQL, whatever the indexer's chunks, with an inline writer taking over in the
+middle, and with the writer and the indexer running at once.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from prometheus_client import CollectorRegistry
+
+from kruntimes.cli import main as cli
+from kruntimes.journal import backends, derived, follow, migrate, records, schema, writer
+from tests.journal.history_journal import Generated
+from tests.journal.test_history_queries import QUERIES
+from tests.journal.test_history_tables import empty_journal_url, snapshot, write_through_writer
+
+pytest_plugins = ("tests.journal.history_fixtures",)
+
+BACKENDS = ["sqlite", "postgresql"]
+
+
+def store(url: str, batch: list[records.JournalRecord], *, history: str, max_batch: int = 7) -> None:
+    """Append ``batch`` through a JournalWriter whose journal derives ``history`` (inline or follow)."""
+    journal = backends.Journal.open(url, history=history)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            w = writer.JournalWriter(journal, spool_path=Path(tmp) / "spool", max_batch=max_batch,
+                                     registry=CollectorRegistry()).start()
+            try:
+                for record in batch:
+                    assert w.append(record)
+                assert w.drain(60)
+                assert w.stats().written == len(batch)
+            finally:
+                w.close()
+    finally:
+        journal.close()
+
+
+def inline_tables(request: pytest.FixtureRequest, backend: str, generated: Generated) -> dict[str, Any]:
+    with empty_journal_url(request, backend) as url:
+        write_through_writer(url, generated, max_batch=7)
+        return snapshot(url)
+
+
+def lag(url: str) -> list[follow.Lag]:
+    journal = backends.Journal.open(url, create=False)
+    try:
+        return journal.history_lag()
+    finally:
+        journal.close()
+
+
+def documented_lag(url: str) -> list[dict[str, Any]]:
+    """docs/journal.md's "history-lag" query, as an operator runs it."""
+    engine = backends.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return [dict(row) for row in conn.execute(sa.text(QUERIES["history-lag"]["any"])).mappings()]
+    finally:
+        engine.dispose()
+
+
+def index(url: str, chunk_size: int) -> int:
+    journal = backends.Journal.open(url, create=False)
+    try:
+        return journal.index(chunk_size=chunk_size)
+    finally:
+        journal.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("chunk_size", [1, 13, 5000])
+def test_a_follow_writer_stores_records_only_and_the_indexer_builds_what_an_inline_writer_builds(
+        backend: str, chunk_size: int, generated: Generated, request: pytest.FixtureRequest) -> None:
+    expected = inline_tables(request, backend, generated)
+    with empty_journal_url(request, backend) as url:
+        store(url, generated.records, history="follow")
+        assert not any(snapshot(url).values()), "a follow writer writes no history row"
+        epoch, head = generated.records[0].incarnation, generated.records[-1].lsn
+        assert lag(url) == [follow.Lag(epoch, None, head, generated.records[0].lsn)]
+        assert documented_lag(url) == [{"epoch": epoch, "history_lsn": None, "head_lsn": head,
+                                        "lsns_behind": head - generated.records[0].lsn + 1}]
+        assert index(url, chunk_size) == len(generated.records)
+        assert documented_lag(url) == []
+        assert lag(url) == []
+        assert snapshot(url) == expected
+        assert index(url, chunk_size) == 0, "caught up: nothing more to do"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_inline_writer_leaves_its_batches_to_the_indexer_while_the_tables_trail_then_takes_over(
+        backend: str, generated: Generated, request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture) -> None:
+    expected = inline_tables(request, backend, generated)
+    first, second, third = (generated.records[:40], generated.records[40:90], generated.records[90:])
+    with empty_journal_url(request, backend) as url:
+        store(url, first, history="follow")
+        store(url, second, history="inline")  # the tables trail: this writer's rows are the indexer's too
+        assert "the history tables trail the journal" in caplog.text
+        assert not any(snapshot(url).values())
+        assert lag(url)[0].history_lsn is None and lag(url)[0].head_lsn == second[-1].lsn
+        assert index(url, 11) == len(first) + len(second)
+        assert lag(url) == []
+        store(url, third, history="inline")  # caught up: the inline writer derives again, in its transaction
+        assert lag(url) == []
+        assert snapshot(url) == expected
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_indexer_and_a_follow_writer_run_at_once_and_nothing_is_lost_or_reordered(
+        backend: str, generated: Generated, request: pytest.FixtureRequest) -> None:
+    expected = inline_tables(request, backend, generated)
+    with empty_journal_url(request, backend) as url:
+        backends.Journal.open(url).close()  # migrated before either starts
+        done, failures, rounds = threading.Event(), [], [0]
+
+        def indexer() -> None:
+            journal = backends.Journal.open(url, create=False)
+            try:
+                while not done.is_set():
+                    rounds[0] += bool(journal.index(chunk_size=3, limit=3))  # one chunk a call
+            except Exception as exc:  # noqa: BLE001 - reported by the test thread
+                failures.append(exc)
+            finally:
+                journal.close()
+
+        thread = threading.Thread(target=indexer)
+        thread.start()
+        journal = backends.Journal.open(url, create=False, history="follow")
+        try:
+            for start in range(0, len(generated.records), 5):
+                journal.append_batch(generated.records[start:start + 5])
+                time.sleep(0.002)  # the indexer gets its turns between batches
+        finally:
+            journal.close()
+            done.set()
+            thread.join(60)
+        assert not failures
+        assert rounds[0] > 1, "the indexer ran while records were being stored"
+        index(url, 3)
+        assert lag(url) == []
+        assert snapshot(url) == expected
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reindex_leaves_every_epoch_caught_up(backend: str, generated: Generated,
+                                              request: pytest.FixtureRequest) -> None:
+    expected = inline_tables(request, backend, generated)
+    with empty_journal_url(request, backend) as url:
+        store(url, generated.records, history="follow")
+        journal = backends.Journal.open(url)
+        try:
+            journal.reindex(chunk_size=50)
+            assert journal.history_lag() == []
+        finally:
+            journal.close()
+        assert snapshot(url) == expected
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_revision_starts_every_epoch_caught_up_and_its_downgrade_drops_the_column(
+        backend: str, generated: Generated, request: pytest.FixtureRequest) -> None:
+    with empty_journal_url(request, backend) as url:
+        migrate.upgrade(url, "0006_churn")
+        engine = backends.create_engine(url)
+        try:
+            with engine.begin() as conn:  # an epoch as the writer of revision 0006 left it
+                conn.execute(sa.text(
+                    "INSERT INTO journal_epochs (epoch, first_lsn, head_lsn, head_hash, algorithm, started_at,"
+                    " updated_at) VALUES ('e1', 1, 42, 'h', 'sha256', :t, :t)"),
+                    {"t": schema.sqlite_timestamp(generated.records[0].recorded_at)
+                     if backend == "sqlite" else generated.records[0].recorded_at})
+            migrate.upgrade(url)
+            with engine.connect() as conn:
+                assert follow.lag(conn) == []
+                assert conn.execute(sa.text("SELECT history_lsn FROM journal_epochs")).scalar() == 42
+            migrate.downgrade(url, "0006_churn")
+            with engine.connect() as conn:
+                assert "history_lsn" not in {c["name"] for c in sa.inspect(conn).get_columns("journal_epochs")}
+        finally:
+            engine.dispose()
+
+
+def test_an_epoch_whose_head_names_a_record_no_longer_stored_is_caught_up_at_its_head(
+        generated: Generated, request: pytest.FixtureRequest) -> None:
+    with empty_journal_url(request, "sqlite") as url:
+        store(url, generated.records, history="follow")
+        engine = backends.create_engine(url)
+        try:
+            with engine.begin() as conn:  # the epoch's last records are gone (a table restored from a copy)
+                conn.execute(sa.delete(schema.journal_records).where(
+                    schema.journal_records.c.lsn > generated.records[-5].lsn))
+        finally:
+            engine.dispose()
+        assert index(url, 1000) == len(generated.records) - 4
+        assert lag(url) == []
+
+
+def test_kruntimes_journal_index_brings_the_tables_up_to_date_and_says_so(
+        generated: Generated, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]) -> None:
+    expected = inline_tables(request, "sqlite", generated)
+    with empty_journal_url(request, "sqlite") as url:
+        store(url, generated.records, history="follow")
+        assert cli.main(["journal", "index", "--journal", url, "--chunk", "10"]) == 0
+        out = capsys.readouterr().out
+        assert f"indexed {len(generated.records)} records" in out
+        assert "the history tables hold every stored record" in out
+        assert snapshot(url) == expected
+        assert cli.main(["journal", "index", "--journal", url]) == 0
+        assert "indexed 0 records" in capsys.readouterr().out
+
+
+def test_kruntimes_journal_index_refuses_a_bad_chunk_and_a_missing_journal(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["journal", "index", "--journal", f"sqlite:///{tmp_path}/j.db", "--chunk", "0"])
+    assert "--chunk" in capsys.readouterr().err
+    assert cli.main(["journal", "index", "--journal", f"sqlite:///{tmp_path}/missing.db"]) == 2
+    assert "kruntimes journal index:" in capsys.readouterr().err
+
+
+def test_an_unknown_history_mode_is_refused() -> None:
+    with pytest.raises(ValueError, match="inline, follow"):
+        backends.Journal(backends.create_engine("sqlite://"), history="later")
+
+
+def test_derived_kinds_are_the_only_payloads_the_indexer_reads() -> None:
+    # A checkpoint's payload is large and derives nothing: the indexer leaves it in the database.
+    assert "checkpoint" not in derived.KINDS and {"cycle", "mutation", "bind", "reserve"} <= derived.KINDS
