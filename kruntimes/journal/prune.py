@@ -193,6 +193,7 @@ def _removed_heads(conn: sa.Connection, epochs: tuple[str, ...]) -> list[dict[st
 def _forget_history(conn: sa.Connection, report: PruneReport) -> None:
     """Delete the history rows of the deleted records, and the pending episodes that began among them.
 
+    A kept placement's link to a deleted previous cycle (churn) is cleared.
     The counts (``history_pod_hours``, ``history_rejection_hours``, ``history_epochs``)
     keep what was pruned: ``kruntimes journal reindex`` recounts them from what is left.
     """
@@ -207,6 +208,10 @@ def _forget_history(conn: sa.Connection, report: PruneReport) -> None:
     for table in derived.ROW_TABLES:
         conn.execute(sa.delete(table).where(gone(table.c.epoch, table.c.lsn)))
     conn.execute(sa.delete(derived.waits).where(gone(derived.waits.c.epoch, derived.waits.c.first_lsn)))
+    # A kept placement whose previous cycle went keeps no link to it, as a reindex of what is left gives.
+    p = derived.placements
+    conn.execute(sa.update(p).where(p.c.previous_lsn.is_not(None), gone(p.c.epoch, p.c.previous_lsn))
+                 .values(previous_lsn=None, previous_result=None, previous_top=None))
 
 
 def _record_evidence(conn: sa.Connection, report: PruneReport, by: str | None, now: datetime | None,

@@ -213,6 +213,15 @@ def test_a_placement_keeps_its_previous_cycle_and_top_candidate_from_this_batch_
         (3, "b", "a", 9), (5, "c", "a", 9)]
     journal.reindex()
     assert linked() == incremental
+    # A prune that deletes a kept placement's previous cycle clears the link, as a reindex would.
+    from kruntimes.journal import prune
+
+    journal.append_batch([_record(6, "checkpoint", {}), cycle(7, "u", "scheduled", "d", "d")])
+    assert linked()[-1] == (7, 3, "scheduled", "b")
+    prune.prune_to(journal, 6)
+    assert linked() == [(7, None, None, None)]
+    journal.reindex()
+    assert linked() == [(7, None, None, None)]
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
