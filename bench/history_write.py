@@ -2,10 +2,13 @@
 
 The same busy-cluster records (bench/history_workload.py) are stored with
 ``Journal.append_batch`` and their payload dicts, as the writer stores them, into fresh
-journals on SQLite and PostgreSQL, alternately with and without the history rows (the
-derivation replaced by an empty one), ``--repeat`` times each at batch sizes 100 and
-1,000; the table shows medians. Encoding (canonical JSON and hash, the writer's other
-work) is timed once and added to both, so the ratios are the writer's throughput ratio.
+journals on SQLite and PostgreSQL, alternately by a ``follow`` journal (records only,
+as before the history tables existed) and an ``inline`` one (each batch's history rows
+in its transaction), ``--repeat`` times each at batch sizes 100 and 1,000; the table
+shows medians. Encoding (canonical JSON and hash, the writer's other work) is timed
+once and added to both, so the ratio is the writer's throughput ratio. "index" is what
+``Journal.index`` (``kruntimes journal index``) then takes per record to derive the
+follow journal's rows, in chunks of 2,000: the same rows, written after the fact.
 
 Wall time on a shared machine moves by half from run to run, so the table also shows
 CPU time: the writer's own (process time) plus, for PostgreSQL on this machine, the
@@ -33,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.history_workload import journal_records  # noqa: E402
 from bench.journal_append import DEFAULT_POSTGRES, fresh_postgres  # noqa: E402
-from kruntimes.journal import backends, derived, records  # noqa: E402
+from kruntimes.journal import backends, records  # noqa: E402
 
 
 @contextmanager
@@ -58,7 +61,13 @@ def _server_cpu(journal: backends.Journal) -> float:
     conn = journal._append_conn  # noqa: SLF001 - the bench looks at the writer's own connection
     if conn is None or journal.backend != "postgresql":
         return 0.0
-    pid = conn.connection.driver_connection.info.backend_pid
+    return _pid_cpu(conn.connection.driver_connection.info.backend_pid)
+
+
+def _pid_cpu(pid: int | None) -> float:
+    """CPU seconds a local process has used (a PostgreSQL backend serving one connection); 0 if unknown."""
+    if pid is None:
+        return 0.0
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
@@ -66,12 +75,13 @@ def _server_cpu(journal: backends.Journal) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def store(url: str, rows: list[records.EncodedRecord], payloads: list[Any], batch: int, history: bool) -> Cost:
-    """Append ``rows`` in batches; CPU is counted from the second batch on (the first opens the connection)."""
-    real = derived.derive
-    if not history:
-        derived.derive = lambda *_args, **_kwargs: derived.Derived()  # type: ignore[assignment]
-    journal = backends.Journal.open(url)
+def store(url: str, rows: list[records.EncodedRecord], payloads: list[Any], batch: int,
+          history: str) -> tuple[Cost, Cost | None]:
+    """Append ``rows`` in batches; CPU is counted from the second batch on (the first opens the connection).
+
+    For a ``follow`` journal, also what indexing its rows afterwards costs per record.
+    """
+    journal = backends.Journal.open(url, history=history)
     try:
         started = time.perf_counter()
         journal.append_batch(rows[:batch], payloads=payloads[:batch])
@@ -80,10 +90,21 @@ def store(url: str, rows: list[records.EncodedRecord], payloads: list[Any], batc
             journal.append_batch(rows[i : i + batch], payloads=payloads[i : i + batch])
         wall = time.perf_counter() - started
         rest = max(1, len(rows) - batch)
-        return Cost(wall / len(rows), (time.process_time() - cpu0) / rest, (_server_cpu(journal) - server0) / rest)
+        stored = Cost(wall / len(rows), (time.process_time() - cpu0) / rest, (_server_cpu(journal) - server0) / rest)
+        if history != "follow":
+            return stored, None
+        return stored, index(journal, len(rows))
     finally:
         journal.close()
-        derived.derive = real  # type: ignore[assignment]
+
+
+def index(journal: backends.Journal, n: int) -> Cost:
+    """``Journal.index`` over everything a follow journal stored, per record (its own connection's server CPU)."""
+    with journal.engine.connect() as conn:
+        pid = conn.connection.driver_connection.info.backend_pid if journal.backend == "postgresql" else None
+    started, cpu0, server0 = time.perf_counter(), time.process_time(), _pid_cpu(pid)
+    assert journal.index(chunk_size=2_000) == n
+    return Cost((time.perf_counter() - started) / n, (time.process_time() - cpu0) / n, (_pid_cpu(pid) - server0) / n)
 
 
 def main() -> None:
@@ -104,24 +125,29 @@ def main() -> None:
         fresh.append(("postgresql", lambda: fresh_postgres(args.postgres)))
     print(f"{len(rows):,} records; encoding {encode * 1e6:.1f} µs a record; {os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.1f}")
-    header = (f"{'backend':<11}{'batch':>6}{'store µs/rec':>14}{'with history':>14}{'ratio':>7}"
-              f"{'CPU µs/rec':>12}{'with history':>14}{'ratio':>7}")
+    header = (f"{'backend':<11}{'batch':>6}{'follow µs/rec':>15}{'inline':>8}{'ratio':>7}"
+              f"{'CPU follow':>12}{'inline':>8}{'ratio':>7}{'index µs/rec':>14}{'CPU':>6}{'index rec/s':>13}")
     print(header)
     print("-" * len(header))
     for name, make in fresh:
         for batch in [int(b) for b in args.batches.split(",")]:
-            costs: dict[bool, list[Cost]] = {False: [], True: []}
+            costs: dict[str, list[Cost]] = {"follow": [], "inline": []}
+            indexing: list[Cost] = []
             for _ in range(args.repeat):
-                for history in (False, True):
+                for history in ("follow", "inline"):
                     with make() as url:
-                        costs[history].append(store(url, rows, payloads, batch, history))
-            off = Cost(*(statistics.median(c[k] for c in costs[False]) for k in range(3)))
-            on = Cost(*(statistics.median(c[k] for c in costs[True]) for k in range(3)))
+                        stored, indexed = store(url, rows, payloads, batch, history)
+                        costs[history].append(stored)
+                        if indexed is not None:
+                            indexing.append(indexed)
+            off, on, ix = (Cost(*(statistics.median(c[k] for c in found) for k in range(3)))
+                           for found in (costs["follow"], costs["inline"], indexing))
             # The writer's throughput ratio: encoding (done once, outside) is its other work.
             cpu_off, cpu_on = encode + off.cpu + off.server, encode + on.cpu + on.server
-            print(f"{name:<11}{batch:>6}{off.wall * 1e6:>14.1f}{on.wall * 1e6:>14.1f}"
+            print(f"{name:<11}{batch:>6}{off.wall * 1e6:>15.1f}{on.wall * 1e6:>8.1f}"
                   f"{(encode + off.wall) / (encode + on.wall):>7.0%}"
-                  f"{cpu_off * 1e6:>12.1f}{cpu_on * 1e6:>14.1f}{cpu_off / cpu_on:>7.0%}")
+                  f"{cpu_off * 1e6:>12.1f}{cpu_on * 1e6:>8.1f}{cpu_off / cpu_on:>7.0%}"
+                  f"{ix.wall * 1e6:>14.1f}{(ix.cpu + ix.server) * 1e6:>6.0f}{1 / ix.wall:>13,.0f}")
 
 
 if __name__ == "__main__":

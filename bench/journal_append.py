@@ -17,10 +17,13 @@ Records are cycle-sized (~800 bytes of canonical JSON payload).
 
     python bench/journal_append.py [--records N] [--postgres URL | --no-postgres]
                                    [--workload cycles|cluster] [--batches 1,100,1000]
+                                   [--history inline|follow]
 
 ``--workload cluster`` appends a busy cluster's record mix instead (bench/history_workload.py:
 mutations, cycles, binds, reserves, drops, with the payloads the scheduler writes), the
-records the history tables are derived from.
+records the history tables are derived from. ``--history follow`` measures writers that
+store records only and leave the history rows to ``kruntimes journal index``
+(``--journal-history follow``); the default, ``inline``, writes them in each batch.
 
 PostgreSQL URL: --postgres, $KRUNTIMES_BENCH_POSTGRES_URL, or
 postgresql+psycopg://postgres@127.0.0.1:5432/test (each run uses a fresh schema).
@@ -148,13 +151,13 @@ def raw_postgres(url: str, rows: list[records.EncodedRecord], batch: int) -> flo
 
 
 def through_writer(url: str, recs: list[records.JournalRecord], batch: int, *, caller_encodes: bool,
-                   in_process: bool = False) -> float:
-    journal = backends.Journal.open(url)
+                   in_process: bool = False, history: str = "inline") -> float:
+    journal = backends.Journal.open(url, history=history)
     with tempfile.TemporaryDirectory() as tmp:
         w: Any
         if in_process:
             w = process.ProcessJournalWriter(url, spool_path=Path(tmp) / "spool", max_batch=batch,
-                                             buffer_size=len(recs), registry=CollectorRegistry())
+                                             buffer_size=len(recs), registry=CollectorRegistry(), history=history)
         else:
             w = writer.JournalWriter(journal, spool_path=Path(tmp) / "spool", max_batch=batch,
                                      buffer_size=len(recs), registry=CollectorRegistry()).start()
@@ -184,6 +187,8 @@ def main() -> None:
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--workload", choices=("cycles", "cluster"), default="cycles")
     parser.add_argument("--batches", default=",".join(map(str, BATCHES)))
+    parser.add_argument("--history", choices=("inline", "follow"), default="inline",
+                        help="the writers' history tables: in each batch (inline) or left to the indexer (follow)")
     args = parser.parse_args()
     make = make_records
     if args.workload == "cluster":
@@ -199,7 +204,7 @@ def main() -> None:
 
     sample = [records.encode(r).payload.encode() for r in make(1000)]
     print(f"{args.workload} records: {sum(map(len, sample)) // len(sample)} bytes of canonical JSON on average;"
-          f" {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+          f" history {args.history}; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     header = (f"{'backend':<11}{'batch':>6}{'records':>9}{'raw rows/s':>12}{'writer/s':>11}{'ratio':>7}"
               f"{'caller-enc/s':>14}{'ratio':>7}{'process/s':>11}{'ratio':>7}")
     print(header)
@@ -212,11 +217,12 @@ def main() -> None:
             with fresh() as url:
                 raw_rate = raw(url, rows, batch)
             with fresh() as url:
-                writer_rate = through_writer(url, recs, batch, caller_encodes=False)
+                writer_rate = through_writer(url, recs, batch, caller_encodes=False, history=args.history)
             with fresh() as url:
-                caller_rate = through_writer(url, recs, batch, caller_encodes=True)
+                caller_rate = through_writer(url, recs, batch, caller_encodes=True, history=args.history)
             with fresh() as url:
-                process_rate = through_writer(url, recs, batch, caller_encodes=False, in_process=True)
+                process_rate = through_writer(url, recs, batch, caller_encodes=False, in_process=True,
+                                              history=args.history)
             print(
                 f"{name:<11}{batch:>6}{n:>9}{raw_rate:>12,.0f}{writer_rate:>11,.0f}{writer_rate / raw_rate:>7.0%}"
                 f"{caller_rate:>14,.0f}{caller_rate / raw_rate:>7.0%}{process_rate:>11,.0f}{process_rate / raw_rate:>7.0%}"
