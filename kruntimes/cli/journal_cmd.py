@@ -9,18 +9,15 @@ on a terminal (showing what would go) and needs ``--yes`` anywhere else.
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
-import time
-from types import FrameType
 
-from kruntimes.cli import journal_args as ja
 from kruntimes.cli import arg_types
-from kruntimes.journal import follow, prune
+from kruntimes.cli import journal_args as ja
+from kruntimes.cli.journal_index import run_index
+from kruntimes.journal import prune
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("journal", help="maintain the journal (prune old records, rebuild the history tables)")
+    p = sub.add_parser("journal", help="maintain the journal (prune old records, rebuild or index the history tables)")
     actions = p.add_subparsers(dest="journal_command", required=True, metavar="ACTION")
     q = actions.add_parser(
         "prune", help="delete records older than TIME, keeping every later cycle replayable",
@@ -46,10 +43,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                     "own, until SIGTERM or Ctrl-C.")
     ja.add_url_option(i)
     i.add_argument("--follow", action="store_true", help="keep indexing new records as they are stored")
-    i.add_argument("--interval", type=arg_types.seconds(float), default=1.0, metavar="DURATION",
-                   help="with --follow: the pause when the tables have caught up (default 1s; 500ms is 0.5)")
+    i.add_argument("--interval", type=arg_types.positive(arg_types.seconds(float)), default=1.0, metavar="DURATION",
+                   help="with --follow: the pause when the tables have caught up (default 1s)")
     i.add_argument("--chunk", type=arg_types.positive(int), default=2_000, metavar="N",
                    help="records per transaction (default 2000): a writer on SQLite waits at most one chunk")
+    i.add_argument("--http-address", default="0.0.0.0", metavar="ADDRESS",
+                   help="with --follow and --http-port: the address of /metrics (default 0.0.0.0)")
+    i.add_argument("--http-port", type=int, default=None, metavar="PORT",
+                   help="with --follow: serve Prometheus metrics on this port (default: none)")
     i.set_defaults(run=run_index)
 
 
@@ -62,42 +63,6 @@ def run_reindex(args: argparse.Namespace) -> int:
         journal.close()
     print(f"rebuilt the history tables from {read} records")
     return 0
-
-
-@ja.guarded("kruntimes journal index")
-def run_index(args: argparse.Namespace) -> int:
-    journal = ja.open_journal(ja.journal_url(args))
-    stop = threading.Event()
-    if args.follow:
-        def on_term(_signum: int, _frame: FrameType | None) -> None:
-            stop.set()
-
-        signal.signal(signal.SIGTERM, on_term)
-    try:
-        total, started = 0, time.monotonic()
-        while True:
-            read = journal.index(chunk_size=args.chunk)
-            total += read
-            if read and args.follow:
-                print(f"indexed {read} records; {behind(journal.history_lag())}", flush=True)
-            if not args.follow or stop.wait(args.interval):
-                break
-    except KeyboardInterrupt:
-        pass
-    finally:
-        lag = journal.history_lag()
-        journal.close()
-    print(f"indexed {total} records in {time.monotonic() - started:.1f} s; {behind(lag)}")
-    return 0
-
-
-def behind(lag: list[follow.Lag]) -> str:
-    """Where the history tables stand against the stored records."""
-    if not lag:
-        return "the history tables hold every stored record"
-    gap = sum(head - (done if done is not None else first - 1) for _epoch, done, head, first in lag)
-    return (f"the history tables trail the journal in {len(lag)} epoch(s) by {gap} LSNs "
-            f"(from LSN {min((done or first - 1) + 1 for _e, done, _h, first in lag)})")
 
 
 @ja.guarded("kruntimes journal prune")

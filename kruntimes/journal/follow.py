@@ -50,6 +50,11 @@ class Lag(NamedTuple):
     first_lsn: int
 
 
+def lsns_behind(lag: list[Lag]) -> int:
+    """How many LSNs of stored records the tables do not hold yet, over every lagging epoch."""
+    return sum(head - (done if done is not None else first - 1) for _epoch, done, head, first in lag)
+
+
 def lagging(conn: sa.Connection) -> bool:
     """Whether any epoch has records the history tables do not hold yet (one indexed probe)."""
     return conn.execute(sa.select(sa.literal(1)).where(_LAGS).limit(1)).first() is not None

@@ -1,0 +1,102 @@
+"""`kruntimes journal index [--follow]`: the history tables' indexer, for schedulers started with
+``--journal-history follow`` (``kruntimes.journal.follow``).
+
+Once, it derives what the tables lack and exits. With ``--follow`` it is a long-running
+process (a sidecar, or a Deployment of its own): it indexes, sleeps ``--interval`` when
+caught up, rides out a database that is away (retrying with a back-off, as the
+scheduler's writer does, rather than exiting into a crash loop) and stops cleanly on
+SIGTERM or Ctrl-C. ``--http-port`` serves its Prometheus metrics: records indexed, how
+far the tables trail, failed rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from types import FrameType
+from typing import Any
+
+from kruntimes.cli import journal_args as ja
+from kruntimes.journal import backends, errors, follow, redact
+
+#: The longest pause between attempts while the database is away.
+MAX_RETRY_SECONDS = 30.0
+
+
+class Metrics:
+    def __init__(self, registry: Any) -> None:
+        from prometheus_client import Counter, Gauge  # only a following indexer serves metrics
+
+        self.indexed = Counter("kruntimes_history_indexed_records", "Records whose history rows the indexer wrote",
+                               registry=registry)
+        self.lag = Gauge("kruntimes_history_lag_lsns",
+                         "LSNs of stored records the history tables do not hold yet (0: caught up)", registry=registry)
+        self.failures = Counter("kruntimes_history_index_failures", "Indexing rounds that failed (database away)",
+                                registry=registry)
+
+
+@ja.guarded("kruntimes journal index")
+def run_index(args: argparse.Namespace) -> int:
+    journal = ja.open_journal(ja.journal_url(args))
+    try:
+        if not args.follow:
+            started = time.monotonic()
+            total = journal.index(chunk_size=args.chunk)
+            print(f"indexed {total} records in {time.monotonic() - started:.1f} s; {behind(journal.history_lag())}")
+            return 0
+        return _follow(journal, args)
+    finally:
+        journal.close()
+
+
+def _follow(journal: backends.Journal, args: argparse.Namespace) -> int:
+    stop = threading.Event()
+
+    def on_term(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_term)
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    if args.http_port is not None:
+        start_http_server(args.http_port, addr=args.http_address, registry=registry)
+    total, retry = 0, args.interval
+    print(f"indexing {ja.shown(ja.journal_url(args))} every {args.interval:g} s once caught up", flush=True)
+    try:
+        while not stop.is_set():
+            try:
+                read = journal.index(chunk_size=args.chunk, limit=args.chunk * 50)
+                lag = journal.history_lag()
+            except errors.JournalUnavailable as exc:
+                metrics.failures.inc()
+                retry = min(MAX_RETRY_SECONDS, retry * 2)
+                print(f"kruntimes journal index: {redact.text(str(exc), ja.journal_url(args))}; retrying in {retry:g} s",
+                      file=sys.stderr, flush=True)
+                stop.wait(retry)
+                continue
+            retry = args.interval
+            total += read
+            metrics.indexed.inc(read)
+            metrics.lag.set(follow.lsns_behind(lag))
+            if read:
+                print(f"indexed {read} records; {behind(lag)}", flush=True)
+            if not lag:
+                stop.wait(args.interval)
+    except KeyboardInterrupt:
+        pass
+    print(f"stopped after indexing {total} records", flush=True)
+    return 0
+
+
+def behind(lag: list[follow.Lag]) -> str:
+    """Where the history tables stand against the stored records."""
+    if not lag:
+        return "the history tables hold every stored record"
+    start = min((done if done is not None else first - 1) + 1 for _epoch, done, _head, first in lag)
+    return (f"the history tables trail the journal in {len(lag)} epoch(s) by {follow.lsns_behind(lag)} LSNs "
+            f"(from LSN {start})")
