@@ -1,5 +1,5 @@
-"""``history="follow"`` reaches every writer the scheduler opens: the session's (in its own process
-or a thread) and the one that drains a killed term's spool (``SpoolRecovery``).
+"""``history="follow"`` reaches every writer the scheduler opens: the session's (in its own process,
+started again if it dies, or a thread) and the one that drains a killed term's spool (``SpoolRecovery``).
 
 Each stores records only; ``Journal.index`` then builds the tables an inline writer builds.
 A session's records carry its epoch and wall-clock times, so two sessions of one script
@@ -13,12 +13,17 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import os
+import signal
+
 import pytest
+from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import backends, follow, history_tables, records, schema, spool
+from kruntimes.journal.process import ProcessJournalWriter
 from kruntimes.journal.recovery import SpoolRecovery
 from tests.journal.history_journal import Generated
-from tests.journal.test_history_follow import inline_tables, lag, store
+from tests.journal.test_history_follow import index, inline_tables, lag, store
 from tests.journal.test_history_tables import Snapshot, empty_journal_url, snapshot
 from tests.replay import journals
 
@@ -78,6 +83,35 @@ def test_a_follow_session_stores_records_only_and_the_indexer_builds_what_an_inl
     with empty_journal_url(request, backend) as url:  # the same records, through an inline writer
         store(url, stored, history="inline")
         assert snapshot(url) == indexed
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_writer_process_started_again_after_a_kill_still_stores_records_only(
+        backend: str, generated: Generated, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    expected = inline_tables(request, backend, generated)
+    half = len(generated.records) // 2
+    with empty_journal_url(request, backend) as url:
+        w = ProcessJournalWriter(url, spool_path=tmp_path / "spool", registry=CollectorRegistry(), migrate=True,
+                                 history="follow", retry_interval=0.02, max_retry_interval=0.1)
+        try:
+            for record in generated.records[:half]:
+                assert w.append(record)
+            assert w.flush(30.0)
+            assert index(url, 50) == half and lag(url) == []  # caught up: an inline writer would derive again
+            first = w.pid
+            assert first is not None
+            os.kill(first, signal.SIGKILL)
+            for record in generated.records[half:]:
+                assert w.append(record)
+            assert w.flush(30.0)
+            assert w.restarts >= 1 and w.pid != first
+        finally:
+            w.close(30.0)
+        start, mid, end = generated.records[0], generated.records[half - 1], generated.records[-1]
+        assert lag(url) == [follow.Lag(start.incarnation, mid.lsn, end.lsn, start.lsn)], \
+            "the new writer process was told to follow too"
+        assert index(url, 50) == len(generated.records) - half
+        assert snapshot(url) == expected
 
 
 def _spool_with(path: Path, batch: list[records.JournalRecord]) -> None:
