@@ -9,12 +9,11 @@ exactly with what an inline writer builds from the very records the session stor
 
 from __future__ import annotations
 
+import os
+import signal
 from collections import Counter
 from pathlib import Path
 from typing import Any
-
-import os
-import signal
 
 import pytest
 from prometheus_client import CollectorRegistry
