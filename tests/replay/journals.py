@@ -70,11 +70,15 @@ def _count_cycles(url: str, incarnation: str) -> tuple[int, int]:
 
 def scripted(url: str, spool_dir: Path, *, checkpoint_every: int = 40, detail: str = "summary",
              config: SchedulerConfig | None = None, top_candidates: int = 3,
-             planner: Any = None) -> Written:
-    """A small, fully deterministic history: placements, affinity, a full pool, completions, deletions."""
+             planner: Any = None, **session_options: Any) -> Written:
+    """A small, fully deterministic history: placements, affinity, a full pool, completions, deletions.
+
+    ``session_options`` go to the ``JournalSession`` (its ``writer``, ``history``, ...): they change
+    how the records are stored, never which records are made.
+    """
     config = config or SchedulerConfig()
     session = _session(url, spool_dir, config, checkpoint_every=checkpoint_every, detail=detail,
-                       top_candidates=top_candidates)
+                       top_candidates=top_candidates, **session_options)
     try:
         cache = ClusterCache(config, session.recorder)
         session.attach(cache)
