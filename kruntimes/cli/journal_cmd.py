@@ -79,7 +79,7 @@ def run_index(args: argparse.Namespace) -> int:
             read = journal.index(chunk_size=args.chunk)
             total += read
             if read and args.follow:
-                print(f"indexed {read} records; {behind(journal.history_lag())}", flush=True)
+                print(f"indexed {read} records; {follow.describe(journal.history_lag())}", flush=True)
             if not args.follow or stop.wait(args.interval):
                 break
     except KeyboardInterrupt:
@@ -87,17 +87,8 @@ def run_index(args: argparse.Namespace) -> int:
     finally:
         lag = journal.history_lag()
         journal.close()
-    print(f"indexed {total} records in {time.monotonic() - started:.1f} s; {behind(lag)}")
+    print(f"indexed {total} records in {time.monotonic() - started:.1f} s; {follow.describe(lag)}")
     return 0
-
-
-def behind(lag: list[follow.Lag]) -> str:
-    """Where the history tables stand against the stored records."""
-    if not lag:
-        return "the history tables hold every stored record"
-    gap = sum(head - (done if done is not None else first - 1) for _epoch, done, head, first in lag)
-    return (f"the history tables trail the journal in {len(lag)} epoch(s) by {gap} LSNs "
-            f"(from LSN {min((done or first - 1) + 1 for _e, done, _h, first in lag)})")
 
 
 @ja.guarded("kruntimes journal prune")
