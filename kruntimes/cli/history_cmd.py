@@ -3,7 +3,9 @@
 Each sub-command is one call into ``kruntimes.journal.history`` (parameterized queries on
 the history tables) printed as tables, or as ``-o json|yaml``. Nothing is
 found → a note on stderr and exit code 1; bad input or an unreachable journal → one
-line and exit code 2 (``journal_args.guarded``).
+line and exit code 2 (``journal_args.guarded``). While the history tables trail the
+records (a ``--journal-history follow`` scheduler), every command says so first, in one
+line on stderr: stdout stays what scripts expect.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 from kruntimes.cli import journal_args as ja
 from kruntimes.cli import output, scores
 from kruntimes.cli.output import Column, Listing
-from kruntimes.journal import history
+from kruntimes.journal import backends, follow, history
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -77,6 +79,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         q.set_defaults(run=runner)
 
 
+def _open(args: argparse.Namespace) -> backends.Journal:
+    """The journal, after one line on stderr if its history tables trail the records.
+
+    Why stderr: the answers are complete only up to where the tables are; the person
+    reading them should know, and a script reading stdout must get the same output.
+    """
+    journal = ja.open_journal(ja.journal_url(args))
+    try:
+        advice = follow.advice(journal.history_lag())  # one small query on journal_epochs
+    except BaseException:
+        journal.close()
+        raise
+    if advice:
+        print(f"note: {advice}", file=sys.stderr)
+    return journal
+
+
 def _limit(value: int | None) -> int | None:
     if value is not None and value < 1:
         raise ja.UsageError(f"--limit must be at least 1, got {value}")
@@ -91,7 +110,7 @@ def _num(value: Any) -> str:
 def run_run(args: argparse.Namespace) -> int:
     namespace, name = ja.parse_key(args.key)
     limit = _limit(args.limit)
-    journal = ja.open_journal(ja.journal_url(args))
+    journal = _open(args)
     try:
         found = history.run_history(journal, namespace, name, limit=limit)
     finally:
@@ -153,7 +172,7 @@ def run_pod(args: argparse.Namespace) -> int:
     namespace, name = ja.parse_key(args.key)
     limit = _limit(args.limit)
     at = ja.parse_time(args.at, what="--at") if args.at else None
-    journal = ja.open_journal(ja.journal_url(args))
+    journal = _open(args)
     try:
         found = history.pod_history(journal, namespace, name, at=at, limit=limit)
     finally:
@@ -208,7 +227,7 @@ def run_cycles(args: argparse.Namespace) -> int:
     since = ja.parse_time(args.since, what="--since") if args.since else None
     until = ja.parse_time(args.until, what="--until") if args.until else None
     limit = _limit(args.limit)
-    journal = ja.open_journal(ja.journal_url(args))
+    journal = _open(args)
     try:
         found = history.cycles(journal, since=since, until=until, outcome=args.outcome, limit=limit)
     finally:
@@ -230,7 +249,7 @@ def run_cycles(args: argparse.Namespace) -> int:
 
 
 def _read(args: argparse.Namespace, ask: Any) -> Any:
-    journal = ja.open_journal(ja.journal_url(args))
+    journal = _open(args)
     try:
         return ask(journal)
     finally:

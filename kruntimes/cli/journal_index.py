@@ -45,7 +45,7 @@ def run_index(args: argparse.Namespace) -> int:
         if not args.follow:
             started = time.monotonic()
             total = journal.index(chunk_size=args.chunk)
-            print(f"indexed {total} records in {time.monotonic() - started:.1f} s; {behind(journal.history_lag())}")
+            print(f"indexed {total} records in {time.monotonic() - started:.1f} s; {follow.describe(journal.history_lag())}")
             return 0
         return _follow(journal, args)
     finally:
@@ -82,21 +82,12 @@ def _follow(journal: backends.Journal, args: argparse.Namespace) -> int:
             retry = args.interval
             total += read
             metrics.indexed.inc(read)
-            metrics.lag.set(follow.lsns_behind(lag))
+            metrics.lag.set(t.lsns if (t := follow.trail(lag)) is not None else 0)
             if read:
-                print(f"indexed {read} records; {behind(lag)}", flush=True)
+                print(f"indexed {read} records; {follow.describe(lag)}", flush=True)
             if not lag:
                 stop.wait(args.interval)
     except KeyboardInterrupt:
         pass
     print(f"stopped after indexing {total} records", flush=True)
     return 0
-
-
-def behind(lag: list[follow.Lag]) -> str:
-    """Where the history tables stand against the stored records."""
-    if not lag:
-        return "the history tables hold every stored record"
-    start = min((done if done is not None else first - 1) + 1 for _epoch, done, _head, first in lag)
-    return (f"the history tables trail the journal in {len(lag)} epoch(s) by {follow.lsns_behind(lag)} LSNs "
-            f"(from LSN {start})")

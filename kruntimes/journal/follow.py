@@ -50,11 +50,6 @@ class Lag(NamedTuple):
     first_lsn: int
 
 
-def lsns_behind(lag: list[Lag]) -> int:
-    """How many LSNs of stored records the tables do not hold yet, over every lagging epoch."""
-    return sum(head - (done if done is not None else first - 1) for _epoch, done, head, first in lag)
-
-
 def lagging(conn: sa.Connection) -> bool:
     """Whether any epoch has records the history tables do not hold yet (one indexed probe)."""
     return conn.execute(sa.select(sa.literal(1)).where(_LAGS).limit(1)).first() is not None
@@ -66,6 +61,45 @@ def lag(conn: sa.Connection) -> list[Lag]:
             for epoch, done, head, first in conn.execute(
                 sa.select(_e.c.epoch, _e.c.history_lsn, _e.c.head_lsn, _e.c.first_lsn).where(_LAGS)
                 .order_by(_e.c.first_lsn, _e.c.epoch))]
+
+
+#: The command that brings the tables up to date, as the notes to readers name it.
+CATCH_UP = "kruntimes journal index"
+
+
+class Trail(NamedTuple):
+    """How far the history tables trail the records, summed over the lagging epochs."""
+
+    lsns: int  # records (LSNs) stored but not yet in the tables
+    epochs: int
+    from_lsn: int  # the oldest LSN not yet in the tables
+
+
+def trail(lag: list[Lag]) -> Trail | None:
+    """``lag`` summed up (None: caught up)."""
+    if not lag:
+        return None
+    start = [(done if done is not None else first - 1) for _epoch, done, _head, first in lag]
+    return Trail(sum(head - s for (_e, _d, head, _f), s in zip(lag, start)), len(lag), min(start) + 1)
+
+
+def describe(lag: list[Lag]) -> str:
+    """Where the history tables stand against the stored records (``kruntimes journal index`` prints it)."""
+    t = trail(lag)
+    if t is None:
+        return "the history tables hold every stored record"
+    return f"the history tables trail the journal in {t.epochs} epoch(s) by {t.lsns} LSNs (from LSN {t.from_lsn})"
+
+
+def advice(lag: list[Lag]) -> str | None:
+    """What a reader of the history tables is told while they trail: how far, why, and what catches up.
+
+    One sentence, shared by ``kruntimes history`` (on stderr) and the web view (a banner).
+    """
+    if not lag:
+        return None
+    return (f"{describe(lag)}, so answers leave out those records (stored with --journal-history follow); "
+            f'run "{CATCH_UP}" to bring the tables up to date')
 
 
 def mark_all(conn: sa.Connection) -> None:

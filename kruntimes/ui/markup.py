@@ -111,3 +111,14 @@ def page(title: str, *body: Any, active: str = "", journal: str = "") -> bytes:
         h("body", nav, h("main", h("h1", title), *body)),
         lang="en")
     return doc.encode("utf-8")
+
+
+def with_banner(document: bytes, banner: Html) -> bytes:
+    """A document from ``page`` with ``banner`` between the navigation and the page's content.
+
+    Why after the fact: a banner about the journal as a whole belongs on every page, so
+    the server adds it to each one it serves rather than every page asking for it. The
+    first ``</nav>`` is the layout's (``page`` writes it before anything a page supplies,
+    and text is escaped); a fragment without one is returned as it is.
+    """
+    return document.replace(b"</nav>", b"</nav>" + banner.encode("utf-8"), 1)

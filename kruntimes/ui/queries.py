@@ -30,7 +30,7 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, errors, migrate, schema
+from kruntimes.journal import backends, errors, follow, migrate, schema
 from kruntimes.ui import buckets, indexed
 
 _R = schema.journal_records
@@ -218,6 +218,10 @@ class Reader:
     def leader_records(self, limit: int = 200) -> list[Record]:
         stmt = self._select().where(_R.c.kind == "leader").order_by(_R.c.lsn.desc()).limit(limit)
         return list(reversed(list(self._records(stmt))))
+
+    def history_lag(self) -> list[follow.Lag]:
+        """The epochs the history tables trail (empty: caught up); one query on the tiny journal_epochs."""
+        return self.journal.history_lag()
 
     def prune_record(self) -> Record | None:
         return next(self._records(self._select().where(_R.c.lsn == 0)), None)

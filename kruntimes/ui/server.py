@@ -8,7 +8,9 @@ Policy that allows scripts from this server only; Plotly's script comes from the
 air-gapped).
 
 Only GET and HEAD are answered: the view never changes anything, and the journal is
-opened read-only underneath (``queries``).
+opened read-only underneath (``queries``). While the history tables trail the records
+(a ``--journal-history follow`` scheduler), every page carries a banner saying how far
+and which command catches up.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 from wsgiref import simple_server
 
-from kruntimes.journal import errors
+from kruntimes.journal import errors, follow
 from kruntimes.ui import integrity_page, markup, params, pod_page, queries, run_page, timeline, whatif_page
 
 log = logging.getLogger("kruntimes.ui")
@@ -112,9 +114,22 @@ class App:
             return self._error("404 Not Found", str(exc.args[0]) if exc.args else "not found")
         except errors.JournalError as exc:
             return self._error("503 Service Unavailable", str(exc))
+        body = self._with_lag(body)
         elapsed = (time.perf_counter() - started) * 1000
         return "200 OK", [("Content-Type", "text/html; charset=utf-8"), ("Cache-Control", "no-store"),
                           ("Server-Timing", f"page;dur={elapsed:.1f}")], body
+
+    def _with_lag(self, body: bytes) -> bytes:
+        """``body`` with a banner while the history tables trail the records (``--journal-history follow``)."""
+        try:
+            advice = follow.advice(self.reader.history_lag())
+        except errors.JournalError as exc:  # the page was read: it is worth more than the banner
+            log.warning("cannot tell whether the history tables trail the journal: %s", exc)
+            return body
+        if advice is None:
+            return body
+        return markup.with_banner(body, markup.h("div", markup.h("strong", "Not up to date: "), advice,
+                                                 class_="lag-banner", role="status"))
 
     def _error(self, status: str, message: str) -> tuple[str, list[tuple[str, str]], bytes]:
         body = markup.page(status.split(" ", 1)[1], markup.h("p", message, class_="error"))
