@@ -38,6 +38,8 @@ def check_mode(mode: str) -> str:
 
 
 _e = schema.journal_epochs
+#: The PostgreSQL advisory lock an indexer's transaction holds ("kruntime" in ASCII).
+_INDEXER_LOCK = 0x6B72756E74696D65
 _LAGS = sa.or_(_e.c.history_lsn.is_(None), _e.c.history_lsn < _e.c.head_lsn)
 
 
@@ -114,9 +116,13 @@ def index_chunk(conn: sa.Connection, backend: types.ModuleType, chunk_size: int)
     the order ``rebuild_history`` applies them in, and each epoch's ``history_lsn`` moves
     to the last of its records taken. Returns how many records were read (0: caught up).
     """
-    # A write first: SQLite then holds the write lock for the whole transaction (a
-    # transaction that read first could not write once the writer committed meanwhile).
-    conn.execute(sa.update(_e).where(sa.false()).values(history_lsn=_e.c.history_lsn))
+    # One indexer at a time. SQLite: a write first, so the transaction holds the write lock
+    # throughout (one that read first could not write once the writer committed meanwhile).
+    # PostgreSQL: a transaction-scoped advisory lock, which the writers never take.
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _INDEXER_LOCK})
+    else:
+        conn.execute(sa.update(_e).where(sa.false()).values(history_lsn=_e.c.history_lsn))
     behind = lag(conn)
     if not behind:
         return 0

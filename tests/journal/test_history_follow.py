@@ -154,6 +154,35 @@ def test_the_indexer_and_a_follow_writer_run_at_once_and_nothing_is_lost_or_reor
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_two_indexers_at_once_take_turns_and_build_the_tables_once(
+        backend: str, generated: Generated, request: pytest.FixtureRequest) -> None:
+    expected = inline_tables(request, backend, generated)
+    with empty_journal_url(request, backend) as url:
+        store(url, generated.records, history="follow")
+        read, failures = [], []
+        start = threading.Barrier(2)
+
+        def indexer() -> None:
+            journal = backends.Journal.open(url, create=False)
+            try:
+                start.wait(10)
+                read.append(journal.index(chunk_size=3))
+            except Exception as exc:  # noqa: BLE001 - reported by the test thread
+                failures.append(exc)
+            finally:
+                journal.close()
+
+        threads = [threading.Thread(target=indexer) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert failures == []
+        assert sum(read) == len(generated.records), "each record indexed once, by one of them"
+        assert snapshot(url) == expected
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_reindex_leaves_every_epoch_caught_up(backend: str, generated: Generated,
                                               request: pytest.FixtureRequest) -> None:
     expected = inline_tables(request, backend, generated)
