@@ -111,7 +111,22 @@ def _egress_ports(policies: list[Object]) -> set[tuple[str, int]]:
             for p in rule["ports"]}
 
 
-def test_the_indexer_may_reach_the_database_and_dns_and_nothing_may_reach_it(tmp_path: Path) -> None:
+def test_the_indexer_serves_metrics_on_the_port_its_flag_binds_and_the_pod_monitor_scrapes(tmp_path: Path) -> None:
+    objects = with_component(tmp_path)
+    indexer = container(_pod(objects, INDEXER), "history-indexer")
+    args = cli_main.build_parser().parse_args(indexer["command"][1:] + indexer.get("args", []))
+    (port,) = [p for p in indexer["ports"] if p["name"] == "metrics"]
+    assert args.http_port == port["containerPort"]
+    monitor = find(kustomize(ROOT / "deploy" / "monitoring"), "PodMonitor", INDEXER)
+    assert _selects(monitor["spec"]["selector"], _pod_labels(objects, INDEXER))
+    assert [e["port"] for e in monitor["spec"]["podMetricsEndpoints"]] == ["metrics"]
+
+
+def _pod_labels(objects: list[Object], name: str) -> dict[str, str]:
+    return dict(find(objects, "Deployment", name)["spec"]["template"]["metadata"]["labels"])
+
+
+def test_the_indexer_may_reach_the_database_and_dns_and_only_monitoring_may_reach_its_metrics(tmp_path: Path) -> None:
     objects = with_component(tmp_path)
     policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
     workloads = {o["metadata"]["name"]: o["spec"]["template"]["metadata"]["labels"]
@@ -123,7 +138,10 @@ def test_the_indexer_may_reach_the_database_and_dns_and_nothing_may_reach_it(tmp
     on_indexer = selecting(INDEXER)
     assert [p["metadata"]["name"] for p in on_indexer] == [INDEXER], "policies add up: only its own may select it"
     assert _egress_ports(on_indexer) == {("UDP", 53), ("TCP", 53), ("TCP", 5432)}
-    assert on_indexer[0]["spec"]["policyTypes"] == ["Ingress", "Egress"] and not on_indexer[0]["spec"].get("ingress")
+    assert on_indexer[0]["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    [ingress] = on_indexer[0]["spec"]["ingress"]
+    assert ingress["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    assert ingress["ports"] == [{"protocol": "TCP", "port": 8080}]
     for other in set(workloads) - {INDEXER}:
         assert [p["metadata"]["name"] for p in selecting(other)] == ["kruntimes"], other
         assert ("TCP", 443) in _egress_ports(selecting(other))

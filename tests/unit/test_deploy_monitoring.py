@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.cluster.settings import ClusterSettings
+from kruntimes.cli import journal_index
 from kruntimes.journal import metrics as journal_metrics
 from tests.unit.manifests import NAMESPACE, ROOT, build, find, kustomize, kustomize_command
 
@@ -26,10 +27,11 @@ METRIC = re.compile(r"\bkruntimes_[a-z0-9_]+\b")
 
 @pytest.fixture(scope="module")
 def served() -> set[str]:
-    """Every sample name a scheduler's /metrics serves (a journal attached)."""
+    """Every sample name a scheduler's /metrics serves (a journal attached), and the history indexer's."""
     registry = CollectorRegistry()
     ClusterScheduler(kubernetes.client.ApiClient(), ClusterSettings(), registry=registry)
     journal_metrics.for_registry(registry)
+    journal_index.Metrics(registry)  # the history indexer's (deploy/components/history-follow)
     # From the TYPE lines: a labelled counter serves no sample until its first increment.
     suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
     names = set()
