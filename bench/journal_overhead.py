@@ -24,6 +24,10 @@ The process applies the scheduler's garbage-collector settings (kruntimes.gctuni
 before measuring, as ``kruntimes scheduler`` does: the same for every row.
 
     python bench/journal_overhead.py [--postgres URL] [--repeat N] [--writers process,thread]
+                                     [--history inline,follow]
+
+``--history`` lists the journal's history modes to measure (default inline: the history
+rows written with each batch; follow: records only, docs/journal.md "Inline or follow").
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ import sqlalchemy as sa
 
 from kruntimes import demo, gctuning
 from kruntimes.api import ingest
-from kruntimes.journal import intake, wire
+from kruntimes.journal import derived, intake, wire
 from kruntimes.journal.backends import Journal
 from kruntimes.journal.process import SEAL_AT
 from kruntimes.journal.recorder import JournalRecorder
@@ -110,17 +114,18 @@ def schedule(recorder: object | None, *, every: int = 1) -> tuple[int, float, fl
 
 
 def _empty(url: str) -> None:
+    """Every record, epoch and history row gone: each run starts from an empty journal."""
     journal = Journal.open(url)
     with journal.engine.begin() as conn:
-        conn.execute(sa.text("DELETE FROM journal_records"))
-        conn.execute(sa.text("DELETE FROM journal_incarnations"))
+        for table in (*derived.TABLE_NAMES, "journal_records", "journal_incarnations", "journal_epochs"):
+            conn.execute(sa.text(f"DELETE FROM {table}"))
     journal.close()
 
 
-def with_journal(url: str, spool: str, writer: str) -> tuple[int, float, float, int, float]:
+def with_journal(url: str, spool: str, writer: str, history: str) -> tuple[int, float, float, int, float]:
     """(cycles, seconds, scheduler CPU seconds, records, bytes per cycle record), ending with every record durable."""
     _empty(url)
-    session = JournalSession(url, SchedulerConfig(workers=1), spool_path=spool, writer=writer,
+    session = JournalSession(url, SchedulerConfig(workers=1), spool_path=spool, writer=writer, history=history,
                              registry=prometheus_client.CollectorRegistry())
     cycles, seconds, cpu = schedule(session.recorder)
     started = time.perf_counter()
@@ -177,6 +182,8 @@ def main() -> None:
         "KRUNTIMES_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"))
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--writers", default="process,thread", help="comma-separated: process, thread")
+    parser.add_argument("--history", default="inline",
+                        help="comma-separated: inline (history rows in each batch), follow (records only)")
     args = parser.parse_args()
     gctuning.tune()
     tmp = tempfile.mkdtemp(prefix="kruntimes-bench-")
@@ -187,10 +194,13 @@ def main() -> None:
     except sa.exc.OperationalError as exc:
         print(f"postgresql unavailable, skipped: {exc.orig}")
     settings: list[tuple[str, Callable[[], tuple[int, ...]]]] = [("journal off", lambda: schedule(None))]
+    modes = args.history.split(",")
     for writer in args.writers.split(","):
         for name, url in backends:
-            settings.append((f"{name}, {writer}", lambda url=url, name=name, writer=writer: with_journal(
-                url, f"{tmp}/{name}-{writer}.spool", writer)))
+            for history in modes:
+                label = f"{name}, {writer}" + (f", {history}" if len(modes) > 1 else "")
+                settings.append((label, lambda url=url, name=name, writer=writer, history=history: with_journal(
+                    url, f"{tmp}/{name}-{writer}-{history}.spool", writer, history)))
     settings.append(("own share", own_share))
     settings.append(("off, busy neighbour", busy_neighbour(30)))
 
@@ -208,12 +218,12 @@ def main() -> None:
     # repeat): runs next to each other share the machine's mood, which on a shared
     # machine moves more between repeats than the journal moves the scheduler.
     off = rates["journal off"]
-    print(f"{'setting':<22}{'cycles/s':>10}{'ratio':>7}{'sched CPU us/cycle':>20}{'records':>9}{'B/cycle rec':>12}")
+    print(f"{'setting':<29}{'cycles/s':>10}{'ratio':>7}{'sched CPU us/cycle':>20}{'records':>9}{'B/cycle rec':>12}")
     for label, _ in settings:
         ratio = statistics.median(r / o for r, o in zip(rates[label], off))
         records, size = extra.get(label, (0, 0.0))
         shown = f"{records:>9,}{size:>12,.0f}" if records else ""
-        print(f"{label:<22}{statistics.median(rates[label]):>10,.0f}{ratio:>7.2f}"
+        print(f"{label:<29}{statistics.median(rates[label]):>10,.0f}{ratio:>7.2f}"
               f"{statistics.median(cpu[label]):>20,.0f}{shown}")
     print(f"(medians of {args.repeat}; cycles/s per run: "
           + "; ".join(f"{label}: {min(r):,.0f}-{max(r):,.0f}" for label, r in rates.items()) + ")")
