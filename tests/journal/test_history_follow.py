@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -72,6 +73,20 @@ def documented_lag(url: str) -> list[dict[str, Any]]:
         engine.dispose()
 
 
+def in_thread(url: str, work: Callable[[backends.Journal], None], failures: list[BaseException]) -> threading.Thread:
+    """A thread (not started) that opens the journal, runs ``work`` on it and keeps what it raised."""
+    def run() -> None:
+        journal = backends.Journal.open(url, create=False)
+        try:
+            work(journal)
+        except Exception as exc:  # noqa: BLE001 - reported by the test thread
+            failures.append(exc)
+        finally:
+            journal.close()
+
+    return threading.Thread(target=run)
+
+
 def index(url: str, chunk_size: int) -> int:
     journal = backends.Journal.open(url, create=False)
     try:
@@ -123,19 +138,14 @@ def test_the_indexer_and_a_follow_writer_run_at_once_and_nothing_is_lost_or_reor
     expected = inline_tables(request, backend, generated)
     with empty_journal_url(request, backend) as url:
         backends.Journal.open(url).close()  # migrated before either starts
-        done, failures, rounds = threading.Event(), [], [0]
+        done, rounds = threading.Event(), [0]
+        failures: list[BaseException] = []
 
-        def indexer() -> None:
-            journal = backends.Journal.open(url, create=False)
-            try:
-                while not done.is_set():
-                    rounds[0] += bool(journal.index(chunk_size=3, limit=3))  # one chunk a call
-            except Exception as exc:  # noqa: BLE001 - reported by the test thread
-                failures.append(exc)
-            finally:
-                journal.close()
+        def indexer(journal: backends.Journal) -> None:
+            while not done.is_set():
+                rounds[0] += bool(journal.index(chunk_size=3, limit=3))  # one chunk a call
 
-        thread = threading.Thread(target=indexer)
+        thread = in_thread(url, indexer, failures)
         thread.start()
         journal = backends.Journal.open(url, create=False, history="follow")
         try:
@@ -159,20 +169,15 @@ def test_two_indexers_at_once_take_turns_and_build_the_tables_once(
     expected = inline_tables(request, backend, generated)
     with empty_journal_url(request, backend) as url:
         store(url, generated.records, history="follow")
-        read, failures = [], []
+        read: list[int] = []
+        failures: list[BaseException] = []
         start = threading.Barrier(2)
 
-        def indexer() -> None:
-            journal = backends.Journal.open(url, create=False)
-            try:
-                start.wait(10)
-                read.append(journal.index(chunk_size=3))
-            except Exception as exc:  # noqa: BLE001 - reported by the test thread
-                failures.append(exc)
-            finally:
-                journal.close()
+        def indexer(journal: backends.Journal) -> None:
+            start.wait(10)
+            read.append(journal.index(chunk_size=3))
 
-        threads = [threading.Thread(target=indexer) for _ in range(2)]
+        threads = [in_thread(url, indexer, failures) for _ in range(2)]
         for thread in threads:
             thread.start()
         for thread in threads:
