@@ -17,7 +17,8 @@ from kruntimes.journal import prune
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("journal", help="maintain the journal (prune old records, rebuild or index the history tables)")
+    p = sub.add_parser("journal",
+                       help="maintain the journal (prune old records, rebuild or index the history tables)")
     actions = p.add_subparsers(dest="journal_command", required=True, metavar="ACTION")
     q = actions.add_parser(
         "prune", help="delete records older than TIME, keeping every later cycle replayable",
