@@ -129,6 +129,12 @@ class Journal:
         return self._engine
 
     @property
+    def history_deferred(self) -> bool:
+        """Whether this journal's appends leave their history rows to ``index``: in follow mode,
+        or inline while the tables trail the records (as of the last batch)."""
+        return self._history == "follow" or self._trailing
+
+    @property
     def backend(self) -> str:
         """``sqlite`` or ``postgresql``: a bounded label for metrics and logs."""
         return str(self._backend.NAME)

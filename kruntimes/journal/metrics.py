@@ -18,6 +18,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 REJECT_REASONS = ("malformed", "oversized", "conflict", "chain")
+#: WriterStats fields that are gauges: several writers' combine as the largest, not the sum.
+GAUGES = ("head_lsn", "history_deferred")
 
 
 @dataclass
@@ -35,14 +37,17 @@ class WriterStats:
     head_lsn: int = 0
     #: Records moved to the quarantine file (also counted in ``rejected``).
     quarantined: int = 0
+    #: 1 while the writer leaves its records' history rows to ``kruntimes journal index``
+    #: (``--journal-history follow``, or inline while the tables trail); a gauge.
+    history_deferred: int = 0
 
     def add(self, other: WriterStats) -> None:
         for f in fields(self):
             if f.name == "rejected":
                 for reason, n in other.rejected.items():
                     self.rejected[reason] = self.rejected.get(reason, 0) + n
-            elif f.name == "head_lsn":
-                self.head_lsn = max(self.head_lsn, other.head_lsn)
+            elif f.name in GAUGES:
+                setattr(self, f.name, max(getattr(self, f.name), getattr(other, f.name)))
             else:
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
@@ -66,7 +71,7 @@ class _Collector:
             if source in self._sources:
                 self._sources.discard(source)
                 final = source.stats()
-                final.buffer_depth = final.head_lsn = 0  # gauges, not totals
+                final.buffer_depth = final.head_lsn = final.history_deferred = 0  # gauges, not totals
                 self._retired.add(final)
 
     def describe(self) -> Iterator[Metric]:
@@ -114,6 +119,12 @@ class _Collector:
             "kruntimes_journal_head_lsn",
             "LSN of the current epoch's head stored in the database (the `journal head` log line has its hash).",
             value=s.head_lsn,
+        )
+        yield GaugeMetricFamily(
+            "kruntimes_journal_history_deferred",
+            "1 while the writer leaves its records' history rows to `kruntimes journal index` "
+            "(--journal-history follow, or inline while the history tables trail the records).",
+            value=s.history_deferred,
         )
         yield counter("kruntimes_journal_records_quarantined",
                       "Records a spool drain refused to store, moved to the quarantine file next to the spool.",

@@ -374,7 +374,7 @@ class ProcessJournalWriter:
                 delay = min(delay * 2, 10.0)
         self.restarts += 1
         with self._in.lock:
-            self._past_stats.add(replace(self._child_stats, buffer_depth=0, head_lsn=0))
+            self._past_stats.add(replace(self._child_stats, buffer_depth=0, head_lsn=0, history_deferred=0))
             self._child_stats = metrics.WriterStats()
         with self._send_lock:
             self._process, self._conn = process, conn

@@ -263,6 +263,7 @@ class JournalWriter(spool_drain.SpoolDrain):
             buffer_depth=len(self._in.buffer),
             head_lsn=self._head_lsn(),
             quarantined=self._quarantined_records,
+            history_deferred=int(self._journal.history_deferred),
         )
 
     def _head_lsn(self) -> int:

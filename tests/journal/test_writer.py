@@ -63,6 +63,10 @@ class FlakyJournal:
             raise errors.JournalUnavailable("simulated outage")
         return self.inner.epochs(only)
 
+    @property
+    def history_deferred(self) -> bool:
+        return self.inner.history_deferred
+
 
 @pytest.fixture
 def flaky(journal: backends.Journal) -> FlakyJournal:
@@ -254,6 +258,8 @@ def test_a_killed_process_keeps_what_it_spooled_and_the_next_one_drains_it(journ
         from tests.journal.factories import record
 
         class Down:
+            history_deferred = False
+
             def append_batch(self, rows, **options):
                 raise errors.JournalUnavailable("database unreachable")
 

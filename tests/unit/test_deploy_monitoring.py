@@ -75,6 +75,15 @@ def test_the_alerts_cover_stuck_pending_a_growing_spool_and_bind_conflicts() -> 
         assert alert["annotations"]["summary"] and alert["annotations"]["description"], name
 
 
+def test_records_whose_history_rows_no_indexer_writes_raise_an_alert() -> None:
+    rule = yaml.safe_load((MONITORING / "prometheusrule.yaml").read_text())
+    alerts = {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
+    expr = alerts["KruntimesHistoryNotIndexed"]["expr"]
+    # The scheduler's gauge, unless the indexer is writing rows (absent indexer: no series, so it fires).
+    assert "kruntimes_journal_history_deferred" in expr.split("unless")[0]
+    assert "kruntimes_history_indexed_records_total" in expr.split("unless")[1]
+
+
 def test_the_dashboard_panels_have_unique_ids_and_a_prometheus_datasource() -> None:
     dashboard = json.loads((MONITORING / "grafana-dashboard.json").read_text())
     ids = [p["id"] for p in dashboard["panels"]]
