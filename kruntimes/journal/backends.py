@@ -364,6 +364,7 @@ class Journal:
             self._drop_append_connection()
             try:
                 with self._engine.begin() as conn:
+                    follow.take_turn(conn)  # an indexer's chunk in flight ends first
                     read = rebuild_history(conn, chunk_size=chunk_size)
                     follow.mark_all(conn)
                     return read

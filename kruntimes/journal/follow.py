@@ -109,6 +109,19 @@ def mark_all(conn: sa.Connection) -> None:
     conn.execute(sa.update(_e).values(history_lsn=_e.c.head_lsn))
 
 
+def take_turn(conn: sa.Connection) -> None:
+    """Wait until no other indexer or rebuild works on the history tables, for the rest of ``conn``'s transaction.
+
+    SQLite: a write first, so the transaction holds the write lock throughout (one that
+    read first could not write once the writer committed meanwhile). PostgreSQL: a
+    transaction-scoped advisory lock, which the writers never take.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _INDEXER_LOCK})
+    else:
+        conn.execute(sa.update(_e).where(sa.false()).values(history_lsn=_e.c.history_lsn))
+
+
 def index_chunk(conn: sa.Connection, backend: types.ModuleType, chunk_size: int) -> int:
     """Derive the rows of the next ``chunk_size`` records the tables lack, in ``conn``'s transaction.
 
@@ -116,13 +129,7 @@ def index_chunk(conn: sa.Connection, backend: types.ModuleType, chunk_size: int)
     the order ``rebuild_history`` applies them in, and each epoch's ``history_lsn`` moves
     to the last of its records taken. Returns how many records were read (0: caught up).
     """
-    # One indexer at a time. SQLite: a write first, so the transaction holds the write lock
-    # throughout (one that read first could not write once the writer committed meanwhile).
-    # PostgreSQL: a transaction-scoped advisory lock, which the writers never take.
-    if conn.dialect.name == "postgresql":
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _INDEXER_LOCK})
-    else:
-        conn.execute(sa.update(_e).where(sa.false()).values(history_lsn=_e.c.history_lsn))
+    take_turn(conn)
     behind = lag(conn)
     if not behind:
         return 0

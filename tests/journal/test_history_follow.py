@@ -272,3 +272,26 @@ def test_an_unknown_history_mode_is_refused() -> None:
 def test_derived_kinds_are_the_only_payloads_the_indexer_reads() -> None:
     # A checkpoint's payload is large and derives nothing: the indexer leaves it in the database.
     assert "checkpoint" not in derived.KINDS and {"cycle", "mutation", "bind", "reserve"} <= derived.KINDS
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_reindex_waits_for_an_indexers_chunk_in_flight(backend: str, generated: Generated,
+                                                         request: pytest.FixtureRequest) -> None:
+    expected = inline_tables(request, backend, generated)
+    with empty_journal_url(request, backend) as url:
+        store(url, generated.records, history="follow")
+        engine = backends.create_engine(url)
+        done = threading.Event()
+        failures: list[BaseException] = []
+        try:
+            with engine.begin() as held:
+                follow.take_turn(held)  # an indexer's transaction, mid-chunk
+                thread = in_thread(url, lambda journal: (journal.reindex(), done.set()), failures)
+                thread.start()
+                assert not done.wait(0.5), "the reindex went ahead of the chunk in flight"
+            thread.join(60)
+        finally:
+            engine.dispose()
+        assert failures == [] and done.is_set()
+        assert lag(url) == []
+        assert snapshot(url) == expected
