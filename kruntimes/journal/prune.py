@@ -41,7 +41,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, derived, errors, records, schema, views
+from kruntimes.journal import backends, derived, errors, follow, records, schema, views
 
 #: The LSN of the prune record: outside the sequence a scheduler numbers from 1.
 PRUNE_LSN = 0
@@ -75,6 +75,8 @@ def prune(journal: backends.Journal, before: datetime, *, dry_run: bool = False,
     r = schema.journal_records
     try:
         with journal.engine.begin() as conn:
+            if not dry_run:  # an indexer's chunk in flight ends first: no row of a pruned record after
+                follow.take_turn(conn)
             c = views.cycles
             first = conn.execute(
                 sa.select(c.c.lsn, c.c.snapshot_lsn, c.c.incarnation).where(c.c.decided_at >= before)
@@ -113,6 +115,7 @@ def prune_to(journal: backends.Journal, checkpoint_lsn: int, *, epoch: str | Non
     r = schema.journal_records
     try:
         with journal.engine.begin() as conn:
+            follow.take_turn(conn)  # an indexer's chunk in flight ends first: no row of a pruned record after
             stmt = sa.select(r.c.kind, r.c.recorded_at, r.c.incarnation).where(r.c.lsn == checkpoint_lsn)
             if epoch is not None:
                 stmt = stmt.where(r.c.incarnation == epoch)

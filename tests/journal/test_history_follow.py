@@ -295,3 +295,29 @@ def test_a_reindex_waits_for_an_indexers_chunk_in_flight(backend: str, generated
         assert failures == [] and done.is_set()
         assert lag(url) == []
         assert snapshot(url) == expected
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_prune_waits_for_an_indexers_chunk_in_flight(backend: str, generated: Generated,
+                                                       request: pytest.FixtureRequest) -> None:
+    from kruntimes.journal import prune
+
+    cut = [r.lsn for r in generated.records if r.kind == "checkpoint"][-1]
+    with empty_journal_url(request, backend) as url:
+        store(url, generated.records, history="follow")
+        engine = backends.create_engine(url)
+        done = threading.Event()
+        failures: list[BaseException] = []
+        try:
+            with engine.begin() as held:
+                follow.take_turn(held)  # an indexer's transaction, mid-chunk
+                thread = in_thread(url, lambda journal: (prune.prune_to(journal, cut), done.set()), failures)
+                thread.start()
+                assert not done.wait(0.5), "the prune went ahead of the chunk in flight"
+            thread.join(60)
+        finally:
+            engine.dispose()
+        assert failures == [] and done.is_set()
+        index(url, 1000)
+        lsn = [c.name for c in derived.cycles.columns].index("lsn")
+        assert all(row[lsn] >= cut for row in snapshot(url)["history_cycles"]), "no row of a pruned record"
