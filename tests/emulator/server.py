@@ -32,6 +32,7 @@ import collections
 import json
 import socket
 import threading
+import time
 import traceback
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -45,6 +46,8 @@ from tests.emulator import faults, resources, rest, schema, selectors, watches
 from tests.emulator.store import ApiError, Store
 
 _POLL = 0.02  # how often serve_forever looks for shutdown()
+#: How long stop() lets woken watches end their responses before it cuts the connections.
+WATCH_END_SECONDS = 2.0
 _REASONS = {400: "BadRequest", 404: "NotFound", 409: "Conflict", 422: "Invalid", 500: "InternalError",
             503: "ServiceUnavailable", 504: "Timeout"}
 
@@ -98,6 +101,11 @@ class Emulator:
             self.store.delivery.wake_all()
         self._server.shutdown()
         self.store.controllers.stop()
+        # Woken watches end on their own, their last chunk written: give them that moment
+        # before the connections are cut, or a client reads a response cut short.
+        deadline = time.monotonic() + WATCH_END_SECONDS
+        while self.open_watches and time.monotonic() < deadline:
+            time.sleep(0.005)
         with self._lock:
             connections = list(self._connections)
         for connection in connections:  # idle keep-alive connections block in a read
