@@ -45,7 +45,8 @@ def run_index(args: argparse.Namespace) -> int:
         if not args.follow:
             started = time.monotonic()
             total = journal.index(chunk_size=args.chunk)
-            print(f"indexed {total} records in {time.monotonic() - started:.1f} s; {follow.describe(journal.history_lag())}")
+            seconds = time.monotonic() - started
+            print(f"indexed {total} records in {seconds:.1f} s; {follow.describe(journal.history_lag())}")
             return 0
         return _follow(journal, args)
     finally:
@@ -75,8 +76,8 @@ def _follow(journal: backends.Journal, args: argparse.Namespace) -> int:
             except errors.JournalUnavailable as exc:
                 metrics.failures.inc()
                 retry = min(MAX_RETRY_SECONDS, retry * 2)
-                print(f"kruntimes journal index: {redact.text(str(exc), ja.journal_url(args))}; retrying in {retry:g} s",
-                      file=sys.stderr, flush=True)
+                why = redact.text(str(exc), ja.journal_url(args))
+                print(f"kruntimes journal index: {why}; retrying in {retry:g} s", file=sys.stderr, flush=True)
                 stop.wait(retry)
                 continue
             retry = args.interval

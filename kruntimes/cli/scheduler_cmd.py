@@ -31,7 +31,7 @@ from kruntimes.cluster import logs
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.cluster.settings import DETAILS, MIGRATE_MODES, ClusterSettings, LeaseSettings, default_identity
-from kruntimes.journal import chain, redact, schema_wait
+from kruntimes.journal import chain, follow, redact, schema_wait
 from kruntimes.scheduler.config import ConfigError
 
 log = logging.getLogger("kruntimes.cli.scheduler")
@@ -79,10 +79,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     option(journal, "--journal-writer", "KRUNTIMES_JOURNAL_WRITER", "process",
            "where records are built and stored: process (its own process, off the scheduler's core) or thread",
            choices=("process", "thread"))
-    option(journal, "--journal-history", "KRUNTIMES_JOURNAL_HISTORY", "inline",
+    option(journal, "--journal-history", "KRUNTIMES_JOURNAL_HISTORY", follow.DEFAULT_HISTORY,
            "inline: the history tables are written with each batch of records, in its transaction; follow: "
            "records only (the writer keeps its full rate) and `kruntimes journal index --follow` writes them after",
-           choices=("inline", "follow"))
+           choices=follow.HISTORY_MODES)
     option(journal, "--journal-key-file", chain.KEY_FILE_ENV, None,
            "file holding the HMAC key of the journal's hash chain (at least 32 bytes; e.g. the mounted "
            "kruntimes-journal-key Secret); without it the chain is plain SHA-256", metavar="PATH")

@@ -27,8 +27,9 @@ from kruntimes.journal import (backend_postgres, backend_sqlite, chain, derived,
 log = logging.getLogger(__name__)
 
 DEFAULT_URL = "sqlite:///kruntimes-journal.db"
-#: Records read and applied at a time when the history tables are rebuilt.
-REINDEX_CHUNK = 5_000
+REINDEX_CHUNK = follow.REINDEX_CHUNK
+#: Revisions 0004-0006 call it by this name.
+rebuild_history = follow.rebuild_history
 
 
 class Incarnation(NamedTuple):
@@ -365,7 +366,7 @@ class Journal:
             try:
                 with self._engine.begin() as conn:
                     follow.take_turn(conn)  # an indexer's chunk in flight ends first
-                    read = rebuild_history(conn, chunk_size=chunk_size)
+                    read = follow.rebuild_history(conn, chunk_size=chunk_size)
                     follow.mark_all(conn)
                     return read
             except sa_exc.DBAPIError as exc:
@@ -382,7 +383,7 @@ class Journal:
         while limit is None or read < limit:
             try:
                 with self._engine.begin() as conn:
-                    n = follow.index_chunk(conn, self._backend, chunk_size)
+                    n = follow.index_chunk(conn, chunk_size)
             except sa_exc.DBAPIError as exc:
                 raise errors.JournalUnavailable(
                     f"cannot index the journal's history ({self.backend}): {exc.orig}") from exc
@@ -514,39 +515,6 @@ def _bounded(call: Callable[[], Any], timeout: float, late: str) -> Any:
     if not ok:
         raise value
     return value
-
-
-def rebuild_history(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK) -> int:
-    """Empty the history tables and derive them again from every stored record, in LSN order.
-
-    Runs in the caller's transaction (a migration that fills the tables, or
-    ``Journal.reindex``); returns how many records were read. The records are read in
-    pages of ``chunk_size`` and each page is applied as the writer applies a batch, which
-    gives the same tables as the writer's own batches did.
-    """
-    backend = _backend_for(conn.engine.url)
-    for table in reversed(derived.TABLES):
-        conn.execute(sa.delete(table))
-    r = schema.journal_records
-    columns = (r.c.lsn, r.c.incarnation, r.c.recorded_at, r.c.kind, r.c.schema_version, r.c.payload,
-               r.c.payload_sha256)
-    # Keyset pages over (lsn, epoch): LSNs are unique only within an epoch, so a page
-    # boundary between two epochs' records of the same LSN must not skip one of them.
-    after: tuple[int, str] = (-1, "")
-    read = 0
-    while True:
-        page = [records.EncodedRecord(*row) for row in conn.execute(
-            sa.select(*columns).where(sa.tuple_(r.c.lsn, r.c.incarnation) > sa.tuple_(*after),
-                                      r.c.kind.in_(sorted(derived.KINDS)))
-            .order_by(r.c.lsn, r.c.incarnation).limit(chunk_size))]
-        if not page:
-            previous.link_stored(conn)  # each placement's previous cycle, now that every cycle is there
-            return read
-        read += len(page)
-        after = (page[-1].lsn, page[-1].incarnation)
-        history = derived.derive(page, stamp=backend.STAMP)
-        if history:
-            backend.insert_derived(conn.connection.driver_connection, history)
 
 
 def _dialect_insert(conn: sa.Connection) -> Any:

@@ -1,4 +1,4 @@
-"""History tables that follow the journal: deriving them after the fact, a chunk at a time.
+"""History tables derived after the fact: rebuilt whole, or following the journal a chunk at a time.
 
 The history rows of a batch cost the database more than the batch's records do (more
 rows, and their indexes), so a writer that derives them in the records' own transaction
@@ -18,17 +18,18 @@ moves their ``history_lsn`` in the same transaction as the rows it writes.
 
 from __future__ import annotations
 
-import types
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import sqlalchemy as sa
 
-from kruntimes.journal import derived, previous, records, schema
+from kruntimes.journal import backend_postgres, backend_sqlite, derived, previous, records, schema
 
 #: ``inline``: the writer derives each batch's history rows in its transaction; ``follow``:
 #: it stores records only and ``kruntimes journal index`` derives the rows afterwards.
 HISTORY_MODES = ("inline", "follow")
 DEFAULT_HISTORY = "inline"
+#: Records read and applied at a time when the history tables are rebuilt.
+REINDEX_CHUNK = 5_000
 
 
 def check_mode(mode: str) -> str:
@@ -122,7 +123,7 @@ def take_turn(conn: sa.Connection) -> None:
         conn.execute(sa.update(_e).where(sa.false()).values(history_lsn=_e.c.history_lsn))
 
 
-def index_chunk(conn: sa.Connection, backend: types.ModuleType, chunk_size: int) -> int:
+def index_chunk(conn: sa.Connection, chunk_size: int) -> int:
     """Derive the rows of the next ``chunk_size`` records the tables lack, in ``conn``'s transaction.
 
     Records are taken past each lagging epoch's ``history_lsn`` in (LSN, epoch) order,
@@ -150,10 +151,7 @@ def index_chunk(conn: sa.Connection, backend: types.ModuleType, chunk_size: int)
             short[epoch] = head
     found.sort(key=lambda rec: (rec.lsn, rec.incarnation))
     page = found[:chunk_size]
-    history = derived.derive(page, stamp=backend.STAMP)
-    if history:
-        previous.link(conn, history)
-        backend.insert_derived(conn.connection.driver_connection, history)
+    _apply(conn, page, link=True)
     last: dict[str, int] = {}
     for rec in page:
         last[rec.incarnation] = rec.lsn
@@ -171,6 +169,45 @@ def index_chunk(conn: sa.Connection, backend: types.ModuleType, chunk_size: int)
     return len(page)
 
 
-def progress_value(indexed: bool, head_lsn: int) -> dict[str, Any]:
-    """The ``history_lsn`` an epoch's upserted row carries: its head when the batch's rows were written."""
-    return {"history_lsn": head_lsn if indexed else None}
+def rebuild_history(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK) -> int:
+    """Empty the history tables and derive them again from every stored record, in LSN order.
+
+    Runs in the caller's transaction (a migration that fills the tables, or
+    ``Journal.reindex``); returns how many records were read. The records are read in
+    pages of ``chunk_size`` and each page is applied as the writer applies a batch, which
+    gives the same tables as the writer's own batches did.
+    """
+    for table in reversed(derived.TABLES):
+        conn.execute(sa.delete(table))
+    r = schema.journal_records
+    columns = (r.c.lsn, r.c.incarnation, r.c.recorded_at, r.c.kind, r.c.schema_version, r.c.payload,
+               r.c.payload_sha256)
+    # Keyset pages over (lsn, epoch): LSNs are unique only within an epoch, so a page
+    # boundary between two epochs' records of the same LSN must not skip one of them.
+    after: tuple[int, str] = (-1, "")
+    read = 0
+    while True:
+        page = [records.EncodedRecord(*row) for row in conn.execute(
+            sa.select(*columns).where(sa.tuple_(r.c.lsn, r.c.incarnation) > sa.tuple_(*after),
+                                      r.c.kind.in_(sorted(derived.KINDS)))
+            .order_by(r.c.lsn, r.c.incarnation).limit(chunk_size))]
+        if not page:
+            previous.link_stored(conn)  # each placement's previous cycle, now that every cycle is there
+            return read
+        read += len(page)
+        after = (page[-1].lsn, page[-1].incarnation)
+        _apply(conn, page, link=False)
+
+
+def _apply(conn: sa.Connection, page: list[records.EncodedRecord], *, link: bool) -> None:
+    """Write the history rows of ``page`` (stored records, in LSN order), as the writer writes a batch's.
+
+    ``link``: find each placement's previous cycle now (the indexer); a rebuild finds them
+    all at its end instead (``previous.link_stored``).
+    """
+    backend = backend_sqlite if conn.dialect.name == "sqlite" else backend_postgres
+    history = derived.derive(page, stamp=backend.STAMP)
+    if history:
+        if link:
+            previous.link(conn, history)
+        backend.insert_derived(conn.connection.driver_connection, history)
