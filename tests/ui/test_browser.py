@@ -157,7 +157,7 @@ def test_what_if_lists_the_decisions_replay_says_would_change(
     assert driver.find_element(By.NAME, "w.LeastLoaded").get_attribute("value") == "1"  # the recorded weight
     driver.find_element(By.CSS_SELECTOR, "input[name=disable][value=LeastLoaded]").click()
     driver.find_element(By.ID, "run-whatif").click()
-    WebDriverWait(driver, 120).until(lambda d: d.find_elements(By.ID, "whatif-report"))
+    WebDriverWait(driver, 300).until(lambda d: d.find_elements(By.ID, "whatif-report"))
     expected = whatif.what_if(journal, source.Selection(since=since, until=until),
                               whatif.Alternative(disabled=frozenset({"LeastLoaded"})))
     assert expected.changed, "without LeastLoaded some demo Runs go elsewhere"
