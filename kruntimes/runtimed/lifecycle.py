@@ -99,6 +99,7 @@ class Lifecycle:
         # our own writes) is old news, not a Run to adopt. Bounded: terminal is final.
         self._ended_uids: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._pod_leaving = False
+        self._local = threading.local()  # this thread's claims still to make (`_claim_all`)
 
     # -- events ----------------------------------------------------------------------
 
@@ -126,8 +127,8 @@ class Lifecycle:
                 self._latest.pop(run.uid, None)
             if self.executor.has(run.uid):  # someone else ended it, or it is being deleted: stop it here
                 threading.Thread(target=self.executor.stop, args=(run.uid,), daemon=True).start()
-            elif admitted_here:
-                self._claim_all(self.guard.release(run.uid))
+            else:  # reserved, waiting or unknown here: the guard forgets it (idempotent)
+                self._release(run.uid)
             return
         with self._lock:
             if run.uid in self._ended_uids:
@@ -164,13 +165,15 @@ class Lifecycle:
         with self._lock:
             uid = next((u for u, o in self._latest.items()
                         if (o["metadata"].get("namespace"), o["metadata"].get("name")) == (namespace, name)), None)
+        if uid is None:  # e.g. its deletion was announced first (a finalizer held it): the guard may still know it
+            uid = self.guard.uid_of(namespace, name)
         if uid is None:
             return
         if self.executor.has(uid):
             self.executor.stop(uid)
         with self._lock:
             self._latest.pop(uid, None)
-        self._claim_all(self.guard.release(uid))
+        self._release(uid)
 
     def set_capacity(self, capacity: Capacity) -> None:
         """The pod's capacity annotations changed."""
@@ -191,19 +194,37 @@ class Lifecycle:
 
     # -- steps -----------------------------------------------------------------------
 
+    def _release(self, uid: str) -> None:
+        """The guard forgets the Run (admitted or waiting); the Runs now fitting are claimed."""
+        self._claim_all(self.guard.release(uid))
+
     def _claim_all(self, decisions: list[Decision]) -> None:
-        for decision in decisions:
-            self._claim(decision)
+        # A trampoline: a claim that releases (and so reserves others) queues them here
+        # instead of recursing, however many Runs wait or however often a claim fails.
+        pending: collections.deque[Decision] | None = getattr(self._local, "pending", None)
+        if pending is not None:
+            pending.extend(decisions)
+            return
+        self._local.pending = pending = collections.deque(decisions)
+        try:
+            while pending:
+                self._claim(pending.popleft())
+        finally:
+            self._local.pending = None
 
     def _claim(self, decision: Decision) -> None:
         run = decision.run
-        obj = self._object(run.uid)
+        with self._lock:
+            obj = self._latest.get(run.uid)
+        if obj is None:  # ended or deleted since it was reserved: nothing to claim, the reservation goes
+            self._release(run.uid)
+            return
         status = running_status(obj.get("status"), self.guard.pod_name, self._clock())
         try:
             self._writer.update_status(assigned_run(obj)[1], status)
         except st.Conflict:
             # 409: drop the reservation, re-read, offer again (it may have ended or moved).
-            self._claim_all(self.guard.release(run.uid))
+            self._release(run.uid)
             fresh = self._read_quietly(run.namespace, run.name)
             if fresh is not None:
                 self.observe(fresh)
@@ -215,12 +236,13 @@ class Lifecycle:
             landed = fresh is not None and (fresh.get("status") or {}).get("phase") == "Running" \
                 and assigned_run(fresh)[0].uid == run.uid
             if not landed:
-                self._claim_all(self.guard.release(run.uid))
+                self._release(run.uid)
                 if fresh is not None:
                     self.observe(fresh)
                 return
             self._remember(fresh)
-        self.guard.claimed(run.uid)
+        if not self.guard.claimed(run.uid):
+            return  # it ended or vanished while the claim was in flight: nothing executes
         mode = execution_mode(obj)
         ref = _ref(run)
         if mode is None:
@@ -271,7 +293,7 @@ class Lifecycle:
             self._ended_uids[run.uid] = None
             while len(self._ended_uids) > MAX_REMEMBERED_ENDS:
                 self._ended_uids.popitem(last=False)
-        self._claim_all(self.guard.release(run.uid))
+        self._release(run.uid)
 
     def _read_quietly(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
@@ -287,10 +309,6 @@ class Lifecycle:
         with self._lock:
             self._latest[run.uid] = obj
         return run, info
-
-    def _object(self, uid: str) -> dict[str, Any]:
-        with self._lock:
-            return self._latest[uid]
 
     @staticmethod
     def _release_requested(obj: Mapping[str, Any]) -> bool:

@@ -17,8 +17,9 @@ from typing import Any, Callable
 import pytest
 
 from kruntimes.runtimed import outcomes
-from kruntimes.runtimed.admission import Capacity
+from kruntimes.runtimed.admission import RESERVED, Capacity, Decision
 from kruntimes.runtimed.lifecycle import RELEASE_ANNOTATION, Lifecycle
+from kruntimes.runtimed.reading import assigned_run
 from kruntimes.scheduler import status as st
 from kruntimes.scheduler.projection import RunInfo
 
@@ -258,3 +259,51 @@ def test_runs_stopped_with_runtimed_on_a_pod_that_stays_end_runtimed_stopped(api
     wait_for(lambda: api.phase("a") == "Running")
     life.shutdown()
     assert api.condition("a", "Completed")["reason"] == outcomes.REASON_INTERRUPTED
+
+
+def _fail_elsewhere(life: Lifecycle, api: FakeApi, name: str) -> None:
+    life.observe(api.edit(name, lambda o: o["status"].update(phase="Failed", completionTime="2026-12-01T11:00:00Z")))
+
+
+def _delete_with_finalizer(life: Lifecycle, api: FakeApi, name: str) -> None:
+    life.observe(api.edit(name, lambda o: o["metadata"].update(deletionTimestamp="2026-12-01T11:00:00Z",
+                                                               finalizers=["example.com/keep"])))
+    with api.lock:
+        del api.objects[name]
+    life.forget("ns", name)
+
+
+def _delete_outright(life: Lifecycle, api: FakeApi, name: str) -> None:
+    with api.lock:
+        del api.objects[name]
+    life.forget("ns", name)
+
+
+@pytest.mark.parametrize("end_elsewhere", [_fail_elsewhere, _delete_with_finalizer, _delete_outright],
+                         ids=["set failed by another writer", "deleted while it has a finalizer", "deleted"])
+def test_a_waiting_run_someone_else_ends_is_forgotten_and_its_slot_goes_to_the_next_run(
+        api: FakeApi, tmp_path: Path, end_elsewhere: Callable[[Lifecycle, FakeApi, str], None]) -> None:
+    life = start(api, tmp_path, runs=1)
+    gate = tmp_path / "gate"
+    life.observe(api.add("first", args=[PY, "-c", f"import os, time\nwhile not os.path.exists({str(gate)!r}): "
+                                                  "time.sleep(0.02)"]))
+    wait_for(lambda: api.phase("first") == "Running")
+    life.observe(api.add("waiting", minute=1))
+    assert [r.name for r in life.guard.waiting()] == ["waiting"]
+    end_elsewhere(life, api, "waiting")
+    assert life.guard.waiting() == []
+    gate.touch()
+    wait_for(lambda: api.phase("first") == "Succeeded")
+    wait_for(lambda: life.guard.usage() == {})
+    life.observe(api.add("next", minute=2))
+    wait_for(lambda: api.phase("next") == "Succeeded")
+    assert life.guard.usage() == {} and life.guard.waiting() == []
+
+
+def test_a_reserved_run_that_vanished_before_its_claim_gives_its_reservation_back(api: FakeApi,
+                                                                                    tmp_path: Path) -> None:
+    life = start(api, tmp_path, runs=1)
+    run = api.add("a")
+    life.guard.offer(assigned_run(run)[0])  # reserved, but its object is no longer known here
+    life._claim_all(life.guard.release("nobody") + [Decision(RESERVED, assigned_run(run)[0])])  # noqa: SLF001
+    assert life.guard.usage() == {}
