@@ -103,6 +103,10 @@ class Executor:
             self._executions[run.uid] = execution
         if args is None:
             return
+        problem = outcomes.unusable_argument(args)
+        if problem is not None:
+            self._finish(execution, outcomes.start_refused(run, problem))
+            return
         try:
             execution.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
             with self._spawn_lock:  # the orphan reaper must never see this child before it is known
@@ -111,7 +115,7 @@ class Executor:
                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own process group: stopping it stops its children too
                 )
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever Popen refuses ends the Run; none may keep its slot
             self._finish(execution, outcomes.start_failed(run, args, exc))
             return
         with self._lock:  # `_stop` reads `process` under this lock: one of the two sees the other

@@ -94,9 +94,33 @@ def exited(run: RunRef, code: int, tail: Sequence[str], *, function: bool = Fals
     return Ended(run, phase, reason, with_tail(message, tail), exit_code=code)
 
 
-def start_failed(run: RunRef, args: Sequence[str], error: OSError) -> Ended:
+def unusable_argument(args: Sequence[str]) -> str | None:
+    """Why no process can receive `args`, or None.
+
+    The CRD accepts any string, but an argv is C strings of bytes: a NUL would end an
+    argument early (Python refuses it), and a lone surrogate (which a JSON string can
+    hold) has no UTF-8 form. Such a Run ends Failed saying which argument, never
+    leaving its slot taken by a process that could not start.
+    """
+    for position, arg in enumerate(args, 1):
+        if "\x00" in arg:
+            return f"argument {position} contains a NUL character, which no process can receive"
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"argument {position} is not valid Unicode (it holds a lone surrogate)"
+    return None
+
+
+def start_refused(run: RunRef, problem: str) -> Ended:
+    """A Run whose arguments no process can receive (`unusable_argument`)."""
+    return Ended(run, "Failed", REASON_START_FAILED, f"could not start the process: {problem}; fix spec.mode args")
+
+
+def start_failed(run: RunRef, args: Sequence[str], error: Exception) -> Ended:
+    """The program could not be started: not found, not executable, or anything else `Popen` refused."""
     program = args[0] if args else ""
-    detail = error.strerror or type(error).__name__
+    detail = (error.strerror if isinstance(error, OSError) else None) or str(error) or type(error).__name__
     return Ended(run, "Failed", REASON_START_FAILED,
                  f"could not start {program!r}: {detail}; check spec.mode args and the Runtime's image")
 

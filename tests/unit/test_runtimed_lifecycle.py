@@ -307,3 +307,12 @@ def test_a_reserved_run_that_vanished_before_its_claim_gives_its_reservation_bac
     life.guard.offer(assigned_run(run)[0])  # reserved, but its object is no longer known here
     life._claim_all(life.guard.release("nobody") + [Decision(RESERVED, assigned_run(run)[0])])  # noqa: SLF001
     assert life.guard.usage() == {}
+
+
+def test_a_run_whose_args_hold_a_nul_ends_failed_at_start_up_and_frees_its_slot(api: FakeApi, tmp_path: Path) -> None:
+    life = start(api, tmp_path, runs=1)
+    life.recover([api.add("nul", args=[PY, "-c", "print('a\x00b')"]), api.add("next", minute=1)])
+    assert api.phase("nul") == "Failed"
+    assert api.condition("nul", "Completed")["reason"] == outcomes.REASON_START_FAILED
+    wait_for(lambda: api.phase("next") == "Succeeded")
+    wait_for(lambda: life.guard.usage() == {})
