@@ -30,13 +30,15 @@ here knows how. The steps, each as SPEC §4.1 states it:
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import threading
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
-from kruntimes.runtimed import outcomes
+from kruntimes.runtimed import claims, outcomes
 from kruntimes.runtimed.admission import RESERVED, WAITING, AdmissionGuard, AssignedRun, Capacity, Decision
 from kruntimes.runtimed.executor import Executor, pod_log
 from kruntimes.runtimed.outcomes import Ended, RunRef
@@ -52,7 +54,18 @@ REASON_WAITING = "InsufficientCapacity"
 REASON_NO_MODE = "NothingToExecute"
 NO_MODE = "spec.mode sets neither task nor function, so there is nothing to execute; set spec.mode.task.args"
 MAX_END_WRITES = 5
+INLINE_CONFLICT_RETRIES = 2  # a claim refused with 409 is re-read and re-sent at once this often, then backs off
 MAX_REMEMBERED_ENDS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Attempt:
+    """How one claim attempt ended: the verdict, and what the next attempt needs to know."""
+
+    verdict: str
+    may_have_landed: bool
+    retry_after: float | None = None
+    conflict: bool = False
 
 
 class StatusWriter(Protocol):
@@ -89,7 +102,8 @@ class Lifecycle:
 
     def __init__(self, pod_name: str, pod_uid: str, capacity: Capacity, writer: StatusWriter, reader: RunReader,
                  work_root: Path, *, clock: Callable[[], datetime] = utcnow,
-                 log_line: Callable[[str], None] = pod_log, stop_grace_seconds: float = 10.0) -> None:
+                 log_line: Callable[[str], None] = pod_log, stop_grace_seconds: float = 10.0,
+                 backoff: claims.Backoff = claims.Backoff(), wait: Callable[[float], bool] | None = None) -> None:
         self.guard = AdmissionGuard(pod_name, pod_uid, capacity)
         self.executor = Executor(work_root, self._ended, log=log_line, stop_grace_seconds=stop_grace_seconds)
         self._writer, self._reader, self._clock = writer, reader, clock
@@ -100,6 +114,10 @@ class Lifecycle:
         self._ended_uids: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._pod_leaving = False
         self._local = threading.local()  # this thread's claims still to make (`_claim_all`)
+        self._stopping = threading.Event()
+        # `wait(seconds)` sleeps between retries and says whether runtimed is stopping; tests pass a fake one.
+        self._backoff, self._wait = backoff, wait or self._stopping.wait
+        self._threads: list[threading.Thread] = []  # claims retrying with backoff
 
     # -- events ----------------------------------------------------------------------
 
@@ -180,8 +198,13 @@ class Lifecycle:
         self._claim_all(self.guard.set_capacity(capacity))
 
     def shutdown(self) -> None:
-        """runtimed stops: every execution ends Failed, saying so."""
+        """runtimed stops: every execution ends Failed, saying so; claims still retrying give up."""
+        self._stopping.set()
         self.executor.stop_all()
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join()
 
     def pod_leaving(self) -> None:
         """The pod is being deleted (or is gone): executions stopped from now on end `RuntimePodLost`.
@@ -213,34 +236,64 @@ class Lifecycle:
             self._local.pending = None
 
     def _claim(self, decision: Decision) -> None:
-        run = decision.run
+        """Claim a reserved Run: at once on this thread; while unsure, again with backoff on a thread of its own."""
+        if self._stopping.is_set():
+            return  # runtimed is going away: nothing new is claimed (the reservation goes with the process)
+        attempt = self._try_claim(decision.run, may_have_landed=False)
+        for _ in range(INLINE_CONFLICT_RETRIES):
+            if attempt.verdict != claims.RETRY or not attempt.conflict:
+                break
+            attempt = self._try_claim(decision.run, may_have_landed=False)  # a 409 is settled by one more read
+        if attempt.verdict == claims.RETRY:
+            self._spawn(f"claim {decision.run.namespace}/{decision.run.name}", self._claim_with_backoff,
+                        decision.run, attempt)
+
+    def _claim_with_backoff(self, run: AssignedRun, attempt: _Attempt) -> None:
+        for number in itertools.count():
+            if self._wait(self._backoff.delay(number, attempt.retry_after)):
+                return  # runtimed is stopping
+            attempt = self._try_claim(run, may_have_landed=attempt.may_have_landed)
+            if attempt.verdict != claims.RETRY:
+                return
+
+    def _try_claim(self, run: AssignedRun, *, may_have_landed: bool) -> _Attempt:
+        """One claim write (read back unless it succeeded); executes or releases the Run as the verdict says."""
         with self._lock:
             obj = self._latest.get(run.uid)
-        if obj is None:  # ended or deleted since it was reserved: nothing to claim, the reservation goes
+        if obj is None or not self.guard.holds(run.uid):  # ended or deleted since it was reserved
             self._release(run.uid)
-            return
-        status = running_status(obj.get("status"), self.guard.pod_name, self._clock())
+            return _Attempt(claims.DROPPED, may_have_landed)
+        retry_after: float | None = None
+        conflict = False
         try:
-            self._writer.update_status(assigned_run(obj)[1], status)
+            self._writer.update_status(assigned_run(obj)[1],
+                                       running_status(obj.get("status"), self.guard.pod_name, self._clock()))
         except st.Conflict:
-            # 409: drop the reservation, re-read, offer again (it may have ended or moved).
-            self._release(run.uid)
-            fresh = self._read_quietly(run.namespace, run.name)
-            if fresh is not None:
-                self.observe(fresh)
-            return
-        except st.ApiError as exc:
-            # Ambiguous: the claim may have landed. Read it back rather than guess.
+            conflict = True
+        except Exception as exc:  # noqa: BLE001 - an API error, or anything else: the claim may have landed
             log.warning("claiming Run %s/%s failed: %s; reading it back", run.namespace, run.name, exc)
-            fresh = self._read_quietly(run.namespace, run.name)
-            landed = fresh is not None and (fresh.get("status") or {}).get("phase") == "Running" \
-                and assigned_run(fresh)[0].uid == run.uid
-            if not landed:
-                self._release(run.uid)
-                if fresh is not None:
-                    self.observe(fresh)
-                return
-            self._remember(fresh)
+            may_have_landed, retry_after = True, getattr(exc, "retry_after", None)
+        else:
+            self._execute(run, obj)
+            return _Attempt(claims.CLAIMED, may_have_landed)
+        try:
+            fresh = self._reader.read_run(run.namespace, run.name)
+        except Exception as exc:  # noqa: BLE001 - unknown: keep the reservation, ask again later
+            log.warning("reading Run %s/%s back failed: %s", run.namespace, run.name, exc)
+            return _Attempt(claims.RETRY, may_have_landed, retry_after or getattr(exc, "retry_after", None))
+        verdict = claims.settle(run, fresh, is_mine=self.guard.is_mine, may_have_landed=may_have_landed)
+        if verdict == claims.DROPPED:
+            self._release(run.uid)
+            if fresh is not None:
+                self.observe(fresh)  # ended, moved or someone else's Running: dealt with as any event
+            return _Attempt(verdict, may_have_landed)
+        assert fresh is not None
+        self._remember(fresh)
+        if verdict == claims.CLAIMED:
+            self._execute(run, fresh)
+        return _Attempt(verdict, may_have_landed, retry_after, conflict)
+
+    def _execute(self, run: AssignedRun, obj: Mapping[str, Any]) -> None:
         if not self.guard.claimed(run.uid):
             return  # it ended or vanished while the claim was in flight: nothing executes
         mode = execution_mode(obj)
@@ -251,6 +304,12 @@ class Lifecycle:
             self.executor.start_task(ref, mode[1] or [])
         else:
             self.executor.start_function(ref, mode[1])
+
+    def _spawn(self, name: str, target: Callable[..., None], *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
 
     def _note_waiting(self, obj: dict[str, Any], run: AssignedRun, reason: str) -> None:
         status = waiting_status(obj.get("status"), reason, self._clock())

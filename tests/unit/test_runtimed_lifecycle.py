@@ -27,6 +27,12 @@ PY = sys.executable
 POD, POD_UID = "python-abcde", "uid-pod"
 
 
+class ServerError(st.ApiError):
+    def __init__(self, retry_after: float | None) -> None:
+        super().__init__("the server answered 500")
+        self.retry_after = retry_after
+
+
 class FakeApi:
     def __init__(self) -> None:
         self.objects: dict[str, dict[str, Any]] = {}
@@ -36,6 +42,9 @@ class FakeApi:
         self.fail_next: dict[str, bool] = {}  # name -> whether the failed write landed anyway
         self.phases: dict[str, list[str]] = {}
         self.attempts: dict[str, int] = {}
+        self.failing: dict[str, int] = {}  # name -> how many more status writes answer 500 (nothing lands)
+        self.reads_failing = 0  # how many more reads answer 500
+        self.retry_after: float | None = None  # what a 500 above asks for
 
     def add(self, name: str, phase: str = "Scheduled", *, args: list[str] | None = None, function: bool = False,
             minute: int = 0, requests: dict[str, str] | None = None) -> dict[str, Any]:
@@ -52,6 +61,9 @@ class FakeApi:
     def update_status(self, run: RunInfo, status: dict[str, Any]) -> None:
         with self.lock:
             self.attempts[run.name] = self.attempts.get(run.name, 0) + 1
+            if self.failing.get(run.name, 0) > 0:
+                self.failing[run.name] -= 1
+                raise ServerError(self.retry_after)
             if run.name in self.fail_next:
                 if self.fail_next.pop(run.name):
                     self.objects[run.name]["status"] = copy.deepcopy(status)
@@ -74,6 +86,9 @@ class FakeApi:
 
     def read_run(self, namespace: str, name: str) -> dict[str, Any] | None:
         with self.lock:
+            if self.reads_failing > 0:
+                self.reads_failing -= 1
+                raise ServerError(self.retry_after)
             obj = self.objects.get(name)
             return copy.deepcopy(obj) if obj else None
 
@@ -101,10 +116,11 @@ def api(tmp_path: Path) -> Any:
         fake.lifecycle.shutdown()
 
 
-def start(api: FakeApi, tmp_path: Path, runs: int = 1, **capacity: int) -> Lifecycle:
+def start(api: FakeApi, tmp_path: Path, runs: int = 1, *, wait: Callable[[float], bool] | None = None,
+          **capacity: int) -> Lifecycle:
     amounts = tuple(sorted({"runs": runs, **capacity}.items()))
     api.lifecycle = Lifecycle(POD, POD_UID, Capacity(amounts), api, api, tmp_path / "work",
-                              log_line=lambda line: None, stop_grace_seconds=5.0)
+                              log_line=lambda line: None, stop_grace_seconds=5.0, wait=wait)
     return api.lifecycle
 
 
@@ -316,3 +332,67 @@ def test_a_run_whose_args_hold_a_nul_ends_failed_at_start_up_and_frees_its_slot(
     assert api.condition("nul", "Completed")["reason"] == outcomes.REASON_START_FAILED
     wait_for(lambda: api.phase("next") == "Succeeded")
     wait_for(lambda: life.guard.usage() == {})
+
+
+class FakeSleep:
+    """Records each backoff delay and returns at once (runtimed is not stopping); runs `then` at a given wait."""
+
+    def __init__(self, then: dict[int, Callable[[], None]] | None = None) -> None:
+        self.delays: list[float] = []
+        self.then = then or {}
+
+    def __call__(self, seconds: float) -> bool:
+        self.delays.append(seconds)
+        self.then.get(len(self.delays), lambda: None)()
+        return False
+
+
+def test_a_claim_answered_500_two_thousand_times_backs_off_to_a_cap_and_runs_when_the_api_recovers(
+        api: FakeApi, tmp_path: Path) -> None:
+    sleep = FakeSleep()
+    life = start(api, tmp_path, wait=sleep)
+    api.failing["a"] = 2000  # more than Python's recursion limit
+    life.observe(api.add("a"))
+    wait_for(lambda: api.phase("a") == "Succeeded")
+    assert api.phases["a"] == ["Running", "Succeeded"]
+    assert len(sleep.delays) == 2000  # one wait between any two attempts: no hot loop
+    assert sleep.delays[:5] == [0.25, 0.5, 1.0, 2.0, 4.0] and max(sleep.delays) == 30.0 == sleep.delays[-1]
+    wait_for(lambda: life.guard.usage() == {})
+
+
+def test_a_claim_retry_waits_at_least_what_the_server_asked(api: FakeApi, tmp_path: Path) -> None:
+    sleep = FakeSleep()
+    life = start(api, tmp_path, wait=sleep)
+    api.failing["a"], api.retry_after = 3, 7.0
+    life.observe(api.add("a"))
+    wait_for(lambda: api.phase("a") == "Succeeded")
+    assert sleep.delays == [7.0, 7.0, 7.0]
+
+
+@pytest.mark.parametrize("landed", [True, False], ids=["the claim had landed", "the claim was lost"])
+def test_while_the_api_is_down_a_claim_keeps_its_reservation_and_the_run_executes_once_after(
+        api: FakeApi, tmp_path: Path, landed: bool) -> None:
+    held: list[dict[str, int]] = []
+    life = start(api, tmp_path, wait=lambda seconds: held.append(api.lifecycle.guard.usage()) is None and False)
+    api.fail_next["a"] = landed
+    api.failing["a"], api.reads_failing = 0 if landed else 20, 30
+    life.observe(api.add("a"))
+    wait_for(lambda: api.phase("a") == "Succeeded")
+    assert api.phases["a"] == ["Running", "Succeeded"]
+    assert held and all(usage == {"runs": 1} for usage in held)
+    wait_for(lambda: life.guard.usage() == {})
+
+
+def test_a_run_deleted_while_its_claim_retries_frees_its_reservation_for_the_next(api: FakeApi,
+                                                                                 tmp_path: Path) -> None:
+    def delete_a() -> None:
+        with api.lock:
+            del api.objects["a"]
+        life.forget("ns", "a")
+
+    life = start(api, tmp_path, runs=1, wait=FakeSleep(then={3: delete_a}))
+    api.failing["a"] = 1000
+    life.observe(api.add("a"))
+    life.observe(api.add("next", minute=1))
+    wait_for(lambda: api.phase("next") == "Succeeded")
+    wait_for(lambda: life.guard.usage() == {} and life.guard.waiting() == [])
