@@ -40,6 +40,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--work-dir", type=Path,
                    default=Path(kube_args.env("KRUNTIMES_WORK_DIR", "/tmp/kruntimes-runs") or ""),
                    help="where each Run gets its working directory (env KRUNTIMES_WORK_DIR)")
+    p.add_argument("--state-dir", type=Path, default=kube_args.env("KRUNTIMES_STATE_DIR"),
+                   help="runtimed's own files, kept across its restarts: Run ends not yet written, its Runs' pid "
+                        "files (env KRUNTIMES_STATE_DIR; default WORK_DIR/.runtimed); put it on a volume that "
+                        "outlives the container, e.g. an emptyDir")
     # String defaults go through `type` like the flag itself, so a malformed environment
     # variable is argparse's one-line usage error, not a traceback at start-up.
     p.add_argument("--heartbeat-period", type=kube_args.seconds(float),
@@ -73,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     # may not reap them), which stops them with the Run and reaps them.
     become_subreaper()
     agent = Agent(api, Settings(pod_name=args.pod_name, pod_namespace=args.pod_namespace, pod_uid=args.pod_uid,
-                                work_dir=args.work_dir, default_runs_capacity=args.default_runs_capacity,
+                                work_dir=args.work_dir, state_dir=args.state_dir or None,
+                                default_runs_capacity=args.default_runs_capacity,
                                 heartbeat_period=args.heartbeat_period))
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, frame: agent.stop())

@@ -5,8 +5,9 @@ live scheduler, and as a process), not yet against a real cluster. Its seams, ea
 small piece the tests can replace:
 
 - `Settings`: the pod's identity (from the downward API, as the Runtime controller
-  injects it: `kruntimes.controller.reconcile.POD_ENV`) and the work directory on a
-  writable volume.
+  injects it: `kruntimes.controller.reconcile.POD_ENV`), the work directory on a
+  writable volume, and runtimed's state directory (ends not yet written, pid files of
+  its Runs' processes) on a volume that outlives the container.
 - Runs: an `Informer` (the scheduler's: paged list, resumable watch, relist on 410,
   no duplicates) over Runs assigned to this pod. Where the server allows it, it asks
   for `status.assignment.podName=<pod>` only (the Run CRD's `selectableFields`,
@@ -55,6 +56,7 @@ log = logging.getLogger(__name__)
 MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_HEARTBEAT_PERIOD = 10.0  # seconds; a third of the scheduler's default 30 s staleness window
 NOT_READ_YET = "the pod's capacity has not been read yet"
+STATE_SUBDIR = ".runtimed"  # never a namespace (a DNS label), so never a Run's working directory
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class Settings:
     pod_uid: str
     work_dir: Path
     default_runs_capacity: int = 1
+    state_dir: Path | None = None  # runtimed's own files (kept ends, its Runs' pid files); default work_dir/.runtimed
     heartbeat_period: float = DEFAULT_HEARTBEAT_PERIOD
     run_field_selector: bool | None = None
     request_timeout: float = 30.0
@@ -142,7 +145,8 @@ class Agent:
         # Nothing is admitted before the pod informer has read the capacity (it syncs before recovery).
         self.lifecycle = Lifecycle(settings.pod_name, settings.pod_uid, Capacity(problem=NOT_READ_YET),
                                    KubernetesBinder(api, timeout=settings.request_timeout),
-                                   _Reader(api, settings.request_timeout), settings.work_dir)
+                                   _Reader(api, settings.request_timeout), settings.work_dir,
+                                   state_dir=settings.state_dir or settings.work_dir / STATE_SUBDIR)
         self._runs = _RunEvents(self.lifecycle)
         custom = kubernetes.client.CustomObjectsApi(api)
         self._custom = custom

@@ -36,11 +36,13 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping
 
 from kruntimes.runtimed import claims, outcomes
 from kruntimes.runtimed.admission import RESERVED, WAITING, AdmissionGuard, AssignedRun, Capacity, Decision
+from kruntimes.runtimed.ends import EndWriter, RunReader, Seams, StatusWriter
 from kruntimes.runtimed.executor import Executor, pod_log
+from kruntimes.runtimed.outbox import Outbox, PendingEnd
 from kruntimes.runtimed.outcomes import Ended, RunRef
 from kruntimes.runtimed.reading import assigned_run, execution_mode
 from kruntimes.scheduler import status as st
@@ -53,7 +55,6 @@ ADMITTED = "Admitted"
 REASON_WAITING = "InsufficientCapacity"
 REASON_NO_MODE = "NothingToExecute"
 NO_MODE = "spec.mode sets neither task nor function, so there is nothing to execute; set spec.mode.task.args"
-MAX_END_WRITES = 5
 INLINE_CONFLICT_RETRIES = 2  # a claim refused with 409 is re-read and re-sent at once this often, then backs off
 MAX_REMEMBERED_ENDS = 10_000
 
@@ -66,14 +67,6 @@ class _Attempt:
     may_have_landed: bool
     retry_after: float | None = None
     conflict: bool = False
-
-
-class StatusWriter(Protocol):
-    def update_status(self, run: RunInfo, status: dict[str, Any]) -> None: ...
-
-
-class RunReader(Protocol):
-    def read_run(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
 
 def utcnow() -> datetime:
@@ -103,7 +96,8 @@ class Lifecycle:
     def __init__(self, pod_name: str, pod_uid: str, capacity: Capacity, writer: StatusWriter, reader: RunReader,
                  work_root: Path, *, clock: Callable[[], datetime] = utcnow,
                  log_line: Callable[[str], None] = pod_log, stop_grace_seconds: float = 10.0,
-                 backoff: claims.Backoff = claims.Backoff(), wait: Callable[[float], bool] | None = None) -> None:
+                 backoff: claims.Backoff = claims.Backoff(), wait: Callable[[float], bool] | None = None,
+                 state_dir: Path | None = None) -> None:
         self.guard = AdmissionGuard(pod_name, pod_uid, capacity)
         self.executor = Executor(work_root, self._ended, log=log_line, stop_grace_seconds=stop_grace_seconds)
         self._writer, self._reader, self._clock = writer, reader, clock
@@ -116,13 +110,22 @@ class Lifecycle:
         self._local = threading.local()  # this thread's claims still to make (`_claim_all`)
         self._stopping = threading.Event()
         # `wait(seconds)` sleeps between retries and says whether runtimed is stopping; tests pass a fake one.
-        self._backoff, self._wait = backoff, wait or self._stopping.wait
-        self._threads: list[threading.Thread] = []  # claims retrying with backoff
+        self._backoff, self._sleep = backoff, wait or self._stopping.wait
+        self._threads: list[threading.Thread] = []  # claims and ends retrying with backoff
+        self.outbox = Outbox(state_dir / "ends" if state_dir is not None else None)
+        self._ends = EndWriter(writer, reader, self.outbox,
+                               Seams(latest=self._known, remember=self._remember, written=self._end_written,
+                                     spawn=self._spawn, wait=self._wait), backoff)
 
     # -- events ----------------------------------------------------------------------
 
     def recover(self, objs: list[dict[str, Any]]) -> None:
-        """Start-up: count this pod's Running Runs first, end those without a process, then the rest."""
+        """Start-up: count this pod's Running Runs first, end those without a process, then the rest.
+
+        A Running Run whose end the predecessor kept but could not write gets that end
+        (with the time it happened), not `ExecutionLost`; other kept ends are old news.
+        """
+        kept = self.outbox.pending()
         running: list[RunRef] = []
         for obj in objs:
             run, info = assigned_run(obj)
@@ -130,7 +133,12 @@ class Lifecycle:
                 self._remember(obj)
                 self.guard.adopt(run)
                 running.append(RunRef(run.namespace, run.name, run.uid))
-        for ended in outcomes.lost_executions(running, self.executor.has):
+        for uid in sorted(set(kept) - {r.uid for r in running}):
+            self.outbox.remove(uid)  # its end was written, or the Run is gone
+        for run in sorted(running, key=lambda r: (r.namespace, r.name, r.uid)):
+            if run.uid in kept:
+                self._ends.write(kept[run.uid])
+        for ended in outcomes.lost_executions([r for r in running if r.uid not in kept], self.executor.has):
             self._finish(ended)
         for obj in objs:
             if (obj.get("status") or {}).get("phase") != "Running":
@@ -325,43 +333,29 @@ class Lifecycle:
         self._finish(ended)
 
     def _finish(self, ended: Ended) -> None:
-        """Write the end (unless the Run already ended or is gone), then free its capacity."""
+        """Keep the end and write it (unless the Run already ended or is gone); its capacity is freed once written."""
         run = ended.run
         if ended.reason == outcomes.REASON_INTERRUPTED and self._pod_leaving:
             ended = outcomes.pod_lost(run, self.guard.pod_name)
-        for _ in range(MAX_END_WRITES):
-            with self._lock:
-                obj = self._latest.get(run.uid)
-            if obj is None:
-                break
-            info = assigned_run(obj)[1]
-            if info.terminal:
-                break
-            try:
-                self._writer.update_status(info, outcomes.ended_status(obj.get("status"), ended, self._clock()))
-                break
-            except st.Conflict:
-                fresh = self._read_quietly(run.namespace, run.name)
-                if fresh is None or fresh.get("metadata", {}).get("uid") != run.uid:
-                    break
-                self._remember(fresh)
-            except st.ApiError as exc:
-                log.warning("writing the end of Run %s failed: %s", run.label, exc)
+        self._ends.write(PendingEnd(ended, self._clock()))
+
+    def _end_written(self, uid: str) -> None:
         with self._lock:
-            self._latest.pop(run.uid, None)
-            self._ended_uids[run.uid] = None
+            self._latest.pop(uid, None)
+            self._ended_uids[uid] = None
             while len(self._ended_uids) > MAX_REMEMBERED_ENDS:
                 self._ended_uids.popitem(last=False)
-        self._release(run.uid)
-
-    def _read_quietly(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            return self._reader.read_run(namespace, name)
-        except st.ApiError as exc:
-            log.warning("reading Run %s/%s failed: %s", namespace, name, exc)
-            return None
+        self._release(uid)
 
     # -- state -----------------------------------------------------------------------
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep between retries; True (at once) when runtimed is stopping."""
+        return self._stopping.is_set() or self._sleep(seconds) or self._stopping.is_set()
+
+    def _known(self, uid: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._latest.get(uid)
 
     def _remember(self, obj: dict[str, Any]) -> tuple[AssignedRun, RunInfo]:
         run, info = assigned_run(obj)

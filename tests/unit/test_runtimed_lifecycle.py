@@ -11,6 +11,7 @@ import copy
 import sys
 import threading
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,7 +19,7 @@ import pytest
 
 from kruntimes.runtimed import outcomes
 from kruntimes.runtimed.admission import RESERVED, Capacity, Decision
-from kruntimes.runtimed.lifecycle import RELEASE_ANNOTATION, Lifecycle
+from kruntimes.runtimed.lifecycle import RELEASE_ANNOTATION, Lifecycle, utcnow
 from kruntimes.runtimed.reading import assigned_run
 from kruntimes.scheduler import status as st
 from kruntimes.scheduler.projection import RunInfo
@@ -117,10 +118,11 @@ def api(tmp_path: Path) -> Any:
 
 
 def start(api: FakeApi, tmp_path: Path, runs: int = 1, *, wait: Callable[[float], bool] | None = None,
-          **capacity: int) -> Lifecycle:
+          state_dir: Path | None = None, clock: Callable[[], datetime] = utcnow, **capacity: int) -> Lifecycle:
     amounts = tuple(sorted({"runs": runs, **capacity}.items()))
     api.lifecycle = Lifecycle(POD, POD_UID, Capacity(amounts), api, api, tmp_path / "work",
-                              log_line=lambda line: None, stop_grace_seconds=5.0, wait=wait)
+                              log_line=lambda line: None, stop_grace_seconds=5.0, wait=wait, state_dir=state_dir,
+                              clock=clock)
     return api.lifecycle
 
 
@@ -396,3 +398,49 @@ def test_a_run_deleted_while_its_claim_retries_frees_its_reservation_for_the_nex
     life.observe(api.add("next", minute=1))
     wait_for(lambda: api.phase("next") == "Succeeded")
     wait_for(lambda: life.guard.usage() == {} and life.guard.waiting() == [])
+
+
+def gated(gate: Path) -> list[str]:
+    """A task that runs until `gate` exists."""
+    return [PY, "-c", f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.02)"]
+
+
+def test_an_end_the_api_refuses_for_a_while_is_kept_and_written_and_its_room_stays_taken_until_then(
+        api: FakeApi, tmp_path: Path) -> None:
+    seen: list[tuple[str, dict[str, int]]] = []
+    life = start(api, tmp_path, runs=1, state_dir=tmp_path / "state",
+                 wait=lambda seconds: seen.append((api.phase("next"), api.lifecycle.guard.usage())) is None and False)
+    gate = tmp_path / "gate"
+    life.observe(api.add("a", args=gated(gate)))
+    wait_for(lambda: api.phase("a") == "Running")
+    life.observe(api.add("next", minute=1))
+    api.failing["a"] = 50  # a hiccup of 50 answers, far more than a few quick re-sends
+    gate.touch()
+    wait_for(lambda: api.phase("a") == "Succeeded")
+    assert api.condition("a", "Completed")["reason"] == outcomes.REASON_SUCCEEDED
+    assert len(seen) == 50 and all(entry == ("Scheduled", {"runs": 1}) for entry in seen)
+    wait_for(lambda: api.phase("next") == "Succeeded")
+    assert life.outbox.pending() == {}
+
+
+def test_an_end_not_yet_written_survives_a_restart_and_is_written_with_the_time_it_happened(
+        api: FakeApi, tmp_path: Path) -> None:
+    ended_at = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
+    first = start(api, tmp_path, runs=1, state_dir=tmp_path / "state", clock=lambda: ended_at)
+    first.observe(api.add("a", args=[PY, "-c", "raise SystemExit(3)"]))
+    api.failing["a"] = 10**9 - 1  # the claim lands; from then on the API is down
+    wait_for(lambda: api.attempts.get("a", 0) >= 2)
+    first.shutdown()  # as a restart: the end is on disk, not in the API
+    assert api.phase("a") == "Running" and set(first.outbox.pending()) == {"uid-a"}
+    api.failing["a"] = 0
+    second = start(api, tmp_path, runs=1, state_dir=tmp_path / "state")
+    with api.lock:
+        listed = [copy.deepcopy(api.objects["a"])]
+    second.recover(listed + [api.add("next", minute=1)])
+    assert api.phase("a") == "Failed"
+    completed = api.condition("a", "Completed")
+    assert completed["reason"] == outcomes.REASON_FAILED and "exited with code 3" in completed["message"]
+    with api.lock:
+        assert api.objects["a"]["status"]["completionTime"] == "2026-12-04T12:00:00Z"
+    wait_for(lambda: api.phase("next") == "Succeeded")
+    assert second.outbox.pending() == {}
