@@ -43,6 +43,7 @@ from kruntimes.runtimed.admission import RESERVED, WAITING, AdmissionGuard, Assi
 from kruntimes.runtimed.ends import EndWriter, RunReader, Seams, StatusWriter
 from kruntimes.runtimed.executor import Executor, pod_log
 from kruntimes.runtimed.outbox import Outbox, PendingEnd
+from kruntimes.runtimed.pidfiles import PidFiles
 from kruntimes.runtimed.outcomes import Ended, RunRef
 from kruntimes.runtimed.reading import assigned_run, execution_mode
 from kruntimes.scheduler import status as st
@@ -99,7 +100,9 @@ class Lifecycle:
                  backoff: claims.Backoff = claims.Backoff(), wait: Callable[[float], bool] | None = None,
                  state_dir: Path | None = None) -> None:
         self.guard = AdmissionGuard(pod_name, pod_uid, capacity)
-        self.executor = Executor(work_root, self._ended, log=log_line, stop_grace_seconds=stop_grace_seconds)
+        self.executor = Executor(work_root, self._ended, log=log_line, stop_grace_seconds=stop_grace_seconds,
+                                 pid_files=PidFiles(state_dir / "processes" if state_dir is not None else None))
+        self._grace = stop_grace_seconds
         self._writer, self._reader, self._clock = writer, reader, clock
         self._lock = threading.Lock()
         self._latest: dict[str, dict[str, Any]] = {}  # uid -> the newest object seen, for Runs of this pod
@@ -122,9 +125,12 @@ class Lifecycle:
     def recover(self, objs: list[dict[str, Any]]) -> None:
         """Start-up: count this pod's Running Runs first, end those without a process, then the rest.
 
-        A Running Run whose end the predecessor kept but could not write gets that end
-        (with the time it happened), not `ExecutionLost`; other kept ends are old news.
+        First the processes a killed predecessor left running are stopped. A Running Run
+        whose end the predecessor kept but could not write gets that end (with the time
+        it happened), not `ExecutionLost`; other kept ends are old news.
         """
+        # Processes a killed predecessor left running are stopped before anything counts as free.
+        left_behind = {r.uid for r in self.executor.pid_files.stop_predecessors(self._grace)}
         kept = self.outbox.pending()
         running: list[RunRef] = []
         for obj in objs:
@@ -138,7 +144,8 @@ class Lifecycle:
         for run in sorted(running, key=lambda r: (r.namespace, r.name, r.uid)):
             if run.uid in kept:
                 self._ends.write(kept[run.uid])
-        for ended in outcomes.lost_executions([r for r in running if r.uid not in kept], self.executor.has):
+        for ended in outcomes.lost_executions([r for r in running if r.uid not in kept], self.executor.has,
+                                              left_behind=left_behind):
             self._finish(ended)
         for obj in objs:
             if (obj.get("status") or {}).get("phase") != "Running":

@@ -14,7 +14,7 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Collection, Iterable, Sequence
 
 from kruntimes.scheduler.status import terminal_status
 
@@ -32,6 +32,8 @@ MAX_MESSAGE_CHARS = 1000  # as the API layer's messages (kruntimes.api.errors)
 
 EXECUTION_LOST = ("runtimed restarted and no longer has this Run's process, so it was interrupted "
                   "and its result is unknown; create the Run again to retry it")
+PREDECESSOR_STOPPED = ("runtimed restarted after it was killed; the process it had started for this Run was still "
+                       "running and was stopped, so its result is unknown; create the Run again to retry it")
 INTERRUPTED = "runtimed was stopped while this Run was executing; create the Run again to retry it"
 
 
@@ -148,11 +150,13 @@ def ended_status(previous: dict[str, Any] | None, ended: Ended, now: datetime) -
     return terminal_status(base, ended.phase, ended.reason, ended.message, now)
 
 
-def lost_executions(running: Iterable[RunRef], has_process: Callable[[str], bool]) -> list[Ended]:
+def lost_executions(running: Iterable[RunRef], has_process: Callable[[str], bool], *,
+                    left_behind: Collection[str] = ()) -> list[Ended]:
     """Restart recovery: every Running Run of this pod whose process this runtimed does not have.
 
     Callers first count these Runs as admitted (they held capacity until now), then
     write each Failed, then release them; so capacity is never double-used meanwhile.
     """
-    return [Ended(run, "Failed", REASON_EXECUTION_LOST, EXECUTION_LOST)
+    return [Ended(run, "Failed", REASON_EXECUTION_LOST,
+                  PREDECESSOR_STOPPED if run.uid in left_behind else EXECUTION_LOST)
             for run in sorted(running, key=lambda r: (r.namespace, r.name, r.uid)) if not has_process(run.uid)]

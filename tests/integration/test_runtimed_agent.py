@@ -11,6 +11,7 @@ a real cluster alike.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -136,6 +137,52 @@ def test_runtimed_killed_mid_run_restarts_ends_the_lost_run_and_admits_the_waiti
         second.send_signal(signal.SIGTERM)
         second.communicate(timeout=30)
     assert second.returncode == 0
+
+
+def test_a_runtimed_killed_outright_has_its_successor_stop_what_it_left_running_before_admitting_more(
+        cluster_api: cluster.Cluster, kubeconfig: str, tmp_path: Path) -> None:  # noqa: F811
+    pod = cluster_api.add_pod("p1", runs=1)
+    pid_file = tmp_path / "long.pid"
+    assign(cluster_api, "long", pod, mode={"task": {"args": [
+        PY, "-c", f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"]}})
+
+    def runtimed() -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "kruntimes.cli.main", "runtimed", "--kubeconfig", kubeconfig,
+                                 "--pod-name", "p1", "--pod-namespace", cluster_api.namespace, "--pod-uid",
+                                 pod["uid"], "--work-dir", str(tmp_path / "work"), "--heartbeat-period", "0.2"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
+    first = runtimed()
+    cluster.wait_for(lambda: pid_file.exists() and pid_file.read_text() != "", timeout=20, what="long started")
+    pid = int(pid_file.read_text())
+    first.kill()  # SIGKILL: runtimed alone; the Run's process lives on in its own process group
+    first.communicate(timeout=10)
+    assert _alive(pid)
+    # "next" fails if it ever runs beside the process "long" left: the pod holds one Run.
+    assign(cluster_api, "next", pod, mode={"task": {"args": [
+        PY, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); from tests.integration.test_runtimed_agent "
+                  f"import _alive; raise SystemExit(3 if _alive({pid}) else 0)"]}})
+    second = runtimed()
+    try:
+        cluster.wait_for(lambda: cluster_api.phases() == {"long": "Failed", "next": "Succeeded"}, timeout=40,
+                         what="long stopped and lost, then next run alone")
+        completed = next(c for c in cluster_api.run("long")["status"]["conditions"] if c["type"] == "Completed")
+        assert completed["reason"] == "ExecutionLost" and "was stopped" in completed["message"]
+        assert not _alive(pid)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.communicate(timeout=30)
+        if _alive(pid):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """A live process (a zombie waiting for its reaper is not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_a_pod_deleted_under_a_running_run_stops_it_and_the_run_ends_runtime_pod_lost(
