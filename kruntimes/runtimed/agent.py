@@ -18,6 +18,9 @@ small piece the tests can replace:
   the waiting Runs, and the pod's deletion stops every execution.
 - Writes: `KubernetesBinder` (replace status at the observed resourceVersion; 409
   and 404 are `Conflict`), reads: one GET.
+- Cluster settings: the default runs capacity comes from the ConfigMap the scheduler
+  reads too (`kruntimes.cluster.shared_settings`), read before anything is admitted
+  and again with every heartbeat.
 - Heartbeat: a merge patch of `kruntimes.io/runtimed-heartbeat` on the own pod,
   every `heartbeat_period` seconds (default 10 s, a third of the scheduler's 30 s
   staleness window, so one lost renewal never makes the pod stale).
@@ -41,8 +44,8 @@ import kubernetes.client
 import urllib3
 from kubernetes.client import ApiException
 
-from kruntimes.api import models
-from kruntimes.cluster import errors
+from kruntimes.api import cluster_settings, models
+from kruntimes.cluster import errors, shared_settings
 from kruntimes.cluster.binder import KubernetesBinder
 from kruntimes.cluster.informer import Informer
 from kruntimes.cluster.sources import RUNS, Source
@@ -65,7 +68,7 @@ class Settings:
     pod_namespace: str
     pod_uid: str
     work_dir: Path
-    default_runs_capacity: int = 1
+    settings_namespace: str = cluster_settings.DEFAULT_NAMESPACE  # where the shared ConfigMap is (SPEC §2.3)
     state_dir: Path | None = None  # runtimed's own files (kept ends, its Runs' pid files); default work_dir/.runtimed
     heartbeat_period: float = DEFAULT_HEARTBEAT_PERIOD
     run_field_selector: bool | None = None
@@ -122,6 +125,9 @@ class _RunEvents:
 class _PodEvents:
     def __init__(self, agent: Agent) -> None:
         self._agent = agent
+        self._lock = threading.Lock()
+        self._pod: dict[str, Any] | None = None  # the newest object of this pod
+        self._default_runs = cluster_settings.BUILT_IN_DEFAULT_RUNS_CAPACITY
 
     def upsert(self, obj: dict[str, Any], event: str) -> None:
         meta = obj.get("metadata") or {}
@@ -129,7 +135,17 @@ class _PodEvents:
             return
         if meta.get("deletionTimestamp"):
             self._agent.lifecycle.pod_leaving()
-        self._agent.lifecycle.set_capacity(pod_capacity(obj, self._agent.settings.default_runs_capacity))
+        with self._lock:
+            self._pod = obj
+            default = self._default_runs
+        self._agent.lifecycle.set_capacity(pod_capacity(obj, default))
+
+    def set_default_runs(self, value: int) -> None:
+        """The cluster's default runs capacity (SPEC §2.3): the pod's capacity is re-read when it changes."""
+        with self._lock:
+            changed, self._default_runs, pod = value != self._default_runs, value, self._pod
+        if changed and pod is not None:
+            self._agent.lifecycle.set_capacity(pod_capacity(pod, value))
 
     def delete(self, namespace: str, name: str) -> None:
         self._agent.lifecycle.pod_leaving()
@@ -153,8 +169,10 @@ class Agent:
         self._run_selector: dict[str, str] = {}  # chosen at start-up (`_select_runs`)
         self.run_informer = Informer(Source("Run", lambda **kw: custom.list_namespaced_custom_object(
             models.GROUP, models.VERSION, settings.pod_namespace, RUNS, **self._run_selector, **kw)), self._runs)
+        self._pod_events = _PodEvents(self)
         self.pod_informer = Informer(Source("Pod", lambda **kw: self._core.list_namespaced_pod(
-            settings.pod_namespace, field_selector=f"metadata.name={settings.pod_name}", **kw)), _PodEvents(self))
+            settings.pod_namespace, field_selector=f"metadata.name={settings.pod_name}", **kw)), self._pod_events)
+        self._api = api
         self._stopping = threading.Event()
 
     def _select_runs(self) -> dict[str, str]:
@@ -178,6 +196,9 @@ class Agent:
     def run(self, sync_timeout: float = 60.0) -> None:
         """Sync, recover, then renew the heartbeat until `stop`; stops every execution on the way out."""
         try:
+            # The cluster's settings first: no capacity is computed with a default of runtimed's own.
+            self._pod_events.set_default_runs(shared_settings.read(
+                self._api, self.settings.settings_namespace, self.settings.request_timeout).default_runs_capacity)
             self._run_selector = self._select_runs()
             self.pod_informer.start()
             self.run_informer.start()
@@ -191,6 +212,7 @@ class Agent:
                                                 "admitted": len(self.lifecycle.guard.admitted())})
             while not self._stopping.is_set():
                 self.heartbeat()
+                self.refresh_settings()
                 self.lifecycle.executor.reap_orphans()
                 self._stopping.wait(self.settings.heartbeat_period)
         finally:
@@ -207,6 +229,15 @@ class Agent:
                                             _request_timeout=self.settings.request_timeout)
         except (ApiException, OSError) as exc:
             log.warning("renewing the heartbeat of pod %s failed: %s", self.settings.pod_name, errors.describe(exc))
+
+    def refresh_settings(self) -> None:
+        """Follow a change of the cluster settings (the default runs capacity) within a heartbeat period."""
+        try:
+            shared = shared_settings.read(self._api, self.settings.settings_namespace, self.settings.request_timeout)
+        except shared_settings.SettingsUnreadable as exc:
+            log.warning("keeping the cluster settings read before: %s", exc)
+            return
+        self._pod_events.set_default_runs(shared.default_runs_capacity)
 
     def _check_pod_leaving(self) -> None:
         # SIGTERM from the kubelet may come before the pod watch shows the deletion:

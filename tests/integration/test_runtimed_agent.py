@@ -26,14 +26,14 @@ from kruntimes.api import models
 from kruntimes.runtimed.agent import Agent, Settings
 from kruntimes.scheduler import status as st
 from tests.integration import cluster
-from tests.integration.processes import ROOT, kubeconfig  # noqa: F401 - a fixture, found by name
+from tests.integration.processes import ROOT, kubeconfig, run_scheduler  # noqa: F401 - fixtures, found by name
 
 PY = sys.executable
 
 
 def start_agent(api: ApiClient, namespace: str, pod: dict[str, Any], work: Path) -> tuple[Agent, threading.Thread]:
     agent = Agent(api, Settings(pod_name=pod["name"], pod_namespace=namespace, pod_uid=pod["uid"], work_dir=work,
-                                heartbeat_period=0.2))
+                                heartbeat_period=0.2, settings_namespace=namespace))
     thread = threading.Thread(target=agent.run, name="runtimed-test", daemon=True)
     thread.start()
     return agent, thread
@@ -198,6 +198,27 @@ def test_a_pod_deleted_under_a_running_run_stops_it_and_the_run_ends_runtime_pod
         assert completed["reason"] == "RuntimePodLost"
         thread.join(20)
         assert not thread.is_alive()  # runtimed stopped with its pod
+    finally:
+        agent.stop()
+        thread.join(10)
+
+
+def test_the_scheduler_and_runtimed_read_one_default_runs_capacity_so_what_one_places_the_other_admits(
+        cluster_api: cluster.Cluster, kube_api: ApiClient, kube_namespace: str, run_scheduler: Callable[..., Any],
+        tmp_path: Path) -> None:
+    # SPEC §2.3 (amended 2026-12-04): one cluster setting, not a flag of each component.
+    cluster_api.core.create_namespaced_config_map(kube_namespace, {
+        "metadata": {"name": "kruntimes-settings"}, "data": {"defaultRunsCapacity": "2"}})
+    pod = cluster_api.add_pod("p1", runs=None)  # declares no runs: the cluster's default applies
+    for name in ("f1", "f2", "f3"):
+        cluster_api.add_run(name, mode={"function": {}})  # held until released
+    run_scheduler("--namespace", kube_namespace, "--leader-elect-resource-namespace", kube_namespace,
+                  "--settings-namespace", kube_namespace)
+    agent, thread = start_agent(kube_api, kube_namespace, pod, tmp_path / "work")
+    try:
+        cluster.wait_for(lambda: sorted(cluster_api.phases().values()) == ["Pending", "Running", "Running"],
+                         timeout=60, what="two function Runs running on the pod, the third Pending")
+        assert agent.lifecycle.guard.capacity().amounts == (("runs", 2),)
     finally:
         agent.stop()
         thread.join(10)
