@@ -9,22 +9,27 @@ Events come in from whoever watches (`observe`, `forget`, `set_capacity`); nothi
 here knows how. The steps, each as SPEC §4.1 states it:
 
 1. A Scheduled Run assigned to this pod is offered to the guard. Reserved: claim it
-   (`Running`, guarded); a 409 drops the reservation and the Run is re-read and
-   offered again. Claimed: start it. Waiting: it stays Scheduled; its `Admitted`
-   condition says why (written only when the reason changes).
-2. An execution ends: its terminal status is written through the shared helper,
-   re-read and re-written on conflict unless someone else already ended it; then its
-   reservation is released and the waiting Runs now fitting are claimed, oldest
-   first. Capacity is freed only once the end is written, so the API never shows
-   more Runs active on this pod than it holds.
-3. After a restart (`recover`), Running Runs of this pod are counted first, whatever
-   their fit; those whose process this runtimed does not have end Failed. So does a
-   Running Run of this pod seen later that this runtimed never claimed. A claim
-   whose answer was lost (timeout) is read back, never guessed.
+   (`Running`, guarded). A refused or unanswered claim is read back and settled
+   (`claims.settle`): still ours and Scheduled, it keeps its reservation and is tried
+   again with backoff on a thread of its own; ended, moved or gone, it is released.
+   Claimed: start it. Waiting: it stays Scheduled; its `Admitted` condition says why
+   (written only when the reason changes).
+2. An execution ends: the end is kept on disk and written through the shared helper
+   (`ends.EndWriter`: re-read on conflict, retried with backoff otherwise, until
+   written or someone else ended the Run); only then is its reservation released and
+   the waiting Runs now fitting claimed, oldest first. So the API never shows more
+   Runs active on this pod than it holds.
+3. After a restart (`recover`), the processes a killed predecessor left running are
+   stopped, then Running Runs of this pod are counted first, whatever their fit;
+   ends the predecessor kept are written; those whose process this runtimed does not
+   have end Failed. So does a Running Run of this pod seen later that this runtimed
+   never claimed.
 4. A function Run is released by the annotation `kruntimes.io/release: "true"`.
 5. A Run that is malformed (the scheduler would have failed it) or has no mode ends
    Failed with a reason that says what to fix; a Run another writer ended, or one
-   deleted, is stopped here.
+   deleted, is stopped here, or forgotten if it was only waiting or reserved.
+Releases that reserve further Runs go through one trampoline (`_claim_all`), so no
+chain of claims ever recurses.
 """
 
 from __future__ import annotations
