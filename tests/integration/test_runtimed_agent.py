@@ -25,6 +25,8 @@ from kubernetes.client import ApiClient
 from kruntimes.api import models
 from kruntimes.runtimed.agent import Agent, Settings
 from kruntimes.scheduler import status as st
+from tests.emulator.faults import status_write
+from tests.emulator.server import Emulator
 from tests.integration import cluster
 from tests.integration.processes import ROOT, kubeconfig, run_scheduler  # noqa: F401 - fixtures, found by name
 
@@ -219,6 +221,32 @@ def test_the_scheduler_and_runtimed_read_one_default_runs_capacity_so_what_one_p
         cluster.wait_for(lambda: sorted(cluster_api.phases().values()) == ["Pending", "Running", "Running"],
                          timeout=60, what="two function Runs running on the pod, the third Pending")
         assert agent.lifecycle.guard.capacity().amounts == (("runs", 2),)
+    finally:
+        agent.stop()
+        thread.join(10)
+
+
+def test_claims_and_ends_the_api_refuses_for_a_while_are_read_back_retried_and_the_run_runs_once(
+        emulator: Emulator, cluster_api: cluster.Cluster, kube_api: ApiClient, kube_namespace: str,
+        tmp_path: Path) -> None:
+    # Through the real client and binder: 500s and a 429 with Retry-After (issue 23 items 3 and 4).
+    pod = cluster_api.add_pod("p1", runs=1)
+    gate = tmp_path / "gate"
+    assign(cluster_api, "a", pod, mode={"task": {"args": [
+        PY, "-c", f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.02)"]}})
+    writes, reads = status_write("a"), (lambda method, path: method == "GET" and path.endswith("/runs/a"))
+    before = emulator.hits_of(writes)
+    emulator.answer(500, writes, count=2)
+    emulator.throttle(writes, count=1, retry_after=1)
+    agent, thread = start_agent(kube_api, kube_namespace, pod, tmp_path / "work")
+    try:
+        cluster.wait_for(lambda: cluster_api.phases()["a"] == "Running", timeout=30, what="a claimed")
+        assert emulator.hits_of(writes) - before == 4 and emulator.hits_of(reads) == 3  # each refusal read back
+        emulator.answer(503, writes, count=2)
+        gate.touch()
+        cluster.wait_for(lambda: cluster_api.phases()["a"] == "Succeeded", timeout=30, what="a's end written")
+        assert emulator.hits_of(writes) - before == 7  # 3 refused claims, the claim, 2 refused ends, the end
+        cluster.wait_for(lambda: agent.lifecycle.guard.usage() == {}, timeout=10, what="a's room freed")
     finally:
         agent.stop()
         thread.join(10)
