@@ -5,7 +5,7 @@ be a flag of the scheduler and one of runtimed: set one and not the other, and t
 scheduler placed Runs that runtimed then refused, leaving them Scheduled. So it is
 one cluster setting: the ConfigMap `kruntimes-settings` in the kruntimes namespace
 (`kruntimes-system`, or `KRUNTIMES_SETTINGS_NAMESPACE`), key `defaultRunsCapacity`,
-read by the scheduler at start-up, by runtimed at start-up and on every heartbeat,
+read by the scheduler at start-up, by runtimed at start-up and every minute,
 and by `kruntimes simulate` from the same ConfigMap given among its input documents.
 No ConfigMap, or no key: 1. A malformed value is an error for every reader alike,
 never a guess one of them makes on its own.

@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--settings-namespace", metavar="NAMESPACE",
                    default=kube_args.env(cluster_settings.NAMESPACE_ENV, cluster_settings.DEFAULT_NAMESPACE),
                    help=f"where the ConfigMap {cluster_settings.CONFIGMAP} is: the cluster settings runtimed, the "
-                        "scheduler and simulate read alike (the default runs capacity; re-read on every heartbeat) "
+                        "scheduler and simulate read alike (the default runs capacity; re-read every minute) "
                         f"(env {cluster_settings.NAMESPACE_ENV}; default {cluster_settings.DEFAULT_NAMESPACE})")
     p.add_argument("--log-level", default=kube_args.env("KRUNTIMES_LOG_LEVEL", "info"),
                    choices=["debug", "info", "warning", "error"])

@@ -20,7 +20,7 @@ small piece the tests can replace:
   and 404 are `Conflict`), reads: one GET.
 - Cluster settings: the default runs capacity comes from the ConfigMap the scheduler
   reads too (`kruntimes.cluster.shared_settings`), read before anything is admitted
-  and again with every heartbeat.
+  and again every `settings_period` (a minute), on the heartbeat's thread.
 - Heartbeat: a merge patch of `kruntimes.io/runtimed-heartbeat` on the own pod,
   every `heartbeat_period` seconds (default 10 s, a third of the scheduler's 30 s
   staleness window, so one lost renewal never makes the pod stale).
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -59,6 +60,8 @@ log = logging.getLogger(__name__)
 MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_HEARTBEAT_PERIOD = 10.0  # seconds; a third of the scheduler's default 30 s staleness window
 NOT_READ_YET = "the pod's capacity has not been read yet"
+# One GET of the settings ConfigMap per pod per minute: a thousand pods cost the API server ~17 reads a second.
+DEFAULT_SETTINGS_PERIOD = 60.0
 STATE_SUBDIR = ".runtimed"  # never a namespace (a DNS label), so never a Run's working directory
 
 
@@ -69,6 +72,7 @@ class Settings:
     pod_uid: str
     work_dir: Path
     settings_namespace: str = cluster_settings.DEFAULT_NAMESPACE  # where the shared ConfigMap is (SPEC §2.3)
+    settings_period: float = DEFAULT_SETTINGS_PERIOD  # seconds between two reads of it
     state_dir: Path | None = None  # runtimed's own files (kept ends, its Runs' pid files); default work_dir/.runtimed
     heartbeat_period: float = DEFAULT_HEARTBEAT_PERIOD
     run_field_selector: bool | None = None
@@ -173,6 +177,7 @@ class Agent:
         self.pod_informer = Informer(Source("Pod", lambda **kw: self._core.list_namespaced_pod(
             settings.pod_namespace, field_selector=f"metadata.name={settings.pod_name}", **kw)), self._pod_events)
         self._api = api
+        self._settings_due = 0.0  # when the cluster settings are read again (monotonic seconds)
         self._stopping = threading.Event()
 
     def _select_runs(self) -> dict[str, str]:
@@ -199,6 +204,7 @@ class Agent:
             # The cluster's settings first: no capacity is computed with a default of runtimed's own.
             self._pod_events.set_default_runs(shared_settings.read(
                 self._api, self.settings.settings_namespace, self.settings.request_timeout).default_runs_capacity)
+            self._settings_due = time.monotonic() + self.settings.settings_period
             self._run_selector = self._select_runs()
             self.pod_informer.start()
             self.run_informer.start()
@@ -212,7 +218,8 @@ class Agent:
                                                 "admitted": len(self.lifecycle.guard.admitted())})
             while not self._stopping.is_set():
                 self.heartbeat()
-                self.refresh_settings()
+                if time.monotonic() >= self._settings_due:
+                    self.refresh_settings()
                 self.lifecycle.executor.reap_orphans()
                 self._stopping.wait(self.settings.heartbeat_period)
         finally:
@@ -231,7 +238,8 @@ class Agent:
             log.warning("renewing the heartbeat of pod %s failed: %s", self.settings.pod_name, errors.describe(exc))
 
     def refresh_settings(self) -> None:
-        """Follow a change of the cluster settings (the default runs capacity) within a heartbeat period."""
+        """Follow a change of the cluster settings (the default runs capacity) within `Settings.settings_period`."""
+        self._settings_due = time.monotonic() + self.settings.settings_period
         try:
             shared = shared_settings.read(self._api, self.settings.settings_namespace, self.settings.request_timeout)
         except shared_settings.SettingsUnreadable as exc:

@@ -35,7 +35,7 @@ PY = sys.executable
 
 def start_agent(api: ApiClient, namespace: str, pod: dict[str, Any], work: Path) -> tuple[Agent, threading.Thread]:
     agent = Agent(api, Settings(pod_name=pod["name"], pod_namespace=namespace, pod_uid=pod["uid"], work_dir=work,
-                                heartbeat_period=0.2, settings_namespace=namespace))
+                                heartbeat_period=0.2, settings_namespace=namespace, settings_period=0.2))
     thread = threading.Thread(target=agent.run, name="runtimed-test", daemon=True)
     thread.start()
     return agent, thread
@@ -247,6 +247,24 @@ def test_claims_and_ends_the_api_refuses_for_a_while_are_read_back_retried_and_t
         cluster.wait_for(lambda: cluster_api.phases()["a"] == "Succeeded", timeout=30, what="a's end written")
         assert emulator.hits_of(writes) - before == 7  # 3 refused claims, the claim, 2 refused ends, the end
         cluster.wait_for(lambda: agent.lifecycle.guard.usage() == {}, timeout=10, what="a's room freed")
+    finally:
+        agent.stop()
+        thread.join(10)
+
+
+def test_runtimed_follows_a_change_of_the_cluster_default_runs_capacity_and_admits_the_waiting_run(
+        cluster_api: cluster.Cluster, kube_api: ApiClient, kube_namespace: str, tmp_path: Path) -> None:
+    pod = cluster_api.add_pod("p1", runs=None)  # declares no runs: the cluster's default applies
+    agent, thread = start_agent(kube_api, kube_namespace, pod, tmp_path / "work")
+    try:
+        assign(cluster_api, "f1", pod, mode={"function": {}})
+        assign(cluster_api, "f2", pod, mode={"function": {}})
+        cluster.wait_for(lambda: sorted(cluster_api.phases().values()) == ["Running", "Scheduled"], timeout=20,
+                         what="one Run admitted under the built-in default of 1")
+        cluster_api.core.create_namespaced_config_map(kube_namespace, {
+            "metadata": {"name": "kruntimes-settings"}, "data": {"defaultRunsCapacity": "2"}})
+        cluster.wait_for(lambda: sorted(cluster_api.phases().values()) == ["Running", "Running"], timeout=20,
+                         what="the waiting Run admitted under the new default")
     finally:
         agent.stop()
         thread.join(10)

@@ -35,7 +35,7 @@ RUNTIMED_CALLS = [
       for verb in ("list", "watch")),
     Call("its pod is read once on shutdown", TEAM, "", "pods", "get"),
     Call("the heartbeat is a merge patch of its pod", TEAM, "", "pods", "patch"),
-    Call("the cluster settings (SPEC §2.3) are read at start-up and with every heartbeat", NAMESPACE, "",
+    Call("the cluster settings (SPEC §2.3) are read at start-up and every minute", NAMESPACE, "",
          "configmaps", "get", "kruntimes-settings"),
 ]
 
