@@ -171,10 +171,14 @@ class Lifecycle:
         with self._lock:
             if run.uid in self._ended_uids:
                 return
-        if not (admitted_here or self.guard.is_mine(run)):
+        if not self.guard.is_mine(run) and (not admitted_here or
+                                            (info.phase == "Scheduled" and not self.executor.has(run.uid))):
+            # Assigned elsewhere. Reserved here with its claim not landed (a claim sets
+            # Running): the reservation goes now, not at the claim's next retry.
             with self._lock:
                 self._latest.pop(run.uid, None)
             self.guard.offer(run)  # forgets it if it was waiting here
+            self._release(run.uid)
             return
         self._remember(obj)
         if info.phase == "Running" and admitted_here and self._release_requested(obj):

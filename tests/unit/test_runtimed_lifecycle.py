@@ -444,3 +444,20 @@ def test_an_end_not_yet_written_survives_a_restart_and_is_written_with_the_time_
         assert api.objects["a"]["status"]["completionTime"] == "2026-12-04T12:00:00Z"
     wait_for(lambda: api.phase("next") == "Succeeded")
     assert second.outbox.pending() == {}
+
+
+def test_a_run_moved_to_another_pod_while_its_claim_retries_gives_its_reservation_back_at_once(
+        api: FakeApi, tmp_path: Path) -> None:
+    held: list[dict[str, int]] = []
+
+    def move_a() -> None:
+        life.observe(api.edit("a", lambda o: o["status"].update(assignment={"podName": "p-other",
+                                                                            "podUID": "uid-other"})))
+        held.append(life.guard.usage())
+
+    life = start(api, tmp_path, runs=1, wait=FakeSleep(then={2: move_a}))
+    api.failing["a"] = 1000
+    life.observe(api.add("a"))
+    wait_for(lambda: held != [])
+    assert held == [{}]
+    wait_for(lambda: life.guard.usage() == {} and api.failing["a"] > 990)
