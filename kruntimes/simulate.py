@@ -1,10 +1,11 @@
 """`kruntimes simulate`: "where would these Runs go?" without a cluster.
 
-Reads Kubernetes YAML (Runtime Pods as v1 Pods, Runs as kruntimes.io/v1alpha1),
-loads them into a cluster cache exactly as the informers would, then schedules
-every Pending Run once, in creation order, through the same planner and the same
-reserve/assume path as the live scheduler - each Run sees the assumptions of the
-Runs before it. Nothing is bound and nothing is written.
+Reads Kubernetes YAML (Runtime Pods as v1 Pods, Runs as kruntimes.io/v1alpha1, and
+the cluster settings ConfigMap `kruntimes-settings` that the scheduler and runtimed
+read, for the default runs capacity: SPEC §2.3), loads them into a cluster cache
+exactly as the informers would, then schedules every Pending Run once, in creation
+order, through the same planner and the same reserve/assume path as the live
+scheduler - each Run sees the assumptions of the Runs before it. Nothing is bound and nothing is written.
 
 Creation order is the order of instants (then namespace, then name), whatever form the
 timestamp takes: RFC 3339 text with any offset or fraction (as ``metav1.Time`` reads it),
@@ -18,6 +19,7 @@ through ``bounded_yaml``, so a hostile file is an error too, never a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -25,7 +27,7 @@ from fractions import Fraction
 from typing import Any, Iterable
 
 from kruntimes import bounded_yaml
-from kruntimes.api import ingest, models
+from kruntimes.api import cluster_settings, ingest, models
 from kruntimes.api.quantity import describe_input
 from kruntimes.scheduler import outcome as out
 from kruntimes.scheduler.cache import ClusterCache
@@ -76,6 +78,16 @@ def load_documents(sources: Iterable[tuple[str, str]]) -> list[tuple[str, dict[s
 def simulate(documents: list[tuple[str, dict[str, Any]]], now: datetime,
              config: SchedulerConfig | None = None) -> list[Placement]:
     config = config or SchedulerConfig()
+    settings = [(where, doc) for where, doc in documents if cluster_settings.is_settings(doc)]
+    if len(settings) > 1:
+        raise InputError(f"{settings[1][0]}: a second {cluster_settings.CONFIGMAP} ConfigMap; give one")
+    for where, doc in settings:  # the cluster's settings, as the scheduler and runtimed read them (SPEC §2.3)
+        try:
+            shared = cluster_settings.from_configmap(doc)
+        except cluster_settings.SettingsError as exc:
+            raise InputError(f"{where}: {exc}") from exc
+        config = dataclasses.replace(config, default_runs_capacity=shared.default_runs_capacity)
+    documents = [(where, doc) for where, doc in documents if not cluster_settings.is_settings(doc)]
     cache = ClusterCache(config)
     planner = Planner(config)
     runs: list[RunInfo] = []
@@ -85,7 +97,8 @@ def simulate(documents: list[tuple[str, dict[str, Any]]], now: datetime,
         kind, api_version = doc.get("kind"), doc.get("apiVersion")
         if (api_version, kind) not in (("v1", "Pod"), (models.API_VERSION, "Run")):
             raise InputError(f"{where}: unsupported object {_plain(api_version)}/{_plain(kind)}; "
-                             f"expected v1/Pod or {models.API_VERSION}/Run")
+                             f"expected v1/Pod, {models.API_VERSION}/Run or the v1/ConfigMap "
+                             f"{cluster_settings.CONFIGMAP}")
         meta = _metadata(where, doc)
         namespace, name = meta.get("namespace") or "default", meta["name"]
         uid = meta.get("uid") or f"{namespace}/{name}"

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
 
+from kruntimes.api import cluster_settings
 from kruntimes.cli import kube_args
 from kruntimes.cli.kube_args import UsageError, add_kube_options, api_client
 from kruntimes.cluster import logs
@@ -40,21 +42,31 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--work-dir", type=Path,
                    default=Path(kube_args.env("KRUNTIMES_WORK_DIR", "/tmp/kruntimes-runs") or ""),
                    help="where each Run gets its working directory (env KRUNTIMES_WORK_DIR)")
+    p.add_argument("--state-dir", type=Path, default=kube_args.env("KRUNTIMES_STATE_DIR"),
+                   help="runtimed's own files, kept across its restarts: Run ends not yet written, its Runs' pid "
+                        "files (env KRUNTIMES_STATE_DIR; default WORK_DIR/.runtimed); put it on a volume that "
+                        "outlives the container, e.g. an emptyDir")
     # String defaults go through `type` like the flag itself, so a malformed environment
     # variable is argparse's one-line usage error, not a traceback at start-up.
     p.add_argument("--heartbeat-period", type=kube_args.seconds(float),
                    default=kube_args.env("KRUNTIMES_HEARTBEAT_PERIOD", str(DEFAULT_HEARTBEAT_PERIOD)),
                    metavar="SECONDS", help="heartbeat renewal period; keep it well inside the scheduler's "
                                            f"staleness (env KRUNTIMES_HEARTBEAT_PERIOD; default {DEFAULT_HEARTBEAT_PERIOD:g})")
-    p.add_argument("--default-runs-capacity", type=int,
-                   default=kube_args.env("KRUNTIMES_DEFAULT_RUNS_CAPACITY", "1"), metavar="N",
-                   help="runs capacity of a pod that declares none; the scheduler's setting (default 1)")
+    p.add_argument("--settings-namespace", metavar="NAMESPACE",
+                   default=kube_args.env(cluster_settings.NAMESPACE_ENV, cluster_settings.DEFAULT_NAMESPACE),
+                   help=f"where the ConfigMap {cluster_settings.CONFIGMAP} is: the cluster settings runtimed, the "
+                        "scheduler and simulate read alike (the default runs capacity; re-read every minute) "
+                        f"(env {cluster_settings.NAMESPACE_ENV}; default {cluster_settings.DEFAULT_NAMESPACE})")
     p.add_argument("--log-level", default=kube_args.env("KRUNTIMES_LOG_LEVEL", "info"),
                    choices=["debug", "info", "warning", "error"])
 
 
 def run(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
+    legacy = cluster_settings.legacy_setting_problem(os.environ)
+    if legacy is not None:
+        print(f"kruntimes runtimed: {legacy}", file=sys.stderr)
+        return 2
     missing = [flag for flag, value in (("--pod-name", args.pod_name), ("--pod-namespace", args.pod_namespace),
                                         ("--pod-uid", args.pod_uid)) if not value]
     if missing:
@@ -73,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
     # may not reap them), which stops them with the Run and reaps them.
     become_subreaper()
     agent = Agent(api, Settings(pod_name=args.pod_name, pod_namespace=args.pod_namespace, pod_uid=args.pod_uid,
-                                work_dir=args.work_dir, default_runs_capacity=args.default_runs_capacity,
+                                work_dir=args.work_dir, state_dir=args.state_dir or None,
+                                settings_namespace=args.settings_namespace,
                                 heartbeat_period=args.heartbeat_period))
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, frame: agent.stop())

@@ -15,7 +15,9 @@ replicas), in the background, while the scheduler schedules.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
+import os
 import signal
 import sys
 import threading
@@ -24,10 +26,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Gauge, GCCollector, PlatformCollector, ProcessCollector
 
 from kruntimes import gctuning
+from kruntimes.api import cluster_settings
 from kruntimes.cli import journal_args, kube_args
 from kruntimes.cli.kube_args import UsageError, add_kube_options, api_client
 from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO
-from kruntimes.cluster import logs
+from kruntimes.cluster import logs, shared_settings
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.cluster.settings import DETAILS, MIGRATE_MODES, ClusterSettings, LeaseSettings, default_identity
@@ -59,8 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
            "status writes in flight per binder process", type=kube_args.positive(int), metavar="N")
     option(api, "--heartbeat-staleness", "KRUNTIMES_HEARTBEAT_STALENESS", 30,
            "seconds after which a runtimed heartbeat is stale", type=kube_args.seconds(int), metavar="SECONDS")
-    option(api, "--default-runs-capacity", "KRUNTIMES_DEFAULT_RUNS_CAPACITY", 1,
-           "runs capacity of a pod without a kruntimes.io/capacity.runs annotation", type=int, metavar="N")
+    option(api, "--settings-namespace", cluster_settings.NAMESPACE_ENV, cluster_settings.DEFAULT_NAMESPACE,
+           f"where the ConfigMap {cluster_settings.CONFIGMAP} is: the cluster settings the scheduler, every "
+           "runtimed and simulate read alike (the default runs capacity)", metavar="NAMESPACE")
 
     journal = p.add_argument_group("journal")
     journal.add_argument("--journal-url", "--journal", dest="journal_url", default=kube_args.env(journal_args.URL_ENV),
@@ -146,7 +150,7 @@ def settings_from(args: argparse.Namespace) -> ClusterSettings:
         return ClusterSettings(namespace=args.namespace or None, binders=args.binders,
                                bind_concurrency=args.bind_concurrency,
                                heartbeat_staleness=args.heartbeat_staleness,
-                               default_runs_capacity=args.default_runs_capacity, journal_url=args.journal_url,
+                               journal_url=args.journal_url,
                                journal_detail=args.journal_detail,
                                journal_checkpoint_every=args.journal_checkpoint_every,
                                journal_checkpoint_size_ratio=args.journal_checkpoint_size_ratio,
@@ -211,6 +215,10 @@ def watch_schema(settings: ClusterSettings, registry: CollectorRegistry) -> sche
 
 def run(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
+    legacy = cluster_settings.legacy_setting_problem(os.environ)
+    if legacy is not None:
+        print(f"kruntimes scheduler: {legacy}", file=sys.stderr)
+        return 2
     try:
         settings = settings_from(args)
         api = api_client(args, pool_size=8)
@@ -223,6 +231,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"kruntimes scheduler: {exc}", file=sys.stderr)
         api.close()
         return 2
+    try:
+        shared = shared_settings.read(api, args.settings_namespace, settings.request_timeout)
+    except shared_settings.SettingsUnreadable as exc:
+        print(f"kruntimes scheduler: {exc}", file=sys.stderr)
+        api.close()
+        return 1
+    settings = dataclasses.replace(settings, default_runs_capacity=shared.default_runs_capacity)
     registry = CollectorRegistry()
     for collector in (ProcessCollector, PlatformCollector, GCCollector):
         collector(registry=registry)
@@ -245,7 +260,8 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signum, lambda signum, frame: stop.set())
     log.info("starting", extra={
         "namespace": settings.namespace or "*", "binders": settings.binders, "identity": settings.lease.identity,
-        "leader_elect": settings.leader_elect, "lease": f"{settings.lease.namespace}/{settings.lease.name}",
+        "leader_elect": settings.leader_elect, "default_runs_capacity": settings.default_runs_capacity,
+        "lease": f"{settings.lease.namespace}/{settings.lease.name}",
         "journal": journal_args.shown(settings.journal_url) if settings.journal_url else None,
         "http_port": probes.port})
     scheduler.start()

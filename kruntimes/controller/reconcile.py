@@ -45,6 +45,10 @@ API_VERSION = "kruntimes.io/v1alpha1"
 RUNTIMED_CONTAINER = "runtimed"
 WORK_VOLUME = "kruntimes-work"
 WORK_DIR = "/var/lib/kruntimes/runs"
+#: runtimed's own files (Run ends not yet written, pid files): an emptyDir outlives a runtimed restart, and
+#: only the runtimed container mounts it.
+STATE_VOLUME = "kruntimes-runtimed-state"
+STATE_DIR = "/var/lib/kruntimes/runtimed"
 #: Downward-API environment every runtimed gets (SPEC §4.1: it knows its own pod).
 POD_ENV = (("KRUNTIMES_POD_NAME", "metadata.name"), ("KRUNTIMES_POD_NAMESPACE", "metadata.namespace"),
            ("KRUNTIMES_POD_UID", "metadata.uid"))
@@ -169,8 +173,8 @@ def pod_body(runtime: RuntimeSpecView, capacity: Mapping[str, int], defaults: Po
     annotations[CAPACITY_ANNOTATION] = capacity_annotation(capacity)
     spec = dict(template.get("spec") or {})
     spec["containers"] = _with_runtimed([dict(c) for c in spec.get("containers") or []], defaults)
-    volumes = [v for v in spec.get("volumes") or [] if v.get("name") != WORK_VOLUME]
-    spec["volumes"] = volumes + [{"name": WORK_VOLUME, "emptyDir": {}}]
+    volumes = [v for v in spec.get("volumes") or [] if v.get("name") not in (WORK_VOLUME, STATE_VOLUME)]
+    spec["volumes"] = volumes + [{"name": WORK_VOLUME, "emptyDir": {}}, {"name": STATE_VOLUME, "emptyDir": {}}]
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
@@ -221,13 +225,15 @@ def _with_runtimed(containers: list[dict[str, Any]], defaults: PodDefaults) -> l
         runtimed = {"name": RUNTIMED_CONTAINER, "image": defaults.runtimed_image}
         containers.append(runtimed)
     runtimed.setdefault("command", ["kruntimes", "runtimed"])
-    ours = {name for name, _ in POD_ENV} | {"KRUNTIMES_WORK_DIR"}
+    ours = {name for name, _ in POD_ENV} | {"KRUNTIMES_WORK_DIR", "KRUNTIMES_STATE_DIR"}
     env = [e for e in runtimed.get("env") or [] if e.get("name") not in ours]
     env += [{"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}} for name, path in POD_ENV]
     env.append({"name": "KRUNTIMES_WORK_DIR", "value": WORK_DIR})
+    env.append({"name": "KRUNTIMES_STATE_DIR", "value": STATE_DIR})
     runtimed["env"] = env
-    mounts = [m for m in runtimed.get("volumeMounts") or [] if m.get("name") != WORK_VOLUME]
-    runtimed["volumeMounts"] = mounts + [{"name": WORK_VOLUME, "mountPath": WORK_DIR}]
+    mounts = [m for m in runtimed.get("volumeMounts") or [] if m.get("name") not in (WORK_VOLUME, STATE_VOLUME)]
+    runtimed["volumeMounts"] = mounts + [{"name": WORK_VOLUME, "mountPath": WORK_DIR},
+                                         {"name": STATE_VOLUME, "mountPath": STATE_DIR}]
     return containers
 
 

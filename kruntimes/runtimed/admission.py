@@ -153,6 +153,12 @@ class AdmissionGuard:
         with self._lock:
             return [a.run for _, a in sorted(self._admitted.items())]
 
+    def uid_of(self, namespace: str, name: str) -> str | None:
+        """The UID of the Run of that name admitted or waiting here, if any."""
+        with self._lock:
+            runs = [a.run for a in self._admitted.values()] + [run for run, _ in self._waiting.values()]
+        return next((r.uid for r in runs if r.key == (namespace, name)), None)
+
     def waiting(self) -> list[AssignedRun]:
         """Waiting Runs in the order they are re-checked: oldest assignment first."""
         with self._lock:
@@ -180,12 +186,17 @@ class AdmissionGuard:
             self._reserve(run, claimed=False)
             return Decision(RESERVED, run)
 
-    def claimed(self, uid: str) -> None:
-        """The claim (Running) was written: the reservation is now an executing Run."""
+    def claimed(self, uid: str) -> bool:
+        """The claim (Running) was written: the reservation is now an executing Run.
+
+        False when the reservation is gone meanwhile (the Run ended or vanished while
+        its claim was in flight): then nothing may execute for it.
+        """
         with self._lock:
             entry = self._admitted.get(uid)
             if entry is not None:
                 entry.claimed = True
+            return entry is not None
 
     def adopt(self, run: AssignedRun) -> None:
         """A Run already Running on this pod (found after a restart): it counts, whether or not it fits.

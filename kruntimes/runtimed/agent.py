@@ -5,8 +5,9 @@ live scheduler, and as a process), not yet against a real cluster. Its seams, ea
 small piece the tests can replace:
 
 - `Settings`: the pod's identity (from the downward API, as the Runtime controller
-  injects it: `kruntimes.controller.reconcile.POD_ENV`) and the work directory on a
-  writable volume.
+  injects it: `kruntimes.controller.reconcile.POD_ENV`), the work directory on a
+  writable volume, and runtimed's state directory (ends not yet written, pid files of
+  its Runs' processes) on a volume that outlives the container.
 - Runs: an `Informer` (the scheduler's: paged list, resumable watch, relist on 410,
   no duplicates) over Runs assigned to this pod. Where the server allows it, it asks
   for `status.assignment.podName=<pod>` only (the Run CRD's `selectableFields`,
@@ -17,6 +18,9 @@ small piece the tests can replace:
   the waiting Runs, and the pod's deletion stops every execution.
 - Writes: `KubernetesBinder` (replace status at the observed resourceVersion; 409
   and 404 are `Conflict`), reads: one GET.
+- Cluster settings: the default runs capacity comes from the ConfigMap the scheduler
+  reads too (`kruntimes.cluster.shared_settings`), read before anything is admitted
+  and again every `settings_period` (a minute), on the heartbeat's thread.
 - Heartbeat: a merge patch of `kruntimes.io/runtimed-heartbeat` on the own pod,
   every `heartbeat_period` seconds (default 10 s, a third of the scheduler's 30 s
   staleness window, so one lost renewal never makes the pod stale).
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,8 +45,8 @@ import kubernetes.client
 import urllib3
 from kubernetes.client import ApiException
 
-from kruntimes.api import models
-from kruntimes.cluster import errors
+from kruntimes.api import cluster_settings, models
+from kruntimes.cluster import errors, shared_settings
 from kruntimes.cluster.binder import KubernetesBinder
 from kruntimes.cluster.informer import Informer
 from kruntimes.cluster.sources import RUNS, Source
@@ -55,6 +60,9 @@ log = logging.getLogger(__name__)
 MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_HEARTBEAT_PERIOD = 10.0  # seconds; a third of the scheduler's default 30 s staleness window
 NOT_READ_YET = "the pod's capacity has not been read yet"
+# One GET of the settings ConfigMap per pod per minute: a thousand pods cost the API server ~17 reads a second.
+DEFAULT_SETTINGS_PERIOD = 60.0
+STATE_SUBDIR = ".runtimed"  # never a namespace (a DNS label), so never a Run's working directory
 
 
 @dataclass(frozen=True)
@@ -63,7 +71,9 @@ class Settings:
     pod_namespace: str
     pod_uid: str
     work_dir: Path
-    default_runs_capacity: int = 1
+    settings_namespace: str = cluster_settings.DEFAULT_NAMESPACE  # where the shared ConfigMap is (SPEC §2.3)
+    settings_period: float = DEFAULT_SETTINGS_PERIOD  # seconds between two reads of it
+    state_dir: Path | None = None  # runtimed's own files (kept ends, its Runs' pid files); default work_dir/.runtimed
     heartbeat_period: float = DEFAULT_HEARTBEAT_PERIOD
     run_field_selector: bool | None = None
     request_timeout: float = 30.0
@@ -119,6 +129,9 @@ class _RunEvents:
 class _PodEvents:
     def __init__(self, agent: Agent) -> None:
         self._agent = agent
+        self._lock = threading.Lock()
+        self._pod: dict[str, Any] | None = None  # the newest object of this pod
+        self._default_runs = cluster_settings.BUILT_IN_DEFAULT_RUNS_CAPACITY
 
     def upsert(self, obj: dict[str, Any], event: str) -> None:
         meta = obj.get("metadata") or {}
@@ -126,7 +139,17 @@ class _PodEvents:
             return
         if meta.get("deletionTimestamp"):
             self._agent.lifecycle.pod_leaving()
-        self._agent.lifecycle.set_capacity(pod_capacity(obj, self._agent.settings.default_runs_capacity))
+        with self._lock:
+            self._pod = obj
+            default = self._default_runs
+        self._agent.lifecycle.set_capacity(pod_capacity(obj, default))
+
+    def set_default_runs(self, value: int) -> None:
+        """The cluster's default runs capacity (SPEC §2.3): the pod's capacity is re-read when it changes."""
+        with self._lock:
+            changed, self._default_runs, pod = value != self._default_runs, value, self._pod
+        if changed and pod is not None:
+            self._agent.lifecycle.set_capacity(pod_capacity(pod, value))
 
     def delete(self, namespace: str, name: str) -> None:
         self._agent.lifecycle.pod_leaving()
@@ -142,15 +165,19 @@ class Agent:
         # Nothing is admitted before the pod informer has read the capacity (it syncs before recovery).
         self.lifecycle = Lifecycle(settings.pod_name, settings.pod_uid, Capacity(problem=NOT_READ_YET),
                                    KubernetesBinder(api, timeout=settings.request_timeout),
-                                   _Reader(api, settings.request_timeout), settings.work_dir)
+                                   _Reader(api, settings.request_timeout), settings.work_dir,
+                                   state_dir=settings.state_dir or settings.work_dir / STATE_SUBDIR)
         self._runs = _RunEvents(self.lifecycle)
         custom = kubernetes.client.CustomObjectsApi(api)
         self._custom = custom
         self._run_selector: dict[str, str] = {}  # chosen at start-up (`_select_runs`)
         self.run_informer = Informer(Source("Run", lambda **kw: custom.list_namespaced_custom_object(
             models.GROUP, models.VERSION, settings.pod_namespace, RUNS, **self._run_selector, **kw)), self._runs)
+        self._pod_events = _PodEvents(self)
         self.pod_informer = Informer(Source("Pod", lambda **kw: self._core.list_namespaced_pod(
-            settings.pod_namespace, field_selector=f"metadata.name={settings.pod_name}", **kw)), _PodEvents(self))
+            settings.pod_namespace, field_selector=f"metadata.name={settings.pod_name}", **kw)), self._pod_events)
+        self._api = api
+        self._settings_due = 0.0  # when the cluster settings are read again (monotonic seconds)
         self._stopping = threading.Event()
 
     def _select_runs(self) -> dict[str, str]:
@@ -174,6 +201,10 @@ class Agent:
     def run(self, sync_timeout: float = 60.0) -> None:
         """Sync, recover, then renew the heartbeat until `stop`; stops every execution on the way out."""
         try:
+            # The cluster's settings first: no capacity is computed with a default of runtimed's own.
+            self._pod_events.set_default_runs(shared_settings.read(
+                self._api, self.settings.settings_namespace, self.settings.request_timeout).default_runs_capacity)
+            self._settings_due = time.monotonic() + self.settings.settings_period
             self._run_selector = self._select_runs()
             self.pod_informer.start()
             self.run_informer.start()
@@ -187,6 +218,8 @@ class Agent:
                                                 "admitted": len(self.lifecycle.guard.admitted())})
             while not self._stopping.is_set():
                 self.heartbeat()
+                if time.monotonic() >= self._settings_due:
+                    self.refresh_settings()
                 self.lifecycle.executor.reap_orphans()
                 self._stopping.wait(self.settings.heartbeat_period)
         finally:
@@ -203,6 +236,16 @@ class Agent:
                                             _request_timeout=self.settings.request_timeout)
         except (ApiException, OSError) as exc:
             log.warning("renewing the heartbeat of pod %s failed: %s", self.settings.pod_name, errors.describe(exc))
+
+    def refresh_settings(self) -> None:
+        """Follow a change of the cluster settings (the default runs capacity) within `Settings.settings_period`."""
+        self._settings_due = time.monotonic() + self.settings.settings_period
+        try:
+            shared = shared_settings.read(self._api, self.settings.settings_namespace, self.settings.request_timeout)
+        except shared_settings.SettingsUnreadable as exc:
+            log.warning("keeping the cluster settings read before: %s", exc)
+            return
+        self._pod_events.set_default_runs(shared.default_runs_capacity)
 
     def _check_pod_leaving(self) -> None:
         # SIGTERM from the kubelet may come before the pod watch shows the deletion:

@@ -34,6 +34,7 @@ from typing import Callable, Mapping, Sequence
 
 from kruntimes.runtimed import outcomes
 from kruntimes.runtimed.outcomes import Ended, RunRef
+from kruntimes.runtimed.pidfiles import PidFiles
 
 TAIL_LINES = 20
 TAIL_LINE_CHARS = 240
@@ -62,13 +63,15 @@ class Executor:
 
     def __init__(self, work_root: Path, on_end: Callable[[Ended], None], *,
                  log: Callable[[str], None] = pod_log, env: Mapping[str, str] | None = None,
-                 stop_grace_seconds: float = 10.0, keep_workdirs: bool = False) -> None:
+                 stop_grace_seconds: float = 10.0, keep_workdirs: bool = False,
+                 pid_files: PidFiles | None = None) -> None:
         self.work_root = Path(work_root)
         self._on_end = on_end
         self._log = log
         self._env = dict(os.environ if env is None else env)
         self._grace = stop_grace_seconds
         self._keep = keep_workdirs
+        self.pid_files = pid_files or PidFiles(None)
         self._lock = threading.Lock()
         self._spawn_lock = threading.Lock()
         self._executions: dict[str, _Execution] = {}
@@ -103,6 +106,10 @@ class Executor:
             self._executions[run.uid] = execution
         if args is None:
             return
+        problem = outcomes.unusable_argument(args)
+        if problem is not None:
+            self._finish(execution, outcomes.start_refused(run, problem))
+            return
         try:
             execution.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
             with self._spawn_lock:  # the orphan reaper must never see this child before it is known
@@ -111,9 +118,10 @@ class Executor:
                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own process group: stopping it stops its children too
                 )
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever Popen refuses ends the Run; none may keep its slot
             self._finish(execution, outcomes.start_failed(run, args, exc))
             return
+        self.pid_files.record(run, process.pid)  # so a successor can stop it if runtimed is killed
         with self._lock:  # `_stop` reads `process` under this lock: one of the two sees the other
             execution.process = process
             stopped_while_starting = execution.stopping is not None
@@ -165,6 +173,7 @@ class Executor:
             if self._executions.get(execution.run.uid) is not execution:
                 return  # already reported
             del self._executions[execution.run.uid]
+        self.pid_files.forget(execution.run.uid)
         if not self._keep:
             shutil.rmtree(execution.workdir, ignore_errors=True)
         self._on_end(ended)

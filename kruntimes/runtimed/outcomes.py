@@ -14,7 +14,7 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Collection, Iterable, Sequence
 
 from kruntimes.scheduler.status import terminal_status
 
@@ -32,6 +32,8 @@ MAX_MESSAGE_CHARS = 1000  # as the API layer's messages (kruntimes.api.errors)
 
 EXECUTION_LOST = ("runtimed restarted and no longer has this Run's process, so it was interrupted "
                   "and its result is unknown; create the Run again to retry it")
+PREDECESSOR_STOPPED = ("runtimed restarted after it was killed; the process it had started for this Run was still "
+                       "running and was stopped, so its result is unknown; create the Run again to retry it")
 INTERRUPTED = "runtimed was stopped while this Run was executing; create the Run again to retry it"
 
 
@@ -94,9 +96,33 @@ def exited(run: RunRef, code: int, tail: Sequence[str], *, function: bool = Fals
     return Ended(run, phase, reason, with_tail(message, tail), exit_code=code)
 
 
-def start_failed(run: RunRef, args: Sequence[str], error: OSError) -> Ended:
+def unusable_argument(args: Sequence[str]) -> str | None:
+    """Why no process can receive `args`, or None.
+
+    The CRD accepts any string, but an argv is C strings of bytes: a NUL would end an
+    argument early (Python refuses it), and a lone surrogate (which a JSON string can
+    hold) has no UTF-8 form. Such a Run ends Failed saying which argument, never
+    leaving its slot taken by a process that could not start.
+    """
+    for position, arg in enumerate(args, 1):
+        if "\x00" in arg:
+            return f"argument {position} contains a NUL character, which no process can receive"
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"argument {position} is not valid Unicode (it holds a lone surrogate)"
+    return None
+
+
+def start_refused(run: RunRef, problem: str) -> Ended:
+    """A Run whose arguments no process can receive (`unusable_argument`)."""
+    return Ended(run, "Failed", REASON_START_FAILED, f"could not start the process: {problem}; fix spec.mode args")
+
+
+def start_failed(run: RunRef, args: Sequence[str], error: Exception) -> Ended:
+    """The program could not be started: not found, not executable, or anything else `Popen` refused."""
     program = args[0] if args else ""
-    detail = error.strerror or type(error).__name__
+    detail = (error.strerror if isinstance(error, OSError) else None) or str(error) or type(error).__name__
     return Ended(run, "Failed", REASON_START_FAILED,
                  f"could not start {program!r}: {detail}; check spec.mode args and the Runtime's image")
 
@@ -124,11 +150,13 @@ def ended_status(previous: dict[str, Any] | None, ended: Ended, now: datetime) -
     return terminal_status(base, ended.phase, ended.reason, ended.message, now)
 
 
-def lost_executions(running: Iterable[RunRef], has_process: Callable[[str], bool]) -> list[Ended]:
+def lost_executions(running: Iterable[RunRef], has_process: Callable[[str], bool], *,
+                    left_behind: Collection[str] = ()) -> list[Ended]:
     """Restart recovery: every Running Run of this pod whose process this runtimed does not have.
 
     Callers first count these Runs as admitted (they held capacity until now), then
     write each Failed, then release them; so capacity is never double-used meanwhile.
     """
-    return [Ended(run, "Failed", REASON_EXECUTION_LOST, EXECUTION_LOST)
+    return [Ended(run, "Failed", REASON_EXECUTION_LOST,
+                  PREDECESSOR_STOPPED if run.uid in left_behind else EXECUTION_LOST)
             for run in sorted(running, key=lambda r: (r.namespace, r.name, r.uid)) if not has_process(run.uid)]

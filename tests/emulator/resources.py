@@ -1,6 +1,7 @@
 """The resources the emulator serves, and how a request path names one of them.
 
-Only what kruntimes touches: core v1 pods and namespaces, coordination.k8s.io/v1
+Only what kruntimes touches: core v1 pods, namespaces and configmaps (the cluster
+settings, read by the scheduler and runtimed), coordination.k8s.io/v1
 leases, events.k8s.io/v1 events, and the kruntimes.io/v1alpha1 custom resources. Each entry records the
 server behaviours that differ between them (status subresource, generation, what a
 DELETE answers, strategic-merge keys) so the store can stay generic.
@@ -58,6 +59,7 @@ POD = Resource(
 )
 NAMESPACE = Resource(plural="namespaces", kind="Namespace", namespaced=False, generation=False,
                      delete_returns_object=False, merge_keys=dict(_METADATA_KEYS))
+CONFIGMAP = Resource(plural="configmaps", kind="ConfigMap", generation=False, merge_keys=dict(_METADATA_KEYS))
 LEASE = Resource(plural="leases", kind="Lease", group="coordination.k8s.io", generation=False,
                  delete_returns_object=False, merge_keys=dict(_METADATA_KEYS))
 EVENT = Resource(plural="events", kind="Event", group="events.k8s.io", generation=False,
@@ -67,7 +69,7 @@ RUN = Resource(plural="runs", kind="Run", group="kruntimes.io", version="v1alpha
 RUNTIME = Resource(plural="runtimes", kind="Runtime", group="kruntimes.io", version="v1alpha1",
                    status_subresource=True, custom=True)
 
-RESOURCES = (POD, NAMESPACE, LEASE, EVENT, RUN, RUNTIME)
+RESOURCES = (POD, NAMESPACE, CONFIGMAP, LEASE, EVENT, RUN, RUNTIME)
 _BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
 
 

@@ -187,6 +187,11 @@ class Grant(NamedTuple):
     names: frozenset[str]  # empty: any name
 
 
+#: Granted to every ServiceAccount on purpose (deploy/base/settings.yaml): the cluster settings the
+#: scheduler and every runtimed read alike (SPEC §2.3), by name, read only.
+SETTINGS_GRANT = Grant(NAMESPACE, "", "configmaps", "get", frozenset({"kruntimes-settings"}))
+
+
 def grants_to(objects: list[Object], namespace: str, account: str) -> list[Grant]:
     """Every (scope, group, resource, verb, names) the bindings in ``objects`` give the account."""
     roles = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o
@@ -196,7 +201,10 @@ def grants_to(objects: list[Object], namespace: str, account: str) -> list[Grant
         ref, where = binding["roleRef"], binding["metadata"].get("namespace")
         subject = {"kind": "ServiceAccount", "name": account, "namespace": namespace}
         # In a RoleBinding, a ServiceAccount subject without a namespace is the binding's own.
-        if not any({k: s.get(k, where) for k in subject} == subject for s in binding.get("subjects", [])):
+        # A ServiceAccount is also in the groups of all service accounts and of its namespace's.
+        groups = {"system:serviceaccounts", f"system:serviceaccounts:{namespace}"}
+        if not any({k: s.get(k, where) for k in subject} == subject
+                   or (s.get("kind") == "Group" and s.get("name") in groups) for s in binding.get("subjects", [])):
             continue
         role = roles[(ref["kind"], where if ref["kind"] == "Role" else None, ref["name"])]
         # A RoleBinding grants in its namespace only, even when it refers to a ClusterRole.
@@ -226,7 +234,7 @@ _METHOD = re.compile(r"(list|read|get|create|replace|patch|delete)_(?:(?:namespa
 _VERB = {"list": "list", "read": "get", "get": "get", "create": "create", "replace": "update",
          "patch": "patch", "delete": "delete"}
 _KIND = {"custom_object": ("kruntimes.io", ""), "custom_object_status": ("kruntimes.io", "/status"),
-         "pod": ("", "pods"), "lease": ("coordination.k8s.io", "leases"),
+         "pod": ("", "pods"), "lease": ("coordination.k8s.io", "leases"), "config_map": ("", "configmaps"),
          "event": ("events.k8s.io", "events")}  # EventsV1Api: kruntimes writes no core v1 Events
 _PLURALS = {"RUNS": "runs", "RUNTIMES": "runtimes"}
 

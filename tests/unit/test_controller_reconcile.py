@@ -86,6 +86,17 @@ def test_the_runtimed_container_keeps_its_image_and_gets_its_pod_identity_and_a_
     assert env["KRUNTIMES_WORK_DIR"]["value"] == mount["mountPath"]
 
 
+def test_runtimed_gets_a_state_directory_of_its_own_that_outlives_its_restarts() -> None:
+    # SPEC §4.1 (amended 2026-12-04): an end not yet written and its Runs' pid files survive a restart.
+    spec = reconcile(runtime(replicas=1), [], [], NOW).create[0]["spec"]
+    (container,) = spec["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    state = mounts[env["KRUNTIMES_STATE_DIR"]["value"]]
+    assert {"name": state, "emptyDir": {}} in spec["volumes"]
+    assert state != mounts[env["KRUNTIMES_WORK_DIR"]["value"]]
+
+
 def test_a_template_without_a_runtimed_container_gets_one_from_the_default_image() -> None:
     view = runtime_view({"metadata": {"name": "bare", "uid": RT_UID}, "spec": {
         "replicas": 1, "template": {"spec": {"containers": [{"name": "sidecar", "image": "busybox"}]}}}})

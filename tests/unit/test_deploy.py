@@ -77,6 +77,7 @@ SCHEDULER_CALLS = [
     Call("leader election may read its Lease", NAMESPACE, "coordination.k8s.io", "leases", "get", LEASE),
     Call("leader election may create its Lease", NAMESPACE, "coordination.k8s.io", "leases", "create"),
     Call("leader election may renew its Lease", NAMESPACE, "coordination.k8s.io", "leases", "update", LEASE),
+    Call("the cluster settings are read at start-up", NAMESPACE, "", "configmaps", "get", "kruntimes-settings"),
 ]
 
 

@@ -17,7 +17,8 @@ from kruntimes.cli.main import build_parser
 from kruntimes.controller import reconcile
 from kruntimes.controller.reading import runtime_view
 from tests.unit.manifests import (
-    BUILDS, IMAGE, K8S_VERSION, ROOT, Call, Grant, Object, allows, build, client_calls, container,
+    BUILDS, IMAGE, K8S_VERSION, NAMESPACE, ROOT, SETTINGS_GRANT, Call, Grant, Object, allows, build, client_calls,
+    container,
     env, examples, find, grants_to, mounts,
 )
 
@@ -34,6 +35,8 @@ RUNTIMED_CALLS = [
       for verb in ("list", "watch")),
     Call("its pod is read once on shutdown", TEAM, "", "pods", "get"),
     Call("the heartbeat is a merge patch of its pod", TEAM, "", "pods", "patch"),
+    Call("the cluster settings (SPEC §2.3) are read at start-up and every minute", NAMESPACE, "",
+         "configmaps", "get", "kruntimes-settings"),
 ]
 
 FORBIDDEN = [
@@ -75,7 +78,7 @@ def test_every_call_runtimed_makes_is_allowed_in_its_namespace(call: Call) -> No
 
 
 def test_nothing_is_granted_to_runtimed_that_no_call_needs() -> None:
-    needed = {(c.scope, c.group, c.resource, c.verb, frozenset()) for c in RUNTIMED_CALLS}
+    needed = {(c.scope, c.group, c.resource, c.verb, frozenset({c.name} if c.name else ())) for c in RUNTIMED_CALLS}
     assert [g for g in _grants() if tuple(g) not in needed] == []
 
 
@@ -85,14 +88,16 @@ def test_what_runtimed_must_never_do_is_denied(call: Call) -> None:
 
 
 def test_runtimed_is_granted_nothing_cluster_wide() -> None:
-    assert all(g.scope == TEAM for g in _grants())
+    # Beyond its namespace, only the public cluster settings, by name, read only.
+    assert all(g.scope == TEAM for g in _grants() if g != SETTINGS_GRANT)
     for name in BUILDS:  # the base binds its ClusterRole to nobody; each namespace does
-        assert grants_to(build(name), TEAM, ACCOUNT) == []
+        assert grants_to(build(name), TEAM, ACCOUNT) == [SETTINGS_GRANT]
     assert not [o for o in _applied() if o["kind"] == "ClusterRoleBinding" and o["roleRef"]["name"] == ACCOUNT]
 
 
 def test_every_kubernetes_call_in_the_runtimed_code_is_in_its_permission_table() -> None:
-    modules = [*sorted((ROOT / "kruntimes" / "runtimed").glob("*.py")), ROOT / "kruntimes/cluster/binder.py"]
+    modules = [*sorted((ROOT / "kruntimes" / "runtimed").glob("*.py")), ROOT / "kruntimes/cluster/binder.py",
+               ROOT / "kruntimes/cluster/shared_settings.py"]
     calls = client_calls(modules)
     assert ("", "pods", "patch") in calls, "the scan no longer sees runtimed's calls"
     table = {(c.group, c.resource, c.verb) for c in RUNTIMED_CALLS}

@@ -103,6 +103,29 @@ def test_a_program_that_does_not_exist_fails_at_once_saying_what_could_not_start
     assert not h.executor.has(RUN.uid)
 
 
+@pytest.mark.parametrize("args, said", [
+    (["bad\x00program"], "argument 1 contains a NUL character"),
+    ([PY, "-c", "print(1)", "a\x00b"], "argument 4 contains a NUL character"),
+    ([PY, "-c", "print(1)", "lone \ud800 surrogate"], "argument 4 is not valid Unicode"),
+    (["\udcff"], "argument 1 is not valid Unicode"),
+    ([""], "could not start ''"),
+], ids=["a NUL in the program", "a NUL in an argument", "a lone surrogate", "an escaped byte", "an empty program"])
+def test_arguments_no_process_can_receive_end_the_run_failed_saying_which(h: Harness, args: list[str],
+                                                                          said: str) -> None:
+    h.executor.start_task(RUN, args)
+    ended = h.wait()
+    assert (ended.phase, ended.reason) == ("Failed", outcomes.REASON_START_FAILED)
+    assert said in ended.message
+    assert not h.executor.has(RUN.uid)
+
+
+def test_a_function_with_a_nul_in_its_args_ends_failed_too(h: Harness) -> None:
+    h.executor.start_function(RUN, [PY, "-c", "\x00"])
+    ended = h.wait()
+    assert (ended.phase, ended.reason) == ("Failed", outcomes.REASON_START_FAILED)
+    assert "argument 3 contains a NUL character" in ended.message
+
+
 def test_a_task_killed_by_a_signal_fails_naming_the_signal(h: Harness) -> None:
     h.executor.start_task(RUN, [PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
     ended = h.wait()

@@ -11,19 +11,27 @@ import copy
 import sys
 import threading
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
 from kruntimes.runtimed import outcomes
-from kruntimes.runtimed.admission import Capacity
-from kruntimes.runtimed.lifecycle import RELEASE_ANNOTATION, Lifecycle
+from kruntimes.runtimed.admission import RESERVED, Capacity, Decision
+from kruntimes.runtimed.lifecycle import RELEASE_ANNOTATION, Lifecycle, utcnow
+from kruntimes.runtimed.reading import assigned_run
 from kruntimes.scheduler import status as st
 from kruntimes.scheduler.projection import RunInfo
 
 PY = sys.executable
 POD, POD_UID = "python-abcde", "uid-pod"
+
+
+class ServerError(st.ApiError):
+    def __init__(self, retry_after: float | None) -> None:
+        super().__init__("the server answered 500")
+        self.retry_after = retry_after
 
 
 class FakeApi:
@@ -35,6 +43,9 @@ class FakeApi:
         self.fail_next: dict[str, bool] = {}  # name -> whether the failed write landed anyway
         self.phases: dict[str, list[str]] = {}
         self.attempts: dict[str, int] = {}
+        self.failing: dict[str, int] = {}  # name -> how many more status writes answer 500 (nothing lands)
+        self.reads_failing = 0  # how many more reads answer 500
+        self.retry_after: float | None = None  # what a 500 above asks for
 
     def add(self, name: str, phase: str = "Scheduled", *, args: list[str] | None = None, function: bool = False,
             minute: int = 0, requests: dict[str, str] | None = None) -> dict[str, Any]:
@@ -51,6 +62,9 @@ class FakeApi:
     def update_status(self, run: RunInfo, status: dict[str, Any]) -> None:
         with self.lock:
             self.attempts[run.name] = self.attempts.get(run.name, 0) + 1
+            if self.failing.get(run.name, 0) > 0:
+                self.failing[run.name] -= 1
+                raise ServerError(self.retry_after)
             if run.name in self.fail_next:
                 if self.fail_next.pop(run.name):
                     self.objects[run.name]["status"] = copy.deepcopy(status)
@@ -73,6 +87,9 @@ class FakeApi:
 
     def read_run(self, namespace: str, name: str) -> dict[str, Any] | None:
         with self.lock:
+            if self.reads_failing > 0:
+                self.reads_failing -= 1
+                raise ServerError(self.retry_after)
             obj = self.objects.get(name)
             return copy.deepcopy(obj) if obj else None
 
@@ -100,10 +117,12 @@ def api(tmp_path: Path) -> Any:
         fake.lifecycle.shutdown()
 
 
-def start(api: FakeApi, tmp_path: Path, runs: int = 1, **capacity: int) -> Lifecycle:
+def start(api: FakeApi, tmp_path: Path, runs: int = 1, *, wait: Callable[[float], bool] | None = None,
+          state_dir: Path | None = None, clock: Callable[[], datetime] = utcnow, **capacity: int) -> Lifecycle:
     amounts = tuple(sorted({"runs": runs, **capacity}.items()))
     api.lifecycle = Lifecycle(POD, POD_UID, Capacity(amounts), api, api, tmp_path / "work",
-                              log_line=lambda line: None, stop_grace_seconds=5.0)
+                              log_line=lambda line: None, stop_grace_seconds=5.0, wait=wait, state_dir=state_dir,
+                              clock=clock)
     return api.lifecycle
 
 
@@ -258,3 +277,187 @@ def test_runs_stopped_with_runtimed_on_a_pod_that_stays_end_runtimed_stopped(api
     wait_for(lambda: api.phase("a") == "Running")
     life.shutdown()
     assert api.condition("a", "Completed")["reason"] == outcomes.REASON_INTERRUPTED
+
+
+def _fail_elsewhere(life: Lifecycle, api: FakeApi, name: str) -> None:
+    life.observe(api.edit(name, lambda o: o["status"].update(phase="Failed", completionTime="2026-12-01T11:00:00Z")))
+
+
+def _delete_with_finalizer(life: Lifecycle, api: FakeApi, name: str) -> None:
+    life.observe(api.edit(name, lambda o: o["metadata"].update(deletionTimestamp="2026-12-01T11:00:00Z",
+                                                               finalizers=["example.com/keep"])))
+    with api.lock:
+        del api.objects[name]
+    life.forget("ns", name)
+
+
+def _delete_outright(life: Lifecycle, api: FakeApi, name: str) -> None:
+    with api.lock:
+        del api.objects[name]
+    life.forget("ns", name)
+
+
+@pytest.mark.parametrize("end_elsewhere", [_fail_elsewhere, _delete_with_finalizer, _delete_outright],
+                         ids=["set failed by another writer", "deleted while it has a finalizer", "deleted"])
+def test_a_waiting_run_someone_else_ends_is_forgotten_and_its_slot_goes_to_the_next_run(
+        api: FakeApi, tmp_path: Path, end_elsewhere: Callable[[Lifecycle, FakeApi, str], None]) -> None:
+    life = start(api, tmp_path, runs=1)
+    gate = tmp_path / "gate"
+    life.observe(api.add("first", args=[PY, "-c", f"import os, time\nwhile not os.path.exists({str(gate)!r}): "
+                                                  "time.sleep(0.02)"]))
+    wait_for(lambda: api.phase("first") == "Running")
+    life.observe(api.add("waiting", minute=1))
+    assert [r.name for r in life.guard.waiting()] == ["waiting"]
+    end_elsewhere(life, api, "waiting")
+    assert life.guard.waiting() == []
+    gate.touch()
+    wait_for(lambda: api.phase("first") == "Succeeded")
+    wait_for(lambda: life.guard.usage() == {})
+    life.observe(api.add("next", minute=2))
+    wait_for(lambda: api.phase("next") == "Succeeded")
+    assert life.guard.usage() == {} and life.guard.waiting() == []
+
+
+def test_a_reserved_run_that_vanished_before_its_claim_gives_its_reservation_back(api: FakeApi,
+                                                                                    tmp_path: Path) -> None:
+    life = start(api, tmp_path, runs=1)
+    run = api.add("a")
+    life.guard.offer(assigned_run(run)[0])  # reserved, but its object is no longer known here
+    life._claim_all(life.guard.release("nobody") + [Decision(RESERVED, assigned_run(run)[0])])  # noqa: SLF001
+    assert life.guard.usage() == {}
+
+
+def test_a_run_whose_args_hold_a_nul_ends_failed_at_start_up_and_frees_its_slot(api: FakeApi, tmp_path: Path) -> None:
+    life = start(api, tmp_path, runs=1)
+    life.recover([api.add("nul", args=[PY, "-c", "print('a\x00b')"]), api.add("next", minute=1)])
+    assert api.phase("nul") == "Failed"
+    assert api.condition("nul", "Completed")["reason"] == outcomes.REASON_START_FAILED
+    wait_for(lambda: api.phase("next") == "Succeeded")
+    wait_for(lambda: life.guard.usage() == {})
+
+
+class FakeSleep:
+    """Records each backoff delay and returns at once (runtimed is not stopping); runs `then` at a given wait."""
+
+    def __init__(self, then: dict[int, Callable[[], None]] | None = None) -> None:
+        self.delays: list[float] = []
+        self.then = then or {}
+
+    def __call__(self, seconds: float) -> bool:
+        self.delays.append(seconds)
+        self.then.get(len(self.delays), lambda: None)()
+        return False
+
+
+def test_a_claim_answered_500_two_thousand_times_backs_off_to_a_cap_and_runs_when_the_api_recovers(
+        api: FakeApi, tmp_path: Path) -> None:
+    sleep = FakeSleep()
+    life = start(api, tmp_path, wait=sleep)
+    api.failing["a"] = 2000  # more than Python's recursion limit
+    life.observe(api.add("a"))
+    wait_for(lambda: api.phase("a") == "Succeeded")
+    assert api.phases["a"] == ["Running", "Succeeded"]
+    assert len(sleep.delays) == 2000  # one wait between any two attempts: no hot loop
+    assert sleep.delays[:5] == [0.25, 0.5, 1.0, 2.0, 4.0] and max(sleep.delays) == 30.0 == sleep.delays[-1]
+    wait_for(lambda: life.guard.usage() == {})
+
+
+def test_a_claim_retry_waits_at_least_what_the_server_asked(api: FakeApi, tmp_path: Path) -> None:
+    sleep = FakeSleep()
+    life = start(api, tmp_path, wait=sleep)
+    api.failing["a"], api.retry_after = 3, 7.0
+    life.observe(api.add("a"))
+    wait_for(lambda: api.phase("a") == "Succeeded")
+    assert sleep.delays == [7.0, 7.0, 7.0]
+
+
+@pytest.mark.parametrize("landed", [True, False], ids=["the claim had landed", "the claim was lost"])
+def test_while_the_api_is_down_a_claim_keeps_its_reservation_and_the_run_executes_once_after(
+        api: FakeApi, tmp_path: Path, landed: bool) -> None:
+    held: list[dict[str, int]] = []
+    life = start(api, tmp_path, wait=lambda seconds: held.append(api.lifecycle.guard.usage()) is None and False)
+    api.fail_next["a"] = landed
+    api.failing["a"], api.reads_failing = 0 if landed else 20, 30
+    life.observe(api.add("a"))
+    wait_for(lambda: api.phase("a") == "Succeeded")
+    assert api.phases["a"] == ["Running", "Succeeded"]
+    assert held and all(usage == {"runs": 1} for usage in held)
+    wait_for(lambda: life.guard.usage() == {})
+
+
+def test_a_run_deleted_while_its_claim_retries_frees_its_reservation_for_the_next(api: FakeApi,
+                                                                                 tmp_path: Path) -> None:
+    def delete_a() -> None:
+        with api.lock:
+            del api.objects["a"]
+        life.forget("ns", "a")
+
+    life = start(api, tmp_path, runs=1, wait=FakeSleep(then={3: delete_a}))
+    api.failing["a"] = 1000
+    life.observe(api.add("a"))
+    life.observe(api.add("next", minute=1))
+    wait_for(lambda: api.phase("next") == "Succeeded")
+    wait_for(lambda: life.guard.usage() == {} and life.guard.waiting() == [])
+
+
+def gated(gate: Path) -> list[str]:
+    """A task that runs until `gate` exists."""
+    return [PY, "-c", f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.02)"]
+
+
+def test_an_end_the_api_refuses_for_a_while_is_kept_and_written_and_its_room_stays_taken_until_then(
+        api: FakeApi, tmp_path: Path) -> None:
+    seen: list[tuple[str, dict[str, int]]] = []
+    life = start(api, tmp_path, runs=1, state_dir=tmp_path / "state",
+                 wait=lambda seconds: seen.append((api.phase("next"), api.lifecycle.guard.usage())) is None and False)
+    gate = tmp_path / "gate"
+    life.observe(api.add("a", args=gated(gate)))
+    wait_for(lambda: api.phase("a") == "Running")
+    life.observe(api.add("next", minute=1))
+    api.failing["a"] = 50  # a hiccup of 50 answers, far more than a few quick re-sends
+    gate.touch()
+    wait_for(lambda: api.phase("a") == "Succeeded")
+    assert api.condition("a", "Completed")["reason"] == outcomes.REASON_SUCCEEDED
+    assert len(seen) == 50 and all(entry == ("Scheduled", {"runs": 1}) for entry in seen)
+    wait_for(lambda: api.phase("next") == "Succeeded")
+    assert life.outbox.pending() == {}
+
+
+def test_an_end_not_yet_written_survives_a_restart_and_is_written_with_the_time_it_happened(
+        api: FakeApi, tmp_path: Path) -> None:
+    ended_at = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
+    first = start(api, tmp_path, runs=1, state_dir=tmp_path / "state", clock=lambda: ended_at)
+    first.observe(api.add("a", args=[PY, "-c", "raise SystemExit(3)"]))
+    api.failing["a"] = 10**9 - 1  # the claim lands; from then on the API is down
+    wait_for(lambda: api.attempts.get("a", 0) >= 2)
+    first.shutdown()  # as a restart: the end is on disk, not in the API
+    assert api.phase("a") == "Running" and set(first.outbox.pending()) == {"uid-a"}
+    api.failing["a"] = 0
+    second = start(api, tmp_path, runs=1, state_dir=tmp_path / "state")
+    with api.lock:
+        listed = [copy.deepcopy(api.objects["a"])]
+    second.recover(listed + [api.add("next", minute=1)])
+    assert api.phase("a") == "Failed"
+    completed = api.condition("a", "Completed")
+    assert completed["reason"] == outcomes.REASON_FAILED and "exited with code 3" in completed["message"]
+    with api.lock:
+        assert api.objects["a"]["status"]["completionTime"] == "2026-12-04T12:00:00Z"
+    wait_for(lambda: api.phase("next") == "Succeeded")
+    assert second.outbox.pending() == {}
+
+
+def test_a_run_moved_to_another_pod_while_its_claim_retries_gives_its_reservation_back_at_once(
+        api: FakeApi, tmp_path: Path) -> None:
+    held: list[dict[str, int]] = []
+
+    def move_a() -> None:
+        life.observe(api.edit("a", lambda o: o["status"].update(assignment={"podName": "p-other",
+                                                                            "podUID": "uid-other"})))
+        held.append(life.guard.usage())
+
+    life = start(api, tmp_path, runs=1, wait=FakeSleep(then={2: move_a}))
+    api.failing["a"] = 1000
+    life.observe(api.add("a"))
+    wait_for(lambda: held != [])
+    assert held == [{}]
+    wait_for(lambda: life.guard.usage() == {} and api.failing["a"] > 990)
