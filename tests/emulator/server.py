@@ -29,7 +29,6 @@ its content at once).
 from __future__ import annotations
 
 import collections
-import json
 import socket
 import threading
 import time
@@ -42,7 +41,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import kubernetes.client
 
-from tests.emulator import faults, resources, rest, schema, selectors, watches
+from tests.emulator import deep, faults, resources, rest, schema, selectors, watches
 from tests.emulator.store import ApiError, Store
 
 _POLL = 0.02  # how often serve_forever looks for shutdown()
@@ -336,7 +335,7 @@ class _Handler(BaseHTTPRequestHandler, watches.WatchStreaming):
                 return
             if fault.kind == "delay":
                 self.emulator._stopping.wait(fault.seconds)
-        data = json.dumps(body).encode()
+        data = deep.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -369,7 +368,9 @@ class _Handler(BaseHTTPRequestHandler, watches.WatchStreaming):
 
 def _json_body(raw: bytes) -> Any:
     try:
-        return json.loads(raw)
+        return deep.loads(raw)
+    except deep.TooDeep as exc:
+        raise ApiError(400, "BadRequest", f"the request body is not valid JSON: {exc}") from exc
     except ValueError as exc:
         raise ApiError(400, "BadRequest", f"the request body is not valid JSON: {exc}") from exc
 

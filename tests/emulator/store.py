@@ -26,8 +26,6 @@ Behaviour pinned by ``test_emulator*.py``, from the Kubernetes API documentation
 
 from __future__ import annotations
 
-import copy
-import json
 import secrets
 import threading
 import uuid
@@ -35,7 +33,7 @@ from collections import deque
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-from tests.emulator import deletion, paging, patches, validation
+from tests.emulator import deep, deletion, paging, patches, validation
 from tests.emulator.resources import NAMESPACE, RESOURCES, Resource
 from tests.emulator.schema import CustomResourceSchema
 from tests.emulator.statuses import ApiError, Event, Gone, conflict, not_found
@@ -98,7 +96,7 @@ class Store:
 
     def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any]:
         with self.lock:
-            return copy.deepcopy(self._current(resource, namespace, name))
+            return deep.copy(self._current(resource, namespace, name))
 
     def list(self, resource: Resource, namespace: str | None, keep: Callable[[dict[str, Any]], bool],
              limit: int | None = None, token: str | None = None) -> paging.Page:
@@ -261,7 +259,7 @@ class Store:
             if resource.status_subresource:
                 new.pop("status", None)
                 if "status" in old:
-                    new["status"] = copy.deepcopy(old["status"])
+                    new["status"] = deep.copy(old["status"])
             metadata = new["metadata"]
             validation.metadata(resource, {**metadata, "name": name})
             for immutable in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
@@ -368,13 +366,13 @@ def resource_of(key: Key) -> Resource:
 
 
 def _desired(obj: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in obj.items() if k not in ("metadata", "status")}, sort_keys=True)
+    return deep.dumps({k: v for k, v in obj.items() if k not in ("metadata", "status")}, sort_keys=True)
 
 
 def _checked_body(resource: Resource, body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError(400, "BadRequest", "the request body is not a JSON object")
-    obj = copy.deepcopy(body)
+    obj = deep.copy(body)
     if obj.get("kind", resource.kind) != resource.kind or \
             obj.get("apiVersion", resource.api_version) != resource.api_version:
         raise ApiError(400, "BadRequest", f"the API version in the data ({obj.get('apiVersion')}) or kind "

@@ -152,3 +152,25 @@ def test_a_status_write_is_judged_exactly_as_the_whole_object_would_be_on_its_st
     assert part == whole
     assert [p for p in pruned if p.startswith("status")] == pruned_part
     assert [p for p in problems if p.startswith("status")] == problems_part
+
+
+@pytest.mark.parametrize("depth, status", [
+    (2_000, 201), (10_000 - 4, 201), (10_001, 400),
+], ids=["2,000 levels is stored", "10,000 levels in all is stored", "10,001 levels is 400, as Go's decoder says"])
+def test_a_body_is_taken_as_deep_as_kubernetes_takes_it(emulator: Emulator, depth: int, status: int) -> None:
+    # Kubernetes decodes JSON nested up to 10,000 levels (issue 23 item 6); the Run
+    # itself adds 4 levels (the body, spec, mode and the innermost {}).
+    client.CoreV1Api(emulator.api_client()).create_namespace(namespace("ns"))
+    nested = '{"a":' * depth + "{}" + "}" * depth
+    body = ('{"apiVersion":"%s/%s","kind":"Run","metadata":{"name":"deep"},'
+            '"spec":{"runtime":"python","mode":{"function":%s}}}' % (GROUP, VERSION, nested))
+    http, runs = urllib3.PoolManager(), f"{emulator.host}/apis/{GROUP}/{VERSION}/namespaces/ns/runs"
+    answer = http.request("POST", runs, body=body.encode(), headers={"Content-Type": "application/json"})
+    assert answer.status == status, answer.data[:200]
+    if status == 201:
+        for url in (runs, f"{runs}/deep"):  # served back whole, in a list and alone
+            served = http.request("GET", url).data
+            assert served.count(b'{"a": ') == depth and served.endswith(b"}" * depth + b"}}}" + (b"]}" if url == runs else b""))
+    else:
+        assert b"exceeded max depth" in answer.data
+    assert emulator.errors == []

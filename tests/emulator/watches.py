@@ -25,13 +25,12 @@ and whether the test dropped the watches or stopped the emulator.
 
 from __future__ import annotations
 
-import json
 import select
 import socket
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from tests.emulator import resources, rest, selectors
+from tests.emulator import deep, resources, rest, selectors
 from tests.emulator.store import ApiError, Event, Gone
 
 if TYPE_CHECKING:
@@ -79,7 +78,7 @@ class WatchStreaming:
                     return "ADDED", event.obj
                 # Left the selection: DELETED with the previous state at the new version.
                 assert event.old is not None
-                left = json.loads(json.dumps(event.old))
+                left = deep.copy(event.old)
                 left["metadata"]["resourceVersion"] = str(event.rv)
                 return "DELETED", left
             return (event.type, event.obj) if now else None
@@ -127,7 +126,7 @@ class WatchStreaming:
         before_deadline = None if deadline is None else deadline - emulator.bookmark_lead
         while True:
             for line in lines:
-                self._chunk(json.dumps(line).encode() + b"\n")
+                self._chunk(deep.dumps(line).encode() + b"\n")
             lines = []
             if ended:
                 break
@@ -163,7 +162,7 @@ class WatchStreaming:
                     before_deadline = None  # one before the deadline is enough
             if deadline is not None and now >= deadline and not ended:
                 for line in lines:
-                    self._chunk(json.dumps(line).encode() + b"\n")
+                    self._chunk(deep.dumps(line).encode() + b"\n")
                 break
             if self._client_gone():
                 return

@@ -1,0 +1,126 @@
+"""One hostile object never stops an informer (issue 23 item 6).
+
+A Run nested 2,000 levels deep in `spec.mode.function` is valid to Kubernetes (it
+takes up to 10,000) but beyond Python's parser: it used to make every list of Runs
+fail, so the scheduler, the controller and runtimed never synced. Now the object is
+skipped with a bounded reason, a log line and a metric, and everything else arrives,
+whether the object comes in a list or a watch. The deep bodies are sent as raw JSON:
+the Python client could not encode them either.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable
+
+import pytest
+import urllib3
+from kubernetes.client import ApiClient
+from prometheus_client import CollectorRegistry
+
+from kruntimes.api import models
+from kruntimes.cluster import sources
+from kruntimes.cluster.informer import Informer
+from kruntimes.cluster.informer_metrics import InformerMetrics
+from kruntimes.cluster.runner import ClusterScheduler
+from kruntimes.controller.runner import ControllerRunner
+from tests.emulator.server import Emulator
+from tests.integration.cluster import Cluster, wait_for
+
+DEPTH = 2000
+
+
+def create_deep_run(emulator: Emulator, namespace: str, name: str, depth: int = DEPTH) -> None:
+    """A Run whose `spec.mode.function` nests `depth` objects, created from raw JSON."""
+    nested = '{"a":' * depth + "{}" + "}" * depth
+    body = ('{"apiVersion":"kruntimes.io/v1alpha1","kind":"Run","metadata":{"name":"%s"},'
+            '"spec":{"runtime":"python","mode":{"function":%s}}}' % (name, nested))
+    answer = urllib3.PoolManager().request(
+        "POST", f"{emulator.host}/apis/{models.GROUP}/{models.VERSION}/namespaces/{namespace}/runs",
+        body=body.encode(), headers={"Content-Type": "application/json"})
+    assert answer.status == 201, answer.data[:300]
+
+
+class Recording:
+    """An informer handler that remembers the names it was given."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.names: set[str] = set()
+
+    def upsert(self, obj: dict[str, Any], event: str) -> None:
+        with self.lock:
+            self.names.add(obj["metadata"]["name"])
+
+    def delete(self, namespace: str, name: str) -> None:
+        with self.lock:
+            self.names.discard(name)
+
+
+def skipped(registry: CollectorRegistry, resource: str) -> float:
+    return registry.get_sample_value("kruntimes_informer_objects_skipped_total",
+                                     {"resource": resource, "reason": "nested too deeply"}) or 0.0
+
+
+@pytest.mark.parametrize("arrives_by", ["list", "watch"])
+def test_a_run_nested_2000_levels_deep_is_skipped_and_every_other_run_is_delivered(
+        emulator: Emulator, kube_api: ApiClient, cluster_api: Cluster, arrives_by: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    registry, handler = CollectorRegistry(), Recording()
+    informer = Informer(sources.runs(kube_api, cluster_api.namespace), handler,
+                        metrics=InformerMetrics(registry))
+    if arrives_by == "list":
+        cluster_api.add_run("before")
+        create_deep_run(emulator, cluster_api.namespace, "deep")
+    with caplog.at_level(logging.WARNING, logger="kruntimes.cluster.informer"):
+        informer.start()
+        try:
+            assert informer.wait_synced(10), "the informer never synced"
+            if arrives_by == "watch":
+                cluster_api.add_run("before")
+                create_deep_run(emulator, cluster_api.namespace, "deep")
+            cluster_api.add_run("after")
+            wait_for(lambda: handler.names == {"before", "after"}, timeout=10, what="the other Runs delivered")
+        finally:
+            informer.stop()
+    assert informer.stats.skipped == 1 and skipped(registry, "Run") == 1
+    lines = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith(f"Run {cluster_api.namespace}/deep (resourceVersion ")
+    assert lines[0].endswith(") skipped: nested too deeply")
+
+
+def test_the_scheduler_places_runs_beside_a_deeply_nested_one(
+        emulator: Emulator, cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler]) -> None:
+    cluster_api.add_pod("python-0", runs=2)
+    create_deep_run(emulator, cluster_api.namespace, "deep")
+    cluster_api.add_run("a")
+    scheduler = start_scheduler()
+    create_deep_run(emulator, cluster_api.namespace, "deeper")
+    cluster_api.add_run("b")
+    # (The client's own list would fail on the deep Runs: each Run is read alone.)
+    wait_for(lambda: all(((cluster_api.run(name).get("status") or {}).get("assignment") or {}).get("podName")
+                         == "python-0" for name in ("a", "b")), what="a and b placed")
+    assert scheduler.informers["Run"].stats.skipped == 2
+    assert skipped(scheduler.registry, "Run") == 2
+
+
+def test_the_controller_keeps_its_runtime_beside_a_deeply_nested_run(
+        emulator: Emulator, kube_api: ApiClient, cluster_api: Cluster) -> None:
+    create_deep_run(emulator, cluster_api.namespace, "deep")
+    registry = CollectorRegistry()
+    runner = ControllerRunner(kube_api, cluster_api.namespace, resync_period=0.5,
+                              informer_metrics=InformerMetrics(registry)).start(sync_timeout=10)
+    try:
+        assert all(informer.synced for informer in runner.informers)
+        body = {"apiVersion": f"{models.GROUP}/{models.VERSION}", "kind": "Runtime", "metadata": {"name": "python"},
+                "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "runtime", "image": "x"}]}},
+                         "capacity": {"resources": {"runs": "1"}}}}
+        cluster_api.custom.create_namespaced_custom_object(models.GROUP, models.VERSION, cluster_api.namespace,
+                                                           "runtimes", body)
+        wait_for(lambda: cluster_api.core.list_namespaced_pod(
+            cluster_api.namespace, label_selector=f"{models.RUNTIME_LABEL}=python").items, timeout=10,
+            what="the Runtime's pod")
+    finally:
+        runner.stop()
+    assert skipped(registry, "Run") == 1
