@@ -17,7 +17,7 @@ surface and fault injection:
   every request; per request (``faults``): ``delay``, ``drop`` (the connection closed
   without an answer, before or after the request was applied), ``throttle`` (429 with
   ``Retry-After``, plain text, as API Priority and Fairness answers) and ``answer``
-  (any status). ``hits_of(match)`` counts every request that arrived, so a request the
+  (any status), ``silence`` (a watch that stays open and says nothing). ``hits_of(match)`` counts every request that arrived, so a request the
   client re-sent on its own shows; ``drop_watches()`` ends every open watch (cleanly, or abruptly with
   ``abrupt=True``, like a broken connection), ``compact()`` forgets the event history.
 
@@ -153,6 +153,10 @@ class Emulator:
     def answer(self, code: int, when: faults.Match | None = None, *, count: int = 1) -> None:
         """Answer the next ``count`` matching requests with ``code`` (a Status body), unhandled."""
         self.faults.add(faults.Fault("answer", when, code=code), count)
+
+    def silence(self, when: faults.Match | None = None, *, count: int = 1) -> None:
+        """Answer the next ``count`` matching watches 200, then send nothing (no event, no bookmark)."""
+        self.faults.add(faults.Fault("silence", when), count)
 
     def hits_of(self, match: faults.Match) -> int:
         """Requests that reached the server and ``match`` accepts, faulted or not."""
@@ -294,7 +298,10 @@ class _Handler(BaseHTTPRequestHandler, watches.WatchStreaming):
             body = _json_body(raw) if raw else None
             if method == "GET" and route.name is None and query.get("watch") in ("true", "1"):
                 self._count("watch", route)
-                self._watch(route, query)
+                if fault is not None and fault.kind == "silence":
+                    self._silent_watch()
+                else:
+                    self._watch(route, query)
                 return
             content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
             code, result = rest.dispatch(self.emulator.store, method, route, query, body, content_type,

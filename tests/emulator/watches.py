@@ -115,6 +115,25 @@ class WatchStreaming:
             with emulator._lock:
                 emulator._open_watches -= 1
 
+    def _silent_watch(self) -> None:
+        """A watch that is answered and then says nothing until the client leaves or the emulator stops."""
+        emulator = self.emulator
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.flush()
+        self.close_connection = True
+        with emulator._lock:
+            emulator._open_watches += 1
+        try:
+            while not emulator._stopping.wait(POLL) and not self._client_gone():
+                pass
+        finally:
+            with emulator._lock:
+                emulator._open_watches -= 1
+
     def _stream(self, resource: resources.Resource, lines: list[dict[str, Any]], ended: bool, last: int,
                 epoch: int, seen: int, timeout: float | None, bookmarks: bool,
                 visible: Callable[[Event], tuple[str, dict[str, Any]] | None]) -> None:
