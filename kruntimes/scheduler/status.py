@@ -30,6 +30,11 @@ class ApiError(Exception):
     retry_after: float | None = None
 
 
+class Refused(ApiError):
+    """The server refused the object as written (a 400, 403 or 422 for the body itself): sending
+    it again gets the same answer until someone changes what it is built from."""
+
+
 class Late(ApiError):
     """A write not sent because the deadline it carried had passed: the leader fence it was
     handed over under may have closed since (SPEC §3.6). Nothing reached the server."""
