@@ -13,6 +13,8 @@ surface and fault injection:
 - pods bound to a node are deleted gracefully; the emulator removes them when the grace
   period has elapsed, times ``grace_scale``, or at ``finish_terminating()``.
 - an answer the client left before receiving is recorded in ``unanswered``.
+- the scheduler's term fence (``admission``, SPEC §3.6): ``bind_fence(namespace, name)``
+  points the policy's binding at a test's Lease.
 - Faults: ``fail_next(n)`` answers the next n requests with 500, ``set_latency(s)`` delays
   every request; per request (``faults``): ``delay``, ``drop`` (the connection closed
   without an answer, before or after the request was applied), ``throttle`` (429 with
@@ -157,6 +159,11 @@ class Emulator:
     def silence(self, when: faults.Match | None = None, *, count: int = 1) -> None:
         """Answer the next ``count`` matching watches 200, then send nothing (no event, no bookmark)."""
         self.faults.add(faults.Fault("silence", when), count)
+
+    def bind_fence(self, namespace: str, name: str = "kruntimes-scheduler") -> None:
+        """Point the scheduler-fence policy's binding at this Lease (SPEC §3.6; deploy's names another)."""
+        with self.store.lock:
+            self.store.fence.lease = (namespace, name)
 
     def hits_of(self, match: faults.Match) -> int:
         """Requests that reached the server and ``match`` accepts, faulted or not."""

@@ -33,8 +33,8 @@ from collections import deque
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-from tests.emulator import deep, deletion, paging, patches, validation
-from tests.emulator.resources import NAMESPACE, RESOURCES, Resource
+from tests.emulator import admission, deep, deletion, paging, patches, validation
+from tests.emulator.resources import LEASE, NAMESPACE, RESOURCES, Resource
 from tests.emulator.schema import CustomResourceSchema
 from tests.emulator.statuses import ApiError, Event, Gone, conflict, not_found
 from tests.emulator.watch_delivery import Delivery
@@ -66,6 +66,7 @@ class Store:
         self._rv = 1
         self._floor = 1  # every event with rv > floor is still in the history
         self.schemas = schemas
+        self.fence = admission.Fence()  # deploy/'s scheduler-fence policy, its binding's Lease
         self._clock = clock or (lambda: datetime.now(timezone.utc))
         self._request = threading.local()  # warnings and unpublished events of this thread's request
         self.delivery = Delivery(mutex)
@@ -338,6 +339,8 @@ class Store:
         self._request.warnings = [f'unknown field "{path}"' for path in pruned]
         if problems:
             raise validation.invalid(resource, obj, problems)
+        if status and old is not None and resource.plural == "runs":  # validating admission comes last
+            self.fence.check(obj, old, lambda ns, name: self._objects.get((LEASE.qualified, ns, name)))
 
     def _check_preconditions(self, resource: Resource, name: str, old: dict[str, Any],
                              wanted: dict[str, Any]) -> None:
