@@ -21,6 +21,8 @@ MAX_DEPTH = 10_000
 _TOKEN = re.compile(r'\s*(?:("[^"\\]*(?:\\.[^"\\]*)*")|(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)'
                     r'|(true|false|null)|([\[\]{},:]))', re.DOTALL)
 _LITERALS = {"true": True, "false": False, "null": None}
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class TooDeep(ValueError):
@@ -28,11 +30,18 @@ class TooDeep(ValueError):
 
 
 def loads(data: bytes | str) -> Any:
-    """`json.loads`, for any depth up to `MAX_DEPTH` (deeper: `TooDeep`)."""
+    """`json.loads` as Go's decoder reads JSON, for any depth up to `MAX_DEPTH` (deeper: `TooDeep`).
+
+    Like Go's decoder (and so the API server), it replaces invalid UTF-8 and lone
+    UTF-16 surrogates (`"\\ud800"` unpaired) with U+FFFD, where Python would keep a
+    surrogate that no UTF-8 answer can carry (issue 23 item 11).
+    """
+    text = data.decode("utf-8", errors="replace") if isinstance(data, (bytes, bytearray)) else data
     try:
-        return json.loads(data)
+        value = json.loads(text)
     except RecursionError:
-        return _parse(data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data)
+        value = _parse(text)
+    return _without_lone_surrogates(value) if _SURROGATE_ESCAPE.search(text) else value
 
 
 def dumps(value: Any, *, sort_keys: bool = False) -> str:
@@ -95,6 +104,30 @@ def _parse(text: str) -> Any:
     if stack or not done:
         raise ValueError("invalid JSON: unexpected end of data")
     return result
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """`value` with every surrogate left in a string (json.loads pairs the valid ones) as U+FFFD."""
+    def fixed(item: Any) -> Any:
+        return _SURROGATE.sub("\ufffd", item) if isinstance(item, str) else item
+
+    root = [value]
+    pending: list[Any] = [root]
+    while pending:
+        container = pending.pop()
+        if isinstance(container, dict):
+            items = list(container.items())
+            container.clear()
+            for key, child in items:
+                container[fixed(key)] = fixed(child)
+                if isinstance(child, (dict, list)):
+                    pending.append(child)
+        else:
+            for index, child in enumerate(container):
+                container[index] = fixed(child)
+                if isinstance(child, (dict, list)):
+                    pending.append(child)
+    return root[0]
 
 
 def _encode(value: Any, sort_keys: bool) -> Iterator[str]:
