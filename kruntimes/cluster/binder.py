@@ -53,7 +53,7 @@ import urllib3
 from kubernetes.client import ApiException
 
 from kruntimes.api import models
-from kruntimes.cluster import errors
+from kruntimes.cluster import decode, errors
 from kruntimes.cluster.sources import RUNS
 from kruntimes.cluster.throttling import Throttling
 from kruntimes.scheduler import status as st
@@ -132,8 +132,14 @@ class KubernetesBinder:
         """Read the Run (a GET, never a write): None when it is gone. Raises `ApiError`."""
         self._count("reads")
         try:
-            obj = self._custom.get_namespaced_custom_object(models.GROUP, models.VERSION, run.namespace, RUNS,
-                                                            run.name, _request_timeout=self.read_timeout)
+            response = self._custom.get_namespaced_custom_object(
+                models.GROUP, models.VERSION, run.namespace, RUNS, run.name, _request_timeout=self.read_timeout,
+                _preload_content=False)
+            # As the informers read (`decode`): a deeply nested spec never hides the status.
+            try:
+                obj = decode.loads(response.data).value
+            finally:
+                response.release_conn()
         except ApiException as exc:
             if errors.status_code(exc) == 404:
                 return None

@@ -24,7 +24,7 @@ import urllib3
 from kubernetes.client import ApiException
 
 from kruntimes.api import models
-from kruntimes.cluster import errors
+from kruntimes.cluster import decode, errors
 from kruntimes.cluster.sources import RUNS, RUNTIMES
 from kruntimes.controller.reconcile import RuntimeSpecView
 
@@ -80,11 +80,17 @@ class KubernetesControllerApi:
 
     def read_run(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            obj = _call(f"reading Run {namespace}/{name}", self._custom.get_namespaced_custom_object,
-                        models.GROUP, models.VERSION, namespace, RUNS, name, _request_timeout=self._timeout)
+            response = _call(f"reading Run {namespace}/{name}", self._custom.get_namespaced_custom_object,
+                             models.GROUP, models.VERSION, namespace, RUNS, name, _request_timeout=self._timeout,
+                             _preload_content=False)
         except errors.BindConflict:
             return None
-        return dict(obj)
+        # Read as the informers read (`decode`): a Run nested too deeply for the client's
+        # parser keeps its metadata and status, which is all a RuntimePodLost write needs.
+        try:
+            return dict(decode.loads(response.data).value)
+        finally:
+            response.release_conn()
 
     def write_run_status(self, run: Mapping[str, Any], status: dict[str, Any]) -> None:
         meta = run["metadata"]

@@ -27,15 +27,23 @@ class PatchError(ValueError):
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386, walked with a stack of its own: a patch may nest as deep as a body (10,000 levels)."""
     if not isinstance(patch, dict):
         return deep.copy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
+    root = dict(target) if isinstance(target, dict) else {}
+    pending = [(root, patch)]
+    while pending:
+        out, part = pending.pop()
+        for key, value in part.items():
+            if value is None:
+                out.pop(key, None)
+            elif isinstance(value, dict):
+                child = out.get(key)
+                out[key] = dict(child) if isinstance(child, dict) else {}
+                pending.append((out[key], value))
+            else:
+                out[key] = deep.copy(value)
+    return root
 
 
 def strategic_merge_patch(target: Any, patch: Any, merge_keys: dict[tuple[str, ...], str | None],

@@ -19,8 +19,9 @@ import urllib3
 from kubernetes.client import ApiClient
 from prometheus_client import CollectorRegistry
 
-from kruntimes.api import models
-from kruntimes.cluster import sources
+from kruntimes.api import ingest, models
+from kruntimes.cluster import decode, sources
+from kruntimes.cluster.binder import KubernetesBinder
 from kruntimes.cluster.informer import Informer
 from kruntimes.cluster.informer_metrics import InformerMetrics
 from kruntimes.cluster.runner import ClusterScheduler
@@ -124,3 +125,60 @@ def test_the_controller_keeps_its_runtime_beside_a_deeply_nested_run(
     finally:
         runner.stop()
     assert skipped(registry, "Run") == 1
+
+
+def read_raw(emulator: Emulator, namespace: str, name: str) -> dict[str, Any]:
+    """A Run read without the client's parser, which a deep Run defeats."""
+    answer = urllib3.PoolManager().request(
+        "GET", f"{emulator.host}/apis/{models.GROUP}/{models.VERSION}/namespaces/{namespace}/runs/{name}")
+    return dict(decode.loads(answer.data).value)
+
+
+def test_the_controller_fails_a_run_made_deeply_nested_while_active_when_its_pod_is_gone(
+        emulator: Emulator, kube_api: ApiClient, cluster_api: Cluster) -> None:
+    # The controller reads such a Run directly before failing it RuntimePodLost (its
+    # informer keeps the last version it could take): the read must not choke either.
+    ns, custom = cluster_api.namespace, cluster_api.custom
+    body = {"apiVersion": f"{models.GROUP}/{models.VERSION}", "kind": "Runtime", "metadata": {"name": "python"},
+            "spec": {"replicas": 0, "template": {"spec": {"containers": [{"name": "runtime", "image": "x"}]}},
+                     "capacity": {"resources": {"runs": "1"}}}}
+    custom.create_namespaced_custom_object(models.GROUP, models.VERSION, ns, "runtimes", body)
+    pod = cluster_api.add_pod("python-x")
+    cluster_api.add_run("a")
+    custom.patch_namespaced_custom_object_status(
+        models.GROUP, models.VERSION, ns, "runs", "a",
+        {"status": {"phase": "Running", "assignment": {"podName": "python-x", "podUID": pod["uid"]}}},
+        _content_type="application/merge-patch+json")
+    runner = ControllerRunner(kube_api, ns, resync_period=0.2).start(sync_timeout=10)
+    try:
+        nested = '{"a":' * DEPTH + "{}" + "}" * DEPTH
+        answer = urllib3.PoolManager().request(
+            "PATCH", f"{emulator.host}/apis/{models.GROUP}/{models.VERSION}/namespaces/{ns}/runs/a",
+            body=('{"spec":{"mode":{"function":%s}}}' % nested).encode(),
+            headers={"Content-Type": "application/merge-patch+json"})
+        assert answer.status == 200, answer.data[:300]
+        wait_for(lambda: runner.informers[2].stats.skipped == 1, timeout=10, what="the deep version skipped")
+        cluster_api.core.delete_namespaced_pod("python-x", ns, grace_period_seconds=0)
+        wait_for(lambda: (read_raw(emulator, ns, "a").get("status") or {}).get("phase") == "Failed", timeout=10,
+                 what="a failed RuntimePodLost")
+    finally:
+        runner.stop()
+    conditions = read_raw(emulator, ns, "a")["status"]["conditions"]
+    assert any(c.get("reason") == "RuntimePodLost" for c in conditions)
+
+
+def test_the_read_that_settles_a_bind_sees_the_status_of_a_deeply_nested_run(
+        emulator: Emulator, kube_api: ApiClient, cluster_api: Cluster) -> None:
+    ns = cluster_api.namespace
+    run = ingest.run_info(cluster_api.add_run("a"))
+    cluster_api.custom.patch_namespaced_custom_object_status(
+        models.GROUP, models.VERSION, ns, "runs", "a",
+        {"status": {"phase": "Scheduled", "assignment": {"podName": "python-0", "podUID": "uid-0"}}},
+        _content_type="application/merge-patch+json")
+    nested = '{"a":' * DEPTH + "{}" + "}" * DEPTH
+    urllib3.PoolManager().request(
+        "PATCH", f"{emulator.host}/apis/{models.GROUP}/{models.VERSION}/namespaces/{ns}/runs/a",
+        body=('{"spec":{"mode":{"function":%s}}}' % nested).encode(),
+        headers={"Content-Type": "application/merge-patch+json"})
+    seen = KubernetesBinder(kube_api).observe(run)
+    assert seen is not None and (seen.phase, seen.pod_uid, seen.uid) == ("Scheduled", "uid-0", run.uid)
