@@ -2,7 +2,7 @@
 
 Both are signs of trouble an informer survives on its own (issue 23 items 6 and 7), so
 they must be visible without reading logs. Labels come from bounded sets only (SPEC
-§3.8): the resource kind (`Run`, `Runtime`, `Pod`) and a fixed reason, never an
+§3.8): the kind watched (`Run`, `Runtime`, `Pod`) and a fixed reason, never an
 object's name or namespace (those go to the log line beside each count).
 """
 
@@ -21,8 +21,8 @@ class InformerMetrics:
         self.skipped = Counter(
             "kruntimes_informer_objects_skipped",
             "Listed or watched objects an informer could not take and skipped (the rest is delivered).",
-            ["resource", "reason"], registry=registry)
+            ["kind", "reason"], registry=registry)
         self.watch_restarts = Counter(
             "kruntimes_informer_watch_restarts",
             "Watches an informer ended and resumed itself, e.g. silent for twice the bookmark interval.",
-            ["resource", "reason"], registry=registry)
+            ["kind", "reason"], registry=registry)

@@ -59,9 +59,9 @@ class Recording:
             self.names.discard(name)
 
 
-def skipped(registry: CollectorRegistry, resource: str) -> float:
+def skipped(registry: CollectorRegistry, kind: str) -> float:
     return registry.get_sample_value("kruntimes_informer_objects_skipped_total",
-                                     {"resource": resource, "reason": "nested too deeply"}) or 0.0
+                                     {"kind": kind, "reason": "nested too deeply"}) or 0.0
 
 
 @pytest.mark.parametrize("arrives_by", ["list", "watch"])

@@ -47,9 +47,9 @@ class Names:
             self.names.discard(name)
 
 
-def restarts(registry: CollectorRegistry, resource: str) -> float:
+def restarts(registry: CollectorRegistry, kind: str) -> float:
     return registry.get_sample_value("kruntimes_informer_watch_restarts_total",
-                                     {"resource": resource, "reason": "silent"}) or 0.0
+                                     {"kind": kind, "reason": "silent"}) or 0.0
 
 
 def test_a_silent_watch_is_restarted_from_its_resource_version_after_twice_the_bookmark_interval(
