@@ -129,6 +129,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     option(process, "--watch-timeout", "KRUNTIMES_WATCH_TIMEOUT", 300,
            "seconds one watch request lasts before it is resumed",
            type=kube_args.positive(kube_args.seconds(int)), metavar="SECONDS")
+    option(process, "--watch-bookmark-interval", "KRUNTIMES_WATCH_BOOKMARK_INTERVAL", 60.0,
+           "seconds between the API server's watch bookmarks; a watch silent twice as long is restarted",
+           type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
     option(process, "--shutdown-timeout", "KRUNTIMES_SHUTDOWN_TIMEOUT", 20.0,
            "seconds for the cycle in flight and the journal flush at shutdown",
            type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
@@ -159,7 +162,8 @@ def settings_from(args: argparse.Namespace) -> ClusterSettings:
                                journal_key_file=_key_file(args),
                                journal_migrate=_migrate_mode(args), journal_schema_wait=args.journal_schema_wait,
                                leader_elect=args.leader_elect, lease=lease,
-                               watch_timeout=args.watch_timeout, shutdown_timeout=args.shutdown_timeout,
+                               watch_timeout=args.watch_timeout, bookmark_interval=args.watch_bookmark_interval,
+                               shutdown_timeout=args.shutdown_timeout,
                                event_interval=args.event_interval)
     except ConfigError as exc:
         raise UsageError(str(exc)) from exc

@@ -23,6 +23,7 @@ from kruntimes.cluster import client, events, sources
 from kruntimes.cluster.backoff import Backoff
 from kruntimes.cluster.binders import BinderProcesses
 from kruntimes.cluster.informer import Handler, Informer
+from kruntimes.cluster.informer_metrics import InformerMetrics
 from kruntimes.cluster.intake import Intake, RuntimeStore
 from kruntimes.cluster.leader import LeaderElector, LeaseRecord
 from kruntimes.cluster.settings import ClusterSettings
@@ -81,6 +82,7 @@ class ClusterScheduler:
             self.scheduler.on_written = lambda run, status: events.tell(recorder, run, status)
             self.scheduler.on_pending_again = recorder.failed_scheduling
         self.intake = Intake(self.scheduler, clock)
+        self.informer_metrics = InformerMetrics(self.registry)
         self.runtimes = RuntimeStore()
         ns = settings.namespace
         self.informers = {
@@ -101,7 +103,8 @@ class ClusterScheduler:
     def _informer(self, source: sources.Source, handler: Handler) -> Informer:
         s = self.settings
         return Informer(source, handler, watch_timeout=s.watch_timeout, request_timeout=s.request_timeout,
-                        backoff=Backoff(s.backoff_initial, s.backoff_max))
+                        backoff=Backoff(s.backoff_initial, s.backoff_max), bookmark_interval=s.bookmark_interval,
+                        metrics=self.informer_metrics)
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> ClusterScheduler:

@@ -95,6 +95,8 @@ class ClusterSettings:
     leader_elect: bool = True
     lease: LeaseSettings = field(default_factory=LeaseSettings)
     watch_timeout: int = 300          # server-side timeoutSeconds of one watch request
+    # The API server's bookmark period; a watch silent for twice this long is restarted.
+    bookmark_interval: float = 60.0
     request_timeout: float = 30.0     # lists, gets and (without leader election) status writes
     backoff_initial: float = 0.2      # first reconnect delay of an informer
     backoff_max: float = 30.0
@@ -118,8 +120,8 @@ class ClusterSettings:
             raise ConfigError("the journal checkpoint interval must be >= 1 record")
         if self.journal_checkpoint_size_ratio < 0:
             raise ConfigError("the journal checkpoint size ratio must be >= 0")
-        if self.watch_timeout < 1 or self.request_timeout <= 0:
-            raise ConfigError("watch and request timeouts must be positive")
+        if self.watch_timeout < 1 or self.request_timeout <= 0 or self.bookmark_interval <= 0:
+            raise ConfigError("watch and request timeouts and the bookmark interval must be positive")
         if not 0 < self.backoff_initial <= self.backoff_max:
             raise ConfigError("need 0 < initial backoff <= maximum backoff")
         if self.binders < 1 or self.bind_concurrency < 1:

@@ -10,6 +10,8 @@
   digits) for ``acquireTime``/``renewTime`` - a body that does not decode is 400.
 - A namespaced create in a namespace that does not exist: 404 NotFound for the namespace.
 - A client that leaves before its error answer is sent: recorded, never raised.
+- JSON as Go decodes it: nested up to 10,000 levels; invalid UTF-8 and lone
+  surrogates become U+FFFD. Annotations: 256 KiB in total (keys and values, bytes).
 """
 
 from __future__ import annotations
@@ -152,3 +154,60 @@ def test_a_status_write_is_judged_exactly_as_the_whole_object_would_be_on_its_st
     assert part == whole
     assert [p for p in pruned if p.startswith("status")] == pruned_part
     assert [p for p in problems if p.startswith("status")] == problems_part
+
+
+@pytest.mark.parametrize("depth, status", [
+    (2_000, 201), (10_000 - 4, 201), (10_001, 400),
+], ids=["2,000 levels is stored", "10,000 levels in all is stored", "10,001 levels is 400, as Go's decoder says"])
+def test_a_body_is_taken_as_deep_as_kubernetes_takes_it(emulator: Emulator, depth: int, status: int) -> None:
+    # Kubernetes decodes JSON nested up to 10,000 levels (issue 23 item 6); the Run
+    # itself adds 4 levels (the body, spec, mode and the innermost {}).
+    client.CoreV1Api(emulator.api_client()).create_namespace(namespace("ns"))
+    nested = '{"a":' * depth + "{}" + "}" * depth
+    body = ('{"apiVersion":"%s/%s","kind":"Run","metadata":{"name":"deep"},'
+            '"spec":{"runtime":"python","mode":{"function":%s}}}' % (GROUP, VERSION, nested))
+    http, runs = urllib3.PoolManager(), f"{emulator.host}/apis/{GROUP}/{VERSION}/namespaces/ns/runs"
+    answer = http.request("POST", runs, body=body.encode(), headers={"Content-Type": "application/json"})
+    assert answer.status == status, answer.data[:200]
+    if status == 201:
+        for url in (runs, f"{runs}/deep"):  # served back whole, in a list and alone
+            served = http.request("GET", url).data
+            assert served.count(b'{"a": ') == depth and served.endswith(b"}" * depth + b"}}}" + (b"]}" if url == runs else b""))
+    else:
+        assert b"exceeded max depth" in answer.data
+    assert emulator.errors == []
+
+
+@pytest.mark.parametrize("extra, status", [(0, 201), (1, 422)],
+                         ids=["256 KiB of annotations is stored", "one byte more is 422"])
+def test_annotations_are_capped_at_256_kib_in_total_like_the_api_server(
+        emulator: Emulator, extra: int, status: int) -> None:
+    # Keys and values together, in bytes (apimachinery's TotalAnnotationSizeLimitB), on
+    # a create and on a patch alike (issue 23 item 11).
+    core = client.CoreV1Api(emulator.api_client())
+    core.create_namespace(namespace("ns"))
+    values = {"a": "x" * (128 * 1024 - 1), "b": "é" * (64 * 1024 - 1) + "z"}  # 1 + 131071 + 1 + 131071 bytes
+    values["b"] += "y" * extra
+    http, pods = urllib3.PoolManager(), f"{emulator.host}/api/v1/namespaces/ns/pods"
+    answer = http.request("POST", pods, body=json.dumps(pod("p", annotations=values)),
+                          headers={"Content-Type": "application/json"})
+    assert answer.status == status
+    if status == 422:
+        assert json.loads(answer.data)["message"].endswith(
+            "metadata.annotations: Too long: may not be more than 262144 bytes")
+        core.create_namespaced_pod("ns", pod("p"))
+        patched = http.request("PATCH", f"{pods}/p", body=json.dumps({"metadata": {"annotations": values}}),
+                               headers={"Content-Type": "application/merge-patch+json"})
+        assert patched.status == 422
+
+
+def test_lone_surrogates_and_invalid_utf8_become_u_fffd_as_go_decodes_them(emulator: Emulator) -> None:
+    client.CoreV1Api(emulator.api_client()).create_namespace(namespace("ns"))
+    # Sent raw: a lone "\ud800" escape, a valid pair (an emoji) and a byte that is not UTF-8.
+    body = (b'{"metadata":{"name":"p","annotations":{"lone":"a\\ud800b","pair":"\\ud83d\\ude00",'
+            b'"bytes":"c\xffd","key\\udc00":"v"}},"spec":{"containers":[{"name":"c","image":"i"}]}}')
+    http, pods = urllib3.PoolManager(), f"{emulator.host}/api/v1/namespaces/ns/pods"
+    answer = http.request("POST", pods, body=body, headers={"Content-Type": "application/json"})
+    assert answer.status == 201, answer.data
+    stored = json.loads(http.request("GET", f"{pods}/p").data)["metadata"]["annotations"]
+    assert stored == {"lone": "a\ufffdb", "pair": "\U0001f600", "bytes": "c\ufffdd", "key\ufffd": "v"}

@@ -3,7 +3,8 @@
 What is checked, and the upstream rule each follows:
 
 - object metadata (``ValidateObjectMeta``): a name that is an RFC 1123 subdomain (a
-  label for cluster-scoped objects), label keys and values of the label syntax;
+  label for cluster-scoped objects), label keys and values of the label syntax,
+  annotations of 256 KiB at most, keys and values together (``ValidateAnnotationsSize``);
 - an update of a custom resource must name the ``resourceVersion`` it read
   ("metadata.resourceVersion: Invalid value: 0x0: must be specified for an update":
   custom resources do not allow unconditional updates, pods and Leases do);
@@ -31,6 +32,10 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DATE_TIME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 _MICRO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
+
+
+#: apimachinery's TotalAnnotationSizeLimitB.
+ANNOTATIONS_SIZE_LIMIT = 256 * 1024
 
 
 def is_date_time(value: Any) -> bool:
@@ -63,6 +68,11 @@ def metadata(resource: Resource, meta: dict[str, Any]) -> None:
         if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
             problems.append(f'metadata.labels: Invalid value: "{value}": a valid label must be an empty string '
                             "or consist of alphanumeric characters, '-', '_' or '.'")
+    # apimachinery's ValidateAnnotationsSize: keys and values together, in bytes.
+    annotations = meta.get("annotations") or {}
+    size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in annotations.items())
+    if size > ANNOTATIONS_SIZE_LIMIT:
+        problems.append(f"metadata.annotations: Too long: may not be more than {ANNOTATIONS_SIZE_LIMIT} bytes")
     if problems:
         raise invalid(resource, {"metadata": meta}, problems)
 
