@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kruntimes.journal import backends, chain, errors, records, spool
+from kruntimes.journal import backends, chain, deadline, errors, records, spool
 
 # The writer's logger: these lines were always the writer's, and are still read as such.
 log = logging.getLogger("kruntimes.journal.writer")
@@ -38,6 +38,7 @@ class SpoolDrain:
 
     if TYPE_CHECKING:  # the writer's state and methods these use
         _journal: backends.Journal
+        _deadline: deadline.Deadline
         _spool: spool.Spool
         _key: chain.ChainKey | None
         _clock: Callable[[], float]
@@ -105,7 +106,7 @@ class SpoolDrain:
         them and refuses one that differs. A row without a link (a format 1 spool, or
         an epoch whose head the writer did not know) gets it here.
         """
-        stored = self._journal.epochs({r.incarnation for r in rows})
+        stored = self._deadline.call("read of the epochs' heads", self._journal.epochs, {r.incarnation for r in rows})
         state = {epoch: (h.head_lsn, h.head_hash) for epoch, h in stored.items()}
         first_bad: dict[str, tuple[int, str]] = {}
         out = []
@@ -192,7 +193,7 @@ class SpoolDrain:
     def _recover(self) -> None:
         """Close every epoch to recover with an ``end`` {"reason": "recovered"} after its stored head."""
         try:
-            heads = self._journal.epochs(self._to_recover)
+            heads = self._deadline.call("read of the epochs' heads", self._journal.epochs, self._to_recover)
         except errors.JournalUnavailable as exc:
             log.warning("journal: cannot read the heads of epochs to recover yet: %s", exc)
             self._schedule_retry()

@@ -74,6 +74,15 @@ class DatabaseProxy:
                 if server is not None:
                     _reset(server)
 
+    @contextlib.contextmanager
+    def cut_for(self, mode: Literal["reset", "blackhole"] = "reset") -> Iterator[None]:
+        """Cut inside the ``with``, restore after it (also when it fails)."""
+        self.cut(mode)
+        try:
+            yield
+        finally:
+            self.restore()
+
     def restore(self) -> None:
         with self._lock:
             self._mode = "up"
