@@ -207,9 +207,9 @@ class ClusterScheduler:
         return NO_DEADLINE if self.terms.leading else float("-inf")
 
     def _recover_spool(self) -> None:
-        """A spool left with records by an earlier run drains while this replica is a standby."""
+        """What an earlier run left on the spool (records, epochs to close) is recovered while this replica is a standby."""
         s = self.settings
-        if s.journal_url and recovery.has_records(self._spool_path()):
+        if s.journal_url and recovery.left_behind(self._spool_path()):
             self._recovery = recovery.SpoolRecovery(s.journal_url, self._spool_path(),
                                                     migrate=s.journal_migrate == "auto", registry=self.registry,
                                                     history=s.journal_history, write_timeout=s.journal_write_timeout,

@@ -181,7 +181,7 @@ class SpoolDrain:
         """
         if self._epoch is None and not self._recover_all:
             return []
-        noted = _read_note(self._note_path)
+        noted = read_note(self._note_path)
         unended = [epoch for epoch, h in self._spool.heads.items() if h.kind != "end"]
         found = [e for e in dict.fromkeys([*noted, *unended]) if e != self._epoch]
         write_note(self._note_path, [*found, *([self._epoch] if self._epoch else [])])
@@ -216,7 +216,8 @@ class SpoolDrain:
             write_note(self._note_path, [*self._to_recover, *([self._epoch] if self._epoch else [])])
 
 
-def _read_note(path: Path) -> list[str]:
+def read_note(path: Path) -> list[str]:
+    """The epochs noted open in the note at ``path`` (none if it is missing or unreadable)."""
     try:
         noted = json.loads(path.read_text())
     except FileNotFoundError:
