@@ -283,6 +283,11 @@ class JournalWriter(spool_drain.SpoolDrain):
         return self._quarantine_path
 
     @property
+    def ended(self) -> bool:
+        """This writer's epoch's end record is durable (database or spool)."""
+        return self._ended
+
+    @property
     def recovering(self) -> bool:
         """Earlier epochs found in the spool (or its note) are still to be closed."""
         return bool(self._to_recover)
