@@ -8,9 +8,12 @@ handed records to its writer (``kruntimes.journal.handover``). So ``verify`` tel
 
 - ended by a crash, nothing missing: the end follows the stored records, and every
   record handed over is among them;
-- ended by a crash with records missing: the end comes after a gap, the LSNs the
-  writer had received and never stored - named, and a problem (exit 3), but its link
-  still follows from the last stored record;
+- ended by a crash, its last records lost: the end comes after a gap it accounts for,
+  the LSNs its writer had received and not yet made durable - records never
+  acknowledged, at most one write timeout's worth (SPEC §5 "Availability"). Named, in
+  the epoch's state and ``lost_in_crash``, not damage: nothing acknowledged is missing,
+  and the end's link still follows from the last stored record;
+- records missing: any other gap (integrity's problems, exit 3);
 - no end while a newer epoch began: the writer died and its replica never came back
   (or the end record was deleted), its tail may be lost.
 """
@@ -39,13 +42,6 @@ def handed(end_payload: str) -> int | None:
     except (ValueError, AttributeError):
         return None
     return value if type(value) is int else None
-
-
-def lost_tail(first: int, last: int) -> errors.LostInCrash:
-    """The records a crash lost, as the end record after them names them."""
-    span = f"LSN {first}" if first == last else f"LSNs {first}..{last} ({last - first + 1} records)"
-    return errors.LostInCrash(first, last, f"{span}: handed to the writer of the epoch's replica, which was killed "
-                                           "before it stored them (the replica's restart closed the epoch after them)")
 
 
 def check(report: EpochReport, row: Any, ended_at: int | None, newest: bool) -> None:
@@ -77,9 +73,9 @@ def describe(report: EpochReport) -> str:
         return report.state
     if report.end_reason != RECOVERED:
         return f"ended: {report.end_reason}"
-    lost = sum((p.last or p.lsn) - p.lsn + 1 for p in report.problems if isinstance(p, errors.LostInCrash))
-    if lost:
-        return f"ended by a crash, {lost} record{'s' if lost != 1 else ''} lost"
+    if report.lost_in_crash is not None:
+        first, last = report.lost_in_crash
+        return f"ended by a crash, {last - first + 1} unacknowledged record{'s' if last > first else ''} lost"
     if report.handed_lsn is None:
         return "ended by a crash"
     return f"ended by a crash, nothing missing (handed over up to LSN {report.handed_lsn})"

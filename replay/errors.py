@@ -62,13 +62,6 @@ class RecordGap(JournalDamage):
         self.last = last
 
 
-class LostInCrash(RecordGap):
-    """Records a killed replica had handed to its writer and never stored: named by the end record its
-    restart wrote after them (SPEC §5 "Crash vs loss")."""
-
-    what = "records lost in a crash"
-
-
 class UnsupportedSchema(JournalDamage):
     """A record's schema_version is one this replay does not know how to read."""
 

@@ -93,6 +93,7 @@ class EpochReport:
     links: int = 0  # links checked (0 when the key does not match)
     pruned_until: int | None = None  # a prune removed the records before this checkpoint
     handed_lsn: int | None = None  # ended by a crash: the last LSN handed to its writer (its end record says)
+    lost_in_crash: tuple[int, int] | None = None  # the LSNs handed over, never acknowledged, lost in that crash
     cycles: int = 0  # cycles of this epoch replayed
     identical: int = 0
     diverged: int = 0
@@ -118,6 +119,7 @@ class EpochReport:
                 "started_at": None if self.started_at is None else self.started_at.isoformat(),
                 "records_checked": self.records, "links_checked": self.links, "pruned_until": self.pruned_until,
                 "handed_lsn": self.handed_lsn,
+                "lost_in_crash": None if self.lost_in_crash is None else list(self.lost_in_crash),
                 "cycles": self.cycles, "identical": self.identical, "diverged": self.diverged,
                 "problems": [{"lsn": p.lsn, "problem": p.what, "detail": p.detail} for p in self.problems],
                 "more_problems": self.more_problems}
@@ -251,7 +253,7 @@ def _check_epoch(journal: backends.Journal, row: _Row, key: chain.ChainKey | Non
                                                           "are not in the journal (its incarnation record among them)"))
                     prev = None
                 elif kind == "end" and ends.handed(text) == lsn - 1:
-                    report.add(ends.lost_tail(expected, lsn - 1))  # named by the crash's end; it links on
+                    report.lost_in_crash = (expected, lsn - 1)  # named by the crash's end, which links on
                 else:
                     report.add(errors.RecordGap(expected, lsn - 1, _gap(expected, lsn - 1)))
                     prev = None
