@@ -81,11 +81,12 @@ class Deadline:
         self._connections: dict[int, Any] = {}  # the engine's open DBAPI connections, by id
         self._stuck: threading.Thread | None = None  # a call given up on that has not returned yet
         self.timeouts = 0
+        self._engine = engine
+        self._listeners = (("connect", self._opened), ("close", self._closed), ("close_detached", self._closed),
+                           ("invalidate", self._closed))
         if engine is not None:
-            event.listen(engine, "connect", self._opened)
-            event.listen(engine, "close", self._closed)
-            event.listen(engine, "close_detached", self._closed)
-            event.listen(engine, "invalidate", lambda conn, *_: self._closed(conn))
+            for name, listener in self._listeners:
+                event.listen(engine, name, listener)
 
     def call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)``, or ``JournalTimeout`` after ``seconds`` (its connections then cut)."""
@@ -119,13 +120,17 @@ class Deadline:
         return value  # type: ignore[no-any-return]
 
     def close(self, timeout: float = CLOSE_WAIT_SECONDS) -> None:
-        """Cut a call still stuck and wait (bounded) for its thread to end."""
+        """Cut a call still stuck, wait (bounded) for its thread to end, and stop watching the engine."""
         stuck, self._stuck = self._stuck, None
         if stuck is not None and stuck.is_alive():
             self._cut()
             stuck.join(timeout)
             if stuck.is_alive():
                 log.error("a journal database call given up on did not return within %.1fs of being cut", timeout)
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            for name, listener in self._listeners:
+                event.remove(engine, name, listener)
 
     # -- the engine's connections --------------------------------------------------------
 
