@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import backends, records, writer
 from kruntimes.journal.process import ProcessJournalWriter
-from tests.integration.db_proxy import ProxiedJournal, proxied_journal  # noqa: F401 - the fixture
+from tests.integration.db_proxy import Cut, ProxiedJournal, proxied_journal  # noqa: F401 - the fixture
 from tests.journal.factories import record, unchained
 from tests.journal.test_epochs_writer import E1, epoch_records
 
@@ -40,18 +40,12 @@ class Hung(NamedTuple):
     hold: Callable[[], contextlib.AbstractContextManager[None]]  # the database hangs inside
 
 
-def _blackholed(request: pytest.FixtureRequest, tmp_path: Path) -> Hung:
-    proxied: ProxiedJournal = request.getfixturevalue("proxied_journal")
+def _proxy_cut(mode: Cut) -> Callable[[pytest.FixtureRequest, Path], Hung]:
+    def hung(request: pytest.FixtureRequest, tmp_path: Path) -> Hung:
+        proxied: ProxiedJournal = request.getfixturevalue("proxied_journal")
+        return Hung(proxied.url, proxied.direct, lambda: proxied.proxy.cut_for(mode))
 
-    @contextlib.contextmanager
-    def hold() -> Iterator[None]:
-        proxied.proxy.cut("blackhole")
-        try:
-            yield
-        finally:
-            proxied.proxy.restore()
-
-    return Hung(proxied.url, proxied.direct, hold)
+    return hung
 
 
 def _locked_table(request: pytest.FixtureRequest, tmp_path: Path) -> Hung:
@@ -89,7 +83,10 @@ def _sqlite_write_lock(request: pytest.FixtureRequest, tmp_path: Path) -> Hung:
 
 
 HANGS = {
-    "postgresql blackholed: it accepts and never answers": _blackholed,
+    "postgresql blackholed: it accepts and never answers": _proxy_cut("blackhole"),
+    # The server gets the writer's statements and does them; its answers wait (a COPY waits for the
+    # server's go-ahead, so here the cut rolls back the transaction it began).
+    "postgresql that does the work and answers late (the proxy holds its answers)": _proxy_cut("hold"),
     "postgresql with journal_records locked by another session": _locked_table,
     "sqlite with its write lock held by another connection": _sqlite_write_lock,
 }
