@@ -28,6 +28,7 @@ from kruntimes.journal.process import ProcessJournalWriter
 from tests.integration.db_proxy import Cut, ProxiedJournal, proxied_journal  # noqa: F401 - the fixture
 from tests.journal.factories import record, unchained
 from tests.journal.test_epochs_writer import E1, epoch_records
+from tests.journal.test_writer import FlakyJournal
 
 BOUND = 0.5  # the writer's write_timeout in these tests
 SETTLED = 10 * BOUND  # records are durable (spooled) well within this while the database hangs
@@ -155,3 +156,21 @@ def test_a_blackholed_database_never_makes_the_producer_wait_for_room_longer_tha
         w.close(WAIT)
         journal.close()
     assert _stored(proxied_journal.direct) == [records.encode(r) for r in expected]
+
+
+def test_a_write_that_commits_after_the_writer_gave_up_on_it_is_stored_once(
+        journal: backends.Journal, tmp_path: Path) -> None:
+    late = FlakyJournal(journal, delay=4 * BOUND)  # answers, and commits, after the bound
+    w = writer.JournalWriter(late, spool_path=tmp_path / "journal.spool", write_timeout=BOUND, epoch=E1,
+                             retry_interval=0.05, max_retry_interval=0.2, registry=CollectorRegistry()).start()
+    expected = epoch_records(E1, 1, 50)
+    try:
+        for r in expected:
+            w.append(r)
+        assert w.flush(SETTLED) and w.spooled == len(expected), "given up on: the batch went to the spool"
+        late.delay = 0.0
+        assert w.drain(WAIT)
+    finally:
+        w.close(WAIT)
+    assert late.batch_sizes and late.batch_sizes[0] >= 1, "the call given up on committed after all"
+    assert unchained(journal.read_encoded()) == [records.encode(r) for r in expected]
