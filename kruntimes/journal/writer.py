@@ -7,7 +7,8 @@ record's LSN (which keeps the buffer in LSN order). The thread takes up to
 transaction, and on a failed or too slow write spills this and every later batch in
 order to the spool (fsync'd per batch), retrying with backoff; once the database
 answers it drains the spool first (``skip_existing``: a crash mid-drain never
-duplicates). If the spool fails too, ``policy="block"`` holds the batch and the
+duplicates). A call the database has not answered within ``write_timeout`` counts as
+failed (``deadline``), so a record is durable within that bound whatever the database does. If the spool fails too, ``policy="block"`` holds the batch and the
 buffer fills; ``"drop"`` drops and counts. docs/journal.md has the whole picture.
 
 The chain (SPEC §5 "Integrity"): the thread links every record to the one before it
