@@ -40,15 +40,13 @@ from sqlalchemy import exc as sa_exc
 
 from kruntimes.journal import backends, chain, prune, schema
 from kruntimes.journal import errors as journal_errors
-from replay import errors
+from replay import ends, errors
 
 #: Problems listed per epoch; beyond this they are counted (a chain recomputed from an edit breaks once,
 #: but a table of garbage would break everywhere).
 MAX_PROBLEMS_PER_EPOCH = 20
 
-OPEN = "open"
-ENDED = "ended"
-BEFORE_EPOCHS = "before-epochs"
+OPEN, ENDED, BEFORE_EPOCHS = ends.OPEN, ends.ENDED, ends.BEFORE_EPOCHS
 
 
 @dataclass(frozen=True)
@@ -94,6 +92,8 @@ class EpochReport:
     records: int = 0  # records read and their payload hashes checked
     links: int = 0  # links checked (0 when the key does not match)
     pruned_until: int | None = None  # a prune removed the records before this checkpoint
+    handed_lsn: int | None = None  # ended by a crash: the last LSN handed to its writer (its end record says)
+    lost_in_crash: tuple[int, int] | None = None  # the LSNs handed over, never acknowledged, lost in that crash
     cycles: int = 0  # cycles of this epoch replayed
     identical: int = 0
     diverged: int = 0
@@ -118,6 +118,8 @@ class EpochReport:
                 "algorithm": self.algorithm, "state": self.state, "end_reason": self.end_reason,
                 "started_at": None if self.started_at is None else self.started_at.isoformat(),
                 "records_checked": self.records, "links_checked": self.links, "pruned_until": self.pruned_until,
+                "handed_lsn": self.handed_lsn,
+                "lost_in_crash": None if self.lost_in_crash is None else list(self.lost_in_crash),
                 "cycles": self.cycles, "identical": self.identical, "diverged": self.diverged,
                 "problems": [{"lsn": p.lsn, "problem": p.what, "detail": p.detail} for p in self.problems],
                 "more_problems": self.more_problems}
@@ -250,6 +252,8 @@ def _check_epoch(journal: backends.Journal, row: _Row, key: chain.ChainKey | Non
                     report.add(errors.MissingStart(first, f"the epoch's first records, {_span(first, lsn - 1)}, "
                                                           "are not in the journal (its incarnation record among them)"))
                     prev = None
+                elif kind == "end" and ends.handed(text) == lsn - 1:
+                    report.lost_in_crash = (expected, lsn - 1)  # named by the crash's end, which links on
                 else:
                     report.add(errors.RecordGap(expected, lsn - 1, _gap(expected, lsn - 1)))
                     prev = None
@@ -260,6 +264,7 @@ def _check_epoch(journal: backends.Journal, row: _Row, key: chain.ChainKey | Non
                                                            f"{ended_at}"))
             if kind == "end":
                 ended_at = ended_at or lsn
+                report.handed_lsn = ends.handed(text)
             if hashlib.sha256(text.encode("utf-8")).hexdigest() != sha:
                 report.add(errors.CorruptRecord(lsn, f"the {kind} record's payload does not match its SHA-256 "
                                                      "(edited or damaged after it was written)"))
@@ -274,7 +279,7 @@ def _check_epoch(journal: backends.Journal, row: _Row, key: chain.ChainKey | Non
     if last is None:
         report.add(errors.MissingStart(first, "not one record of the epoch is in the journal (deleted whole, "
                                               "and no prune accounts for it)"))
-    _check_end(report, row, ended_at, newest)
+    ends.check(report, row, ended_at, newest)
     _check_head(report, row, last)
     for head in published:
         _check_published(journal, report, row, head)
@@ -316,28 +321,6 @@ def _what_breaks(linking: _Linking) -> str:
     if linking.key is None:
         return " (edited, inserted, re-ordered, or a record before it deleted)"
     return " (edited, re-ordered, or rehashed without the key)"
-
-
-def _check_end(report: EpochReport, row: _Row, ended_at: int | None, newest: bool) -> None:
-    if ended_at is not None:
-        report.state = ENDED
-        if row.head_lsn is not None and row.end_lsn != ended_at:
-            report.add(errors.HeadMismatch(ended_at, f"the epoch's end record is at LSN {ended_at}, its head row "
-                                                     f"says {'no end' if row.end_lsn is None else row.end_lsn}"))
-        return
-    if row.end_reason == BEFORE_EPOCHS:
-        report.state = BEFORE_EPOCHS
-        return
-    if row.end_lsn is not None:
-        report.add(errors.MissingEnd(row.end_lsn, f"the head row says the epoch ended at LSN {row.end_lsn} "
-                                                  f"({row.end_reason}), but its end record is not in the journal"))
-        return
-    if newest:
-        report.state = OPEN
-        return
-    lsn = row.head_lsn if row.head_lsn is not None else report.first_lsn
-    report.add(errors.MissingEnd(lsn, "the epoch has no end record and a newer epoch began: its writer died and "
-                                      "did not come back, its tail may be lost"))
 
 
 def _check_head(report: EpochReport, row: _Row, last: tuple[int, str] | None) -> None:

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from kruntimes.cli import output, scores
 from kruntimes.cli.output import Column, Listing
-from replay import compare, integrity, reproduce, verify
+from replay import compare, ends, reproduce, verify
 
 
 class VerifyProgress:
@@ -98,7 +98,7 @@ def _epochs_table(report: verify.VerifyReport) -> Table:
         lsns = f"{e.first_lsn}..{e.head_lsn}" if e.head_lsn is not None else f"{e.first_lsn}.."
         if e.pruned_until is not None:
             lsns += f" (pruned below {e.pruned_until})"
-        state = e.state if e.end_reason is None or e.state != integrity.ENDED else f"ended: {e.end_reason}"
+        state = ends.describe(e)
         links = f"{e.links:,}" if e.algorithm is None or e.links else f"- ({e.algorithm})"
         cycles = f"{e.identical:,} identical" + (f", {e.diverged:,} diverged" if e.diverged else "")
         problems = len(e.problems) + e.more_problems

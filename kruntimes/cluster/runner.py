@@ -210,12 +210,12 @@ class ClusterScheduler:
         return NO_DEADLINE if self.terms.leading else float("-inf")
 
     def _recover_spool(self) -> None:
-        """A spool left with records by an earlier run drains while this replica is a standby."""
+        """What an earlier run left on the spool (records, epochs to close) is recovered while this replica is a standby."""
         s = self.settings
-        if s.journal_url and recovery.has_records(self._spool_path()):
+        if s.journal_url and recovery.left_behind(self._spool_path()):
             self._recovery = recovery.SpoolRecovery(s.journal_url, self._spool_path(),
                                                     migrate=s.journal_migrate == "auto", registry=self.registry,
-                                                    history=s.journal_history,
+                                                    history=s.journal_history, write_timeout=s.journal_write_timeout,
                                                     max_retry_interval=JOURNAL_MAX_RETRY_SECONDS).start()
 
     def _stop_recovery(self) -> None:
@@ -237,4 +237,5 @@ class ClusterScheduler:
                               checkpoint_size_ratio=s.journal_checkpoint_size_ratio, registry=self.registry,
                               spool_path=self._spool_path(), writer=s.journal_writer, history=s.journal_history,
                               migrate=s.journal_migrate == "auto", key_file=s.journal_key_file,
-                              after_lsn=self.terms.last_journal_lsn, max_retry_interval=JOURNAL_MAX_RETRY_SECONDS)
+                              after_lsn=self.terms.last_journal_lsn, max_retry_interval=JOURNAL_MAX_RETRY_SECONDS,
+                              write_timeout=s.journal_write_timeout)

@@ -92,6 +92,9 @@ class ClusterSettings:
     # journal_schema_wait seconds, for the `kruntimes db upgrade` Job (SPEC §5).
     journal_migrate: str = "auto"
     journal_schema_wait: float = 300.0
+    # Seconds the journal writer waits for the database to answer a call before it spools the
+    # batch (SPEC §5 "Availability"; kruntimes.journal.deadline.DEFAULT_SECONDS, spelled out here).
+    journal_write_timeout: float = 5.0
     leader_elect: bool = True
     lease: LeaseSettings = field(default_factory=LeaseSettings)
     watch_timeout: int = 300          # server-side timeoutSeconds of one watch request
