@@ -81,12 +81,12 @@ def test_a_run_nested_2000_levels_deep_is_skipped_and_every_other_run_is_deliver
     with caplog.at_level(logging.WARNING, logger="kruntimes.cluster.informer"):
         informer.start()
         try:
-            assert informer.wait_synced(10), "the informer never synced"
+            assert informer.wait_synced(60), "the informer never synced"
             if arrives_by == "watch":
                 cluster_api.add_run("before")
                 create_deep_run(emulator, cluster_api.namespace, "deep")
             cluster_api.add_run("after")
-            wait_for(lambda: handler.names == {"before", "after"}, timeout=10, what="the other Runs delivered")
+            wait_for(lambda: handler.names == {"before", "after"}, timeout=60, what="the other Runs delivered")
         finally:
             informer.stop()
     assert informer.stats.skipped == 1 and skipped(registry, "Run") == 1
@@ -115,7 +115,7 @@ def test_the_controller_keeps_its_runtime_beside_a_deeply_nested_run(
     create_deep_run(emulator, cluster_api.namespace, "deep")
     registry = CollectorRegistry()
     runner = ControllerRunner(kube_api, cluster_api.namespace, resync_period=0.5,
-                              informer_metrics=InformerMetrics(registry)).start(sync_timeout=10)
+                              informer_metrics=InformerMetrics(registry)).start(sync_timeout=60)
     try:
         assert all(informer.synced for informer in runner.informers)
         body = {"apiVersion": f"{models.GROUP}/{models.VERSION}", "kind": "Runtime", "metadata": {"name": "python"},
@@ -124,7 +124,7 @@ def test_the_controller_keeps_its_runtime_beside_a_deeply_nested_run(
         cluster_api.custom.create_namespaced_custom_object(models.GROUP, models.VERSION, cluster_api.namespace,
                                                            "runtimes", body)
         wait_for(lambda: cluster_api.core.list_namespaced_pod(
-            cluster_api.namespace, label_selector=f"{models.RUNTIME_LABEL}=python").items, timeout=10,
+            cluster_api.namespace, label_selector=f"{models.RUNTIME_LABEL}=python").items, timeout=60,
             what="the Runtime's pod")
     finally:
         runner.stop()
@@ -153,7 +153,7 @@ def test_the_controller_fails_a_run_made_deeply_nested_while_active_when_its_pod
         models.GROUP, models.VERSION, ns, "runs", "a",
         {"status": {"phase": "Running", "assignment": {"podName": "python-x", "podUID": pod["uid"]}}},
         _content_type="application/merge-patch+json")
-    runner = ControllerRunner(kube_api, ns, resync_period=0.2).start(sync_timeout=10)
+    runner = ControllerRunner(kube_api, ns, resync_period=0.2).start(sync_timeout=60)
     try:
         nested = '{"a":' * DEPTH + "{}" + "}" * DEPTH
         answer = urllib3.PoolManager().request(
@@ -161,9 +161,9 @@ def test_the_controller_fails_a_run_made_deeply_nested_while_active_when_its_pod
             body=('{"spec":{"mode":{"function":%s}}}' % nested).encode(),
             headers={"Content-Type": "application/merge-patch+json"})
         assert answer.status == 200, answer.data[:300]
-        wait_for(lambda: runner.informers[2].stats.skipped == 1, timeout=10, what="the deep version skipped")
+        wait_for(lambda: runner.informers[2].stats.skipped == 1, timeout=60, what="the deep version skipped")
         cluster_api.core.delete_namespaced_pod("python-x", ns, grace_period_seconds=0)
-        wait_for(lambda: (read_raw(emulator, ns, "a").get("status") or {}).get("phase") == "Failed", timeout=10,
+        wait_for(lambda: (read_raw(emulator, ns, "a").get("status") or {}).get("phase") == "Failed", timeout=60,
                  what="a failed RuntimePodLost")
     finally:
         runner.stop()
