@@ -1,0 +1,13 @@
+"""Device claims (SPEC §7): the pure core that the scheduler, runtimed and replay stand on.
+
+A Run asks for devices of its Runtime Pod by class, CEL selector and constraint; this
+package holds the values and decisions that need no Kubernetes client, no SQL and no
+threads: semantic versions and whole-number quantities for selectors (`semver`,
+`quantities`), the static rules every selector passes before it is compiled
+(`cel_rules`), the CEL engine and its memoised verdicts (`cel_engine`), a pod's typed
+device inventory (`inventory`), a Run's device claim and the classes it names
+(`claims`), and deterministic first-fit allocation on one pod (`allocation`).
+
+Parsing API objects into these values is the API layer's job (`kruntimes.api.devices`
+and neighbours); nothing here imports it.
+"""
