@@ -1,0 +1,357 @@
+"""Deterministic first-fit allocation of a Run's device claim on one Runtime Pod (SPEC §7.5).
+
+A pure function of (inventory, device usage, claim, classes, engine, budget): the
+same inputs give the same devices, the same step count and the same reason on every
+machine and in replay, because work is bounded by counted steps, never by a clock.
+
+1. Candidates of an alternative: the pod's devices in inventory order whose class
+   selectors then request selectors hold (the first false or error stops) and that
+   have every requested capacity (exclusive: value ≥ request; multi-allocatable: the
+   policy-rounded amount ≤ value).
+2. Pre-checks, request by request in order: no alternative with a candidate →
+   `no matching device`; no alternative with `count` candidates that are free on
+   their own (All: every candidate free, 1..32 of them) → `insufficient devices`.
+3. Search: requests, then alternatives in order; an ExactCount alternative takes
+   candidate positions p1 < … < pk, stopping before position p for slot j when
+   `len − p < k − j`; an All alternative takes every candidate. Each device tried is
+   one step; a try succeeds if the device is free (given usage and this search) and
+   every constraint covering the request accepts it. Depth first; the first solution wins.
+4. Budget: at most `SEARCH_STEPS` per search and `CYCLE_STEPS` per cycle, charged once
+   per distinct search key (`CycleBudget`). A search that runs out: `device search
+   limit`; one that fails: `device constraints unsatisfiable` with constraints, else
+   `insufficient devices`. Any selector error on a pod whose allocation fails turns
+   the reason into `device selector error`, whatever it was.
+5. Consumption (`Usage`): an exclusive device is taken whole; a multi-allocatable one
+   per capacity key by the rounded request (unrequested: the policy's default, else
+   the whole value); a device's counters are charged once while it has any holder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from kruntimes.devices import cel_engine, claims, inventory
+
+SEARCH_STEPS = 10_000
+CYCLE_STEPS = 50_000
+MAX_ALL = 32
+
+NO_INVENTORY = "no device inventory"
+INVALID_INVENTORY = "invalid device inventory"
+CLASS_NOT_FOUND = "device class not found"
+CLASS_INVALID = "device class invalid"
+NO_MATCHING_DEVICE = "no matching device"
+SELECTOR_ERROR = "device selector error"
+INSUFFICIENT = "insufficient devices"
+UNSATISFIABLE = "device constraints unsatisfiable"
+SEARCH_LIMIT = "device search limit"
+
+
+@dataclass(frozen=True)
+class Holder:
+    """One active or assumed allocation of a device; ``consumed`` None means the whole device."""
+
+    device: str
+    consumed: tuple[tuple[str, int], ...] | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    request: str  # "gpu", or "nic/fast" for a firstAvailable alternative
+    device: str
+    consumed: tuple[tuple[str, int], ...] | None  # multi-allocatable devices only
+
+
+@dataclass(frozen=True)
+class Allocation:
+    results: tuple[Result, ...]
+    steps: int
+    preference: int  # DevicePreference raw: −Σ chosen firstAvailable index (§7.6)
+
+
+@dataclass(frozen=True)
+class Rejection:
+    reason: str
+    steps: int
+
+
+@dataclass
+class CycleBudget:
+    """Steps left in one cycle; a search key is charged the first time it is searched."""
+
+    remaining: int = CYCLE_STEPS
+    seen: dict[str, Allocation | Rejection] = field(default_factory=dict)
+
+
+class Usage:
+    """What a pod's devices already give away: per device, holders, consumed capacity, counters in use."""
+
+    def __init__(self, inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder]) -> None:
+        self.held: set[str] = set()
+        self.consumed: dict[str, dict[str, int]] = {}
+        kept = []
+        for holder in holders:
+            device = inv.device(holder.device)
+            if device is None:  # a device the pod lacks counts nowhere (§7.6)
+                continue
+            kept.append(holder)
+            self.held.add(device.name)
+            amounts = self.consumed.setdefault(device.name, {})
+            whole = holder.consumed is None or not device.allow_multiple_allocations
+            given = dict(holder.consumed or ())
+            for key, cap in device.capacity:
+                amounts[key] = amounts.get(key, 0) + (cap.value if whole else given.get(key, 0))
+            if whole:
+                amounts["\0whole"] = 1  # blocks even a device without capacities
+        self.counters: dict[tuple[str, str], int] = {}
+        for name in sorted(self.held):
+            _charge(self.counters, inv.device(name))  # type: ignore[arg-type]
+        self.fingerprint = hashlib.sha256(json.dumps(
+            sorted([h.device, h.consumed] for h in kept), separators=(",", ":")).encode()).hexdigest()
+
+
+def _charge(counters: dict[tuple[str, str], int], device: inventory.Device, sign: int = 1) -> None:
+    for use in device.consumes_counters:
+        for name, amount in use.counters:
+            counters[(use.counter_set, name)] = counters.get((use.counter_set, name), 0) + sign * amount
+
+
+def consumption(device: inventory.Device, alt: claims.Alternative) -> tuple[tuple[str, int], ...] | None:
+    """Per capacity key, what ``alt`` takes of a multi-allocatable ``device``; None if it cannot."""
+    requested = {inventory.qualify(k, device.driver): v for k, v in alt.capacity}
+    amounts = []
+    for key, cap in device.capacity:
+        amount = cap.consumed(requested.get(key))
+        if amount is None or amount > cap.value:
+            return None
+        amounts.append((key, amount))
+    return tuple(amounts)
+
+
+def _has_capacity(device: inventory.Device, alt: claims.Alternative) -> bool:
+    for key, request in alt.capacity:
+        cap = device.capacity_of(inventory.qualify(key, device.driver))
+        if cap is None or (not device.allow_multiple_allocations and cap.value < request):
+            return False
+    return not device.allow_multiple_allocations or consumption(device, alt) is not None
+
+
+class _Search:
+    """One pod's search state: usage plus what this search has taken so far."""
+
+    def __init__(self, inv: inventory.Inventory, usage: Usage, claim: claims.DeviceClaim, limit: int) -> None:
+        self.inv, self.usage, self.claim, self.limit = inv, usage, claim, limit
+        self.sets = inv.counters()
+        self.taken: dict[str, int] = {}  # device → times taken in this search
+        self.consumed: dict[str, dict[str, int]] = {}
+        self.counters: dict[tuple[str, str], int] = {}
+        self.chosen: dict[int, list[inventory.AttributeValue]] = {}  # constraint index → values
+        self.results: list[Result] = []
+        self.preference = 0
+        self.steps = 0
+        self.exhausted = False
+
+    def free(self, device: inventory.Device, alt: claims.Alternative, alone: bool = False) -> bool:
+        name = device.name
+        in_search = 0 if alone else self.taken.get(name, 0)
+        if not device.allow_multiple_allocations:
+            if name in self.usage.held or in_search:
+                return False
+        else:
+            amounts = consumption(device, alt)
+            if amounts is None:
+                return False
+            used = self.usage.consumed.get(name, {})
+            mine = {} if alone else self.consumed.get(name, {})
+            if "\0whole" in used:
+                return False
+            for key, amount in amounts:
+                if used.get(key, 0) + mine.get(key, 0) + amount > device.capacity_of(key).value:  # type: ignore[union-attr]
+                    return False
+        if name not in self.usage.held and not in_search:  # first use: its counters must fit
+            for use in device.consumes_counters:
+                for counter, amount in use.counters:
+                    key = (use.counter_set, counter)
+                    used = self.usage.counters.get(key, 0) + (0 if alone else self.counters.get(key, 0))
+                    if used + amount > self.sets[use.counter_set][counter]:
+                        return False
+        return True
+
+    def accepts(self, device: inventory.Device, request: str, alt: str | None) -> bool:
+        for i, constraint in enumerate(self.claim.constraints):
+            if not constraint.covers(request, alt):
+                continue
+            value = device.attribute(constraint.attribute)
+            if value is None:
+                return False
+            typed = (type(value), value)
+            earlier = [(type(v), v) for v in self.chosen.get(i, [])]
+            if constraint.kind == "match" and earlier and earlier[0] != typed:
+                return False
+            if constraint.kind == "distinct" and typed in earlier:
+                return False
+        return True
+
+    def take(self, device: inventory.Device, request: claims.Request, alt: claims.Alternative) -> None:
+        name = device.name
+        first = name not in self.usage.held and not self.taken.get(name)
+        self.taken[name] = self.taken.get(name, 0) + 1
+        amounts = consumption(device, alt) if device.allow_multiple_allocations else None
+        mine = self.consumed.setdefault(name, {})
+        for key, amount in amounts or ():
+            mine[key] = mine.get(key, 0) + amount
+        if first:
+            _charge(self.counters, device)
+        for i, constraint in enumerate(self.claim.constraints):
+            if constraint.covers(request.name, alt.name):
+                self.chosen.setdefault(i, []).append(device.attribute(constraint.attribute))  # type: ignore[arg-type]
+        label = f"{request.name}/{alt.name}" if request.first_available else request.name
+        self.results.append(Result(label, name, amounts))
+
+    def undo(self, device: inventory.Device, request: claims.Request, alt: claims.Alternative) -> None:
+        name = device.name
+        self.results.pop()
+        for i, constraint in enumerate(self.claim.constraints):
+            if constraint.covers(request.name, alt.name):
+                self.chosen[i].pop()
+        mine = self.consumed[name]
+        for key, amount in (consumption(device, alt) if device.allow_multiple_allocations else None) or ():
+            mine[key] -= amount
+        self.taken[name] -= 1
+        if not self.taken[name] and name not in self.usage.held:
+            _charge(self.counters, device, -1)
+
+    def tries(self, device: inventory.Device, request: claims.Request, alt: claims.Alternative) -> bool:
+        """One step: the device is taken if free and accepted (the caller undoes it)."""
+        if self.steps >= self.limit:
+            self.exhausted = True
+            return False
+        self.steps += 1
+        if self.free(device, alt) and self.accepts(device, request.name, alt.name):
+            self.take(device, request, alt)
+            return True
+        return False
+
+    def requests_from(self, r: int, candidates: list[list[list[inventory.Device]]]) -> bool:
+        if r == len(self.claim.requests):
+            return True
+        request = self.claim.requests[r]
+        for a, alt in enumerate(request.alternatives):
+            self.preference -= a if request.first_available else 0
+            if self.slots(r, a, 0, 0, candidates):
+                return True
+            self.preference += a if request.first_available else 0
+            if self.exhausted:
+                return False
+        return False
+
+    def slots(self, r: int, a: int, j: int, start: int, candidates: list[list[list[inventory.Device]]]) -> bool:
+        request, alt = self.claim.requests[r], self.claim.requests[r].alternatives[a]
+        cands = candidates[r][a]
+        if alt.mode == "All":
+            if not 1 <= len(cands) <= MAX_ALL:
+                return False
+            done = 0
+            for device in cands:
+                if not self.tries(device, request, alt):
+                    break
+                done += 1
+            ok = done == len(cands) and self.requests_from(r + 1, candidates)
+            if not ok:
+                for device in reversed(cands[:done]):
+                    self.undo(device, request, alt)
+            return ok
+        k = alt.count
+        if j == k:
+            return self.requests_from(r + 1, candidates)
+        for p in range(start, len(cands)):
+            if len(cands) - p < k - j:  # the one prune: too few positions left
+                return False
+            device = cands[p]
+            if self.tries(device, request, alt):
+                if self.slots(r, a, j + 1, p + 1, candidates):
+                    return True
+                self.undo(device, request, alt)
+            if self.exhausted:
+                return False
+        return False
+
+
+def search_key(inv: inventory.Inventory, usage: Usage, claim: claims.DeviceClaim,
+               classes: Mapping[str, claims.DeviceClass]) -> str:
+    names = sorted({a.class_name for r in claim.requests for a in r.alternatives})
+    parts = [inv.digest, usage.fingerprint, claim.digest] + [classes[n].digest for n in names]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def allocate(inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder], claim: claims.DeviceClaim,
+             classes: Mapping[str, claims.DeviceClass | claims.InvalidDeviceClass], engine: cel_engine.Engine,
+             budget: CycleBudget) -> Allocation | Rejection:
+    """Allocate ``claim`` on one pod (§7.5), charging ``budget``; pods go in pod-name order."""
+    names = sorted({a.class_name for r in claim.requests for a in r.alternatives})
+    if any(n not in classes for n in names):
+        return Rejection(CLASS_NOT_FOUND, 0)
+    compiled: dict[str, list[cel_engine.Selector]] = {}
+    for n in names:
+        cls = classes[n]
+        try:
+            if isinstance(cls, claims.InvalidDeviceClass):
+                raise cls
+            compiled[n] = [engine.compile(s) for s in cls.selectors]
+        except (claims.InvalidDeviceClass, cel_engine.SelectorInvalid):
+            return Rejection(CLASS_INVALID, 0)
+    valid = {n: c for n, c in classes.items() if isinstance(c, claims.DeviceClass)}
+    usage = Usage(inv, holders)
+    key = search_key(inv, usage, claim, valid)
+    if key in budget.seen:
+        return budget.seen[key]
+    outcome = _allocate(inv, usage, claim, compiled, engine, min(SEARCH_STEPS, budget.remaining))
+    budget.remaining -= outcome.steps
+    budget.seen[key] = outcome
+    return outcome
+
+
+def _allocate(inv: inventory.Inventory, usage: Usage, claim: claims.DeviceClaim,
+              class_selectors: dict[str, list[cel_engine.Selector]], engine: cel_engine.Engine,
+              limit: int) -> Allocation | Rejection:
+    errors = False
+    candidates: list[list[list[inventory.Device]]] = []
+    for request in claim.requests:
+        per_alt = []
+        for alt in request.alternatives:
+            selectors = class_selectors[alt.class_name] + [engine.compile(s) for s in alt.selectors]
+            cands = []
+            for device in inv.devices:
+                verdict: cel_engine.Verdict = "match"
+                for selector in selectors:
+                    verdict = engine.verdict(selector, device)
+                    if verdict != "match":
+                        break
+                errors = errors or verdict == "error"
+                if verdict == "match" and _has_capacity(device, alt):
+                    cands.append(device)
+            per_alt.append(cands)
+        candidates.append(per_alt)
+    search = _Search(inv, usage, claim, limit)
+    for request, per_alt in zip(claim.requests, candidates):
+        if not any(per_alt):
+            return Rejection(SELECTOR_ERROR if errors else NO_MATCHING_DEVICE, 0)
+        if not any(_enough_alone(search, alt, cands) for alt, cands in zip(request.alternatives, per_alt)):
+            return Rejection(SELECTOR_ERROR if errors else INSUFFICIENT, 0)
+    if search.requests_from(0, candidates):
+        return Allocation(tuple(search.results), search.steps, search.preference)
+    if errors:
+        return Rejection(SELECTOR_ERROR, search.steps)
+    if search.exhausted:
+        return Rejection(SEARCH_LIMIT, search.steps)
+    return Rejection(UNSATISFIABLE if claim.constraints else INSUFFICIENT, search.steps)
+
+
+def _enough_alone(search: _Search, alt: claims.Alternative, cands: list[inventory.Device]) -> bool:
+    free = sum(1 for d in cands if search.free(d, alt, alone=True))
+    if alt.mode == "All":
+        return 1 <= len(cands) <= MAX_ALL and free == len(cands)
+    return free >= alt.count
