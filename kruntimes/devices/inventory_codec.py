@@ -134,10 +134,11 @@ def qualified_name_error(name: object) -> str | None:
 
 
 def _quantity(value: object, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
+    # A string only (as the capacity annotation, §2.1): one inventory, one canonical text.
+    if not isinstance(value, str):
         raise InvalidInventory(f"{where} must be a quantity string such as \"40Gi\"")
     try:
-        return quantities.parse_count(str(value))
+        return quantities.parse_count(value)
     except quantities.InvalidCount as exc:
         raise InvalidInventory(f"{where}: {exc}") from None
 
