@@ -80,9 +80,13 @@ class Rejection:
 
 @dataclass
 class CycleBudget:
-    """Steps left in one cycle; a search key is charged the first time it is searched."""
+    """Steps left in one cycle; a search key is charged the first time it is searched.
+
+    ``search_steps`` bounds one search; both budgets are scheduler configuration.
+    """
 
     remaining: int = CYCLE_STEPS
+    search_steps: int = SEARCH_STEPS
     seen: dict[str, Allocation | Rejection] = field(default_factory=dict)
 
 
@@ -109,8 +113,9 @@ class Usage:
         self.counters: dict[tuple[str, str], int] = {}
         for name in sorted(self.held):
             _charge(self.counters, inv.device(name))  # type: ignore[arg-type]
-        self.fingerprint = hashlib.sha256(json.dumps(
-            sorted([h.device, h.consumed] for h in kept), separators=(",", ":")).encode()).hexdigest()
+        canonical = sorted(json.dumps([h.device, None if h.consumed is None else sorted(h.consumed)],
+                                      separators=(",", ":")) for h in kept)
+        self.fingerprint = hashlib.sha256("\n".join(canonical).encode()).hexdigest()
 
 
 def _charge(counters: dict[tuple[str, str], int], device: inventory.Device, sign: int = 1) -> None:
@@ -308,7 +313,7 @@ def allocate(inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder
     key = search_key(inv, usage, claim, valid)
     if key in budget.seen:
         return budget.seen[key]
-    outcome = _allocate(inv, usage, claim, compiled, engine, min(SEARCH_STEPS, budget.remaining))
+    outcome = _allocate(inv, usage, claim, compiled, engine, min(budget.search_steps, budget.remaining))
     budget.remaining -= outcome.steps
     budget.seen[key] = outcome
     return outcome
