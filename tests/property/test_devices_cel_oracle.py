@@ -14,15 +14,11 @@ type on every device, as upstream expects of attribute names).
 
 from __future__ import annotations
 
-import re
-
-import celpy
-from celpy import celtypes
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from kruntimes.api import quantity as api_quantity
 from kruntimes.devices import cel_engine, inventory_codec
+from tests.model.devices_oracle import oracle_verdict
 
 G, P = "gpu.example.com", "pci.example.com"
 A, C = f'device.attributes["{G}"]', f'device.capacity["{G}"]'
@@ -100,100 +96,6 @@ SELECTORS = st.recursive(ATOMS, lambda inner: st.one_of(
     st.builds(lambda a: f"!({a})", inner),
     st.builds(lambda c, a, b: f"({c} ? {a} : {b})", inner, inner, inner),
 ), max_leaves=6)
-
-
-# ---- the oracle -----------------------------------------------------------------------
-
-class DomainMap(celtypes.MapType):
-    """Upstream's attributes/capacity map: an unknown domain reads as an empty map."""
-
-    def __getitem__(self, key):  # type: ignore[no-untyped-def]
-        try:
-            return super().__getitem__(key)
-        except KeyError:
-            return celtypes.MapType({})
-
-
-def _identifier(part: str) -> tuple[int, int | str]:
-    return (0, int(part)) if part.isdigit() else (1, part)
-
-
-class OracleVersion:
-    """semver 2.0 §11, written again here: (major, minor, patch, pre-release precedence)."""
-
-    def __init__(self, text: str) -> None:
-        match = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?", str(text))
-        if match is None or any(len(p) > 1 and p[0] == "0" for p in match.groups()[:3]):
-            raise ValueError(f"bad version {text}")
-        self.core = tuple(int(p) for p in match.groups()[:3])
-        self.pre = tuple(_identifier(p) for p in match[4].split(".")) if match[4] else None
-
-    def key(self) -> tuple:
-        # No pre-release sorts after any pre-release; shorter pre-release first when a prefix.
-        return (self.core, (1,) if self.pre is None else (0, self.pre))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, OracleVersion) and self.key() == other.key()
-
-
-def _cmp(a, b) -> celtypes.IntType:  # type: ignore[no-untyped-def]
-    if isinstance(a, OracleVersion) and isinstance(b, OracleVersion):
-        x, y = a.key(), b.key()
-    elif isinstance(a, celtypes.IntType) and isinstance(b, celtypes.IntType):
-        x, y = int(a), int(b)
-    else:
-        raise TypeError("no such overload")
-    return celtypes.IntType((x > y) - (x < y))
-
-
-FUNCTIONS = {
-    "quantity": lambda s: celtypes.IntType(api_quantity.parse_count(str(s))),
-    "semver": lambda s: OracleVersion(str(s)),
-    "compareTo": _cmp,
-    "isGreaterThan": lambda a, b: celtypes.BoolType(_cmp(a, b) > 0),
-    "isLessThan": lambda a, b: celtypes.BoolType(_cmp(a, b) < 0),
-    "major": lambda v: celtypes.IntType(v.core[0]),
-    "minor": lambda v: celtypes.IntType(v.core[1]),
-    "patch": lambda v: celtypes.IntType(v.core[2]),
-    "lowerAscii": lambda s: celtypes.StringType(re.sub("[A-Z]", lambda m: m.group().lower(), str(s))),
-    "upperAscii": lambda s: celtypes.StringType(re.sub("[a-z]", lambda m: m.group().upper(), str(s))),
-}
-
-
-def oracle_device(entry: dict) -> celtypes.MapType:
-    driver = entry.get("driver", G)
-    attributes: dict = {}
-    for name, tagged in entry["attributes"].items():
-        domain, _, ident = name.rpartition("/")
-        (tag, value), = tagged.items()
-        value = {"string": celtypes.StringType, "int": celtypes.IntType, "bool": celtypes.BoolType,
-                 "version": OracleVersion}[tag](value)
-        attributes.setdefault(celtypes.StringType(domain or driver), celtypes.MapType())[celtypes.StringType(ident)] = value
-    capacity: dict = {}
-    for name, cap in entry.get("capacity", {}).items():
-        domain, _, ident = name.rpartition("/")
-        capacity.setdefault(celtypes.StringType(domain or driver), celtypes.MapType())[
-            celtypes.StringType(ident)] = celtypes.IntType(api_quantity.parse_count(cap["value"]))
-    return celtypes.MapType({
-        celtypes.StringType("driver"): celtypes.StringType(driver),
-        celtypes.StringType("attributes"): DomainMap(attributes),
-        celtypes.StringType("capacity"): DomainMap(capacity),
-        celtypes.StringType("allowMultipleAllocations"): celtypes.BoolType(entry["allowMultipleAllocations"]),
-    })
-
-
-ENVIRONMENT = celpy.Environment()
-
-
-def oracle_verdict(expression: str, entry: dict) -> str:
-    program = ENVIRONMENT.program(ENVIRONMENT.compile(expression), functions=FUNCTIONS)
-    try:
-        result = program.evaluate({"device": oracle_device(entry)})
-    except Exception:  # noqa: BLE001 - celpy raises some errors and returns others
-        return "error"
-    if not isinstance(result, celtypes.BoolType):
-        return "error"
-    return "match" if result else "no_match"
 
 
 ENGINE = cel_engine.Engine()
