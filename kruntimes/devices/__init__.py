@@ -5,9 +5,11 @@ package holds the values and decisions that need no Kubernetes client, no SQL an
 threads: semantic versions and whole-number quantities for selectors (`semver`,
 `quantities`), the static rules every selector passes before it is compiled
 (`cel_rules`), the CEL engine and its memoised verdicts (`cel_engine`), a pod's typed
-device inventory (`inventory`), a Run's device claim and the classes it names
+device inventory (`inventory`) and its annotation (`inventory_codec`), a Runtime's
+device spec (`runtime_spec`), a Run's device claim and the classes it names
 (`claims`), and deterministic first-fit allocation on one pod (`allocation`).
 
-Parsing API objects into these values is the API layer's job (`kruntimes.api.devices`
-and neighbours); nothing here imports it.
+Everything here takes plain JSON-like documents, so the API layer, the scheduler,
+runtimed, `simulate` and replay can all use it; nothing here imports the API layer,
+the Kubernetes client or SQL (tests/unit/test_devices_layering.py).
 """
