@@ -28,8 +28,6 @@ machine and in replay, because work is bounded by counted steps, never by a cloc
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -87,7 +85,13 @@ class CycleBudget:
 
     remaining: int = CYCLE_STEPS
     search_steps: int = SEARCH_STEPS
-    seen: dict[str, Allocation | Rejection] = field(default_factory=dict)
+    seen: dict[tuple, Allocation | Rejection] = field(default_factory=dict)
+
+
+def usage_fingerprint(inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder]) -> tuple:
+    """The holders that count on this pod (devices it has), in a canonical order: part of the search key."""
+    kept = [h for h in holders if inv.device(h.device) is not None]
+    return tuple(sorted(((h.device, h.consumed is not None, tuple(sorted(h.consumed or ()))) for h in kept)))
 
 
 class Usage:
@@ -96,12 +100,10 @@ class Usage:
     def __init__(self, inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder]) -> None:
         self.held: set[str] = set()
         self.consumed: dict[str, dict[str, int]] = {}
-        kept = []
         for holder in holders:
             device = inv.device(holder.device)
             if device is None:  # a device the pod lacks counts nowhere (§7.6)
                 continue
-            kept.append(holder)
             self.held.add(device.name)
             amounts = self.consumed.setdefault(device.name, {})
             whole = holder.consumed is None or not device.allow_multiple_allocations
@@ -113,9 +115,6 @@ class Usage:
         self.counters: dict[tuple[str, str], int] = {}
         for name in sorted(self.held):
             _charge(self.counters, inv.device(name))  # type: ignore[arg-type]
-        canonical = sorted(json.dumps([h.device, None if h.consumed is None else sorted(h.consumed)],
-                                      separators=(",", ":")) for h in kept)
-        self.fingerprint = hashlib.sha256("\n".join(canonical).encode()).hexdigest()
 
 
 def _charge(counters: dict[tuple[str, str], int], device: inventory.Device, sign: int = 1) -> None:
@@ -285,11 +284,10 @@ class _Search:
         return False
 
 
-def search_key(inv: inventory.Inventory, usage: Usage, claim: claims.DeviceClaim,
-               classes: Mapping[str, claims.DeviceClass]) -> str:
-    names = sorted({a.class_name for r in claim.requests for a in r.alternatives})
-    parts = [inv.digest, usage.fingerprint, claim.digest] + [classes[n].digest for n in names]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+def search_key(inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder], claim: claims.DeviceClaim,
+               class_digests: tuple[str, ...]) -> tuple:
+    """(inventory digest, device-usage fingerprint, spec and class digests): equal keys, equal searches (§7.5)."""
+    return (inv.digest, usage_fingerprint(inv, holders), claim.digest, class_digests)
 
 
 def allocate(inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder], claim: claims.DeviceClaim,
@@ -308,12 +306,11 @@ def allocate(inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder
             compiled[n] = [engine.compile(s) for s in cls.selectors]
         except (claims.InvalidDeviceClass, cel_engine.SelectorInvalid):
             return Rejection(CLASS_INVALID, 0)
-    valid = {n: c for n, c in classes.items() if isinstance(c, claims.DeviceClass)}
-    usage = Usage(inv, holders)
-    key = search_key(inv, usage, claim, valid)
+    digests = tuple(classes[n].digest for n in names)  # type: ignore[union-attr]
+    key = search_key(inv, holders, claim, digests)
     if key in budget.seen:
         return budget.seen[key]
-    outcome = _allocate(inv, usage, claim, compiled, engine, min(budget.search_steps, budget.remaining))
+    outcome = _allocate(inv, Usage(inv, holders), claim, compiled, engine, min(budget.search_steps, budget.remaining))
     budget.remaining -= outcome.steps
     budget.seen[key] = outcome
     return outcome

@@ -99,8 +99,12 @@ class Inventory:
     digest: str
     text: str
 
+    def __post_init__(self) -> None:
+        # Looked up per holder and per result on every pod of every cycle: a dict, built once.
+        object.__setattr__(self, "_by_name", {d.name: d for d in self.devices})
+
     def device(self, name: str) -> Device | None:
-        return next((d for d in self.devices if d.name == name), None)
+        return self._by_name.get(name)  # type: ignore[attr-defined, no-any-return]
 
     def counters(self) -> dict[str, dict[str, int]]:
         return {name: dict(values) for name, values in self.counter_sets}
