@@ -357,3 +357,24 @@ def _enough_alone(search: _Search, alt: claims.Alternative, cands: list[inventor
     if alt.mode == "All":
         return 1 <= len(cands) <= MAX_ALL and free == len(cands)
     return free >= alt.count
+
+
+def recheck(inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder], claim: claims.DeviceClaim,
+            results: tuple[Result, ...]) -> bool:
+    """Whether ``results`` still pass step 3's try rule, in order, given ``holders`` (Reserve, §7.6).
+
+    Reserve re-checks under the cache lock with the usage of that moment: each result's
+    device must still be in the inventory, free and accepted by the constraints, as
+    the search that found it tried it. No selector is evaluated and no step counted.
+    """
+    search = _Search(inv, Usage(inv, holders), claim, limit=len(results))
+    alternatives = {(f"{r.name}/{a.name}" if r.first_available else r.name): (r, a)
+                    for r in claim.requests for a in r.alternatives}
+    for result in results:
+        device = inv.device(result.device)
+        if device is None or result.request not in alternatives:
+            return False
+        request, alt = alternatives[result.request]
+        if not search.tries(device, request, alt):
+            return False
+    return True

@@ -14,6 +14,7 @@ import random
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
+from kruntimes.devices import allocation, claims, inventory_codec
 from tests.model import devices_compare, devices_workloads
 
 
@@ -24,3 +25,20 @@ def test_device_allocation_decides_every_pod_as_the_spec_model_does(rng: random.
     workload = devices_workloads.workload(rng)
     note(json.dumps(workload))
     assert devices_compare.differences(workload) == []
+
+
+@settings(max_examples=150, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.randoms(use_true_random=False))
+def test_every_allocation_passes_the_reserve_recheck_on_the_usage_it_saw(rng: random.Random) -> None:
+    workload = devices_workloads.workload(rng)
+    note(json.dumps(workload))
+    claim = claims.parse_claim(workload["claim"])
+    classes = {n: claims.parse_class(n, 1, s) for n, s in workload["classes"].items() if n != "bad"}
+    for pod in workload["pods"]:
+        inv = inventory_codec.parse_document(pod["inventory"])
+        holders = [allocation.Holder(h["device"], None if h.get("consumed") is None
+                                     else tuple(sorted(h["consumed"].items()))) for h in pod["holders"]]
+        outcome = allocation.allocate(inv, holders, claim, classes, devices_compare.ENGINE, allocation.CycleBudget())
+        if isinstance(outcome, allocation.Allocation):
+            assert allocation.recheck(inv, holders, claim, outcome.results)

@@ -184,3 +184,25 @@ def test_a_search_key_is_charged_once_per_cycle_and_the_cycle_budget_runs_out() 
     assert first == again and budget.remaining == 2
     other = run(inv(gpu("h0", 0), gpu("h1", 1), gpu("h2", 1)), c, budget=budget)
     assert other == allocation.Rejection(allocation.SEARCH_LIMIT, 2) and budget.remaining == 0
+
+
+def test_reserve_recheck_passes_on_the_usage_the_search_saw_and_fails_when_a_device_was_taken() -> None:
+    c = claim(exactly(count=2), constraints=[{"matchAttribute": f"{G}/numa"}])
+    outcome = run(FOUR, c)
+    assert isinstance(outcome, allocation.Allocation)
+    assert allocation.recheck(FOUR, [], c, outcome.results)
+    assert not allocation.recheck(FOUR, [allocation.Holder("g2")], c, outcome.results)
+
+
+def test_reserve_recheck_refuses_a_device_gone_from_the_inventory() -> None:
+    c = claim(exactly())
+    outcome = run(FOUR, c)
+    assert not allocation.recheck(inv(gpu("other")), [], c, outcome.results)  # type: ignore[union-attr]
+
+
+def test_reserve_recheck_counts_shared_capacity_taken_since() -> None:
+    c = claim(exactly(capacity={"requests": {"memory": "30Gi"}}))
+    outcome = run(SHARED, c)
+    assert allocation.recheck(SHARED, [], c, outcome.results)  # type: ignore[union-attr]
+    assert not allocation.recheck(SHARED, [allocation.Holder("s", ((f"{G}/memory", 30 * 2**30),))], c,
+                                  outcome.results)  # type: ignore[union-attr]
