@@ -117,6 +117,41 @@ class Usage:
             _charge(self.counters, inv.device(name))  # type: ignore[arg-type]
 
 
+class SearchMemo:
+    """Searches remembered across cycles (§7.5 step 4: a hit is charged its recorded steps).
+
+    A search is a pure function of its key and its step limit, so a remembered one
+    answers for any limit it decides: one that ended after s steps (found or failed)
+    is the same under any limit ≥ s and runs out at the limit below s; one that ran
+    out at L runs out at any limit ≤ L. Anything else is searched again. Replay gets
+    the same outcomes and charges with or without the memo.
+    """
+
+    LIMIT = 1 << 16
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple, tuple[Allocation | Rejection, bool, bool]] = {}
+        self.hits = 0  # device_searches_total{result="memoised"} (§7.8)
+
+    def recall(self, key: tuple, limit: int) -> Allocation | Rejection | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        outcome, exhausted, errors = entry
+        if (not exhausted and outcome.steps <= limit) or (exhausted and limit == outcome.steps):
+            self.hits += 1
+            return outcome
+        if limit < outcome.steps:
+            self.hits += 1
+            return Rejection(SELECTOR_ERROR if errors else SEARCH_LIMIT, limit)
+        return None
+
+    def remember(self, key: tuple, outcome: Allocation | Rejection, exhausted: bool, errors: bool) -> None:
+        if len(self._entries) >= self.LIMIT:
+            self._entries.clear()  # changes no outcome: each is recomputed alike
+        self._entries[key] = (outcome, exhausted, errors)
+
+
 def _charge(counters: dict[tuple[str, str], int], device: inventory.Device, sign: int = 1) -> None:
     for use in device.consumes_counters:
         for name, amount in use.counters:
@@ -292,7 +327,7 @@ def search_key(inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Hold
 
 def allocate(inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder], claim: claims.DeviceClaim,
              classes: Mapping[str, claims.DeviceClass | claims.InvalidDeviceClass], engine: cel_engine.Engine,
-             budget: CycleBudget) -> Allocation | Rejection:
+             budget: CycleBudget, memo: SearchMemo | None = None) -> Allocation | Rejection:
     """Allocate ``claim`` on one pod (§7.5), charging ``budget``; pods go in pod-name order."""
     names = sorted({a.class_name for r in claim.requests for a in r.alternatives})
     if any(n not in classes for n in names):
@@ -310,7 +345,12 @@ def allocate(inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder
     key = search_key(inv, holders, claim, digests)
     if key in budget.seen:
         return budget.seen[key]
-    outcome = _allocate(inv, Usage(inv, holders), claim, compiled, engine, min(budget.search_steps, budget.remaining))
+    limit = min(budget.search_steps, budget.remaining)
+    outcome = memo.recall(key, limit) if memo is not None else None
+    if outcome is None:
+        outcome, exhausted, errors = _allocate(inv, Usage(inv, holders), claim, compiled, engine, limit)
+        if memo is not None:
+            memo.remember(key, outcome, exhausted, errors)
     budget.remaining -= outcome.steps
     budget.seen[key] = outcome
     return outcome
@@ -318,7 +358,8 @@ def allocate(inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder
 
 def _allocate(inv: inventory.Inventory, usage: Usage, claim: claims.DeviceClaim,
               class_selectors: dict[str, list[cel_engine.Selector]], engine: cel_engine.Engine,
-              limit: int) -> Allocation | Rejection:
+              limit: int) -> tuple[Allocation | Rejection, bool, bool]:
+    """The outcome, whether the search ran out of steps, and whether a selector erred."""
     errors = False
     candidates: list[list[list[inventory.Device]]] = []
     for request in claim.requests:
@@ -340,16 +381,18 @@ def _allocate(inv: inventory.Inventory, usage: Usage, claim: claims.DeviceClaim,
     search = _Search(inv, usage, claim, limit)
     for request, per_alt in zip(claim.requests, candidates):
         if not any(per_alt):
-            return Rejection(SELECTOR_ERROR if errors else NO_MATCHING_DEVICE, 0)
+            return Rejection(SELECTOR_ERROR if errors else NO_MATCHING_DEVICE, 0), False, errors
         if not any(_enough_alone(search, alt, cands) for alt, cands in zip(request.alternatives, per_alt)):
-            return Rejection(SELECTOR_ERROR if errors else INSUFFICIENT, 0)
+            return Rejection(SELECTOR_ERROR if errors else INSUFFICIENT, 0), False, errors
     if search.requests_from(0, candidates):
-        return Allocation(tuple(search.results), search.steps, search.preference)
+        return Allocation(tuple(search.results), search.steps, search.preference), False, errors
     if errors:
-        return Rejection(SELECTOR_ERROR, search.steps)
-    if search.exhausted:
-        return Rejection(SEARCH_LIMIT, search.steps)
-    return Rejection(UNSATISFIABLE if claim.constraints else INSUFFICIENT, search.steps)
+        reason = SELECTOR_ERROR
+    elif search.exhausted:
+        reason = SEARCH_LIMIT
+    else:
+        reason = UNSATISFIABLE if claim.constraints else INSUFFICIENT
+    return Rejection(reason, search.steps), search.exhausted, errors
 
 
 def _enough_alone(search: _Search, alt: claims.Alternative, cands: list[inventory.Device]) -> bool:

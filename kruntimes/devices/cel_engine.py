@@ -110,7 +110,8 @@ class Engine:
         self._compiled: dict[str, Selector | SelectorInvalid] = {}
         self._verdicts: dict[tuple[str, str], Verdict] = {}
         self._values: dict[str, dict[str, object]] = {}
-        self.evaluations = 0  # engine evaluations (memo misses), for metrics and bench
+        # Engine evaluations (memo misses) by verdict: device_selector_evaluations_total{result} (§7.8).
+        self.evaluations_by_result: dict[Verdict, int] = {"match": 0, "no_match": 0, "error": 0}
 
     def compile(self, expression: object) -> Selector:
         """The compiled selector, else SelectorInvalid (cached either way)."""
@@ -145,13 +146,17 @@ class Engine:
         if known is not None:
             return known
         known = self._evaluate(selector, device)
+        self.evaluations_by_result[known] += 1
         if len(self._verdicts) >= MEMO_LIMIT:
             self._verdicts.clear()
         self._verdicts[key] = known
         return known
 
+    @property
+    def evaluations(self) -> int:
+        return sum(self.evaluations_by_result.values())
+
     def _evaluate(self, selector: Selector, device: inventory.Device) -> Verdict:
-        self.evaluations += 1
         value = self._values.get(device.content_digest)
         if value is None:
             if len(self._values) >= MEMO_LIMIT:

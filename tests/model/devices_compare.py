@@ -13,7 +13,7 @@ from tests.model import devices_model
 ENGINE = cel_engine.Engine()
 
 
-def product(workload: dict) -> tuple[list, int]:
+def product(workload: dict, memo: allocation.SearchMemo | None = None) -> tuple[list, int]:
     classes: dict = {}
     for name, spec in workload["classes"].items():
         try:
@@ -27,7 +27,7 @@ def product(workload: dict) -> tuple[list, int]:
         inv = inventory_codec.parse_document(pod["inventory"])
         holders = [allocation.Holder(h["device"], None if h.get("consumed") is None
                                      else tuple(sorted(h["consumed"].items()))) for h in pod["holders"]]
-        outcome = allocation.allocate(inv, holders, claim, classes, ENGINE, budget)
+        outcome = allocation.allocate(inv, holders, claim, classes, ENGINE, budget, memo)
         if isinstance(outcome, allocation.Allocation):
             outcomes.append(("allocated", [(r.request, r.device, None if r.consumed is None else list(r.consumed))
                                            for r in outcome.results], outcome.preference, outcome.steps))

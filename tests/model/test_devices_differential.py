@@ -42,3 +42,17 @@ def test_every_allocation_passes_the_reserve_recheck_on_the_usage_it_saw(rng: ra
         outcome = allocation.allocate(inv, holders, claim, classes, devices_compare.ENGINE, allocation.CycleBudget())
         if isinstance(outcome, allocation.Allocation):
             assert allocation.recheck(inv, holders, claim, outcome.results)
+
+
+@settings(max_examples=200, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.randoms(use_true_random=False), st.lists(st.tuples(st.sampled_from([0, 1, 2, 3, 5, 8, 13, 10_000]),
+                                                            st.sampled_from([0, 4, 9, 40, 50_000])), min_size=2, max_size=4))
+def test_a_search_memo_across_cycles_changes_no_outcome_and_no_charge(rng: random.Random, cycles: list) -> None:
+    """SPEC §7.5 step 4: memos across cycles are allowed, a hit charged its recorded steps: replay-identical."""
+    workload = devices_workloads.workload(rng)
+    note(json.dumps(workload))
+    memo = allocation.SearchMemo()
+    for search_steps, cycle_steps in cycles:
+        cycle = dict(workload, search_steps=search_steps, cycle_steps=cycle_steps)
+        assert devices_compare.product(cycle, memo) == devices_compare.product(cycle)

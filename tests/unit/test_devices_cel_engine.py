@@ -86,6 +86,7 @@ def test_each_expression_and_device_content_is_evaluated_once() -> None:
     selector = engine.compile(f'{A}.numa == 1')
     verdicts = [engine.verdict(selector, d) for d in devices(*same) for _ in range(3)]
     assert verdicts.count("match") == 12 and engine.evaluations == 2
+    assert engine.evaluations_by_result == {"match": 1, "no_match": 1, "error": 0}
 
 
 def test_the_same_text_compiles_once_per_process() -> None:
