@@ -31,7 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from kruntimes.devices import cel_engine, claims, inventory
+from kruntimes.devices import cel_engine, claims, inventory, usage
+
+Holders = tuple[usage.Holder, ...] | list[usage.Holder]
 
 SEARCH_STEPS = 10_000
 CYCLE_STEPS = 50_000
@@ -46,14 +48,6 @@ SELECTOR_ERROR = "device selector error"
 INSUFFICIENT = "insufficient devices"
 UNSATISFIABLE = "device constraints unsatisfiable"
 SEARCH_LIMIT = "device search limit"
-
-
-@dataclass(frozen=True)
-class Holder:
-    """One active or assumed allocation of a device; ``consumed`` None means the whole device."""
-
-    device: str
-    consumed: tuple[tuple[str, int], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -86,35 +80,6 @@ class CycleBudget:
     remaining: int = CYCLE_STEPS
     search_steps: int = SEARCH_STEPS
     seen: dict[tuple, Allocation | Rejection] = field(default_factory=dict)
-
-
-def usage_fingerprint(inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder]) -> tuple:
-    """The holders that count on this pod (devices it has), in a canonical order: part of the search key."""
-    kept = [h for h in holders if inv.device(h.device) is not None]
-    return tuple(sorted(((h.device, h.consumed is not None, tuple(sorted(h.consumed or ()))) for h in kept)))
-
-
-class Usage:
-    """What a pod's devices already give away: per device, holders, consumed capacity, counters in use."""
-
-    def __init__(self, inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder]) -> None:
-        self.held: set[str] = set()
-        self.consumed: dict[str, dict[str, int]] = {}
-        for holder in holders:
-            device = inv.device(holder.device)
-            if device is None:  # a device the pod lacks counts nowhere (§7.6)
-                continue
-            self.held.add(device.name)
-            amounts = self.consumed.setdefault(device.name, {})
-            whole = holder.consumed is None or not device.allow_multiple_allocations
-            given = dict(holder.consumed or ())
-            for key, cap in device.capacity:
-                amounts[key] = amounts.get(key, 0) + (cap.value if whole else given.get(key, 0))
-            if whole:
-                amounts["\0whole"] = 1  # blocks even a device without capacities
-        self.counters: dict[tuple[str, str], int] = {}
-        for name in sorted(self.held):
-            _charge(self.counters, inv.device(name))  # type: ignore[arg-type]
 
 
 class SearchMemo:
@@ -152,37 +117,19 @@ class SearchMemo:
         self._entries[key] = (outcome, exhausted, errors)
 
 
-def _charge(counters: dict[tuple[str, str], int], device: inventory.Device, sign: int = 1) -> None:
-    for use in device.consumes_counters:
-        for name, amount in use.counters:
-            counters[(use.counter_set, name)] = counters.get((use.counter_set, name), 0) + sign * amount
-
-
-def consumption(device: inventory.Device, alt: claims.Alternative) -> tuple[tuple[str, int], ...] | None:
-    """Per capacity key, what ``alt`` takes of a multi-allocatable ``device``; None if it cannot."""
-    requested = {inventory.qualify(k, device.driver): v for k, v in alt.capacity}
-    amounts = []
-    for key, cap in device.capacity:
-        amount = cap.consumed(requested.get(key))
-        if amount is None or amount > cap.value:
-            return None
-        amounts.append((key, amount))
-    return tuple(amounts)
-
-
 def _has_capacity(device: inventory.Device, alt: claims.Alternative) -> bool:
     for key, request in alt.capacity:
         cap = device.capacity_of(inventory.qualify(key, device.driver))
         if cap is None or (not device.allow_multiple_allocations and cap.value < request):
             return False
-    return not device.allow_multiple_allocations or consumption(device, alt) is not None
+    return not device.allow_multiple_allocations or usage.consumption(device, alt) is not None
 
 
 class _Search:
     """One pod's search state: usage plus what this search has taken so far."""
 
-    def __init__(self, inv: inventory.Inventory, usage: Usage, claim: claims.DeviceClaim, limit: int) -> None:
-        self.inv, self.usage, self.claim, self.limit = inv, usage, claim, limit
+    def __init__(self, inv: inventory.Inventory, before: usage.Usage, claim: claims.DeviceClaim, limit: int) -> None:
+        self.inv, self.usage, self.claim, self.limit = inv, before, claim, limit
         self.sets = inv.counters()
         self.taken: dict[str, int] = {}  # device → times taken in this search
         self.consumed: dict[str, dict[str, int]] = {}
@@ -200,7 +147,7 @@ class _Search:
             if name in self.usage.held or in_search:
                 return False
         else:
-            amounts = consumption(device, alt)
+            amounts = usage.consumption(device, alt)
             if amounts is None:
                 return False
             used = self.usage.consumed.get(name, {})
@@ -238,12 +185,12 @@ class _Search:
         name = device.name
         first = name not in self.usage.held and not self.taken.get(name)
         self.taken[name] = self.taken.get(name, 0) + 1
-        amounts = consumption(device, alt) if device.allow_multiple_allocations else None
+        amounts = usage.consumption(device, alt) if device.allow_multiple_allocations else None
         mine = self.consumed.setdefault(name, {})
         for key, amount in amounts or ():
             mine[key] = mine.get(key, 0) + amount
         if first:
-            _charge(self.counters, device)
+            usage.charge(self.counters, device)
         for i, constraint in enumerate(self.claim.constraints):
             if constraint.covers(request.name, alt.name):
                 self.chosen.setdefault(i, []).append(device.attribute(constraint.attribute))  # type: ignore[arg-type]
@@ -257,11 +204,11 @@ class _Search:
             if constraint.covers(request.name, alt.name):
                 self.chosen[i].pop()
         mine = self.consumed[name]
-        for key, amount in (consumption(device, alt) if device.allow_multiple_allocations else None) or ():
+        for key, amount in (usage.consumption(device, alt) if device.allow_multiple_allocations else None) or ():
             mine[key] -= amount
         self.taken[name] -= 1
         if not self.taken[name] and name not in self.usage.held:
-            _charge(self.counters, device, -1)
+            usage.charge(self.counters, device, -1)
 
     def tries(self, device: inventory.Device, request: claims.Request, alt: claims.Alternative) -> bool:
         """One step: the device is taken if free and accepted (the caller undoes it)."""
@@ -319,13 +266,13 @@ class _Search:
         return False
 
 
-def search_key(inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder], claim: claims.DeviceClaim,
+def search_key(inv: inventory.Inventory, holders: Holders, claim: claims.DeviceClaim,
                class_digests: tuple[str, ...]) -> tuple:
     """(inventory digest, device-usage fingerprint, spec and class digests): equal keys, equal searches (§7.5)."""
-    return (inv.digest, usage_fingerprint(inv, holders), claim.digest, class_digests)
+    return (inv.digest, usage.fingerprint(inv, holders), claim.digest, class_digests)
 
 
-def allocate(inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder], claim: claims.DeviceClaim,
+def allocate(inv: inventory.Inventory, holders: Holders, claim: claims.DeviceClaim,
              classes: Mapping[str, claims.DeviceClass | claims.InvalidDeviceClass], engine: cel_engine.Engine,
              budget: CycleBudget, memo: SearchMemo | None = None) -> Allocation | Rejection:
     """Allocate ``claim`` on one pod (§7.5), charging ``budget``; pods go in pod-name order."""
@@ -348,7 +295,7 @@ def allocate(inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder
     limit = min(budget.search_steps, budget.remaining)
     outcome = memo.recall(key, limit) if memo is not None else None
     if outcome is None:
-        outcome, exhausted, errors = _allocate(inv, Usage(inv, holders), claim, compiled, engine, limit)
+        outcome, exhausted, errors = _allocate(inv, usage.Usage(inv, holders), claim, compiled, engine, limit)
         if memo is not None:
             memo.remember(key, outcome, exhausted, errors)
     budget.remaining -= outcome.steps
@@ -356,7 +303,7 @@ def allocate(inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder
     return outcome
 
 
-def _allocate(inv: inventory.Inventory, usage: Usage, claim: claims.DeviceClaim,
+def _allocate(inv: inventory.Inventory, before: usage.Usage, claim: claims.DeviceClaim,
               class_selectors: dict[str, list[cel_engine.Selector]], engine: cel_engine.Engine,
               limit: int) -> tuple[Allocation | Rejection, bool, bool]:
     """The outcome, whether the search ran out of steps, and whether a selector erred."""
@@ -378,7 +325,7 @@ def _allocate(inv: inventory.Inventory, usage: Usage, claim: claims.DeviceClaim,
                     cands.append(device)
             per_alt.append(cands)
         candidates.append(per_alt)
-    search = _Search(inv, usage, claim, limit)
+    search = _Search(inv, before, claim, limit)
     for request, per_alt in zip(claim.requests, candidates):
         if not any(per_alt):
             return Rejection(SELECTOR_ERROR if errors else NO_MATCHING_DEVICE, 0), False, errors
@@ -402,7 +349,7 @@ def _enough_alone(search: _Search, alt: claims.Alternative, cands: list[inventor
     return free >= alt.count
 
 
-def recheck(inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder], claim: claims.DeviceClaim,
+def recheck(inv: inventory.Inventory, holders: Holders, claim: claims.DeviceClaim,
             results: tuple[Result, ...]) -> bool:
     """Whether ``results`` still pass step 3's try rule, in order, given ``holders`` (Reserve, §7.6).
 
@@ -410,7 +357,7 @@ def recheck(inv: inventory.Inventory, holders: tuple[Holder, ...] | list[Holder]
     device must still be in the inventory, free and accepted by the constraints, as
     the search that found it tried it. No selector is evaluated and no step counted.
     """
-    search = _Search(inv, Usage(inv, holders), claim, limit=len(results))
+    search = _Search(inv, usage.Usage(inv, holders), claim, limit=len(results))
     alternatives = {(f"{r.name}/{a.name}" if r.first_available else r.name): (r, a)
                     for r in claim.requests for a in r.alternatives}
     for result in results:

@@ -7,7 +7,7 @@ reason; the steps charged. Then the cycle's steps left.
 
 from __future__ import annotations
 
-from kruntimes.devices import allocation, cel_engine, claims, inventory_codec
+from kruntimes.devices import allocation, cel_engine, claims, inventory_codec, usage
 from tests.model import devices_model
 
 ENGINE = cel_engine.Engine()
@@ -25,7 +25,7 @@ def product(workload: dict, memo: allocation.SearchMemo | None = None) -> tuple[
     outcomes = []
     for pod in workload["pods"]:
         inv = inventory_codec.parse_document(pod["inventory"])
-        holders = [allocation.Holder(h["device"], None if h.get("consumed") is None
+        holders = [usage.Holder(h["device"], None if h.get("consumed") is None
                                      else tuple(sorted(h["consumed"].items()))) for h in pod["holders"]]
         outcome = allocation.allocate(inv, holders, claim, classes, ENGINE, budget, memo)
         if isinstance(outcome, allocation.Allocation):

@@ -14,7 +14,7 @@ import random
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from kruntimes.devices import allocation, claims, inventory_codec
+from kruntimes.devices import allocation, claims, inventory_codec, usage
 from tests.model import devices_compare, devices_workloads
 
 
@@ -37,7 +37,7 @@ def test_every_allocation_passes_the_reserve_recheck_on_the_usage_it_saw(rng: ra
     classes = {n: claims.parse_class(n, 1, s) for n, s in workload["classes"].items() if n != "bad"}
     for pod in workload["pods"]:
         inv = inventory_codec.parse_document(pod["inventory"])
-        holders = [allocation.Holder(h["device"], None if h.get("consumed") is None
+        holders = [usage.Holder(h["device"], None if h.get("consumed") is None
                                      else tuple(sorted(h["consumed"].items()))) for h in pod["holders"]]
         outcome = allocation.allocate(inv, holders, claim, classes, devices_compare.ENGINE, allocation.CycleBudget())
         if isinstance(outcome, allocation.Allocation):

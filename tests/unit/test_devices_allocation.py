@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kruntimes.devices import allocation, cel_engine, claims, inventory_codec
+from kruntimes.devices import allocation, cel_engine, claims, inventory_codec, usage
 
 G = "gpu.example.com"
 ENGINE = cel_engine.Engine()
@@ -52,7 +52,7 @@ def test_first_fit_takes_devices_in_inventory_order() -> None:
 
 
 def test_a_held_device_is_skipped_at_the_cost_of_a_step() -> None:
-    outcome = run(FOUR, claim(exactly(count=2)), holders=[allocation.Holder("g0")])
+    outcome = run(FOUR, claim(exactly(count=2)), holders=[usage.Holder("g0")])
     assert picked(outcome) == ["gpu=g1", "gpu=g2"] and outcome.steps == 3
 
 
@@ -67,7 +67,7 @@ def test_the_prune_stops_before_positions_too_few_to_finish() -> None:
     # (numa 0, refused) and stops before g3 (1 position left < 2 slots); slot 0 stops before g2
     # (2 positions < 3 slots). Three steps, not the six a search without the prune would take.
     outcome = run(FOUR, claim(exactly(count=3), constraints=[{"matchAttribute": f"{G}/numa"}]),
-                  holders=[allocation.Holder("g0")])
+                  holders=[usage.Holder("g0")])
     assert outcome == allocation.Rejection(allocation.UNSATISFIABLE, 3)
 
 
@@ -94,7 +94,7 @@ def test_first_available_takes_the_first_alternative_that_fits_and_scores_its_in
         {"name": "h100", "deviceClassName": "gpu", "selectors": sel(f'device.attributes["{G}"].model == "h100"')},
         {"name": "busy", "deviceClassName": "gpu", "selectors": sel(f'device.attributes["{G}"].numa == 0')},
         {"name": "any", "deviceClassName": "gpu"}]})
-    outcome = run(FOUR, c, holders=[allocation.Holder("g0"), allocation.Holder("g2")])
+    outcome = run(FOUR, c, holders=[usage.Holder("g0"), usage.Holder("g2")])
     assert picked(outcome) == ["nic/any=g1"] and outcome.preference == -2
 
 
@@ -106,7 +106,7 @@ def test_all_mode_takes_every_candidate() -> None:
 
 def test_all_mode_with_one_candidate_busy_is_insufficient() -> None:
     outcome = run(FOUR, claim({"name": "all", "exactly": {"deviceClassName": "gpu", "allocationMode": "All"}}),
-                  holders=[allocation.Holder("g3")])
+                  holders=[usage.Holder("g3")])
     assert outcome == allocation.Rejection(allocation.INSUFFICIENT, 0)
 
 
@@ -118,10 +118,10 @@ SHARED = inv({"name": "s", "allowMultipleAllocations": True, "attributes": {"mod
 def test_a_multi_allocatable_device_is_shared_by_rounded_requests() -> None:
     c = claim(exactly(name="a", capacity={"requests": {"memory": "15Gi"}}),
               exactly(name="b", capacity={"requests": {"memory": "15Gi"}}))
-    outcome = run(SHARED, c, holders=[allocation.Holder("s", ((f"{G}/memory", 10 * 2**30),))])
+    outcome = run(SHARED, c, holders=[usage.Holder("s", ((f"{G}/memory", 10 * 2**30),))])
     assert picked(outcome) == ["a=s", "b=s"]
     assert outcome.results[0].consumed == ((f"{G}/memory", 20 * 2**30),)
-    too_much = run(SHARED, c, holders=[allocation.Holder("s", ((f"{G}/memory", 20 * 2**30),))])
+    too_much = run(SHARED, c, holders=[usage.Holder("s", ((f"{G}/memory", 20 * 2**30),))])
     assert too_much == allocation.Rejection(allocation.INSUFFICIENT, 2)
 
 
@@ -131,7 +131,7 @@ def test_an_unrequested_capacity_takes_the_policy_default() -> None:
 
 
 def test_a_malformed_holder_entry_takes_the_whole_shared_device() -> None:
-    assert run(SHARED, claim(exactly()), holders=[allocation.Holder("s")]) == allocation.Rejection(allocation.INSUFFICIENT, 0)
+    assert run(SHARED, claim(exactly()), holders=[usage.Holder("s")]) == allocation.Rejection(allocation.INSUFFICIENT, 0)
 
 
 def test_shared_counters_limit_devices_on_first_use() -> None:
@@ -141,12 +141,12 @@ def test_shared_counters_limit_devices_on_first_use() -> None:
                     counters=board)
     assert picked(run(inventory, claim(exactly(count=2)))) == ["gpu=g0", "gpu=g1"]
     # Each alone fits the board, so the pre-check passes; together with held g2 they do not.
-    assert run(inventory, claim(exactly(count=2)), holders=[allocation.Holder("g2")]) == \
+    assert run(inventory, claim(exactly(count=2)), holders=[usage.Holder("g2")]) == \
         allocation.Rejection(allocation.INSUFFICIENT, 5)
 
 
 def test_a_device_the_pod_lacks_counts_nowhere() -> None:
-    assert picked(run(FOUR, claim(exactly()), holders=[allocation.Holder("gone")])) == ["gpu=g0"]
+    assert picked(run(FOUR, claim(exactly()), holders=[usage.Holder("gone")])) == ["gpu=g0"]
 
 
 REASONS: list[tuple[str, dict, list, dict, str]] = [
@@ -157,7 +157,7 @@ REASONS: list[tuple[str, dict, list, dict, str]] = [
      {"bad": claims.InvalidDeviceClass("nine selectors")}, allocation.CLASS_INVALID),
     ("no device matches the selectors", exactly(selectors=sel(f'device.attributes["{G}"].model == "t4"')), [], CLASSES,
      allocation.NO_MATCHING_DEVICE),
-    ("too few devices are free", exactly(count=2), [allocation.Holder(n) for n in ("g0", "g1", "g2")], CLASSES,
+    ("too few devices are free", exactly(count=2), [usage.Holder(n) for n in ("g0", "g1", "g2")], CLASSES,
      allocation.INSUFFICIENT),
     ("a selector errs on a device and nothing fits", exactly(selectors=sel(f'device.attributes["{G}"].cores > 1')), [],
      CLASSES, allocation.SELECTOR_ERROR),
@@ -191,7 +191,7 @@ def test_reserve_recheck_passes_on_the_usage_the_search_saw_and_fails_when_a_dev
     outcome = run(FOUR, c)
     assert isinstance(outcome, allocation.Allocation)
     assert allocation.recheck(FOUR, [], c, outcome.results)
-    assert not allocation.recheck(FOUR, [allocation.Holder("g2")], c, outcome.results)
+    assert not allocation.recheck(FOUR, [usage.Holder("g2")], c, outcome.results)
 
 
 def test_reserve_recheck_refuses_a_device_gone_from_the_inventory() -> None:
@@ -204,5 +204,5 @@ def test_reserve_recheck_counts_shared_capacity_taken_since() -> None:
     c = claim(exactly(capacity={"requests": {"memory": "30Gi"}}))
     outcome = run(SHARED, c)
     assert allocation.recheck(SHARED, [], c, outcome.results)  # type: ignore[union-attr]
-    assert not allocation.recheck(SHARED, [allocation.Holder("s", ((f"{G}/memory", 30 * 2**30),))], c,
+    assert not allocation.recheck(SHARED, [usage.Holder("s", ((f"{G}/memory", 30 * 2**30),))], c,
                                   outcome.results)  # type: ignore[union-attr]
