@@ -70,6 +70,16 @@ class Rejection:
     steps: int
 
 
+def preference_scores(raws: list[int]) -> list[int]:
+    """DevicePreference normalised across the feasible pods: `(raw−min)*100 // (max−min)`, 0 if all equal."""
+    if not raws:
+        return []
+    low, high = min(raws), max(raws)
+    if low == high:
+        return [0] * len(raws)
+    return [(raw - low) * 100 // (high - low) for raw in raws]
+
+
 @dataclass
 class CycleBudget:
     """Steps left in one cycle; a search key is charged the first time it is searched.
