@@ -7,8 +7,9 @@ threads: semantic versions and whole-number quantities for selectors (`semver`,
 (`cel_rules`), the CEL engine and its memoised verdicts (`cel_engine`), a pod's typed
 device inventory (`inventory`) and its annotation (`inventory_codec`), a Runtime's
 device spec (`runtime_spec`), a Run's device claim and the classes it names
-(`claims`), what a pod's devices already give away (`usage`), and deterministic
-first-fit allocation on one pod (`allocation`).
+(`claims`), what a pod's devices already give away (`usage`), deterministic first-fit
+allocation on one pod (`allocation`), `status.devices` as Bind writes it (`results`),
+and runtimed's check by device name (`admission`, which loads no CEL engine).
 
 Everything here takes plain JSON-like documents, so the API layer, the scheduler,
 runtimed, `simulate` and replay can all use it; nothing here imports the API layer,

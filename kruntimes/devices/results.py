@@ -11,7 +11,12 @@ Quantities are written as plain integer strings: valid Kubernetes quantities, ex
 
 from __future__ import annotations
 
-from kruntimes.devices import allocation, inventory_codec, quantities, usage
+from typing import TYPE_CHECKING
+
+from kruntimes.devices import inventory_codec, quantities, usage
+
+if TYPE_CHECKING:  # runtimed reads results without loading the allocator (and its CEL engine)
+    from kruntimes.devices import allocation
 
 
 def encode(inventory_digest: str, outcome: allocation.Allocation) -> dict[str, object]:

@@ -15,7 +15,7 @@ FORBIDDEN = ("kubernetes", "sqlalchemy", "kruntimes.api", "kruntimes.journal", "
 
 @pytest.mark.parametrize("module", [
     "kruntimes.devices.allocation", "kruntimes.devices.cel_engine", "kruntimes.devices.cel_rules",
-    "kruntimes.devices.claims", "kruntimes.devices.inventory_codec", "kruntimes.devices.runtime_spec", "kruntimes.devices.usage", "kruntimes.devices.results",
+    "kruntimes.devices.claims", "kruntimes.devices.inventory_codec", "kruntimes.devices.runtime_spec", "kruntimes.devices.usage", "kruntimes.devices.results", "kruntimes.devices.admission",
 ], ids=lambda m: f"{m} imports no adapter")
 def test_the_device_core_imports_no_adapter(module: str) -> None:
     code = f"import sys, {module}; print('\\n'.join(sorted(sys.modules)))"
