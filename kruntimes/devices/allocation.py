@@ -276,36 +276,67 @@ class _Search:
         return False
 
 
-def search_key(inv: inventory.Inventory, holders: Holders, claim: claims.DeviceClaim,
-               class_digests: tuple[str, ...]) -> tuple:
-    """(inventory digest, device-usage fingerprint, spec and class digests): equal keys, equal searches (§7.5)."""
-    return (inv.digest, usage.fingerprint(inv, holders), claim.digest, class_digests)
+@dataclass(frozen=True)
+class Prepared:
+    """A claim made ready once per cycle (PreFilter): its classes' selectors compiled and digested."""
+
+    claim: claims.DeviceClaim
+    class_selectors: dict[str, list[cel_engine.Selector]]
+    request_selectors: tuple[tuple[tuple[cel_engine.Selector, ...], ...], ...]  # per request, per alternative
+    class_digests: tuple[str, ...]
+
+
+def prepare(claim: claims.DeviceClaim, classes: Mapping[str, claims.DeviceClass | claims.InvalidDeviceClass],
+            engine: cel_engine.Engine) -> Prepared | Rejection:
+    """The claim ready for every pod of a cycle, or the class reason every pod gets (§7.2).
+
+    The Run's own selectors must compile (PreFilter fails the Run otherwise, §7.4):
+    `cel_engine.SelectorInvalid` is raised for them, not turned into a pod reason.
+    """
+    names = sorted({a.class_name for r in claim.requests for a in r.alternatives})
+    if any(n not in classes for n in names):
+        return Rejection(CLASS_NOT_FOUND, 0)
+    compiled: dict[str, list[cel_engine.Selector]] = {}
+    digests = []
+    for n in names:
+        cls = classes[n]
+        if isinstance(cls, claims.InvalidDeviceClass):
+            return Rejection(CLASS_INVALID, 0)
+        try:
+            compiled[n] = [engine.compile(s) for s in cls.selectors]
+        except cel_engine.SelectorInvalid:
+            return Rejection(CLASS_INVALID, 0)
+        digests.append(cls.digest)
+    own = tuple(tuple(tuple(engine.compile(s) for s in a.selectors) for a in r.alternatives) for r in claim.requests)
+    return Prepared(claim, compiled, own, tuple(digests))
 
 
 def allocate(inv: inventory.Inventory, holders: Holders, claim: claims.DeviceClaim,
              classes: Mapping[str, claims.DeviceClass | claims.InvalidDeviceClass], engine: cel_engine.Engine,
              budget: CycleBudget, memo: SearchMemo | None = None) -> Allocation | Rejection:
-    """Allocate ``claim`` on one pod (§7.5), charging ``budget``; pods go in pod-name order."""
-    names = sorted({a.class_name for r in claim.requests for a in r.alternatives})
-    if any(n not in classes for n in names):
-        return Rejection(CLASS_NOT_FOUND, 0)
-    compiled: dict[str, list[cel_engine.Selector]] = {}
-    for n in names:
-        cls = classes[n]
-        try:
-            if isinstance(cls, claims.InvalidDeviceClass):
-                raise cls
-            compiled[n] = [engine.compile(s) for s in cls.selectors]
-        except (claims.InvalidDeviceClass, cel_engine.SelectorInvalid):
-            return Rejection(CLASS_INVALID, 0)
-    digests = tuple(classes[n].digest for n in names)  # type: ignore[union-attr]
-    key = search_key(inv, holders, claim, digests)
-    if key in budget.seen:
-        return budget.seen[key]
+    """Allocate ``claim`` on one pod (§7.5): `prepare` then `on_pod`, for callers with one pod at a time."""
+    prepared = prepare(claim, classes, engine)
+    if isinstance(prepared, Rejection):
+        return prepared
+    return on_pod(prepared, inv, holders, engine, budget, memo)
+
+
+def on_pod(prepared: Prepared, inv: inventory.Inventory, holders: Holders, engine: cel_engine.Engine,
+           budget: CycleBudget, memo: SearchMemo | None = None, fingerprint: tuple | None = None) -> Allocation | Rejection:
+    """Allocate a prepared claim on one pod, charging ``budget``; pods go in pod-name order.
+
+    ``fingerprint`` is `usage.fingerprint(inv, holders)` when the caller keeps it per pod.
+    """
+    if fingerprint is None:
+        fingerprint = usage.fingerprint(inv, holders)
+    key = (inv.digest, fingerprint, prepared.claim.digest, prepared.class_digests)
+    known = budget.seen.get(key)
+    if known is not None:
+        return known
     limit = min(budget.search_steps, budget.remaining)
     outcome = memo.recall(key, limit) if memo is not None else None
     if outcome is None:
-        outcome, exhausted, errors = _allocate(inv, usage.Usage(inv, holders), claim, compiled, engine, limit)
+        outcome, exhausted, errors = _allocate(inv, usage.Usage(inv, holders), prepared, engine, limit)
         if memo is not None:
             memo.remember(key, outcome, exhausted, errors)
     budget.remaining -= outcome.steps
@@ -313,16 +344,16 @@ def allocate(inv: inventory.Inventory, holders: Holders, claim: claims.DeviceCla
     return outcome
 
 
-def _allocate(inv: inventory.Inventory, before: usage.Usage, claim: claims.DeviceClaim,
-              class_selectors: dict[str, list[cel_engine.Selector]], engine: cel_engine.Engine,
+def _allocate(inv: inventory.Inventory, before: usage.Usage, prepared: Prepared, engine: cel_engine.Engine,
               limit: int) -> tuple[Allocation | Rejection, bool, bool]:
     """The outcome, whether the search ran out of steps, and whether a selector erred."""
+    claim = prepared.claim
     errors = False
     candidates: list[list[list[inventory.Device]]] = []
-    for request in claim.requests:
+    for request, own in zip(claim.requests, prepared.request_selectors):
         per_alt = []
-        for alt in request.alternatives:
-            selectors = class_selectors[alt.class_name] + [engine.compile(s) for s in alt.selectors]
+        for alt, alt_own in zip(request.alternatives, own):
+            selectors = prepared.class_selectors[alt.class_name] + list(alt_own)
             cands = []
             for device in inv.devices:
                 verdict: cel_engine.Verdict = "match"
