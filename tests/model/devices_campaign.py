@@ -6,6 +6,9 @@ plain model (`tests/model/devices_model.py`), prints how many are identical (eve
 pod's outcome, results, steps and preference, and the cycle's steps left) and what the
 pods' outcomes were, groups the differing workloads by (product outcome, model outcome)
 so each group can be read against the SPEC text, and writes the first ones as JSON.
+
+`--mutant NAME` runs the campaign against a product with one rule knocked out, to show
+the campaign would see it (the figure is how many workloads then differ).
 """
 
 from __future__ import annotations
@@ -15,9 +18,46 @@ import json
 import pathlib
 import random
 import sys
+import contextlib
 from collections import Counter
+from typing import Callable, Iterator
+from unittest import mock
 
+from kruntimes.devices import allocation, inventory, usage
 from tests.model import devices_compare, devices_workloads
+
+# One rule of §7.5 knocked out each: what the campaign must notice.
+MUTANTS: dict[str, Callable[[], contextlib.AbstractContextManager[object]]] = {
+    "no-pre-check": lambda: mock.patch.object(allocation, "_enough_alone", lambda search, alt, cands: True),
+    "no-constraints": lambda: mock.patch.object(allocation._Search, "accepts", lambda self, device, r, a: True),
+    "no-policy-rounding": lambda: mock.patch.object(
+        inventory.Capacity, "consumed", lambda self, request: self.value if request is None else request),
+    "no-counters": lambda: mock.patch.object(usage, "charge", lambda counters, device, sign=1: None),
+    "no-prune": lambda: mock.patch.object(allocation._Search, "slots", _slots_without_prune),
+}
+
+
+def _slots_without_prune(self, r, a, j, start, candidates):  # type: ignore[no-untyped-def]
+    request, alt = self.claim.requests[r], self.claim.requests[r].alternatives[a]
+    if alt.mode == "All" or j == alt.count:
+        return _ORIGINAL_SLOTS(self, r, a, j, start, candidates)
+    for p in range(start, len(candidates[r][a])):
+        device = candidates[r][a][p]
+        if self.tries(device, request, alt):
+            if self.slots(r, a, j + 1, p + 1, candidates):
+                return True
+            self.undo(device, request, alt)
+        if self.exhausted:
+            return False
+    return False
+
+
+_ORIGINAL_SLOTS = allocation._Search.slots
+
+
+@contextlib.contextmanager
+def _no_mutant() -> Iterator[None]:
+    yield
 
 
 def _kind(outcome: tuple) -> str:
@@ -30,7 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", default="0")
     parser.add_argument("--out", default="device-model-differences")
     parser.add_argument("--keep", type=int, default=10, help="how many differing workloads to write")
+    parser.add_argument("--mutant", choices=sorted(MUTANTS), help="knock one rule out of the product")
     args = parser.parse_args(argv)
+    with MUTANTS[args.mutant]() if args.mutant else _no_mutant():
+        return _campaign(args)
+
+
+def _campaign(args: argparse.Namespace) -> int:
     identical = pods = written = 0
     outcomes: Counter[str] = Counter()
     groups: Counter[str] = Counter()
