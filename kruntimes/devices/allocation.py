@@ -3,6 +3,7 @@
 A pure function of (inventory, device usage, claim, classes, engine, budget): the
 same inputs give the same devices, the same step count and the same reason on every
 machine and in replay, because work is bounded by counted steps, never by a clock.
+`prepare` does the per-cycle part once (PreFilter), `on_pod` the per-pod part.
 
 1. Candidates of an alternative: the pod's devices in inventory order whose class
    selectors then request selectors hold (the first false or error stops) and that
@@ -21,7 +22,7 @@ machine and in replay, because work is bounded by counted steps, never by a cloc
    limit`; one that fails: `device constraints unsatisfiable` with constraints, else
    `insufficient devices`. Any selector error on a pod whose allocation fails turns
    the reason into `device selector error`, whatever it was.
-5. Consumption (`Usage`): an exclusive device is taken whole; a multi-allocatable one
+5. Consumption (`usage`): an exclusive device is taken whole; a multi-allocatable one
    per capacity key by the rounded request (unrequested: the policy's default, else
    the whole value); a device's counters are charged once while it has any holder.
 """
@@ -39,6 +40,7 @@ SEARCH_STEPS = 10_000
 CYCLE_STEPS = 50_000
 MAX_ALL = 32
 
+# The Filter's reasons (§7.6); the first two are decided before allocation, from the pod's annotation.
 NO_INVENTORY = "no device inventory"
 INVALID_INVENTORY = "invalid device inventory"
 CLASS_NOT_FOUND = "device class not found"

@@ -175,3 +175,16 @@ class Engine:
         if result.type() != cel.Type.BOOL:
             return "error"
         return "match" if result.value() else "no_match"
+
+
+_SHARED: Engine | None = None
+_SHARED_LOCK = threading.Lock()
+
+
+def shared() -> Engine:
+    """The process's engine: every caller compiles into, and memoises in, the same one."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None:
+            _SHARED = Engine()
+        return _SHARED

@@ -18,5 +18,7 @@ Device claims (SPEC §7.5, issue 26), the same way:
   with upstream's `device` variable, for the model and the engine's oracle test.
 - `devices_workloads`, `devices_compare`: random device workloads; product vs model.
 - `test_devices_differential.py`: 300 derandomised workloads.
-- `devices_campaign`: `python -m tests.model.devices_campaign --workloads 20000 --seed 26`.
+- `devices_campaign`: `python -m tests.model.devices_campaign --workloads 20000 --seed 26`
+  (2026-12-05: 20,000/20,000 identical, 46,023 pods; seed 7: 10,000/10,000; `--mutant`
+  knocks one rule out of the product to show the campaign notices).
 """

@@ -67,7 +67,7 @@ ATOMS = st.one_of(
     st.builds(lambda op, n: f"{A}.numa {op} {n}", st.sampled_from(["==", "<", ">=", "!="]), st.integers(-2, 3)),
     st.just(f"{A}.nvlink"),
     st.sampled_from([f"has({A}.model)", f"has({A}.numa)", f'has(device.attributes["{P}"].slot)',
-                     f'has(device.attributes["unknown.example.com"].x)', f"has({C}.memory)"]),
+                     'has(device.attributes["unknown.example.com"].x)', f"has({C}.memory)"]),
     st.builds(lambda f, v: f"{A}.model.{f}({v})", st.sampled_from(["startsWith", "endsWith", "contains"]),
               _lit(["a", "A", "100", "", "t"])),
     st.builds(lambda p: f'{A}.model.matches("{p}")', st.sampled_from(PATTERNS)),

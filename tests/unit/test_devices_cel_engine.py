@@ -98,3 +98,7 @@ def test_the_engine_and_its_version_are_named_for_the_configuration_record() -> 
     name, version = cel_engine.ENGINE
     assert name == "cel-expr-python" and version == "0.1.3"
     assert json.loads(json.dumps(cel_engine.ENGINE)) == [name, version]
+
+
+def test_the_process_shares_one_engine() -> None:
+    assert cel_engine.shared() is cel_engine.shared()
