@@ -203,6 +203,8 @@ def _policy(value: object, where: str, capacity: int) -> inventory.RequestPolicy
         values = tuple(_quantity(v, f"{where}.validValues[{i}]") for i, v in enumerate(raw))
         if any(a >= b for a, b in zip(values, values[1:])):
             raise InvalidInventory(f"{where}.validValues must be strictly ascending")
+        if values[-1] > capacity:
+            raise InvalidInventory(f"{where}.validValues exceed the capacity value")
         policy = inventory.RequestPolicy(default=default, valid_values=values)
         if default is None:
             raise InvalidInventory(f"{where}.default is required with validValues")
@@ -217,6 +219,8 @@ def _policy(value: object, where: str, capacity: int) -> inventory.RequestPolicy
             raise InvalidInventory(f"{where}.validRange.max is below its min")
         if step == 0:
             raise InvalidInventory(f"{where}.validRange.step must be positive")
+        if max(low + (step or 0), high or 0) > capacity:  # upstream: min + step and max within the value
+            raise InvalidInventory(f"{where}.validRange exceeds the capacity value")
         policy = inventory.RequestPolicy(default=default, minimum=low, maximum=high, step=step)
         if default is None:
             raise InvalidInventory(f"{where}.default is required with validRange")
@@ -247,6 +251,8 @@ def _device(raw: object, i: int, driver: str, counter_sets: dict[str, dict[str, 
         full = _unique_name(key, where, own_driver, names)
         cap = _object(value, f"{where} capacity {key!r}", {"value", "requestPolicy"})
         amount = _quantity(cap.get("value"), f"{where} capacity {key!r} value")
+        if "requestPolicy" in cap and entry.get("allowMultipleAllocations") is not True:
+            raise InvalidInventory(f"{where} capacity {key!r}: a requestPolicy needs allowMultipleAllocations: true")
         policy = _policy(cap["requestPolicy"], f"{where} capacity {key!r} requestPolicy", amount) \
             if "requestPolicy" in cap else None
         capacity.append((full, inventory.Capacity(amount, policy)))

@@ -115,14 +115,21 @@ MALFORMED: list[tuple[str, object, str]] = [
     ("a fractional capacity", json.dumps(doc({"name": "a", "capacity": {"m": {"value": "500m"}}})), "whole number"),
     ("a capacity given as a JSON number", json.dumps(doc({"name": "a", "capacity": {"m": {"value": 1}}})),
      "quantity string"),
-    ("validValues not ascending", json.dumps(doc({"name": "a", "capacity": {"m": {"value": "9", "requestPolicy": {
+    ("validValues not ascending", json.dumps(doc({"name": "a", "allowMultipleAllocations": True, "capacity": {"m": {"value": "9", "requestPolicy": {
         "default": "1", "validValues": ["4", "1"]}}}})), "ascending"),
-    ("eleven validValues", json.dumps(doc({"name": "a", "capacity": {"m": {"value": "99", "requestPolicy": {
+    ("eleven validValues", json.dumps(doc({"name": "a", "allowMultipleAllocations": True, "capacity": {"m": {"value": "99", "requestPolicy": {
         "default": "1", "validValues": [str(i) for i in range(1, 12)]}}}})), "1 to 10"),
-    ("a default that is no valid value", json.dumps(doc({"name": "a", "capacity": {"m": {"value": "9", "requestPolicy": {
+    ("a default that is no valid value", json.dumps(doc({"name": "a", "allowMultipleAllocations": True, "capacity": {"m": {"value": "9", "requestPolicy": {
         "default": "2", "validValues": ["1", "4"]}}}})), "not a valid amount"),
-    ("validValues and validRange at once", json.dumps(doc({"name": "a", "capacity": {"m": {"value": "9", "requestPolicy": {
+    ("validValues and validRange at once", json.dumps(doc({"name": "a", "allowMultipleAllocations": True, "capacity": {"m": {"value": "9", "requestPolicy": {
         "default": "1", "validValues": ["1"], "validRange": {"min": "1"}}}}})), "give one"),
+    ("a request policy on an exclusive device", json.dumps(doc({"name": "a", "capacity": {"m": {"value": "9",
+        "requestPolicy": {"default": "1", "validValues": ["1"]}}}})), "needs allowMultipleAllocations"),
+    ("validValues above the value", json.dumps(doc({"name": "a", "allowMultipleAllocations": True, "capacity": {"m": {
+        "value": "9", "requestPolicy": {"default": "1", "validValues": ["1", "10"]}}}})), "exceed the capacity value"),
+    ("a range whose min + step exceeds the value", json.dumps(doc({"name": "a", "allowMultipleAllocations": True,
+        "capacity": {"m": {"value": "9", "requestPolicy": {"default": "4", "validRange": {"min": "4", "step": "6"}}}}})),
+     "exceeds the capacity value"),
     ("nine counter sets", json.dumps(doc(sharedCounters=[{"name": f"s{i}", "counters": {}} for i in range(9)])), "at most 8"),
     ("33 counters in a set", json.dumps(doc(sharedCounters=[{"name": "s", "counters": {f"c{i}": "1" for i in range(33)}}])),
      "at most 32"),
