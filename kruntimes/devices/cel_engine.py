@@ -122,7 +122,7 @@ class Engine:
                 known = self._compile(expression)
                 self._compiled[key] = known
         if isinstance(known, SelectorInvalid):
-            raise known
+            raise SelectorInvalid(str(known))  # a fresh one: re-raising one instance grows its traceback
         return known
 
     def _compile(self, expression: object) -> Selector | SelectorInvalid:
@@ -137,6 +137,13 @@ class Engine:
             return SelectorInvalid(f"the expression does not compile: {first}")
         if program.return_type() not in (cel.Type.BOOL, cel.Type.DYN):
             return SelectorInvalid(f"the expression must be a boolean, not {program.return_type().name().lower()}")
+        for pattern in checked.patterns:
+            try:
+                probe = self._env.compile(f'"".matches({pattern})').eval()
+            except Exception:  # noqa: BLE001
+                probe = None
+            if probe is None or probe.type() != cel.Type.BOOL:
+                return SelectorInvalid(f"the matches() pattern {pattern[:72]} is not a valid RE2 expression")
         return Selector(checked.expression, checked.domains, program)
 
     def verdict(self, selector: Selector, device: inventory.Device) -> Verdict:

@@ -75,6 +75,9 @@ class Checked:
     # Domains the expression indexes with a literal (`attributes["d"]`, `capacity["d"]`):
     # the engine shows each as an empty map where a device lacks it (§7.4).
     domains: frozenset[str]
+    # Literal `matches` patterns as written (token text): the engine compiles each once,
+    # so a bad pattern fails the selector, as upstream's compile-time regex check does.
+    patterns: tuple[str, ...] = ()
 
 
 def tokenize(expression: str) -> list[Token]:
@@ -107,6 +110,7 @@ def check(expression: object) -> Checked:
     tokens = tokenize(expression)
     scans = 0
     domains: set[str] = set()
+    patterns: list[str] = []
     for i, token in enumerate(tokens):
         if token.kind == "ident" and token.text == "in":
             scans += 1
@@ -128,13 +132,15 @@ def check(expression: object) -> Checked:
                                    + ", ".join(sorted(ALLOWED_CALLS)) + ", cel.bind")
         if name in SCANNING_CALLS:
             scans += 1
+        if name == "matches" and i + 3 < len(tokens) and tokens[i + 2].kind == "string" and _next_is(tokens, i + 3, ")"):
+            patterns.append(tokens[i + 2].text)
         if name in ("quantity", "semver") and not _is_member(tokens, i):
             _check_literal_argument(name, tokens, i + 2)
     cost = len(tokens) + SCAN_WEIGHT * scans
     if cost > MAX_COST:
         raise SelectorRejected(f"the expression costs {cost:,} (tokens + {SCAN_WEIGHT} per scanning call or "
                                f"'in'); at most {MAX_COST:,} is allowed")
-    return Checked(expression, cost, frozenset(domains))
+    return Checked(expression, cost, frozenset(domains), tuple(patterns))
 
 
 def _next_is(tokens: list[Token], i: int, text: str) -> bool:

@@ -68,6 +68,8 @@ INVALID: list[tuple[str, str, str]] = [
     ("a type error the checker sees", '"a" == 1', "does not compile"),
     ("an unknown identifier", 'gpu.model == "x"', "does not compile"),
     ("a result that is not a boolean", '1 + 2', "must be a boolean"),
+    ("a literal matches() pattern RE2 refuses", f'{A}.model.matches("(")', "not a valid RE2 expression"),
+    ("a lookahead, which RE2 does not have", f'{A}.model.matches("a(?=b)")', "not a valid RE2 expression"),
     ("nesting deeper than the engine's recursion limit", "(" * 100 + "true" + ")" * 100, "does not compile"),
 ]
 
