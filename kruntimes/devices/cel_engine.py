@@ -13,8 +13,8 @@ an empty map (`has()` guards work); a missing key is an error. cel-cpp cannot ca
 opaque Python values, so a version (a `version` attribute, or `semver(s)`) crosses as
 the map `{major, minor, patch, prerelease}`: map equality is then version equality
 (build metadata never counts), and the version methods are registered on maps. The
-map shows where upstream would refuse: `size(v)` is 4 and `v.major` reads a field;
-`semver()` values compare only through the methods, as upstream's do.
+map shows only where upstream would refuse: `size(v)` is 4 and `v.major` reads a field;
+`==` and the methods answer as upstream's.
 Domains are shown as empty maps when the expression names them with a literal
 (`attributes["d"]`); a domain computed at run time that the device lacks is an error
 (no match, flagged) where upstream would read an empty map.
