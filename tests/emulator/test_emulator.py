@@ -345,7 +345,7 @@ def test_the_cluster_serves_the_committed_crds(real_cluster: str, kube_api: ApiC
         try:
             served = extensions.read_custom_resource_definition(name)
         except ApiException as exc:
-            pytest.fail(f"{name} is not installed ({exc.status}): kubectl apply -f deploy/crds")
+            pytest.fail(f"{name} is not installed ({exc.status}): kubectl apply -k deploy/crds")
         schema = kube_api.sanitize_for_serialization(served.spec.versions[0].var_schema.open_api_v3_schema)
         assert schema == crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"], (
-            f"{name} on the cluster differs from deploy/crds: kubectl apply -f deploy/crds")
+            f"{name} on the cluster differs from deploy/crds: kubectl apply -k deploy/crds")
