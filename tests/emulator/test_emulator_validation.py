@@ -71,7 +71,7 @@ def test_a_custom_resource_update_without_a_resource_version_is_422(
     replace = custom.replace_namespaced_custom_object_status if subresource else \
         custom.replace_namespaced_custom_object
     status = expect_api_error(422, replace, *ARGS, kube_namespace, "runs", "r", body)
-    assert "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update" in status["message"]
+    assert "metadata.resourceVersion: Invalid value: 0: must be specified for an update" in status["message"]
 
 
 @pytest.mark.parametrize("spec", [{"leaseDurationSeconds": 0}, {"leaseTransitions": -1}],

@@ -5,7 +5,7 @@ What is checked, and the upstream rule each follows:
 - object metadata (``ValidateObjectMeta``): a name that is an RFC 1123 subdomain (a
   label for cluster-scoped objects), label keys and values of the label syntax;
 - an update of a custom resource must name the ``resourceVersion`` it read
-  ("metadata.resourceVersion: Invalid value: 0x0: must be specified for an update":
+  ("metadata.resourceVersion: Invalid value: 0: must be specified for an update", as 1.37 says:
   custom resources do not allow unconditional updates, pods and Leases do);
 - Leases (``ValidateLeaseSpec``): ``leaseDurationSeconds`` and ``leaseTransitions`` are
   integers, the duration greater than 0 and the transitions not negative;
@@ -71,7 +71,7 @@ def update_names_a_version(resource: Resource, name: str, meta: dict[str, Any]) 
     """Custom resources refuse an unconditional update (PUT without ``resourceVersion``)."""
     if resource.custom and not meta.get("resourceVersion"):
         raise invalid(resource, {"metadata": {"name": name}},
-                      ["metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"])
+                      ["metadata.resourceVersion: Invalid value: 0: must be specified for an update"])
 
 
 def lease(resource: Resource, obj: dict[str, Any]) -> None:
