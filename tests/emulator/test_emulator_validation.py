@@ -8,6 +8,8 @@
 - Leases (``ValidateLeaseSpec`` and the typed decoder): ``leaseDurationSeconds`` greater
   than 0 (422), integers where integers belong and MicroTimes (RFC 3339, six fractional
   digits) for ``acquireTime``/``renewTime`` - a body that does not decode is 400.
+- Annotation keys are qualified names (``ValidateAnnotations``): at most one ``/``, a name
+  part of at most 63 characters; ``kruntimes.io/capacity.example.com/gpu`` is 422.
 - A namespaced create in a namespace that does not exist: 404 NotFound for the namespace.
 - A client that leaves before its error answer is sent: recorded, never raised.
 """
@@ -61,6 +63,30 @@ def test_a_status_write_is_judged_on_the_status_only(emulator: Emulator, kube_na
     status = expect_api_error(422, custom.patch_namespaced_custom_object, *ARGS, kube_namespace, "runs", "r",
                               {"spec": {"workspace": "w"}})
     assert "spec.affinity" in status["message"]
+
+
+@pytest.mark.parametrize("key, accepted", [
+    ("kruntimes.io/capacity.runs", True),
+    ("kruntimes.io/capacity", True),
+    ("kruntimes.io/capacity.example.com/gpu", False),
+    ("kruntimes.io/" + "a" * 64, False),
+    ("Kruntimes.IO/Capacity", True),
+], ids=["a per-resource key without a prefix", "the json key", "a per-resource key with a prefix",
+        "a name part of 64 characters", "upper case, checked lowercased"])
+def test_an_annotation_key_that_is_not_a_qualified_name_is_422_on_create_and_on_patch(
+        core: client.CoreV1Api, kube_namespace: str, key: str, accepted: bool) -> None:
+    with_key = pod("with-key")
+    with_key["metadata"]["annotations"] = {key: "1"}
+    core.create_namespaced_pod(kube_namespace, pod("patched"))
+    patch = {"metadata": {"annotations": {key: "1"}}}
+    if accepted:
+        core.create_namespaced_pod(kube_namespace, with_key)
+        core.patch_namespaced_pod("patched", kube_namespace, patch)
+    else:
+        for call, args in ((core.create_namespaced_pod, (kube_namespace, with_key)),
+                           (core.patch_namespaced_pod, ("patched", kube_namespace, patch))):
+            status = expect_api_error(422, call, *args)
+            assert "metadata.annotations" in status["message"]
 
 
 @pytest.mark.parametrize("subresource", [False, True], ids=["object", "status"])
