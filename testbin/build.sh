@@ -14,6 +14,10 @@ cd "$here"
 
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl)
 
+# Go's own tarball installs to /usr/local/go, which a non-login shell may not have on PATH.
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+  PATH="$PATH:/usr/local/go/bin"
+fi
 if ! command -v go >/dev/null 2>&1; then
   echo "testbin: Go is not installed; the real-server tests need it to build the control plane" >&2
   exit 3

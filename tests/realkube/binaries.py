@@ -8,7 +8,6 @@ never start one by surprise: they ask the build script whether the binaries are 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = ROOT / "testbin" / "build.sh"
 # A bin directory of binaries built elsewhere, used as it is.
 BIN_ENV = "KRUNTIMES_TESTBIN"
+NO_GO = 3  # build.sh's exit status when Go is missing
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 
 
@@ -32,10 +32,10 @@ def bin_dir() -> Path:
         if missing:
             raise BinariesMissing(f"{BIN_ENV}={given} lacks {', '.join(missing)}")
         return path
-    if shutil.which("go") is None:
+    found = subprocess.run(["bash", str(BUILD_SCRIPT), "--print"], capture_output=True, text=True)
+    if found.returncode == NO_GO:
         raise BinariesMissing("Go is not installed, so the control plane cannot be built "
                               "(testbin/build.sh needs Go 1.26 and the Go module proxy)")
-    found = subprocess.run(["bash", str(BUILD_SCRIPT), "--print"], capture_output=True, text=True)
     if found.returncode != 0:
         raise BinariesMissing("the control plane is not built on this machine: run testbin/build.sh "
                               "once (it compiles Kubernetes from source; see docs/real-server.md)")
