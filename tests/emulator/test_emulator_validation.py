@@ -8,6 +8,8 @@
 - Leases (``ValidateLeaseSpec`` and the typed decoder): ``leaseDurationSeconds`` greater
   than 0 (422), integers where integers belong and MicroTimes (RFC 3339, six fractional
   digits) for ``acquireTime``/``renewTime`` - a body that does not decode is 400.
+- Annotation keys are qualified names (``ValidateAnnotations``): at most one ``/``, a name
+  part of at most 63 characters; ``kruntimes.io/capacity.example.com/gpu`` is 422.
 - A namespaced create in a namespace that does not exist: 404 NotFound for the namespace.
 - A client that leaves before its error answer is sent: recorded, never raised.
 - JSON as Go decodes it: nested up to 10,000 levels; invalid UTF-8 and lone
@@ -65,6 +67,30 @@ def test_a_status_write_is_judged_on_the_status_only(emulator: Emulator, kube_na
     assert "spec.affinity" in status["message"]
 
 
+@pytest.mark.parametrize("key, accepted", [
+    ("kruntimes.io/capacity.runs", True),
+    ("kruntimes.io/capacity", True),
+    ("kruntimes.io/capacity.example.com/gpu", False),
+    ("kruntimes.io/" + "a" * 64, False),
+    ("Kruntimes.IO/Capacity", True),
+], ids=["a per-resource key without a prefix", "the json key", "a per-resource key with a prefix",
+        "a name part of 64 characters", "upper case, checked lowercased"])
+def test_an_annotation_key_that_is_not_a_qualified_name_is_422_on_create_and_on_patch(
+        core: client.CoreV1Api, kube_namespace: str, key: str, accepted: bool) -> None:
+    with_key = pod("with-key")
+    with_key["metadata"]["annotations"] = {key: "1"}
+    core.create_namespaced_pod(kube_namespace, pod("patched"))
+    patch = {"metadata": {"annotations": {key: "1"}}}
+    if accepted:
+        core.create_namespaced_pod(kube_namespace, with_key)
+        core.patch_namespaced_pod("patched", kube_namespace, patch)
+    else:
+        for call, args in ((core.create_namespaced_pod, (kube_namespace, with_key)),
+                           (core.patch_namespaced_pod, ("patched", kube_namespace, patch))):
+            status = expect_api_error(422, call, *args)
+            assert "metadata.annotations" in status["message"]
+
+
 @pytest.mark.parametrize("subresource", [False, True], ids=["object", "status"])
 def test_a_custom_resource_update_without_a_resource_version_is_422(
         custom: client.CustomObjectsApi, kube_namespace: str, subresource: bool) -> None:
@@ -73,7 +99,7 @@ def test_a_custom_resource_update_without_a_resource_version_is_422(
     replace = custom.replace_namespaced_custom_object_status if subresource else \
         custom.replace_namespaced_custom_object
     status = expect_api_error(422, replace, *ARGS, kube_namespace, "runs", "r", body)
-    assert "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update" in status["message"]
+    assert "metadata.resourceVersion: Invalid value: 0: must be specified for an update" in status["message"]
 
 
 @pytest.mark.parametrize("spec", [{"leaseDurationSeconds": 0}, {"leaseTransitions": -1}],
@@ -205,9 +231,9 @@ def test_lone_surrogates_and_invalid_utf8_become_u_fffd_as_go_decodes_them(emula
     client.CoreV1Api(emulator.api_client()).create_namespace(namespace("ns"))
     # Sent raw: a lone "\ud800" escape, a valid pair (an emoji) and a byte that is not UTF-8.
     body = (b'{"metadata":{"name":"p","annotations":{"lone":"a\\ud800b","pair":"\\ud83d\\ude00",'
-            b'"bytes":"c\xffd","key\\udc00":"v"}},"spec":{"containers":[{"name":"c","image":"i"}]}}')
+            b'"bytes":"c\xffd"}},"spec":{"containers":[{"name":"c","image":"i"}]}}')
     http, pods = urllib3.PoolManager(), f"{emulator.host}/api/v1/namespaces/ns/pods"
     answer = http.request("POST", pods, body=body, headers={"Content-Type": "application/json"})
     assert answer.status == 201, answer.data
     stored = json.loads(http.request("GET", f"{pods}/p").data)["metadata"]["annotations"]
-    assert stored == {"lone": "a\ufffdb", "pair": "\U0001f600", "bytes": "c\ufffdd", "key\ufffd": "v"}
+    assert stored == {"lone": "a\ufffdb", "pair": "\U0001f600", "bytes": "c\ufffdd"}
