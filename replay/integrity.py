@@ -38,7 +38,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, chain, prune, schema
+from kruntimes.journal import backends, chain, epoch_order, prune, schema
 from kruntimes.journal import errors as journal_errors
 from replay import errors
 
@@ -144,29 +144,38 @@ def _unavailable(journal: backends.Journal, exc: sa_exc.DBAPIError) -> journal_e
     return journal_errors.JournalUnavailable(f"cannot read the journal ({journal.backend}): {exc.orig}")
 
 
-def _epoch_rows(journal: backends.Journal, removed: Iterable[str] = ()) -> list[_Row]:
+def _epoch_rows(journal: backends.Journal, removed: Iterable[str] = ()) -> tuple[list[_Row], str | None]:
     """Every epoch with a head row, every epoch that has records but no row, and every incarnation the
-    journal_incarnations projection remembers that is neither (unless a prune removed it), oldest first."""
-    e, r, i = schema.journal_epochs, schema.journal_records, schema.journal_incarnations
+    journal_incarnations projection remembers that is neither (unless a prune removed it), oldest first; and
+    the newest epoch.
+
+    Order and "newest" come from each epoch's first record (`epoch_order`: its time is
+    chained), never from the `started_at` columns, which anyone with write access can
+    change; an epoch with no record left sorts by its row's time and is never the newest.
+    """
+    e, i = schema.journal_epochs, schema.journal_incarnations
     try:
         with journal.engine.connect() as conn:
             rows = {row.epoch: _Row(**row._asdict()) for row in conn.execute(sa.select(e))}
-            stray = conn.execute(
-                sa.select(r.c.incarnation, sa.func.min(r.c.lsn), sa.func.min(r.c.recorded_at))
-                .where(r.c.lsn != prune.PRUNE_LSN).group_by(r.c.incarnation)).all()
+            chained = epoch_order.starts(conn)
             remembered = conn.execute(sa.select(i.c.incarnation, i.c.first_lsn, i.c.started_at)).all()
     except sa_exc.DBAPIError as exc:
         raise _unavailable(journal, exc) from exc
-    for epoch, first, at in [*stray, *remembered]:
+    for epoch, first, at in [*((s.epoch, s.first_lsn, s.started_at) for s in chained), *remembered]:
         if epoch not in rows and epoch not in removed:
             rows[epoch] = _Row(epoch=epoch, first_lsn=None, head_lsn=None, head_hash=None, algorithm=None,
                                key_id=None, started_at=at, end_lsn=None, end_reason=None, stray_first=int(first))
-    return sorted(rows.values(), key=lambda row: (row.started_at is None, row.started_at, row.first_lsn or 0))
+    for start in chained:
+        if start.epoch in rows:
+            rows[start.epoch].started_at = start.started_at
+    order = sorted(rows.values(), key=lambda row: (row.started_at is None, row.started_at, row.first_lsn or 0,
+                                                   row.epoch))
+    return order, (chained[-1].epoch if chained else None)
 
 
 def epochs(journal: backends.Journal) -> list[str]:
     """The IDs of every epoch, oldest first."""
-    return [row.epoch for row in _epoch_rows(journal)]
+    return [row.epoch for row in _epoch_rows(journal)[0]]
 
 
 def resolve(ids: Iterable[str], given: str, what: str = "epoch", hint: str = "") -> str:
@@ -192,8 +201,7 @@ def check(journal: backends.Journal, key: chain.ChainKey | None = None, *,
     those is not missing).
     """
     removed = set(removed)
-    rows = _epoch_rows(journal, removed)
-    newest = rows[-1].epoch if rows else None
+    rows, newest = _epoch_rows(journal, removed)
     wanted = None if only is None else set(only)
     by_epoch: dict[str, list[PublishedHead]] = {}
     ids = [row.epoch for row in rows]

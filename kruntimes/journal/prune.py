@@ -41,7 +41,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, derived, errors, follow, records, schema, views
+from kruntimes.journal import backends, derived, epoch_order, errors, follow, records, schema, views
 
 #: The LSN of the prune record: outside the sequence a scheduler numbers from 1.
 PRUNE_LSN = 0
@@ -132,8 +132,7 @@ def prune_to(journal: backends.Journal, checkpoint_lsn: int, *, epoch: str | Non
 
 
 def _newest_epoch(conn: sa.Connection) -> str | None:
-    e = schema.journal_epochs
-    return conn.execute(sa.select(e.c.epoch).order_by(e.c.started_at.desc(), e.c.first_lsn.desc()).limit(1)).scalar()
+    return epoch_order.newest(conn)  # by chained data, as verify decides it
 
 
 def _old_epochs(conn: sa.Connection, before: datetime, *, keep: str) -> tuple[str, ...]:
