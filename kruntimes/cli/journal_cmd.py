@@ -87,23 +87,34 @@ def run_prune(args: argparse.Namespace) -> int:
 
 
 def describe(r: prune.PruneReport) -> str:
-    """What a prune did, in two lines: the deletion, then the checkpoint kept and why."""
+    """What a prune did (or, dry, would do): the records deleted, the epochs removed whole, the checkpoint
+    kept and why - so that what it prints is what it does."""
     cutoff = ja.when(r.before)
     if r.checkpoint_lsn is None:
-        why = (f"no checkpoint at or before LSN {r.needed_lsn}" if r.needed_lsn is not None
-               else "the journal is empty")
-        return f"nothing to prune before {cutoff}: {why}, so every record is still needed for replay"
-    if r.first_cycle_lsn is not None:
-        need = (f"cycle {r.first_cycle_lsn} read the oldest snapshot of any cycle after {cutoff}, "
-                f"at LSN {r.needed_lsn}")
+        why = (f"no checkpoint of epoch {r.epoch} at or before LSN {r.needed_lsn} was recorded before {cutoff}"
+               if r.needed_lsn is not None else "the journal is empty")
+        kept = f"epoch {r.epoch} is not cut: {why}"
     else:
-        need = f"no cycle after {cutoff}; cycles to come start from the newest checkpoint"
-    kept = f"kept checkpoint LSN {r.checkpoint_lsn} and every record after it ({need}); incarnation records kept"
+        if r.first_cycle_lsn is not None:
+            need = (f"cycle {r.first_cycle_lsn} read the oldest snapshot of any cycle after {cutoff}, "
+                    f"at LSN {r.needed_lsn}")
+        else:
+            need = f"no cycle after {cutoff}; cycles to come start from the newest checkpoint"
+        kept = (f"kept checkpoint LSN {r.checkpoint_lsn} of epoch {r.epoch} and every record after it ({need}); "
+                "incarnation records kept")
     if not r.deleted:
+        if r.checkpoint_lsn is None:
+            return f"nothing to prune before {cutoff}: {why}, and no older epoch is wholly before it"
         return f"nothing to prune before {cutoff}\n{kept}"
     verb = "would delete" if r.dry_run else "deleted"
     assert r.deleted_lsns is not None
     kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(r.deleted.items()))
     low, high = r.deleted_lsns
-    recorded = "" if r.dry_run else "; recorded at LSN 0 (`replay verify` now starts at this checkpoint)"
-    return f"{verb} {r.total} records older than {cutoff} (LSN {low}..{high}): {kinds}\n{kept}{recorded}"
+    lines = [f"{verb} {r.total} records older than {cutoff} (LSNs {low}..{high} of their epochs): {kinds}"]
+    if r.removed_epochs:
+        n = len(r.removed_epochs)
+        lines.append(f"{verb} {n} older epoch{'s' if n != 1 else ''} whole: {', '.join(r.removed_epochs)} "
+                     f"(every record older than {cutoff})")
+    recorded = "" if r.dry_run else "; recorded at LSN 0 (`replay verify` accounts for it from there)"
+    lines.append(kept + recorded)
+    return "\n".join(lines)

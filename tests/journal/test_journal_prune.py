@@ -240,3 +240,29 @@ def test_a_prune_to_an_lsn_that_is_not_a_checkpoint_is_refused_and_deletes_nothi
         assert [r.lsn for r in _all(journal)] == [prune.PRUNE_LSN, 1, 4, 5, 6]
     finally:
         journal.close()
+
+
+@pytest.mark.parametrize("dry", [True, False], ids=["a dry run", "a prune"])
+def test_a_prune_that_removes_whole_epochs_only_says_so_instead_of_nothing_to_prune(
+        journal_url: str, dry: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    # Two terms ended before the cut-off; the third has no checkpoint before it: only whole epochs go.
+    journal = backends.Journal.open(journal_url)
+    try:
+        journal.append_batch(_epoch("epoch-a", 1, 10, T0))
+        journal.append_batch(_epoch("epoch-b", 12, 10, T0 + timedelta(minutes=1)))
+        journal.append_batch(_epoch("epoch-c", 23, 20, T0 + timedelta(minutes=2), checkpoint_every=100))
+    finally:
+        journal.close()
+    before = (T0 + timedelta(minutes=2, seconds=10)).isoformat()
+    assert cli.main(["journal", "prune", "--before", before, "--journal", journal_url,
+                     "--dry-run" if dry else "--yes"]) == 0
+    out = capsys.readouterr().out
+    verb = "would delete" if dry else "deleted"
+    assert "nothing to prune" not in out and "still needed" not in out
+    assert out.startswith(f"{verb} 22 records ") and f"{verb} 2 older epochs whole: epoch-a, epoch-b" in out
+    assert "epoch epoch-c is not cut" in out
+    journal = backends.Journal.open(journal_url)
+    try:
+        assert set(journal.epochs()) == ({"epoch-a", "epoch-b", "epoch-c"} if dry else {"epoch-c"})
+    finally:
+        journal.close()
