@@ -40,7 +40,7 @@ from sqlalchemy import exc as sa_exc
 
 from kruntimes.journal import backends, chain, epoch_order, prune, schema
 from kruntimes.journal import errors as journal_errors
-from replay import errors
+from replay import errors, published_heads
 
 #: Problems listed per epoch; beyond this they are counted (a chain recomputed from an edit breaks once,
 #: but a table of garbage would break everywhere).
@@ -51,25 +51,8 @@ ENDED = "ended"
 BEFORE_EPOCHS = "before-epochs"
 
 
-@dataclass(frozen=True)
-class PublishedHead:
-    """A head someone saw published (the `journal head` log line or the metric): EPOCH:LSN:HASH."""
-
-    epoch: str  # the epoch's ID or a unique prefix of it
-    lsn: int
-    hash: str
-
-    @classmethod
-    def parse(cls, text: str) -> PublishedHead:
-        """`EPOCH:LSN:HASH`; ValueError saying what is wrong."""
-        parts = text.strip().split(":")
-        if len(parts) != 3 or not parts[0] or not parts[1].isdigit() or len(parts[2]) != 64:
-            raise ValueError(f"a published head is EPOCH:LSN:HASH (the hash 64 hex digits), got {text!r}")
-        try:
-            int(parts[2], 16)
-        except ValueError:
-            raise ValueError(f"the hash of published head {text!r} is not hexadecimal") from None
-        return cls(parts[0], int(parts[1]), parts[2].lower())
+#: A head someone saw published (kept here for callers that name it `integrity.PublishedHead`).
+PublishedHead = published_heads.PublishedHead
 
 
 @dataclass(frozen=True)
@@ -193,15 +176,15 @@ def resolve(ids: Iterable[str], given: str, what: str = "epoch", hint: str = "")
 
 def check(journal: backends.Journal, key: chain.ChainKey | None = None, *,
           published: Iterable[PublishedHead] = (), starts: dict[str, Start] | None = None,
-          removed: Iterable[str] = (), only: Iterable[str] | None = None) -> list[EpochReport]:
+          removed: Iterable[tuple[str, int, str]] = (), only: Iterable[str] | None = None) -> list[EpochReport]:
     """Check every epoch (or those in `only`); a report per epoch, oldest first, problems in it.
 
-    `starts` and `removed` are what a recorded prune accounts for (`coverage`): where a
-    cut epoch resumes, and the epochs it removed whole (a head published for one of
-    those is not missing).
+    `starts` and `removed` are what the recorded prunes account for (`coverage`): where a
+    cut epoch resumes, and the epochs removed whole with the heads they had then (a head
+    published for one of those is checked against that head).
     """
-    removed = set(removed)
-    rows, newest = _epoch_rows(journal, removed)
+    removed_heads = {epoch: (lsn, link) for epoch, lsn, link in removed}
+    rows, newest = _epoch_rows(journal, removed_heads)
     wanted = None if only is None else set(only)
     by_epoch: dict[str, list[PublishedHead]] = {}
     ids = [row.epoch for row in rows]
@@ -211,8 +194,7 @@ def check(journal: backends.Journal, key: chain.ChainKey | None = None, *,
         try:
             by_epoch.setdefault(resolve(ids, head.epoch), []).append(head)
         except errors.CycleNotFound:
-            if not any(epoch.startswith(head.epoch) for epoch in removed):
-                unmatched.append(head)
+            unmatched.append(head)
     for row in rows:
         if wanted is not None and row.epoch not in wanted:
             continue
@@ -220,10 +202,18 @@ def check(journal: backends.Journal, key: chain.ChainKey | None = None, *,
                               start=(starts or {}).get(row.epoch), published=by_epoch.get(row.epoch, []))
         reports.append(report)
     for head in unmatched:
-        missing = EpochReport(epoch=head.epoch, first_lsn=0, state="missing")
-        missing.add(errors.HeadBehindPublished(
-            head.lsn, f"a head was published for epoch {head.epoch} at LSN {head.lsn}, but the journal has no such "
-                      "epoch (removed whole, with its head row?)"))
+        pruned = [epoch for epoch in removed_heads if epoch.startswith(head.epoch)]
+        if len(pruned) == 1:
+            problem = published_heads.removed_behind(head, pruned[0], *removed_heads[pruned[0]])
+            if problem is None:
+                continue
+            missing = EpochReport(epoch=pruned[0], first_lsn=0, state="pruned")
+        else:
+            missing = EpochReport(epoch=head.epoch, first_lsn=0, state="missing")
+            problem = errors.HeadBehindPublished(
+                head.lsn, f"a head was published for epoch {head.epoch} at LSN {head.lsn}, but the journal has no "
+                          "such epoch (removed whole, with its head row?)")
+        missing.add(problem)
         reports.append(missing)
     return reports
 
@@ -285,7 +275,9 @@ def _check_epoch(journal: backends.Journal, row: _Row, key: chain.ChainKey | Non
     _check_end(report, row, ended_at, newest)
     _check_head(report, row, last)
     for head in published:
-        _check_published(journal, report, row, head)
+        problem = published_heads.check_stored(journal, row.epoch, row.head_lsn, head)
+        if problem is not None:
+            report.add(problem)
     return report
 
 
@@ -364,26 +356,6 @@ def _check_head(report: EpochReport, row: _Row, last: tuple[int, str] | None) ->
     elif not chain.same(link, row.head_hash or ""):
         report.add(errors.HeadMismatch(lsn, "the last record's link is not the stored head's (the records or the "
                                             "head restored from another copy, or the chain recomputed)"))
-
-
-def _check_published(journal: backends.Journal, report: EpochReport, row: _Row, head: PublishedHead) -> None:
-    stored = row.head_lsn if row.head_lsn is not None else -1
-    if stored < head.lsn:
-        report.add(errors.HeadBehindPublished(
-            head.lsn, f"a head at LSN {head.lsn} was published, the stored head is "
-                      f"{'missing' if stored < 0 else f'LSN {stored}'}: the journal was rolled back"))
-        return
-    t = schema.journal_records
-    try:
-        with journal.engine.connect() as conn:
-            link = conn.execute(sa.select(t.c.chain_hash).where(t.c.incarnation == row.epoch,
-                                                                t.c.lsn == head.lsn)).scalar()
-    except sa_exc.DBAPIError as exc:
-        raise _unavailable(journal, exc) from exc
-    if link is None or not chain.same(link, head.hash):
-        report.add(errors.HeadBehindPublished(
-            head.lsn, "the chain no longer passes through the published head (its record "
-                      f"{'is gone' if link is None else 'has another link'}: rewritten after it was published)"))
 
 
 def _records(journal: backends.Journal, epoch: str) -> Iterator[tuple[int, datetime, str, int, str, str, str]]:

@@ -109,7 +109,7 @@ def verify(journal: backends.Journal, selection: source.Selection = source.Selec
     started = time.perf_counter()
     report = VerifyReport(selected=0)
     try:
-        report.pruned = coverage.check(journal)
+        report.pruned = coverage.check(journal, key, report.unplaced)
     except errors.JournalDamage as damage:
         report.unplaced.append(damage)
     if selection.lsns is None:
@@ -117,7 +117,7 @@ def verify(journal: backends.Journal, selection: source.Selection = source.Selec
         pruned = report.pruned
         for checked in integrity.check(journal, key, published=published, only=only,
                                        starts=pruned.starts if pruned else None,
-                                       removed=pruned.removed_epochs if pruned else ()):
+                                       removed=pruned.removed_heads if pruned else ()):
             report.epochs[checked.epoch] = checked
     cycles, gone = coverage.replayable(report.pruned, engine.select(journal, selection))
     report.skipped = len(gone)

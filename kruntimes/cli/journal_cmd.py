@@ -13,7 +13,7 @@ import argparse
 from kruntimes.cli import arg_types
 from kruntimes.cli import journal_args as ja
 from kruntimes.cli.journal_index import run_index
-from kruntimes.journal import prune
+from kruntimes.journal import chain, prune
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -27,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                     "UTC) or an age such as 30m, 2h, 7d.")
     q.add_argument("--before", required=True, metavar="TIME", help="delete records recorded before TIME")
     q.add_argument("--dry-run", action="store_true", help="only print what would be deleted")
+    q.add_argument("--journal-key-file", metavar="PATH",
+                   help=f"the chain's HMAC key (default: ${chain.KEY_FILE_ENV}): the prune record is keyed like "
+                        "the journal's records; a keyed journal is not pruned without it")
     ja.add_url_option(q)
     ja.add_yes_option(q)
     q.set_defaults(run=run_prune)
@@ -69,17 +72,21 @@ def run_reindex(args: argparse.Namespace) -> int:
 @ja.guarded("kruntimes journal prune")
 def run_prune(args: argparse.Namespace) -> int:
     before = ja.parse_time(args.before, what="--before")
+    try:
+        key = chain.load_key(args.journal_key_file)
+    except chain.ChainKeyError as exc:
+        raise ja.UsageError(str(exc)) from exc
     journal = ja.open_journal(ja.journal_url(args))
     try:
         if args.dry_run or args.yes:
-            report = prune.prune(journal, before, dry_run=args.dry_run)
+            report = prune.prune(journal, before, dry_run=args.dry_run, key=key)
         else:
             # Show what would go, then ask: the question names the count the person agrees to.
-            report = prune.prune(journal, before, dry_run=True)
+            report = prune.prune(journal, before, dry_run=True, key=key)
             if report.deleted:
                 print(describe(report))
                 ja.confirm(args, f"delete these {report.total} records from {ja.shown(ja.journal_url(args))}?")
-                report = prune.prune(journal, before)
+                report = prune.prune(journal, before, key=key)
     finally:
         journal.close()
     print(describe(report))
