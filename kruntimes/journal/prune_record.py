@@ -92,3 +92,19 @@ def append(conn: sa.Connection, payload: dict[str, Any], recorded_at: datetime, 
                                      kind=KIND, schema_version=SCHEMA_VERSION, payload=text, payload_sha256=sha,
                                      chain_hash=link(previous, number + 1, recorded_at, sha, key)))
     return number + 1
+
+
+def cuts(conn: sa.Connection) -> dict[str, int]:
+    """Per cut epoch, the checkpoint its latest recorded cut resumes at (as the prune records say, unproven:
+    ``replay.coverage`` proves them)."""
+    r = schema.journal_records
+    found: dict[str, int] = {}
+    for (text,) in conn.execute(sa.select(r.c.payload).where(r.c.lsn == PRUNE_LSN, r.c.kind == KIND)):
+        try:
+            payload = json.loads(text)
+            epoch, lsn = payload.get("epoch"), payload.get("checkpoint_lsn")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(epoch, str) and isinstance(lsn, int):
+            found[epoch] = max(lsn, found.get(epoch, lsn))
+    return found
