@@ -136,6 +136,7 @@ def print_verify(console: Console, report: verify.VerifyReport, show: int, args:
                f"{report.seconds:.2f}s ({report.rate:.0f}/s; {report.stats.records} records applied, "
                f"{report.stats.checkpoints_compared} checkpoints proven): {report.identical} identical, "
                f"{len(report.diverged)} diverged{checked}")
+    console.print(HISTORY_NOTE, markup=False, highlight=False, soft_wrap=True)  # the verdict stays the last line
     problems = len(report.problems) + sum(e.more_problems for e in report.epochs.values())
     if problems:
         damaged = sum(1 for e in report.epochs.values() if e.problems) or 1
@@ -148,7 +149,6 @@ def print_verify(console: Console, report: verify.VerifyReport, show: int, args:
                       f"fields that differ: {', '.join(fields)}", soft_wrap=True)
     else:
         console.print(f"[bold green]OK[/bold green] {summary}", soft_wrap=True)
-    console.print(HISTORY_NOTE, markup=False, highlight=False, soft_wrap=True)
 
 
 #: verify proves the records; the tables derived from them are checked by another command (SPEC §5).
