@@ -35,7 +35,7 @@ def main() -> int:
     parser.add_argument("--postgres", default=os.environ.get("KRUNTIMES_BENCH_POSTGRES_URL",
                                                               bench_history.DEFAULT_POSTGRES))
     args = parser.parse_args()
-    print(f"{'journal':<22}{'records':>10}{'verify integrity s':>20}{'reindex --check s':>19}{'rows/s':>10}"
+    print(f"{'journal':<22}{'records':>10}{'verify integrity s':>20}{'reindex --check s':>19}{'records/s':>10}"
           f"{'max RSS MiB':>13}")
     for backend in args.backends.split(","):
         for size in (int(s) for s in args.sizes.split(",")):

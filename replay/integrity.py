@@ -11,7 +11,9 @@ order, and names, with the epoch and the LSN:
 - a gap (LSNs missing inside the epoch) that no recorded prune accounts for;
 - a payload that does not match its SHA-256, a broken link;
 - records after the end record, a missing end (except on the open epoch: the newest
-  one, whose writer may still be running, and epochs written before epochs existed);
+  one, whose writer may still be running - newest by its first record's time, which is
+  chained (`epoch_order`), never by a column anyone could change - and epochs written
+  before epochs existed);
 - a stored head that is not the last stored record: the tail was deleted, or the
   records (or the heads) were restored from an older copy;
 - a head behind one that was published (`--head EPOCH:LSN:HASH`), or a chain that no
