@@ -275,3 +275,20 @@ def test_a_prune_that_removes_whole_epochs_only_says_so_instead_of_nothing_to_pr
         assert set(journal.epochs()) == ({"epoch-a", "epoch-b", "epoch-c"} if dry else {"epoch-c"})
     finally:
         journal.close()
+
+
+def test_a_bumped_started_at_does_not_make_prune_remove_the_newest_epoch(journal_url: str) -> None:
+    # The newest epoch (by its first record's chained time) is never removed whole, whatever the
+    # journal_epochs.started_at column says (SPEC §5 "Crash vs loss").
+    journal = backends.Journal.open(journal_url)
+    try:
+        journal.append_batch(_epoch("epoch-a", 1, 10, T0))
+        journal.append_batch(_epoch("epoch-b", 12, 10, T0 + timedelta(minutes=1)))
+        e = schema.journal_epochs
+        with journal.engine.begin() as conn:
+            conn.execute(sa.update(e).where(e.c.epoch == "epoch-a").values(started_at=T0 + timedelta(days=1)))
+        report = prune.prune(journal, T0 + timedelta(hours=1))
+        left = set(journal.epochs())
+    finally:
+        journal.close()
+    assert report.removed_epochs == ("epoch-a",) and report.epoch == "epoch-b" and left == {"epoch-b"}
