@@ -77,6 +77,7 @@ def prune(journal: backends.Journal, before: datetime, *, dry_run: bool = False,
     r = schema.journal_records
     try:
         with journal.engine.begin() as conn:
+            prune_record.check_key(conn, key)  # a dry run too: it shows what a prune with this key would do
             if not dry_run:  # an indexer's chunk in flight ends first: no row of a pruned record after
                 follow.take_turn(conn)
             c = views.cycles

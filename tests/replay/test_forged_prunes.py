@@ -161,8 +161,11 @@ def test_a_real_prune_of_a_keyed_journal_is_keyed_and_verifies_with_the_key_only
     j = write(journal_url, KEY)
     journal = Journal.open(journal_url)
     try:
-        with pytest.raises(prune_record.PruneKeyError, match="give its key"):
-            prune.prune(journal, STARTS["c"][1] + timedelta(seconds=25))
+        for dry in (True, False):  # refused before anything is shown or deleted
+            with pytest.raises(prune_record.PruneKeyError, match="give its key"):
+                prune.prune(journal, STARTS["c"][1] + timedelta(seconds=25), dry_run=dry)
+        with pytest.raises(prune_record.PruneKeyError, match="the key given is key_id"):
+            prune.prune(journal, STARTS["c"][1] + timedelta(seconds=25), key=chain.ChainKey(b"x" * 48))
         report = prune.prune(journal, STARTS["c"][1] + timedelta(seconds=25), key=KEY)
     finally:
         journal.close()
