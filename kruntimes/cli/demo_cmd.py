@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from collections import Counter
 from datetime import timedelta, timezone
@@ -74,11 +75,11 @@ def run(args: argparse.Namespace) -> int:
                   f"{redact.text(journal_args.first_line(cause), args.journal)}"
                   " (is the database up and the URL right? --no-journal runs without one)", file=sys.stderr)
             return 2
-    _print(console, report)
+    _print(console, report, from_env=args.journal == os.environ.get(journal_args.URL_ENV))
     return 0
 
 
-def _print(console: Console, r: demo.Report) -> None:
+def _print(console: Console, r: demo.Report, *, from_env: bool = False) -> None:
     console.print(f"\n[bold]{r.runs} Runs on {r.pods} Runtime Pods[/bold] (created by the Runtime controller, "
                   f"each with its runtimed): {r.phases.get('Succeeded', 0)} succeeded, "
                   f"{r.phases.get('Failed', 0)} failed, {r.phases.get('Pending', 0)} still pending; "
@@ -104,14 +105,15 @@ def _print(console: Console, r: demo.Report) -> None:
     console.print(f"seed {r.seed}: summary {r.summary_digest()} (the same seed gives the same summary: Runs, "
                   "pods and every Failed and Pending reason; the timing decides the rest)", markup=False)
     if r.journal:
+        option, note = _journal_option(r.journal, from_env=from_env)
         console.print(f"journal: {r.records} records appended to {r.journal}; check every cycle with "
-                      f"`kruntimes replay verify --journal {r.journal}`", markup=False)
+                      f"`kruntimes replay verify{option}`" + (f" {note}" if note else ""), markup=False)
         for question, rows in r.history:
             if question.startswith("Why was "):
                 console.print(_why_placed(question, rows))
             else:
                 _journal_agrees(console, r, rows)
-        _follow_ups(console, r)
+        _follow_ups(console, r, option)
 
 
 def _pending(r: demo.Report) -> Table:
@@ -156,10 +158,24 @@ def _journal_agrees(console: Console, r: demo.Report, rows: list[dict[str, objec
                   "(`kruntimes history cycles --outcome unschedulable`)", markup=False)
 
 
-def _follow_ups(console: Console, r: demo.Report) -> None:
+def _journal_option(shown: str, *, from_env: bool) -> tuple[str, str | None]:
+    """The ``--journal`` option the printed commands need, and a note when its URL lacks the password.
+
+    ``shown`` is the report's URL, already masked (``redact.url``): the demo never holds the
+    password where it prints. A journal named by the environment needs no option at all.
+    """
+    if shown == DEFAULT_URL or from_env:
+        return "", None
+    note = None
+    if redact.MASK in shown:
+        note = (f"({redact.MASK} stands for the password, which kruntimes never prints; "
+                f"or set {journal_args.URL_ENV} and leave --journal out)")
+    return f" --journal {shlex.quote(shown)}", note
+
+
+def _follow_ups(console: Console, r: demo.Report, journal: str) -> None:
     """Commands that answer on this journal: a Run, a pod at a time it was seen, a cycle that exists."""
     placed = r.latest_placement
-    journal = "" if r.journal == DEFAULT_URL else f" --journal {r.journal}"
     lines = ["Ask the journal more:"]
     if placed is not None:
         decided = placed["decided_at"]
