@@ -132,6 +132,9 @@ def _print_run(args: argparse.Namespace, h: dict[str, Any]) -> None:
         print(f"Run {key}: runtime {placed['runtime'] or '?'}, placed on {placed['pod']} at "
               f"{ja.when(placed['decided_at'])} (cycle {placed['lsn']}, total score {placed['total']})"
               if placed else f"Run {key}: never placed in this journal")
+        ended = h.get("ended")
+        if ended:
+            print(f"ended {ended['phase']} at {ja.when(ended['recorded_at'])}: " + _why_ended(ended))
     cycles = Listing([Column("LSN", right=True), Column("DECIDED AT"), Column("RESULT"), Column("POD", name=True),
                       Column("TOTAL", right=True), Column("FEASIBLE", right=True, optional=True),
                       Column("SNAPSHOT", right=True, wide_only=True), Column("REASON", wrap=True)], title="Cycles")
@@ -148,6 +151,13 @@ def _print_run(args: argparse.Namespace, h: dict[str, Any]) -> None:
         for b in h["binds"]:
             binds.add(b["lsn"], ja.when(b["recorded_at"]), b["result"], b["error"] or "")
         output.render(binds, args)
+
+
+def _why_ended(ended: dict[str, Any]) -> str:
+    """``Reason: message`` of a Run's end, or what the journal cannot say."""
+    if ended["end_reason"] is None:
+        return "no reason recorded (a journal written before kruntimes recorded why Runs end)"
+    return f"{ended['end_reason']}: {ended['end_message']}" if ended["end_message"] else ended["end_reason"]
 
 
 def _candidates(title: str, candidates: list[dict[str, Any]]) -> Listing:

@@ -57,10 +57,25 @@ def _summary(records: list[queries.Record]) -> m.Html:
         "ran on": where,
         "until": (f"{m.when(ended.at)} ({'deleted' if ended.payload.get('event') == 'DELETED' else latest.get('phase')})"
                   if ended else "still there at the journal's end"),
+        "why it ended": _why_ended(ended, records) if ended else "-",
         "cycles": ", ".join(f"{n} {k}" for k, n in sorted(results.items())) or "-",
         "binds": ", ".join(f"{n} {k}" for k, n in sorted(binds.items())) or "-",
     }
     return m.definition(items, id="summary")
+
+
+def _why_ended(ended: queries.Record, records: list[queries.Record]) -> str:
+    """The Completed condition's reason and message as journaled; for a journal written before
+    they were (``0008_run_end_reason``), an invalid Run's invalid cycle still says why."""
+    obj = ended.payload.get("object") or {}
+    if obj.get("end_reason"):
+        return f"{obj['end_reason']}: {obj.get('end_message') or ''}".rstrip(": ")
+    if ended.payload.get("event") == "DELETED":
+        return "the Run was deleted"
+    invalid = next((r for r in reversed(records) if r.kind == "cycle" and r.payload.get("result") == "invalid"), None)
+    if invalid is not None:
+        return f"InvalidConfiguration: {invalid.payload.get('message') or ''}".rstrip(": ")
+    return "not recorded (a journal written before kruntimes recorded why Runs end)"
 
 
 def _event(rec: queries.Record) -> str:
@@ -69,7 +84,8 @@ def _event(rec: queries.Record) -> str:
         obj = p.get("object") or {}
         where = f" on {obj['pod_name']}" if obj.get("pod_name") else ""
         pending = f": {obj['pending_message']}" if obj.get("pending_message") else ""
-        return f"Run {str(p.get('event', '')).lower()}: {obj.get('phase', '-')}{where}{pending}"
+        why = f" ({obj['end_reason']}: {obj.get('end_message') or ''})" if obj.get("end_reason") else ""
+        return f"Run {str(p.get('event', '')).lower()}: {obj.get('phase', '-')}{where}{pending}{why}"
     if rec.kind == "cycle":
         chosen = f" → {p['chosen']} (total {p.get('total')})" if p.get("chosen") else ""
         message = f": {p['message']}" if p.get("message") else ""
