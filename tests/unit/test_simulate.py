@@ -49,7 +49,7 @@ spec: {{runtime: r}}
     placements = simulate(load_documents([("x.yaml", pod + runs)]), NOW)
     assert [p.name for p in placements] == ["late", "early"]
     assert placements[1].phase == "Scheduled" and placements[0].phase == "Pending"
-    assert placements[0].reason == "0/1 runtime pods available: 1 insufficient capacity"
+    assert placements[0].reason == "0/1 runtime pods available: 1 insufficient capacity (runs)"
 
 
 def test_heartbeats_are_judged_against_now() -> None:
