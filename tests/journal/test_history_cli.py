@@ -191,6 +191,15 @@ def test_examples_answer_two_history_questions(history_url: str, generated: Gene
     assert {r["reason"]: r["runs"] for r in reasons} == Counter(generated.truth.pending.values())
 
 
+def test_db_upgrade_at_the_head_says_there_is_nothing_to_do(journal_url: str,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert kruntimes(capsys, "db", "upgrade", "--journal", journal_url)[0] == 0
+    code, out, _ = kruntimes(capsys, "db", "upgrade", "--journal", journal_url)
+    head = migrate.head_revision()
+    assert code == 0 and out.strip().endswith(f": already at {head}; nothing to do")
+    assert f"{head} -> {head}" not in out
+
+
 def test_db_upgrade_and_downgrade_move_the_views_and_history_tables_with_the_revision(
         journal_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = kruntimes(capsys, "db", "upgrade", "--journal", journal_url)
