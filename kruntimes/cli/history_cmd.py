@@ -244,6 +244,10 @@ def run_cycles(args: argparse.Namespace) -> int:
         journal.close()
     if output.structured(args):
         output.print_document(args, found)
+    if not found:
+        print("no cycle matches in this journal", file=sys.stderr)
+        return 1
+    if output.structured(args):
         return 0
     table = Listing([Column("LSN", right=True), Column("DECIDED AT"), Column("RUN", name=True), Column("RESULT"),
                      Column("POD", name=True), Column("TOTAL", right=True),
@@ -277,13 +281,18 @@ def _table(title: str, columns: list[Column]) -> Listing:
 
 
 def _listing(args: argparse.Namespace, found: list[dict[str, Any]], empty: str, table: Listing,
-             row: Any) -> int:
+             row: Any, *, limit: int | None = None) -> int:
+    """Print ``found``; nothing found is a note on stderr and exit code 1 in every format (docs/journal.md),
+    and a listing cut at ``limit`` says so on stderr rather than stopping silently."""
+    if limit is not None and len(found) >= limit:
+        print(f"note: the newest {limit} shown; there may be more (--limit N)", file=sys.stderr)
     if output.structured(args):
         output.print_document(args, found)
-        return 0
     if not found:
         print(empty, file=sys.stderr)
         return 1
+    if output.structured(args):
+        return 0
     for item in found:
         table.add(*row(item))
     output.render(table, args)
@@ -343,21 +352,24 @@ def _now() -> datetime:
 @ja.guarded("kruntimes history churn")
 def run_churn(args: argparse.Namespace) -> int:
     since, until = _times(args)
-    found = _read(args, lambda j: history.churn(j, since=since, until=until, limit=_limit(args.limit)))
+    limit = _limit(args.limit)
+    found = _read(args, lambda j: history.churn(j, since=since, until=until, limit=limit))
     table = _table("Runs placed elsewhere than their previous cycle's top candidate",
                    [Column("LSN", right=True), Column("DECIDED AT"), Column("RUN", name=True), Column("POD", name=True), Column("PREVIOUS TOP", name=True),
                     Column("PREVIOUS CYCLE", right=True, optional=True), Column("ITS RESULT")])
     return _listing(args, found, "no Run was placed elsewhere than its previous cycle's top candidate", table,
                     lambda c: (str(c["lsn"]), ja.when(c["decided_at"]), f"{c['namespace']}/{c['run']}", c["pod"],
-                               c["previous_top"], str(c["previous_lsn"]), c["previous_result"]))
+                               c["previous_top"], str(c["previous_lsn"]), c["previous_result"]), limit=limit)
 
 
 @ja.guarded("kruntimes history conflicts")
 def run_conflicts(args: argparse.Namespace) -> int:
     since, until = _times(args)
-    found = _read(args, lambda j: history.conflicts(j, since=since, until=until, limit=_limit(args.limit)))
+    limit = _limit(args.limit)
+    found = _read(args, lambda j: history.conflicts(j, since=since, until=until, limit=limit))
     table = _table("Conflicts and ambiguous binds", [Column("LSN", right=True), Column("AT"), Column("WHAT"), Column("RUN", name=True), Column("POD", name=True),
                                                      Column("DETAIL")])
     return _listing(args, found, "no conflict and no ambiguous bind in that window", table,
                     lambda c: (str(c["lsn"]), ja.when(c["at"]), c["what"],
-                               f"{c['namespace']}/{c['run'] or c['run_uid']}", c["pod"] or "-", c["detail"] or ""))
+                               f"{c['namespace']}/{c['run'] or c['run_uid']}", c["pod"] or "-", c["detail"] or ""),
+                    limit=limit)

@@ -130,7 +130,34 @@ def test_history_decisions_churn_and_conflicts_answer_for_a_window(history_url: 
     lost = sum(r.kind == "cycle" and r.payload["result"] == "conflict" for r in generated.records)
     assert code == 0 and len(json.loads(out)) == troubled + lost > 0
     code, out, _ = kruntimes(capsys, "history", "churn", *window)
-    assert code == 0 and all(c["pod"] != c["previous_top"] for c in json.loads(out))
+    churned = json.loads(out)
+    assert code == (0 if churned else 1) and all(c["pod"] != c["previous_top"] for c in churned)
+
+
+EMPTY = {
+    "cycles of an outcome that never happened": ("cycles", "--outcome", "error"),
+    "decisions of a window before the journal": ("decisions", "--since", "2000-01-01T00:00:00Z",
+                                                 "--until", "2000-01-02T00:00:00Z"),
+    "conflicts of a window before the journal": ("conflicts", "--since", "2000-01-01T00:00:00Z",
+                                                 "--until", "2000-01-02T00:00:00Z"),
+}
+
+
+@pytest.mark.parametrize("output_format", ["table", "json"])
+@pytest.mark.parametrize("command", EMPTY.values(), ids=list(EMPTY))
+def test_an_empty_answer_is_a_note_and_exit_code_1_in_every_format(
+        history_url: str, command: tuple[str, ...], output_format: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = kruntimes(capsys, "history", *command, "--journal", history_url, "-o", output_format)
+    assert code == 1 and err.strip().startswith("no ")
+    if output_format == "json":
+        assert json.loads(out) == []
+
+
+def test_a_listing_cut_at_its_limit_says_so(history_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = kruntimes(capsys, "history", "conflicts", "--since", iso(PHASE1), "--limit", "1",
+                               "--journal", history_url, "--json")
+    assert code == 0 and len(json.loads(out)) == 1
+    assert "note: the newest 1 shown; there may be more (--limit N)" in err
 
 
 def test_journal_reindex_rebuilds_and_says_how_many_records_it_read(history_url: str, generated: Generated,
