@@ -75,6 +75,11 @@ def test_a_malformed_window_is_a_400_naming_the_parameter(served: Served) -> Non
     assert status == 400 and "per must be between 1 and 200" in body
 
 
+def test_what_if_refuses_a_weight_for_a_plugin_the_scheduler_has_not(served: Served) -> None:
+    status, _, body = _get(served, "/whatif?w.NoSuchPlugin=3&run=1")
+    assert status == 400 and "w.NoSuchPlugin" in body and "LeastLoaded" in body
+
+
 def test_what_if_names_the_score_plugins_when_asked_to_disable_an_unknown_one(served: Served) -> None:
     status, _, body = _get(served, "/whatif?disable=NoSuchPlugin&run=1")
     assert status == 400 and "NoSuchPlugin" in body and "LeastLoaded" in body
