@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from kruntimes.cli import main as cli
+from kruntimes.cli import ui_cmd
 from kruntimes.ui import markup, queries, run_page, server, timeline
 from tests.ui.conftest import DemoJournal, Served
 
@@ -149,6 +150,26 @@ def test_a_listen_address_without_a_port_is_a_usage_error(listen: str, demo_jour
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["ui", "--journal", demo_journal.url, "--listen", listen]) == 2
     assert "--listen must be HOST:PORT" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("listen,warned", [("127.0.0.1:0", False), ("localhost:0", False), ("0.0.0.0:0", True)],
+                         ids=["loopback", "localhost", "every address"])
+def test_serving_beyond_this_machine_warns_at_start_up(listen: str, warned: bool, demo_journal: DemoJournal,
+                                                       capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupted(self: object) -> None:
+        raise KeyboardInterrupt  # Ctrl-C, right after the start-up lines
+
+    monkeypatch.setattr(server._Server, "serve_forever", interrupted)
+    assert cli.main(["ui", "--journal", demo_journal.url, "--listen", listen]) == 0
+    err = capsys.readouterr().err
+    assert ("warning: 0.0.0.0 is reachable from other machines" in err) is warned
+    assert "kruntimes ui: serving " in err
+
+
+def test_loopback_addresses_of_both_families_are_this_machine_only() -> None:
+    assert ui_cmd.local("::1") and ui_cmd.local("127.0.0.2") and not ui_cmd.local("10.0.0.1")
+    assert not ui_cmd.local("::") and not ui_cmd.local("kruntimes-ui.example")
 
 
 def test_the_view_listens_on_this_machine_only_unless_told_otherwise() -> None:
