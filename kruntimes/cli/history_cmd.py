@@ -185,6 +185,7 @@ def run_pod(args: argparse.Namespace) -> int:
     journal = _open(args)
     try:
         found = history.pod_history(journal, namespace, name, at=at, limit=limit)
+        start = history.journal_start(journal) if at and not found["observations"] else None
     finally:
         journal.close()
     if output.structured(args):
@@ -192,7 +193,8 @@ def run_pod(args: argparse.Namespace) -> int:
                                                                for o in found["observations"]]})
     if not found["observations"] and not found["placements"]:
         when = f" at or before {ja.when(at)}" if at else ""
-        print(f"no observations of Runtime Pod {namespace}/{name}{when} in this journal", file=sys.stderr)
+        print(f"no observations of Runtime Pod {namespace}/{name}{when} in this journal"
+              + (_before_start(at, start) if at else ""), file=sys.stderr)
         return 1
     if not output.structured(args):
         _print_pod(args, found)
@@ -303,13 +305,23 @@ def _listing(args: argparse.Namespace, found: list[dict[str, Any]], empty: str, 
 def run_held(args: argparse.Namespace) -> int:
     namespace, name = ja.parse_key(args.key)
     at = ja.parse_time(args.at, what="--at")
-    found = _read(args, lambda j: history.pod_held(j, namespace, name, at))
+    found, start = _read(args, lambda j: (history.pod_held(j, namespace, name, at), history.journal_start(j)))
     table = _table(f"What {namespace}/{name} held at {ja.when(at)}",
                    [Column("RUN", name=True), Column("RUNTIME", optional=True), Column("PLACED AT"), Column("CYCLE", right=True), Column("TOTAL", right=True),
                     Column("ENDED AT"), Column("ENDED BY")])
-    return _listing(args, found, f"Runtime Pod {namespace}/{name} held no Run at {ja.when(at)} in this journal", table,
+    return _listing(args, found, f"Runtime Pod {namespace}/{name} held no Run at {ja.when(at)} in this journal"
+                    + _before_start(at, start), table,
                     lambda p: (p["run"], p["runtime"] or "?", ja.when(p["placed_at"]), str(p["lsn"]), _num(p["total"]),
                                ja.when(p["ended_at"]) if p["ended_at"] else "-", p["end_reason"] or "-"))
+
+
+def _before_start(at: datetime, start: datetime | None) -> str:
+    """``: the journal starts at T ...`` when ``at`` is before the journal's oldest record, else nothing: an
+    answer about a time the journal does not cover is not the same as "nothing then"."""
+    if start is None or at >= start:
+        return ""
+    first = start.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return f": the journal starts at {first}, after that time (ask with --at {first} or later)"
 
 
 @ja.guarded("kruntimes history waits")

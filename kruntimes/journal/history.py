@@ -21,7 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, derived, errors
+from kruntimes.journal import backends, derived, errors, schema
 from kruntimes.scheduler import status as status_bodies
 
 OUTCOMES = ("scheduled", "unschedulable", "invalid", "conflict", "error")
@@ -206,6 +206,13 @@ def pod_history(journal: backends.Journal, namespace: str, name: str, *, at: dat
         "observations": pod_observations(journal, namespace, name, at=at, limit=1 if at else limit),
         "placements": pod_placements(journal, namespace, name, at=at, limit=limit),
     }
+
+
+def journal_start(journal: backends.Journal) -> datetime | None:
+    """When the oldest record still stored was recorded (after a prune, the oldest kept): None when empty."""
+    r = schema.journal_records  # one probe of the recorded_at index
+    start: datetime | None = _rows(journal, sa.select(sa.func.min(r.c.recorded_at).label("start")))[0]["start"]
+    return start
 
 
 def pod_held(journal: backends.Journal, namespace: str, name: str, at: datetime) -> list[dict[str, Any]]:

@@ -250,3 +250,13 @@ def test_db_upgrade_and_downgrade_move_the_views_and_history_tables_with_the_rev
         assert "--url is deprecated, use --journal" in err
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("command", [("held", f"{NS}/cpu-000"), ("pod", f"{NS}/cpu-000")], ids=["held", "pod"])
+def test_a_time_before_the_journal_starts_is_answered_with_where_it_starts(
+        history_url: str, command: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    before = iso(PHASE1 - timedelta(hours=1))
+    code, _, err = kruntimes(capsys, "history", *command, "--at", before, "--journal", history_url)
+    assert code == 1 and f": the journal starts at {iso(PHASE1).replace('Z', '.000Z')}, after that time" in err
+    code, _, err = kruntimes(capsys, "history", "held", f"{NS}/no-such-pod", "--at", iso(END), "--journal", history_url)
+    assert code == 1 and "the journal starts" not in err  # a time it covers: nothing then, and only that
