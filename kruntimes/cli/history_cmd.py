@@ -113,12 +113,14 @@ def run_run(args: argparse.Namespace) -> int:
     journal = _open(args)
     try:
         found = history.run_history(journal, namespace, name, limit=limit)
+        extent = history.journal_start(journal) if not found["cycles"] else (None, False)
     finally:
         journal.close()
     if output.structured(args):
         output.print_document(args, scores.with_named_raws(found))
     if not found["cycles"] and not found["placement"]:
-        print(f"no cycles recorded for Run {namespace}/{name} in this journal", file=sys.stderr)
+        print(f"no cycles recorded for Run {namespace}/{name} in this journal{_before_start(None, extent)}",
+              file=sys.stderr)
         return 1
     if not output.structured(args):
         _print_run(args, found)
@@ -315,12 +317,15 @@ def run_held(args: argparse.Namespace) -> int:
                                ja.when(p["ended_at"]) if p["ended_at"] else "-", p["end_reason"] or "-"))
 
 
-def _before_start(at: datetime, start: datetime | None) -> str:
-    """``: the journal starts at T ...`` when ``at`` is before the journal's oldest record, else nothing: an
-    answer about a time the journal does not cover is not the same as "nothing then"."""
-    if start is None or at >= start:
+def _before_start(at: datetime | None, extent: tuple[datetime | None, bool]) -> str:
+    """What "nothing found" should add: that the journal starts after ``at`` (an answer about a time it does not
+    cover is not "nothing then"), or, with no time asked, that a prune removed its older records."""
+    start, pruned = extent
+    if start is None or (at is not None and at >= start) or (at is None and not pruned):
         return ""
     first = start.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if at is None:
+        return f" (it was pruned and starts at {first}: older records are gone, see `kruntimes journal prune`)"
     return f": the journal starts at {first}, after that time (ask with --at {first} or later)"
 
 

@@ -208,11 +208,12 @@ def pod_history(journal: backends.Journal, namespace: str, name: str, *, at: dat
     }
 
 
-def journal_start(journal: backends.Journal) -> datetime | None:
-    """When the oldest record still stored was recorded (after a prune, the oldest kept): None when empty."""
-    r = schema.journal_records  # one probe of the recorded_at index
+def journal_start(journal: backends.Journal) -> tuple[datetime | None, bool]:
+    """When the oldest record still stored was recorded (None: empty), and whether a prune cut older ones away
+    (its record is at LSN 0): what an answer of "nothing" should add."""
+    r = schema.journal_records  # a probe of the recorded_at index, one of the primary key
     start: datetime | None = _rows(journal, sa.select(sa.func.min(r.c.recorded_at).label("start")))[0]["start"]
-    return start
+    return start, bool(_rows(journal, sa.select(r.c.lsn).where(r.c.lsn == 0).limit(1)))
 
 
 def pod_held(journal: backends.Journal, namespace: str, name: str, at: datetime) -> list[dict[str, Any]]:

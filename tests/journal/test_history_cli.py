@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from kruntimes.cli import main as cli
 from kruntimes.journal import backends, history, migrate
-from tests.journal.history_journal import END, NS, PHASE1, PHASE2, Generated
+from tests.journal.history_journal import END, NS, PHASE1, PHASE2, Generated, load
 
 pytest_plugins = ("tests.journal.history_fixtures",)  # the generated journal's fixtures
 
@@ -260,3 +260,14 @@ def test_a_time_before_the_journal_starts_is_answered_with_where_it_starts(
     assert code == 1 and f": the journal starts at {iso(PHASE1).replace('Z', '.000Z')}, after that time" in err
     code, _, err = kruntimes(capsys, "history", "held", f"{NS}/no-such-pod", "--at", iso(END), "--journal", history_url)
     assert code == 1 and "the journal starts" not in err  # a time it covers: nothing then, and only that
+
+
+def test_a_run_not_found_in_a_pruned_journal_says_the_journal_was_pruned(
+        journal_url: str, generated: Generated, capsys: pytest.CaptureFixture[str]) -> None:
+    load(journal_url, generated)
+    code, _, err = kruntimes(capsys, "history", "run", f"{NS}/etl-00", "--journal", journal_url)
+    assert code == 0
+    before = iso(PHASE2 - timedelta(minutes=30))
+    assert kruntimes(capsys, "journal", "prune", "--before", before, "--journal", journal_url, "--yes")[0] == 0
+    code, _, err = kruntimes(capsys, "history", "run", f"{NS}/etl-00", "--journal", journal_url)
+    assert code == 1 and "(it was pruned and starts at " in err and "kruntimes journal prune" in err
