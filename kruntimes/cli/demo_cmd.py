@@ -14,8 +14,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from sqlalchemy import exc as sa_exc
 
-from kruntimes import demo, demo_watch, gctuning
-from kruntimes.cli import demo_journal, journal_args, scores
+from kruntimes import demo, demo_watch, gctuning, scores
+from kruntimes.cli import demo_journal, journal_args
 from kruntimes.journal import chain, errors, redact
 from kruntimes.journal.backends import DEFAULT_URL
 

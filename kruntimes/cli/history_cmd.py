@@ -16,8 +16,9 @@ import sys
 from datetime import datetime, timezone
 from typing import Any
 
+from kruntimes import scores
 from kruntimes.cli import journal_args as ja
-from kruntimes.cli import output, scores
+from kruntimes.cli import output
 from kruntimes.cli.output import Column, Listing
 from kruntimes.journal import backends, follow, history
 

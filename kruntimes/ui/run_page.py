@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from kruntimes import scores
 from kruntimes.ui import markup as m
 from kruntimes.ui import params, queries
 from replay import errors as replay_errors
@@ -28,7 +29,7 @@ def render(reader: queries.Reader, q: params.Query, namespace: str, name: str) -
     title = f"Run {namespace}/{name}"
     cycles = [r for r in records if r.kind == "cycle"]
     body: list[Any] = [_summary(records), m.h("h2", "Story"), _story(records)]
-    body.append(m.h("h2", f"Cycles ({len(cycles)})"))
+    body += [m.h("h2", f"Cycles ({len(cycles)})"), m.h("p", scores.LEGEND, class_="note", id="legend")]
     if len(cycles) > MAX_CYCLES:
         body.append(m.h("p", f"the newest {MAX_CYCLES} of {len(cycles)} cycles", class_="note"))
     body += [_cycle(c) for c in cycles[-MAX_CYCLES:]]
@@ -126,8 +127,8 @@ def _cycle(rec: queries.Record) -> m.Html:
         plugins = sorted({s[0] for c in candidates for s in c.get("scores") or ()})
         rows = []
         for rank, c in enumerate(candidates, 1):
-            scores = {s[0]: s for s in c.get("scores") or ()}
-            cells = [f"{scores[pl][2]} (raw {_raw(scores[pl][1])})" if pl in scores else "-" for pl in plugins]
+            by_plugin = {s[0]: s for s in c.get("scores") or ()}
+            cells = [scores.text(pl, by_plugin[pl][2], by_plugin[pl][1]) if pl in by_plugin else "-" for pl in plugins]
             rows.append((rank, c.get("pod"), c.get("total"), *cells))
         table = m.table(("rank", "pod", "total", *plugins), rows, class_="candidates")
         chosen = p.get("chosen")
@@ -141,12 +142,6 @@ def _cycle(rec: queries.Record) -> m.Html:
                                  data_verdict=target, class_="replay"),
                      " ", m.h("span", id=target, class_="verdict-slot")))
     return m.h("section", *parts, class_="cycle", id=f"cycle-{rec.lsn}")
-
-
-def _raw(value: Any) -> str:
-    if isinstance(value, list):
-        return "[" + ",".join(map(str, value)) + "]"
-    return str(value)
 
 
 def render_replay(reader: queries.Reader, q: params.Query, lsn_text: str) -> bytes:

@@ -202,3 +202,15 @@ def test_an_epoch_a_spool_recovery_closed_is_listed_as_a_spool_episode() -> None
 
     html = integrity_page._spool(_Reader())  # type: ignore[arg-type]
     assert "e-lost" in html and "92–140" in html and "e-live" not in html
+
+
+def test_the_run_page_prints_scores_as_the_cli_does(served: Served, demo_journal: DemoJournal,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    placed = demo_journal.report.latest_placement
+    assert placed is not None
+    status, _, body = _get(served, f"/run/{placed['namespace']}/{placed['run']}")
+    assert cli.main(["history", "run", f"{placed['namespace']}/{placed['run']}", "--journal", demo_journal.url]) == 0
+    cli_out = capsys.readouterr().out
+    shown = re.findall(r"\d+ \([0-9/]+ Σ[0-9/]+\)", body)
+    assert status == 200 and shown and all(s in cli_out for s in shown)  # LeastLoaded's "5/4 Σ7/4" form
+    assert "(raw [" not in body and "scores: normalised 0-100 (raw) ×weight" in body
