@@ -209,8 +209,11 @@ def test_the_run_page_prints_scores_as_the_cli_does(served: Served, demo_journal
     placed = demo_journal.report.latest_placement
     assert placed is not None
     status, _, body = _get(served, f"/run/{placed['namespace']}/{placed['run']}")
-    assert cli.main(["history", "run", f"{placed['namespace']}/{placed['run']}", "--journal", demo_journal.url]) == 0
+    assert cli.main(["history", "run", f"{placed['namespace']}/{placed['run']}", "--journal", demo_journal.url,
+                     "-o", "wide"]) == 0
     cli_out = capsys.readouterr().out
-    shown = re.findall(r"\d+ \([0-9/]+ Σ[0-9/]+\)", body)
+    # The placing cycle's candidates, which `history run` prints (the page shows every cycle's).
+    card = body.split(f'id="cycle-{placed["lsn"]}"', 1)[1].split("</section>", 1)[0]
+    shown = re.findall(r"\d+ \([0-9/]+ Σ[0-9/]+\)", card)
     assert status == 200 and shown and all(s in cli_out for s in shown)  # LeastLoaded's "5/4 Σ7/4" form
     assert "(raw [" not in body and "scores: normalised 0-100 (raw) ×weight" in body
