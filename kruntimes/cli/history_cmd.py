@@ -388,6 +388,10 @@ def run_conflicts(args: argparse.Namespace) -> int:
     table = _table("Conflicts and ambiguous binds", [Column("LSN", right=True), Column("AT"), Column("WHAT"), Column("RUN", name=True), Column("POD", name=True),
                                                      Column("DETAIL")])
     return _listing(args, found, "no conflict and no ambiguous bind in that window", table,
-                    lambda c: (str(c["lsn"]), ja.when(c["at"]), c["what"],
-                               f"{c['namespace']}/{c['run'] or c['run_uid']}", c["pod"] or "-", c["detail"] or ""),
-                    limit=limit)
+                    lambda c: (str(c["lsn"]), ja.when(c["at"]), c["what"], f"{c['namespace']}/{c['run'] or c['run_uid']}",
+                               c["pod"] or "-", c["detail"] or _BIND_DETAIL.get(c["what"], "")), limit=limit)
+
+
+#: What a bind row means when its record says no more (a 409 and an unknown outcome carry no error text).
+_BIND_DETAIL = {"bind conflict": "the Run changed since it was read (409): assumption released, Run requeued",
+                "bind unknown": "the write may have landed: assumption kept until the Run is seen again"}

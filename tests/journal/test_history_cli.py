@@ -271,3 +271,10 @@ def test_a_run_not_found_in_a_pruned_journal_says_the_journal_was_pruned(
     assert kruntimes(capsys, "journal", "prune", "--before", before, "--journal", journal_url, "--yes")[0] == 0
     code, _, err = kruntimes(capsys, "history", "run", f"{NS}/etl-00", "--journal", journal_url)
     assert code == 1 and "(it was pruned and starts at " in err and "kruntimes journal prune" in err
+
+
+def test_conflict_rows_say_what_a_bind_conflict_means(history_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = kruntimes(capsys, "history", "conflicts", "--since", iso(PHASE1), "--journal", history_url,
+                             "-o", "wide")
+    rows = [line for line in out.splitlines() if " bind conflict " in line]
+    assert code == 0 and rows and all("the Run changed since it was read (409)" in line for line in rows)
