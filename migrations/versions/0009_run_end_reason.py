@@ -16,9 +16,6 @@ takes from them (records written before this revision carry no reason: those row
 NULL, and readers fall back to the Run's invalid cycle where there is one). When
 ``0004_history_tables`` left the tables empty (an upgrade from before it), they are
 rebuilt here instead, as ``kruntimes journal reindex`` does.
-
-Another revision may come between 0007 and this one at merge: only ``down_revision``
-names the order.
 """
 
 from __future__ import annotations
