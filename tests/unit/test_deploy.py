@@ -41,7 +41,7 @@ def test_the_base_lists_the_generated_crd_files_not_copies() -> None:
     crds = [r for r in resources if "crds" in r]
     assert crds == ["../crds"]
     assert {c["metadata"]["name"] for c in build("base") if c["kind"] == "CustomResourceDefinition"} == {
-        "runs.kruntimes.io", "runtimes.kruntimes.io"}
+        "runs.kruntimes.io", "runtimes.kruntimes.io", "runtimedeviceclasses.kruntimes.io"}
 
 
 # --- every manifest is valid for the API server ---------------------------------------------
