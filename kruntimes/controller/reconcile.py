@@ -24,7 +24,8 @@ Rules:
 - Devices (SPEC §7.1) with `publisher: Controller` are projected like capacity, as
   the canonical `kruntimes.io/devices` annotation, in the same patch; a Runtime that
   declares no devices has the annotation removed; with `publisher: Runtimed` it is
-  runtimed's and left alone. Invalid devices: no pod is created and no pod annotation
+  runtimed's and left alone. The env mapping goes beside it as `kruntimes.io/device-env`
+  (runtimed reads no Runtime; §7.7), for either publisher. Invalid devices: no pod is created and no pod annotation
   is touched, and the `DevicesValid` condition says what to fix.
 - Invalid capacity (the reader says what is wrong): no pod is created and no pod
   annotation is touched; the `CapacityValid` condition says what to fix.
@@ -45,12 +46,14 @@ from datetime import datetime
 from typing import Any, Mapping
 
 from kruntimes.controller import template as templates
+from kruntimes.devices import runtime_spec
 from kruntimes.scheduler.status import set_condition
 
 RUNTIME_LABEL = "kruntimes.io/runtime"
 CAPACITY_ANNOTATION = "kruntimes.io/capacity"
 CAPACITY_KEY_PREFIX = "kruntimes.io/capacity."
-DEVICES_ANNOTATION = "kruntimes.io/devices"
+DEVICES_ANNOTATION = runtime_spec.DEVICES_ANNOTATION
+DEVICE_ENV_ANNOTATION = runtime_spec.DEVICE_ENV_ANNOTATION
 API_VERSION = "kruntimes.io/v1alpha1"
 RUNTIMED_CONTAINER = "runtimed"
 WORK_VOLUME = "kruntimes-work"
@@ -89,6 +92,7 @@ class RuntimeSpecView:
     devices: str = "none"
     devices_text: str | None = None
     devices_problem: str | None = None
+    device_env_text: str | None = None  # `kruntimes.io/device-env` for either publisher; None: no mapping
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +201,8 @@ def pod_body(runtime: RuntimeSpecView, capacity: Mapping[str, int], defaults: Po
     annotations[CAPACITY_ANNOTATION] = capacity_annotation(capacity)
     if runtime.devices == "controller" and runtime.devices_text is not None:
         annotations[DEVICES_ANNOTATION] = runtime.devices_text
+    if runtime.device_env_text is not None:
+        annotations[DEVICE_ENV_ANNOTATION] = runtime.device_env_text
     spec = dict(template.get("spec") or {})
     spec["containers"] = _with_runtimed([dict(c) for c in spec.get("containers") or []], defaults)
     volumes = [v for v in spec.get("volumes") or [] if v.get("name") not in (WORK_VOLUME, STATE_VOLUME)]
@@ -224,12 +230,17 @@ def capacity_patch(pod: RuntimePod, capacity: Mapping[str, int]) -> dict[str, An
 
 def devices_changes(pod: RuntimePod, runtime: RuntimeSpecView) -> dict[str, str | None]:
     """The annotation changes that make `pod` carry the Runtime's projected inventory (SPEC §7.1)."""
+    if runtime.devices == "invalid":
+        return {}
+    changes: dict[str, str | None] = {}
     current = pod.annotations.get(DEVICES_ANNOTATION)
     if runtime.devices == "controller" and current != runtime.devices_text:
-        return {DEVICES_ANNOTATION: runtime.devices_text}
+        changes[DEVICES_ANNOTATION] = runtime.devices_text
     if runtime.devices == "none" and current is not None:
-        return {DEVICES_ANNOTATION: None}
-    return {}
+        changes[DEVICES_ANNOTATION] = None
+    if pod.annotations.get(DEVICE_ENV_ANNOTATION) != runtime.device_env_text:
+        changes[DEVICE_ENV_ANNOTATION] = runtime.device_env_text
+    return changes
 
 
 def runtime_status(runtime: RuntimeSpecView, live: list[RuntimePod], now: datetime) -> dict[str, Any]:
@@ -307,7 +318,7 @@ def _with_runtimed(containers: list[dict[str, Any]], defaults: PodDefaults) -> l
 
 
 def _owned_annotation(key: str) -> bool:
-    return (key in (CAPACITY_ANNOTATION, DEVICES_ANNOTATION, "kruntimes.io/runtimed-heartbeat")
+    return (key in (CAPACITY_ANNOTATION, DEVICES_ANNOTATION, DEVICE_ENV_ANNOTATION, "kruntimes.io/runtimed-heartbeat")
             or key.startswith(CAPACITY_KEY_PREFIX))
 
 

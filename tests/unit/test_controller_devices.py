@@ -90,3 +90,13 @@ def test_invalid_devices_create_no_pod_touch_no_annotation_and_say_what_to_fix()
 def test_the_devices_condition_is_only_there_for_runtimes_with_devices(devices: Any, status: str | None) -> None:
     plan = reconcile(runtime(devices), [], [], NOW)
     assert next((c["status"] for c in plan.status["conditions"] if c["type"] == CONDITION_DEVICES), None) == status
+
+
+def test_the_env_mapping_is_projected_qualified_beside_the_inventory_for_either_publisher() -> None:
+    from kruntimes.controller.reconcile import DEVICE_ENV_ANNOTATION
+    wanted = '{"GPU_NUMA":"gpu.example.com/numa"}'
+    plan = reconcile(runtime({**INVENTORY, "env": {"GPU_NUMA": "numa"}}), [], [], NOW)
+    assert plan.create[0]["metadata"]["annotations"][DEVICE_ENV_ANNOTATION] == wanted
+    runtimed = {"driver": "gpu.example.com", "publisher": "Runtimed", "discover": ["/bin/x"], "env": {"GPU_NUMA": "numa"}}
+    plan = reconcile(runtime(runtimed), [pod({CAPACITY_ANNOTATION: CAPACITY})], [], NOW)
+    assert plan.patch[0][1] == {"metadata": {"annotations": {DEVICE_ENV_ANNOTATION: wanted}}}
