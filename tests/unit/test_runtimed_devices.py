@@ -106,3 +106,16 @@ def test_the_process_is_told_its_devices_and_the_env_mapping() -> None:
     assert both.devices is not None
     assert devices.process_env(capacity.devices, both.devices) == {
         "KRUNTIMES_DEVICES": '{"gpu":["gpu-1","gpu-0"]}', "GPU_MODEL": "a100,a100", "GPU_NUMA": "1,0"}
+
+
+@pytest.mark.parametrize("previous, kept", [
+    ({"devices": {"inventoryDigest": "d", "results": [{"request": "gpu", "device": "gpu-0"}]}}, True),
+    ({}, False),
+], ids=["an ended Run keeps the devices it held on record", "an ended Run without devices gets no devices field"])
+def test_the_terminal_helper_keeps_status_devices(previous: dict[str, Any], kept: bool) -> None:
+    from datetime import datetime, timezone
+
+    from kruntimes.scheduler import status as st
+    ended = st.terminal_status({"phase": "Running", **previous}, "Succeeded", "Completed", "exit 0",
+                               datetime(2026, 12, 5, tzinfo=timezone.utc))
+    assert ("devices" in ended) is kept and ended.get("devices") == previous.get("devices")
