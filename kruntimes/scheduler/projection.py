@@ -119,6 +119,10 @@ class RunInfo:
     created: str = ""  # RFC 3339 creation timestamp; orders `simulate`, not the planner
     pending_message: str | None = None  # the observed Scheduled=False message, to write only changes
     problems: tuple[str, ...] = ()
+    # SPEC §7: the claim (`spec.devices`, canonical JSON; None: asks for no device) and the
+    # allocation Bind wrote (`status.devices` as observed, canonical JSON), read by `kruntimes.devices`.
+    devices: str | None = None
+    device_results: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -163,6 +167,7 @@ class PodInfo:
     heartbeat: datetime | None = None
     capacity: Amounts = ()
     capacity_problem: str | None = None
+    devices: str | None = None  # the `kruntimes.io/devices` annotation as written (SPEC §7.1); None: absent
 
     @property
     def key(self) -> tuple[str, str]:
@@ -187,6 +192,7 @@ class Assumption:
     labels: Labels = ()
     affinity: Affinity = NO_AFFINITY
     workspace: str | None = None
+    device_results: str | None = None  # the `status.devices` Bind will write (canonical JSON), SPEC §7.6
 
     @property
     def key(self) -> tuple[str, str]:
