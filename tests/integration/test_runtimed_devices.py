@@ -1,11 +1,12 @@
-"""A Runtime with devices, through the controller and runtimed on the emulator (SPEC §7.1, §7.7).
+"""A Runtime with devices, through the controller, the scheduler and runtimed on the emulator (SPEC §7).
 
-The controller projects the Runtime's inventory and env mapping onto its pod; runtimed
-admits a Run by the devices in its `status.devices` and tells the process which it
-got (`KRUNTIMES_DEVICES`, the env mapping); a Run allocated a device that has since
-left the inventory ends Failed `AllocatedDeviceMissing`. The scheduler's allocation is
-played by the test (status.devices written with the assignment, as Bind writes it),
-so this holds whatever the scheduler does; holds on a real cluster too.
+The controller projects the Runtime's inventory and env mapping onto its pod; the
+scheduler, given a RuntimeDeviceClass, allocates a Run's devices and writes them in
+`status.devices` with the assignment; runtimed admits the Run by those devices and
+tells the process which it got (`KRUNTIMES_DEVICES`, the env mapping). A Run allocated
+a device that has since left the inventory ends Failed `AllocatedDeviceMissing` (that
+allocation is written by the test, as a scheduler with a stale cache would). Holds
+on a real cluster too.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kubernetes.client import ApiClient
 
@@ -95,3 +96,42 @@ def test_a_run_gets_its_allocated_device_and_one_whose_device_left_the_inventory
             agent.stop()
             thread.join(10)
         controller.stop()
+
+
+def test_the_scheduler_allocates_a_device_the_run_gets_and_its_process_is_told(
+        cluster_api: cluster.Cluster, kube_api: ApiClient, kube_namespace: str, tmp_path: Path,
+        start_scheduler: Callable[..., Any]) -> None:
+    body = {"apiVersion": f"{models.GROUP}/{models.VERSION}", "kind": "Runtime", "metadata": {"name": "gpu"},
+            "spec": {"replicas": 1, "template": TEMPLATE, "capacity": {"resources": {"runs": "2"}}, "devices": GPU}}
+    cluster_api.custom.create_namespaced_custom_object(models.GROUP, models.VERSION, kube_namespace, "runtimes", body)
+    numa1 = {"cel": {"expression": 'device.attributes["gpu.example.com"].numa == 1'}}
+    cluster_api.custom.create_cluster_custom_object(models.GROUP, models.VERSION, "runtimedeviceclasses", {
+        "apiVersion": f"{models.GROUP}/{models.VERSION}", "kind": "RuntimeDeviceClass", "metadata": {"name": "gpu"},
+        "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]}})
+    controller = ControllerRunner(kube_api, kube_namespace, resync_period=0.5).start()
+    agent: Agent | None = None
+    thread: threading.Thread | None = None
+    try:
+        pod = runtime_pod(cluster_api, lambda a: DEVICES_ANNOTATION in a)
+        cluster_api.set_ready(pod["name"], True)
+        agent = Agent(kube_api, Settings(pod_name=pod["name"], pod_namespace=kube_namespace, pod_uid=pod["uid"],
+                                         work_dir=tmp_path / "work", heartbeat_period=0.2,
+                                         settings_namespace=kube_namespace, settings_period=0.2))
+        thread = threading.Thread(target=agent.run, name="runtimed-test", daemon=True)
+        thread.start()
+        start_scheduler()
+        code = "import os, sys; open(sys.argv[1], 'w').write(os.environ['KRUNTIMES_DEVICES'] + ' ' + os.environ['GPU_NUMA'])"
+        claim = {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu", "selectors": [numa1]}}]}
+        cluster_api.add_run("r", runtime="gpu", devices=claim,
+                            mode={"task": {"args": [PY, "-c", code, str(tmp_path / "seen.txt")]}})
+        cluster.wait_for(lambda: cluster_api.phases()["r"] == "Succeeded", timeout=60, what="r Succeeded")
+        assert (tmp_path / "seen.txt").read_text() == '{"gpu":["gpu-1"]} 1'
+        written = cluster_api.run("r")["status"]["devices"]
+        assert written["results"] == [{"request": "gpu", "device": "gpu-1"}]
+        assert len(written["inventoryDigest"]) == 64
+    finally:
+        if agent is not None and thread is not None:
+            agent.stop()
+            thread.join(10)
+        controller.stop()
+        cluster_api.custom.delete_cluster_custom_object(models.GROUP, models.VERSION, "runtimedeviceclasses", "gpu")
