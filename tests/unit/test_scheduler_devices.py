@@ -163,3 +163,28 @@ def test_holders_are_the_active_and_assumed_results_on_each_pod_by_uid() -> None
     assert {k: [h.device for h in v] for k, v in device_state.holders_by_pod(targets, "uid-x").items()} == \
         {"uid-ns-a": ["gpu-1"]}
     assert device_state.holders_by_pod(targets, holder.uid) == {}
+
+
+def test_an_inventory_change_wakes_the_runs_parked_on_that_runtime() -> None:
+    one = inv({"driver": DRIVER, "devices": [{"name": "gpu-0"}]})
+    h = harness(gpu_pod("a", one))
+    h.create(replace(run("r"), devices=claim(count=2)))
+    h.drain()
+    assert h.phase("r") == "Pending"
+    before = h.sample("kruntimes_scheduler_pending_run_wakeups_total", source="runtime_pod")
+    h.add_pods(gpu_pod("a"))  # the same pod, now with two devices
+    assert h.sample("kruntimes_scheduler_pending_run_wakeups_total", source="runtime_pod") == before + 1
+    h.drain()
+    assert h.placement("r") == "a"
+
+
+def test_a_run_ending_frees_its_device_for_the_run_waiting_for_it() -> None:
+    one = inv({"driver": DRIVER, "devices": [{"name": "gpu-0"}]})
+    h = harness(gpu_pod("a", one))
+    h.create(replace(run("r1"), devices=claim()), replace(run("r2"), devices=claim()))
+    h.drain()
+    assert (h.phase("r1"), h.phase("r2")) == ("Scheduled", "Pending")
+    h.api.finish(("ns", "r1"), "Succeeded", NOW)
+    assert h.sample("kruntimes_scheduler_pending_run_wakeups_total", source="capacity_released") >= 1
+    h.drain()
+    assert h.placement("r2") == "a"
