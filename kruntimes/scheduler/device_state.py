@@ -31,7 +31,7 @@ ClassMap = Mapping[str, "claims.DeviceClass | claims.InvalidDeviceClass"]
 NO_CLASSES: ClassMap = MappingProxyType({})
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)  # an inventory text is at most 64 KiB: at most 64 MiB held
 def inventory_of(text: str) -> inventory.Inventory | None:
     """The pod's inventory, or None when the annotation is malformed (SPEC §7.1)."""
     try:

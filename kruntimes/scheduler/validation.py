@@ -137,10 +137,15 @@ def _shown(value: object, limit: int = 40) -> str:
 
 def _device_problems(text: str) -> list[str]:
     """The Run's own selectors must compile (SPEC §7.4): a Run that breaks that fails, it never waits."""
-    from kruntimes.devices import cel_engine  # loaded only once a Run asks for devices
+    # Deferred: the API models import this module for its bounds, and must not load the CEL engine.
+    from kruntimes.devices import cel_engine, claims
     from kruntimes.scheduler import device_state
     engine = cel_engine.shared()
-    for r, request in enumerate(device_state.claim_of(text).requests):
+    try:
+        claim = device_state.claim_of(text)
+    except (claims.InvalidClaim, ValueError) as exc:  # the API model normally refuses it first
+        return [str(exc)[:300]]
+    for r, request in enumerate(claim.requests):
         for a, alt in enumerate(request.alternatives):
             for s, expression in enumerate(alt.selectors):
                 try:

@@ -188,3 +188,9 @@ def test_a_run_ending_frees_its_device_for_the_run_waiting_for_it() -> None:
     assert h.sample("kruntimes_scheduler_pending_run_wakeups_total", source="capacity_released") >= 1
     h.drain()
     assert h.placement("r2") == "a"
+
+
+def test_a_claim_that_breaks_the_rules_fails_the_run_even_if_it_got_past_the_api() -> None:
+    bad = inventory_codec.canonical_text({"requests": []})
+    outcome = plan(cache_of([gpu_pod("a")]), replace(run("r"), devices=bad))
+    assert outcome.status == "invalid" and "spec.devices.requests" in (outcome.message or "")
