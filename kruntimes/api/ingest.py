@@ -180,7 +180,7 @@ def _canonical(value: Any) -> str | None:
     """Canonical JSON of a device claim or result as written (SPEC §7.6); None when it cannot be encoded."""
     try:
         return inventory_codec.canonical_text(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # this module never raises, whatever the object holds
         return None
 
 

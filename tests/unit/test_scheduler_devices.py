@@ -194,3 +194,15 @@ def test_a_claim_that_breaks_the_rules_fails_the_run_even_if_it_got_past_the_api
     bad = inventory_codec.canonical_text({"requests": []})
     outcome = plan(cache_of([gpu_pod("a")]), replace(run("r"), devices=bad))
     assert outcome.status == "invalid" and "spec.devices.requests" in (outcome.message or "")
+
+
+def test_a_status_devices_too_deep_to_encode_reads_as_holding_nothing() -> None:
+    from kruntimes.api import ingest
+    deep: dict[str, Any] = {}
+    cur = deep
+    for _ in range(5000):
+        cur["x"] = {}
+        cur = cur["x"]
+    info = ingest.run_info({"metadata": {"name": "r", "uid": "u"}, "spec": {"runtime": "rt"},
+                            "status": {"phase": "Running", "devices": deep}})
+    assert (info.phase, info.device_results) == ("Running", None)
