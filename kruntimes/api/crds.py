@@ -1,4 +1,4 @@
-"""The Run and Runtime CustomResourceDefinitions, generated from the pydantic models.
+"""The Run, Runtime and RuntimeDeviceClass CustomResourceDefinitions, generated from the pydantic models.
 
 The models are the single source for the API (STYLE §5): this module turns
 ``Model.model_json_schema(by_alias=True)`` into the structural OpenAPI v3 schema an
@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from kruntimes.api import models
+from kruntimes.api import device_models, models
 from kruntimes.api.fields import GROUP, VERSION
 
 HEADER = (
@@ -59,6 +59,7 @@ class _Resource:
     # apiextensions v1 `selectableFields` (beta in Kubernetes 1.31, GA in 1.32; a 1.30
     # server without the CustomResourceFieldSelectors gate drops the field on create).
     selectable_fields: tuple[str, ...] = ()
+    scope: str = "Namespaced"
 
 
 _AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
@@ -101,6 +102,11 @@ _RESOURCES = (
              "description": "Runtime Pods that are Ready."},
             _AGE,
         ),
+    ),
+    # SPEC §7.2: classes are cluster-wide, as upstream's DeviceClass; it has no status.
+    _Resource(
+        model=device_models.RuntimeDeviceClass, plural="runtimedeviceclasses", singular="runtimedeviceclass",
+        short_names=("krdc",), columns=(_AGE,), scope="Cluster",
     ),
 )
 
@@ -172,7 +178,7 @@ def _crd(resource: _Resource) -> dict[str, Any]:
         "name": VERSION,
         "served": True,
         "storage": True,
-        "subresources": {"status": {}},
+        **({"subresources": {"status": {}}} if "status" in resource.model.model_fields else {}),
         "additionalPrinterColumns": [dict(column) for column in resource.columns],
         "schema": {"openAPIV3Schema": openapi_schema(resource.model)},
     }
@@ -192,7 +198,7 @@ def _crd(resource: _Resource) -> dict[str, Any]:
                 "shortNames": list(resource.short_names),
                 "categories": ["kruntimes"],
             },
-            "scope": "Namespaced",
+            "scope": resource.scope,
             "versions": [version],
         },
     }

@@ -24,10 +24,12 @@ from typing import Any, Mapping
 import pydantic
 
 from kruntimes.api import capacity as capacity_annotations
+from kruntimes.api import device_models
 from kruntimes.api import models
 from kruntimes.api.errors import describe_validation_error
 from kruntimes.api.names import qualified_name_error
 from kruntimes.api.quantity import InvalidQuantity, parse_count
+from kruntimes.devices import inventory_codec
 from kruntimes.scheduler import status as status_bodies
 from kruntimes.scheduler import validation as bounds
 from kruntimes.scheduler.projection import (NO_AFFINITY, Affinity, PodInfo, Requirement, RunInfo, Selector,
@@ -118,7 +120,15 @@ def pod_info(obj: Any) -> PodInfo | None:
         heartbeat=parse_time(annotations.get(models.HEARTBEAT_ANNOTATION)),
         capacity=tuple(sorted(reading.resources.items())),
         capacity_problem=reading.problem,
+        devices=_device_annotation(annotations.get(device_models.DEVICES_ANNOTATION)),
     )
+
+
+def _device_annotation(value: Any) -> str | None:
+    """The inventory annotation, cut one byte past its bound (SPEC §7.1) so a huge one is kept small and still malformed."""
+    if not isinstance(value, str):
+        return None if value is None else ""
+    return value if len(value) <= inventory_codec.MAX_TEXT_BYTES else value[:inventory_codec.MAX_TEXT_BYTES + 1]
 
 
 def run_info(obj: Any) -> RunInfo:
@@ -166,7 +176,17 @@ def run_info(obj: Any) -> RunInfo:
         problems=tuple(problems),
         end_reason=ended[0] if ended else None,
         end_message=ended[1] if ended else None,
+        devices=_canonical(_mapping(raw_spec).get("devices")) if spec is not None and spec.devices else None,
+        device_results=_canonical(status.get("devices")) if isinstance(status.get("devices"), Mapping) else None,
     )
+
+
+def _canonical(value: Any) -> str | None:
+    """Canonical JSON of a device claim or result as written (SPEC §7.6); None when it cannot be encoded."""
+    try:
+        return inventory_codec.canonical_text(value)
+    except (TypeError, ValueError, RecursionError):  # this module never raises, whatever the object holds
+        return None
 
 
 def _validated_spec(raw_spec: Any, problems: list[str]) -> models.RunSpec | None:

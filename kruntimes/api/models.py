@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
 
+from kruntimes.api import device_models
 from kruntimes.api import quantity
 from kruntimes.api.fields import (  # noqa: F401 - constants and types re-exported for callers
     API_VERSION, CAPACITY_ANNOTATION, CAPACITY_ANNOTATION_PREFIX, GROUP, HEARTBEAT_ANNOTATION,
@@ -233,10 +234,8 @@ class RunSpec(_Spec):
     model_config = ConfigDict(
         json_schema_extra={
             "x-kubernetes-validations": [
-                {
-                    "rule": "has(self.resources) == has(oldSelf.resources)",
-                    "message": "spec.resources is immutable",
-                }
+                {"rule": "has(self.resources) == has(oldSelf.resources)", "message": "spec.resources is immutable"},
+                {"rule": "has(self.devices) == has(oldSelf.devices)", "message": "spec.devices is immutable"},
             ]
         }
     )
@@ -263,6 +262,9 @@ class RunSpec(_Spec):
         description="Workspace name; its Runs share one Runtime Pod. A DNS subdomain of at "
         f"most {bounds.MAX_WORKSPACE_NAME} characters.",
     )
+    devices: device_models.DeviceClaimSpec | None = Field(
+        default=None, description="Devices of the Runtime Pod the Run needs (SPEC §7.3); immutable after creation.",
+        json_schema_extra={"x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "spec.devices is immutable"}]})
 
 
 class Condition(_Object):
@@ -312,6 +314,8 @@ class RunStatus(_Object):
     released: bool = Field(
         default=False, description="A function Run was released and is no longer active."
     )
+    devices: dict[str, Any] | None = Field(default=None, json_schema_extra=PRESERVE_UNKNOWN, description="Devices "
+                                           "allocated with the assignment: {inventoryDigest, results} (SPEC §7.6).")
 
 
 class Run(_Object):
@@ -355,6 +359,8 @@ class RuntimeSpec(_Spec):
     capacity: RuntimeCapacity = Field(
         default_factory=RuntimeCapacity, description="Logical capacity of each pod."
     )
+    devices: Annotated[dict[str, Any], AfterValidator(device_models.check_runtime_devices)] | None = Field(
+        default=None, description=device_models.RUNTIME_DEVICES_DESCRIPTION, json_schema_extra=device_models.RUNTIME_DEVICES_SCHEMA)
 
 
 class RuntimeStatus(_Object):

@@ -45,6 +45,9 @@ class Intake:
     def runs(self) -> RunEvents:
         return RunEvents(self)
 
+    def device_classes(self) -> DeviceClassEvents:
+        return DeviceClassEvents(self)
+
 
 class PodEvents:
     """Runtime Pods: a pod that lost its runtime label leaves the cache."""
@@ -94,6 +97,31 @@ class RunEvents:
                 intake.scheduler.on_run_deleted(namespace, name)
             else:
                 intake.cache.delete_run(namespace, name)
+
+
+class DeviceClassEvents:
+    """RuntimeDeviceClasses (SPEC §7.2): the leader's change wakes the Pending Runs with devices."""
+
+    def __init__(self, intake: Intake) -> None:
+        self.intake = intake
+
+    def upsert(self, obj: dict[str, Any], event: str) -> None:
+        meta = obj.get("metadata") or {}
+        name, generation, spec = str(meta.get("name") or ""), meta.get("generation"), obj.get("spec") or {}
+        intake = self.intake
+        with intake.cache.lock:
+            if intake.leading:
+                intake.scheduler.on_device_class(name, generation, spec)
+            else:
+                intake.cache.device_classes.upsert(name, generation, spec)
+
+    def delete(self, namespace: str, name: str) -> None:
+        intake = self.intake
+        with intake.cache.lock:
+            if intake.leading:
+                intake.scheduler.on_device_class_deleted(name)
+            else:
+                intake.cache.device_classes.delete(name)
 
 
 class RuntimeStore:

@@ -89,6 +89,7 @@ class ClusterScheduler:
             "Runtime": self._informer(sources.runtimes(api, ns), self.runtimes),
             "Pod": self._informer(sources.runtime_pods(api, ns), self.intake.pods()),
             "Run": self._informer(sources.runs(api, ns), self.intake.runs()),
+            "RuntimeDeviceClass": self._informer(sources.device_classes(api), self.intake.device_classes()),
         }
         self.terms = Terms(self.scheduler, self.intake, settings, identity=self.identity,
                            resync=[self.informers["Pod"], self.informers["Run"]],

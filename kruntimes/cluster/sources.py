@@ -1,9 +1,9 @@
-"""The three resources the scheduler watches, and the client call that lists or watches each.
+"""The resources the scheduler watches, and the client call that lists or watches each.
 
 Runs and Runtimes are custom objects (`CustomObjectsApi`); Runtime Pods are core v1
 pods carrying the `kruntimes.io/runtime` label (`CoreV1Api`, label selector on the
 server, so the scheduler never sees other pods). Each source is watched in one
-namespace or in all of them. Every call is made with `_preload_content=False`: the
+namespace or in all of them; RuntimeDeviceClasses (SPEC §7.2) are cluster-scoped. Every call is made with `_preload_content=False`: the
 informer reads the JSON itself, as plain dicts (what `api.ingest` takes), instead of
 letting the client build model objects it would only turn back into dicts.
 """
@@ -19,6 +19,7 @@ import kubernetes.client
 from kruntimes.api import models
 
 RUNS, RUNTIMES = "runs", "runtimes"
+DEVICE_CLASSES = "runtimedeviceclasses"  # cluster-scoped (SPEC §7.2)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,13 @@ def runtime_pods(api: kubernetes.client.ApiClient, namespace: str | None) -> Sou
     else:
         call = functools.partial(core.list_namespaced_pod, namespace, label_selector=models.RUNTIME_LABEL)
     return Source("Pod", call)
+
+
+def device_classes(api: kubernetes.client.ApiClient) -> Source:
+    """RuntimeDeviceClasses are cluster-scoped: listed and watched cluster-wide, whatever the namespace setting."""
+    custom = kubernetes.client.CustomObjectsApi(api)
+    return Source("RuntimeDeviceClass",
+                  functools.partial(custom.list_cluster_custom_object, models.GROUP, models.VERSION, DEVICE_CLASSES))
 
 
 def _custom(api: kubernetes.client.ApiClient, namespace: str | None, plural: str) -> Callable[..., Any]:

@@ -16,6 +16,7 @@ import pydantic
 from kruntimes.api import ingest, models
 from kruntimes.api.errors import describe_validation_error
 from kruntimes.controller import template as templates
+from kruntimes.devices import runtime_spec
 from kruntimes.controller.reconcile import ActiveRun, RuntimePod, RuntimeSpecView
 
 
@@ -36,6 +37,7 @@ def runtime_view(obj: Mapping[str, Any]) -> RuntimeSpecView:
         capacity = dict(checked.spec.capacity.resources)
     except pydantic.ValidationError as exc:
         problem = describe_validation_error(exc, kind="Runtime").removeprefix("invalid Runtime: ")
+    devices, devices_text, devices_problem, device_env = _devices(spec)
     replicas = spec.get("replicas", 1)
     conditions = _mapping(obj.get("status")).get("conditions")
     return RuntimeSpecView(
@@ -45,7 +47,27 @@ def runtime_view(obj: Mapping[str, Any]) -> RuntimeSpecView:
         template=_mapping(spec.get("template")), capacity=capacity, capacity_problem=problem,
         conditions=tuple(c for c in conditions or [] if isinstance(c, Mapping)),
         template_problem=templates.problem(spec.get("template", {})),
+        devices=devices, devices_text=devices_text, devices_problem=devices_problem, device_env_text=device_env,
     )
+
+
+def _devices(spec: Mapping[str, Any]) -> tuple[str, str | None, str | None, str | None]:
+    """How the Runtime's pods get their inventory (SPEC §7.1): kind, annotation text, problem, env text.
+
+    Judged by `kruntimes.devices.runtime_spec`, the parser the API model runs too, so the
+    condition says what `kubectl apply` would have said.
+    """
+    if spec.get("devices") is None:
+        return "none", None, None, None
+    try:
+        parsed = runtime_spec.parse(spec["devices"])
+    except runtime_spec.InvalidRuntimeDevices as exc:
+        return "invalid", None, str(exc), None
+    env = runtime_spec.env_text(parsed.env)
+    if parsed.publisher == "Runtimed":
+        return "runtimed", None, None, env
+    assert parsed.inventory is not None
+    return "controller", parsed.inventory.text, None, env
 
 
 def runtime_pod(obj: Mapping[str, Any], runtime_uid: str) -> RuntimePod:

@@ -21,6 +21,12 @@ Rules:
   filesystem may be read-only).
 - Capacity changes are re-projected as an annotation merge patch; seed-style
   per-resource keys are removed, since the reader would union them with the JSON.
+- Devices (SPEC §7.1) with `publisher: Controller` are projected like capacity, as
+  the canonical `kruntimes.io/devices` annotation, in the same patch; a Runtime that
+  declares no devices has the annotation removed; with `publisher: Runtimed` it is
+  runtimed's and left alone. The env mapping goes beside it as `kruntimes.io/device-env`
+  (runtimed reads no Runtime; §7.7), for either publisher. Invalid devices: no pod is created and no pod annotation
+  is touched, and the `DevicesValid` condition says what to fix.
 - Invalid capacity (the reader says what is wrong): no pod is created and no pod
   annotation is touched; the `CapacityValid` condition says what to fix.
 - A template whose shape the controller cannot build pods from (`template.problem`):
@@ -40,11 +46,14 @@ from datetime import datetime
 from typing import Any, Mapping
 
 from kruntimes.controller import template as templates
+from kruntimes.devices import runtime_spec
 from kruntimes.scheduler.status import set_condition
 
 RUNTIME_LABEL = "kruntimes.io/runtime"
 CAPACITY_ANNOTATION = "kruntimes.io/capacity"
 CAPACITY_KEY_PREFIX = "kruntimes.io/capacity."
+DEVICES_ANNOTATION = runtime_spec.DEVICES_ANNOTATION
+DEVICE_ENV_ANNOTATION = runtime_spec.DEVICE_ENV_ANNOTATION
 API_VERSION = "kruntimes.io/v1alpha1"
 RUNTIMED_CONTAINER = "runtimed"
 WORK_VOLUME = "kruntimes-work"
@@ -60,6 +69,7 @@ POD_ENV = (("KRUNTIMES_POD_NAME", "metadata.name"), ("KRUNTIMES_POD_NAMESPACE", 
 REASON_POD_LOST = "RuntimePodLost"
 CONDITION_CAPACITY = "CapacityValid"
 CONDITION_AVAILABLE = "Available"
+CONDITION_DEVICES = "DevicesValid"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +87,12 @@ class RuntimeSpecView:
     capacity_problem: str | None = None
     conditions: tuple[Mapping[str, Any], ...] = ()  # the current status conditions, to keep transition times
     template_problem: str | None = None
+    # SPEC §7.1: "none" (no spec.devices: the annotation is removed), "controller" (project
+    # `devices_text`), "runtimed" (runtimed publishes; left alone), or "invalid" (`devices_problem`).
+    devices: str = "none"
+    devices_text: str | None = None
+    devices_problem: str | None = None
+    device_env_text: str | None = None  # `kruntimes.io/device-env` for either publisher; None: no mapping
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,17 +166,23 @@ def reconcile(runtime: RuntimeSpecView, pods: list[RuntimePod], runs: list[Activ
     # 1. Scale: create the missing, delete the surplus (idle first) and the finished.
     missing = runtime.replicas - len(live) - unobserved_creates
     creates: list[dict[str, Any]] = []
-    if missing > 0 and runtime.capacity is not None and runtime.template_problem is None:
+    if missing > 0 and runtime.capacity is not None and runtime.template_problem is None \
+            and runtime.devices != "invalid":
         creates = [pod_body(runtime, runtime.capacity, defaults) for _ in range(min(missing, defaults.max_creates))]
     surplus = max(len(live) - runtime.replicas, 0)
     victims = sorted(live, key=lambda p: (busy.get(p.uid, 0), p.ready, _newest_first(p.created), p.name))[:surplus]
     deletes = tuple(finished) + tuple(sorted(victims, key=lambda p: p.name))
 
-    # 2. Re-project capacity onto the pods that stay.
+    # 2. Re-project capacity and devices onto the pods that stay, in one patch per pod.
     patches: list[tuple[RuntimePod, dict[str, Any]]] = []
-    if runtime.capacity is not None:
-        staying = [p for p in live if p not in victims]
-        patches = [(p, patch) for p in staying if (patch := capacity_patch(p, runtime.capacity)) is not None]
+    staying = [p for p in live if p not in victims]
+    for pod in staying:
+        changes = dict(devices_changes(pod, runtime))
+        if runtime.capacity is not None:
+            changes.update((capacity_patch(pod, runtime.capacity) or {"metadata": {"annotations": {}}})
+                           ["metadata"]["annotations"])
+        if changes:
+            patches.append((pod, {"metadata": {"annotations": dict(sorted(changes.items()))}}))
 
     # 3. Runs whose pod is gone.
     lost = tuple(LostRun(run, REASON_POD_LOST, _lost_message(run)) for run in sorted(runs, key=lambda r: r.name)
@@ -177,6 +199,10 @@ def pod_body(runtime: RuntimeSpecView, capacity: Mapping[str, int], defaults: Po
     labels = {**(meta.get("labels") or {}), RUNTIME_LABEL: runtime.name}
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not _owned_annotation(k)}
     annotations[CAPACITY_ANNOTATION] = capacity_annotation(capacity)
+    if runtime.devices == "controller" and runtime.devices_text is not None:
+        annotations[DEVICES_ANNOTATION] = runtime.devices_text
+    if runtime.device_env_text is not None:
+        annotations[DEVICE_ENV_ANNOTATION] = runtime.device_env_text
     spec = dict(template.get("spec") or {})
     spec["containers"] = _with_runtimed([dict(c) for c in spec.get("containers") or []], defaults)
     volumes = [v for v in spec.get("volumes") or [] if v.get("name") not in (WORK_VOLUME, STATE_VOLUME)]
@@ -202,6 +228,21 @@ def capacity_patch(pod: RuntimePod, capacity: Mapping[str, int]) -> dict[str, An
     return {"metadata": {"annotations": changes}} if changes else None
 
 
+def devices_changes(pod: RuntimePod, runtime: RuntimeSpecView) -> dict[str, str | None]:
+    """The annotation changes that make `pod` carry the Runtime's projected inventory (SPEC §7.1)."""
+    if runtime.devices == "invalid":
+        return {}
+    changes: dict[str, str | None] = {}
+    current = pod.annotations.get(DEVICES_ANNOTATION)
+    if runtime.devices == "controller" and current != runtime.devices_text:
+        changes[DEVICES_ANNOTATION] = runtime.devices_text
+    if runtime.devices == "none" and current is not None:
+        changes[DEVICES_ANNOTATION] = None
+    if pod.annotations.get(DEVICE_ENV_ANNOTATION) != runtime.device_env_text:
+        changes[DEVICE_ENV_ANNOTATION] = runtime.device_env_text
+    return changes
+
+
 def runtime_status(runtime: RuntimeSpecView, live: list[RuntimePod], now: datetime) -> dict[str, Any]:
     """Runtime.status: counts, observedGeneration and conditions that keep their transition times."""
     ready = sum(1 for p in live if p.ready)
@@ -214,6 +255,7 @@ def runtime_status(runtime: RuntimeSpecView, live: list[RuntimePod], now: dateti
         conditions = set_condition(conditions, CONDITION_CAPACITY, "True", "Valid",
                                    "capacity is projected onto every Runtime Pod", now)
     conditions = _template_condition(runtime, conditions, now)
+    conditions = _devices_condition(runtime, conditions, now)
     if ready >= runtime.replicas:
         conditions = set_condition(conditions, CONDITION_AVAILABLE, "True", "ReplicasReady",
                                    f"{ready} of {runtime.replicas} runtime pods ready", now)
@@ -243,6 +285,20 @@ def _template_condition(runtime: RuntimeSpecView, conditions: list[dict[str, Any
                          "Runtime Pods are created from spec.template", now)
 
 
+def _devices_condition(runtime: RuntimeSpecView, conditions: list[dict[str, Any]],
+                       now: datetime) -> list[dict[str, Any]]:
+    """`DevicesValid`, only for a Runtime that declares devices (others keep the conditions they had)."""
+    if runtime.devices == "none":
+        return [c for c in conditions if c.get("type") != CONDITION_DEVICES]
+    if runtime.devices_problem is not None:
+        return set_condition(conditions, CONDITION_DEVICES, "False", "InvalidDevices",
+                             templates.bounded(f"{runtime.devices_problem}; no Runtime Pod is created and no "
+                                               f"inventory re-projected until spec.devices is fixed"), now)
+    how = ("projected onto every Runtime Pod" if runtime.devices == "controller"
+           else "published by runtimed in each Runtime Pod")
+    return set_condition(conditions, CONDITION_DEVICES, "True", "Valid", f"the device inventory is {how}", now)
+
+
 def _with_runtimed(containers: list[dict[str, Any]], defaults: PodDefaults) -> list[dict[str, Any]]:
     runtimed = next((c for c in containers if c.get("name") == RUNTIMED_CONTAINER), None)
     if runtimed is None:
@@ -262,7 +318,8 @@ def _with_runtimed(containers: list[dict[str, Any]], defaults: PodDefaults) -> l
 
 
 def _owned_annotation(key: str) -> bool:
-    return key == CAPACITY_ANNOTATION or key.startswith(CAPACITY_KEY_PREFIX) or key == "kruntimes.io/runtimed-heartbeat"
+    return (key in (CAPACITY_ANNOTATION, DEVICES_ANNOTATION, DEVICE_ENV_ANNOTATION, "kruntimes.io/runtimed-heartbeat")
+            or key.startswith(CAPACITY_KEY_PREFIX))
 
 
 def _active_counts(runs: list[ActiveRun], pods: list[RuntimePod]) -> dict[str, int]:

@@ -17,6 +17,11 @@ from typing import Literal
 
 from kruntimes.devices import inventory, inventory_codec
 
+# The pod annotations the projection writes (SPEC §7.1): the inventory, and the env mapping
+# (canonical JSON, variable → qualified attribute) that runtimed, which reads no Runtime, needs (§7.7).
+DEVICES_ANNOTATION = "kruntimes.io/devices"
+DEVICE_ENV_ANNOTATION = "kruntimes.io/device-env"
+
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 _KEYS = {"driver", "devices", "sharedCounters", "env", "publisher", "discover"}
 MAX_ENV = 32
@@ -69,6 +74,11 @@ def parse(spec: object) -> RuntimeDevices:
         raise InvalidRuntimeDevices("spec.devices.discover is only for publisher Runtimed")
     return RuntimeDevices(publisher, driver, declared, _env(spec.get("env", {}), driver),
                           tuple(discover) if publisher == "Runtimed" else ())
+
+
+def env_text(env: tuple[tuple[str, str], ...]) -> str | None:
+    """The `kruntimes.io/device-env` annotation value for a mapping; None when it is empty."""
+    return inventory_codec.canonical_text(dict(env)) if env else None
 
 
 def _env(value: object, driver: str) -> tuple[tuple[str, str], ...]:

@@ -31,6 +31,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Callable
 
+from kruntimes.devices.inventory_codec import canonical_text
 from kruntimes.scheduler import status as st
 from kruntimes.scheduler.projection import RunInfo
 
@@ -171,7 +172,8 @@ class MemoryApi:
         stored = replace(run, resource_version=str(next(self._rv)), phase=body["phase"],
                          pod_name=assignment.get("podName"), pod_uid=assignment.get("podUID"),
                          released=bool(body.get("released")), pending_message=pending,
-                         end_reason=ended[0] if ended else None, end_message=ended[1] if ended else None)
+                         end_reason=ended[0] if ended else None, end_message=ended[1] if ended else None,
+                         device_results=canonical_text(body["devices"]) if body.get("devices") else None)
         self._runs[run.key] = stored
         return stored
 

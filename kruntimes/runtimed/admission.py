@@ -24,6 +24,11 @@ Rules, in the words of SPEC §4.1:
 - Capacity lowered under admitted Runs evicts nothing; usage above the new capacity
   only means nothing new that requests that resource is admitted until it fits.
 - A malformed capacity (unknown capacity) admits nothing new.
+- Devices (SPEC §7.7), for a Run with a device claim only, in the same locked step:
+  its `status.devices` must name devices of the pod's current inventory that the
+  admitted Runs leave free (`runtimed.devices`). Busy or a malformed inventory: it
+  waits like a Run that does not fit; results missing or naming a device the pod
+  lacks: `Refused`, and the Run ends Failed with that reason.
 
 Pure: no Kubernetes, no I/O, no clock. Inputs are the small values below, built by
 `kruntimes.runtimed.reading` from API objects with the project's own readers.
@@ -37,6 +42,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Mapping
 
+from kruntimes.devices import admission as device_admission
+from kruntimes.runtimed import devices
 from kruntimes.scheduler.projection import Amounts
 
 #: Decision outcomes. Each says what the adapter does next.
@@ -44,6 +51,7 @@ RESERVED = "Reserved"            # reserved here; write the claim now (guarded b
 WAITING = "Waiting"              # does not fit now; leave the Run Scheduled; re-checked on release/capacity change
 ALREADY_ADMITTED = "AlreadyAdmitted"  # reserved or running here already (a late or repeated event): do nothing
 NOT_THIS_POD = "NotThisPod"      # assigned to another pod (or to none): never touch it
+REFUSED = "Refused"              # its devices can never be admitted here: end it Failed with `reason` (SPEC §7.7)
 
 MALFORMED_CAPACITY = "the pod's capacity annotation is malformed; nothing new is admitted until it is fixed"
 
@@ -65,6 +73,7 @@ class AssignedRun:
     pod_uid: str | None
     assigned_at: datetime | None = None
     resource_version: str = ""
+    devices: devices.RunDevices | None = None  # its claim and results; None: asks for no device
 
     @property
     def key(self) -> tuple[str, str]:
@@ -73,10 +82,11 @@ class AssignedRun:
 
 @dataclass(frozen=True, slots=True)
 class Capacity:
-    """The pod's effective capacity (declared plus the default `runs`), or why it is unknown."""
+    """The pod's effective capacity (declared plus the default `runs`), or why it is unknown, and its devices."""
 
     amounts: Amounts = ()
     problem: str | None = None
+    devices: devices.PodDevices = devices.PodDevices()
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +95,7 @@ class Decision:
 
     outcome: str
     run: AssignedRun
-    reason: str = ""
+    reason: str = ""  # why it waits; for Refused, the Failed reason (DeviceAllocationMissing, ...)
 
 
 def shortfall(requests: Amounts, capacity: Mapping[str, int], used: Mapping[str, int]) -> str | None:
@@ -179,6 +189,9 @@ class AdmissionGuard:
             previous = self._waiting.get(run.uid)
             sequence = previous[1] if previous else next(self._sequence)
             reason = self._why_not(run)
+            if reason in devices.REFUSED_MESSAGES:
+                self._waiting.pop(run.uid, None)
+                return Decision(REFUSED, run, reason)
             if reason is not None:
                 self._waiting[run.uid] = (run, sequence)
                 return Decision(WAITING, run, reason)
@@ -235,7 +248,16 @@ class AdmissionGuard:
     def _why_not(self, run: AssignedRun) -> str | None:
         if self._capacity.problem is not None:
             return MALFORMED_CAPACITY
-        return shortfall(run.requests, dict(self._capacity.amounts), self._used)
+        short = shortfall(run.requests, dict(self._capacity.amounts), self._used)
+        if run.devices is None:
+            return short
+        verdict = devices.verdict(self._capacity.devices, [a.run.devices for a in self._admitted.values()
+                                                            if a.run.devices is not None], run.devices)
+        if verdict in devices.REFUSED_MESSAGES:
+            return verdict  # refused whatever the capacity: waiting would never help
+        if short is not None or verdict == device_admission.ADMIT:
+            return short
+        return devices.WAIT_MALFORMED if self._capacity.devices.malformed else devices.WAIT_BUSY
 
     def _reserve(self, run: AssignedRun, *, claimed: bool) -> None:
         self._admitted[run.uid] = _Admitted(run, claimed)
@@ -252,9 +274,13 @@ class AdmissionGuard:
     def _recheck(self) -> list[Decision]:
         reserved: list[Decision] = []
         for run, _ in self._waiting_in_order():
-            if self._why_not(run) is None:
+            reason = self._why_not(run)
+            if reason is None:
                 del self._waiting[run.uid]
                 self._reserve(run, claimed=False)
                 reserved.append(Decision(RESERVED, run))
+            elif reason in devices.REFUSED_MESSAGES:  # e.g. its device left the inventory while it waited
+                del self._waiting[run.uid]
+                reserved.append(Decision(REFUSED, run, reason))
         return reserved
 

@@ -90,15 +90,17 @@ class Executor:
 
     # -- starting --------------------------------------------------------------------
 
-    def start_task(self, run: RunRef, args: Sequence[str]) -> None:
-        """Run `args` to completion; its exit code ends the Run."""
-        self._start(run, list(args), function=False)
+    def start_task(self, run: RunRef, args: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+        """Run `args` to completion; its exit code ends the Run. `env`: extra variables (its devices)."""
+        self._start(run, list(args), function=False, env=env)
 
-    def start_function(self, run: RunRef, args: Sequence[str] | None = None) -> None:
+    def start_function(self, run: RunRef, args: Sequence[str] | None = None,
+                       env: Mapping[str, str] | None = None) -> None:
         """Keep the Run (and its process, if `args`) until `release`."""
-        self._start(run, list(args) if args else None, function=True)
+        self._start(run, list(args) if args else None, function=True, env=env)
 
-    def _start(self, run: RunRef, args: list[str] | None, *, function: bool) -> None:
+    def _start(self, run: RunRef, args: list[str] | None, *, function: bool,
+               env: Mapping[str, str] | None = None) -> None:
         with self._lock:
             if run.uid in self._executions:
                 raise ValueError(f"{run.label} is already executing here")
@@ -114,7 +116,7 @@ class Executor:
             execution.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
             with self._spawn_lock:  # the orphan reaper must never see this child before it is known
                 process = subprocess.Popen(
-                    args, cwd=execution.workdir, env=self._process_env(run, execution.workdir),
+                    args, cwd=execution.workdir, env=self._process_env(run, execution.workdir, env),
                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own process group: stopping it stops its children too
                 )
@@ -138,8 +140,9 @@ class Executor:
         # The UID keeps a recreated Run of the same name out of its predecessor's directory.
         return self.work_root / run.namespace / f"{run.name}-{run.uid}"
 
-    def _process_env(self, run: RunRef, workdir: Path) -> dict[str, str]:
+    def _process_env(self, run: RunRef, workdir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         env = dict(self._env)
+        env.update(extra or {})  # KRUNTIMES_DEVICES and the device env mapping (SPEC §7.7)
         env.update(HOME=str(workdir), TMPDIR=str(workdir), KRUNTIMES_RUN_NAMESPACE=run.namespace,
                    KRUNTIMES_RUN_NAME=run.name, KRUNTIMES_RUN_UID=run.uid)
         return env

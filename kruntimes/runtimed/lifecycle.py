@@ -43,8 +43,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from kruntimes.runtimed import claims, outcomes
-from kruntimes.runtimed.admission import RESERVED, WAITING, AdmissionGuard, AssignedRun, Capacity, Decision
+from kruntimes.runtimed import claims, devices, outcomes
+from kruntimes.runtimed.admission import REFUSED, RESERVED, WAITING, AdmissionGuard, AssignedRun, Capacity, Decision
 from kruntimes.runtimed.ends import EndWriter, RunReader, Seams, StatusWriter
 from kruntimes.runtimed.executor import Executor, pod_log
 from kruntimes.runtimed.outbox import Outbox, PendingEnd
@@ -197,7 +197,7 @@ class Lifecycle:
             self._finish(Ended(_ref(run), "Failed", st.REASON_INVALID, "; ".join(info.problems)))
             return
         decision = self.guard.offer(run)
-        if decision.outcome == RESERVED:
+        if decision.outcome in (RESERVED, REFUSED):
             self._claim(decision)
         elif decision.outcome == WAITING:
             self._note_waiting(obj, run, decision.reason)
@@ -260,9 +260,15 @@ class Lifecycle:
             self._local.pending = None
 
     def _claim(self, decision: Decision) -> None:
-        """Claim a reserved Run: at once on this thread; while unsure, again with backoff on a thread of its own."""
+        """Claim a reserved Run: at once on this thread; while unsure, again with backoff on a thread of its own.
+
+        A Run whose devices are refused (SPEC §7.7) ends Failed instead, saying why.
+        """
         if self._stopping.is_set():
             return  # runtimed is going away: nothing new is claimed (the reservation goes with the process)
+        if decision.outcome == REFUSED:
+            self._finish(Ended(_ref(decision.run), "Failed", decision.reason, devices.REFUSED_MESSAGES[decision.reason]))
+            return
         attempt = self._try_claim(decision.run, may_have_landed=False)
         for _ in range(INLINE_CONFLICT_RETRIES):
             if attempt.verdict != claims.RETRY or not attempt.conflict:
@@ -322,12 +328,14 @@ class Lifecycle:
             return  # it ended or vanished while the claim was in flight: nothing executes
         mode = execution_mode(obj)
         ref = _ref(run)
+        # SPEC §7.7: the process is told its devices (the inventory of now, that admitted them).
+        env = devices.process_env(self.guard.capacity().devices, run.devices) if run.devices is not None else None
         if mode is None:
             self._finish(Ended(ref, "Failed", REASON_NO_MODE, NO_MODE))
         elif mode[0] == "task":
-            self.executor.start_task(ref, mode[1] or [])
+            self.executor.start_task(ref, mode[1] or [], env=env)
         else:
-            self.executor.start_function(ref, mode[1])
+            self.executor.start_function(ref, mode[1], env=env)
 
     def _spawn(self, name: str, target: Callable[..., None], *args: Any) -> None:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)

@@ -5,7 +5,8 @@ does, or the two guards would disagree about what fits. So nothing is parsed her
 requests come from `kruntimes.api.ingest.run_info` (validated, or the lenient
 reading that an old active Run with a malformed entry still counts) and capacity
 from `kruntimes.api.ingest.pod_info` (every capacity annotation form it accepts),
-plus the same default `runs` capacity the scheduler applies.
+plus the same default `runs` capacity the scheduler applies. Devices (SPEC §7.7) are
+read by `runtimed.devices`, through `kruntimes.devices`' own parsers.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Mapping
 import pydantic
 
 from kruntimes.api import ingest, models
+from kruntimes.runtimed import devices
 from kruntimes.runtimed.admission import AssignedRun, Capacity
 from kruntimes.scheduler.projection import RunInfo
 from kruntimes.scheduler.views import effective_capacity
@@ -27,10 +29,13 @@ def pod_capacity(pod: Mapping[str, Any], default_runs_capacity: int = 1) -> Capa
     info = ingest.pod_info(pod)
     if info is None:
         return Capacity(problem=NOT_A_RUNTIME_POD)
+    meta = pod.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    pod_devices = devices.pod_devices(annotations if isinstance(annotations, Mapping) else {})
     if info.capacity_problem is not None:
-        return Capacity(problem=info.capacity_problem)
+        return Capacity(problem=info.capacity_problem, devices=pod_devices)
     # Zero capacities are kept: a declared 0 admits no positive request (SPEC §2.3).
-    return Capacity(tuple(sorted(effective_capacity(info, default_runs_capacity).items())))
+    return Capacity(tuple(sorted(effective_capacity(info, default_runs_capacity).items())), devices=pod_devices)
 
 
 def assigned_run(run: Mapping[str, Any]) -> tuple[AssignedRun, RunInfo]:
@@ -39,7 +44,7 @@ def assigned_run(run: Mapping[str, Any]) -> tuple[AssignedRun, RunInfo]:
     return AssignedRun(
         namespace=info.namespace, name=info.name, uid=info.uid, requests=info.requests,
         pod_name=info.pod_name, pod_uid=info.pod_uid, assigned_at=_assigned_at(run),
-        resource_version=info.resource_version,
+        resource_version=info.resource_version, devices=devices.run_devices(run),
     ), info
 
 

@@ -19,8 +19,7 @@ import threading
 from datetime import datetime
 from typing import Any, Iterable, Iterator
 
-from kruntimes.scheduler import assumed as assumed_mod
-from kruntimes.scheduler import parking, renewals, wake_rules
+from kruntimes.scheduler import assumed as assumed_mod, device_state, parking, renewals, wake_rules
 from kruntimes.scheduler.config import SchedulerConfig
 from kruntimes.scheduler.parking import SOURCE_CAPACITY_RELEASED, SOURCE_RUNTIME_POD, RunKey, Wakeup  # noqa: F401
 from kruntimes.scheduler.plugins.affinity import AFFINITY_UNSATISFIED
@@ -47,6 +46,7 @@ class ClusterCache:
         self._targets: dict[str, NamespaceTargets] = {}
         self._parking = parking.Parking(self._groups)
         self.renewals = renewals.Renewals()  # heartbeat renewals no cycle has needed yet
+        self.device_classes = device_state.DeviceClasses()  # from the RuntimeDeviceClass informer (SPEC §7.2)
 
     # -- recording ---------------------------------------------------------------
     def _record(self, kind: str, data: dict[str, Any]) -> int:
@@ -112,7 +112,7 @@ class ClusterCache:
             names, changes = group.name_tuple(), group.change_log()
         targets = self._targets.get(run.namespace) or NamespaceTargets()
         return Snapshot(run=run, pods=pods, targets=targets, now=now, lsn=self.lsn, config=config, names=names,
-                        changes=changes)
+                        changes=changes, device_classes=self.device_classes.view())
 
     # -- slot bookkeeping --------------------------------------------------------------
     def _slot(self, ns: str, pod_name: str) -> _Slot:
@@ -299,7 +299,8 @@ class ClusterCache:
         return self.reserve_waking(run, pod_name, pod_uid) is not None
 
     @settles
-    def reserve_waking(self, run: RunInfo, pod_name: str, pod_uid: str | None = None) -> list[Wakeup] | None:
+    def reserve_waking(self, run: RunInfo, pod_name: str, pod_uid: str | None = None,
+                       device_results: str | None = None) -> list[Wakeup] | None:
         """`reserve`, returning None when it fails, else the Pending Runs the new target wakes (§3.1)."""
         with self.lock:
             slot = self._slots.get((run.namespace, pod_name))
@@ -308,12 +309,12 @@ class ClusterCache:
                     or (pod_uid is not None and slot.info.uid != pod_uid)
                     or not current.eligible or (run.namespace, run.uid) in self.assumed):
                 return None
-            free = self._view(slot, self.config).free
-            if any(free.get(r, -1) < q for r, q in run.requests):
+            if any(self._view(slot, self.config).free.get(r, -1) < q for r, q in run.requests) or not \
+                    device_state.reserve_fits(slot.info, self._ns_targets(run.namespace), run, device_results):
                 return None
-            a = Assumption(namespace=run.namespace, run_uid=run.uid, run_name=run.name,
-                           pod_name=pod_name, pod_uid=slot.info.uid, requests=run.requests,
-                           labels=run.labels, affinity=run.affinity, workspace=run.workspace)
+            a = Assumption(namespace=run.namespace, run_uid=run.uid, run_name=run.name, pod_name=pod_name,
+                           pod_uid=slot.info.uid, requests=run.requests, labels=run.labels, affinity=run.affinity,
+                           workspace=run.workspace, device_results=device_results)
             wakeups = self._assume(a)
             self._record("reserve", {"assumption": a})
             return wakeups

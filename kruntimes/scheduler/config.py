@@ -22,8 +22,9 @@ from kruntimes import canonical
 PLANNER_VERSION = "2"
 PLANNER_VERSIONS = ("1", "2")
 
-DEFAULT_FILTERS: tuple[str, ...] = ("RuntimePodAvailability", "RunAffinity")
-DEFAULT_SCORES: tuple[tuple[str, int], ...] = (("PreferredRunAffinity", 1), ("LeastLoaded", 1))
+# SPEC §7.6: DeviceAllocation third, DevicePreference weight 2; both leave Runs without devices alone.
+DEFAULT_FILTERS: tuple[str, ...] = ("RuntimePodAvailability", "RunAffinity", "DeviceAllocation")
+DEFAULT_SCORES: tuple[tuple[str, int], ...] = (("PreferredRunAffinity", 1), ("LeastLoaded", 1), ("DevicePreference", 2))
 
 
 class ConfigError(ValueError):

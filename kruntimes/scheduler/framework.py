@@ -174,7 +174,9 @@ class Planner:
         state = CycleState(snapshot=snapshot, run=run, requests=run.requests, data=MappingProxyType(data))
         pods = snapshot.pods
         names = snapshot.names if snapshot.names is not None else tuple([p.info.name for p in pods])
-        if self.columnar and (table := self._table(snapshot)) is not None:
+        # A Run with a device claim is planned pod by pod: its step budget is charged only for the
+        # pods earlier Filters accepted, in name order (SPEC §7.5); columns would judge every pod.
+        if self.columnar and run.devices is None and (table := self._table(snapshot)) is not None:
             return self._plan_columns(state, table, names, base)
 
         # 2. Filter: each plugin sees only the pods every earlier plugin accepted.
@@ -227,6 +229,15 @@ class Planner:
         best = totals.index(max(totals))
         return out.CycleOutcome(status=out.SCHEDULED, **common, scores=tuple(results), totals=tuple(totals),
                                 chosen=feasible[best].info.name, chosen_uid=feasible[best].info.uid, **base)
+
+    def device_results(self, run: RunInfo, pod_name: str) -> tuple[str, Any] | None:
+        """(inventory digest, allocation) the latest cycle of `run` found on `pod_name`, for Reserve and
+        Bind (SPEC §7.6); None for a Run without a claim. Read under the lock the cycle planned in."""
+        plugin = next((f for f in self.filters if f.name == "DeviceAllocation"), None)
+        last = getattr(plugin, "last", None)
+        if last is None or last.run_uid != run.uid:
+            return None
+        return last.found.get(pod_name)  # type: ignore[no-any-return]
 
     def _table(self, snapshot: Snapshot) -> cols.PodTable | None:
         """The pod table of the Run's Runtime and request shape, up to date; None: plan pod by pod."""

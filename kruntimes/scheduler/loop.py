@@ -28,6 +28,7 @@ Nothing here reads the journal; the recorder only ever receives.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Protocol
 
+from kruntimes.scheduler import device_cycle
 from kruntimes.scheduler import outcome as out
 from kruntimes.scheduler import status as st
 from kruntimes.scheduler.binding import Bind, BindSettlement
@@ -118,6 +120,13 @@ class Scheduler(BindSettlement):
 
     def on_run_deleted(self, namespace: str, name: str) -> None:
         self._enqueue(self.cache.delete_run(namespace, name))
+
+    def on_device_class(self, name: str, generation: Any, spec: Any) -> None:
+        """A RuntimeDeviceClass was added or changed (SPEC §7.2): Pending Runs with devices are tried again."""
+        self._enqueue(device_cycle.class_changed(self.cache, name, generation, spec))
+
+    def on_device_class_deleted(self, name: str) -> None:
+        self._enqueue(device_cycle.class_deleted(self.cache, name))
 
     def enqueue_pending(self) -> None:
         """What a new leader does first: every Pending Run into the queue."""
@@ -222,15 +231,18 @@ class Scheduler(BindSettlement):
             wakes_seen = cache.wakes(run)
             snapshot = cache.snapshot(run, self.clock())
             outcome = self.planner.plan(snapshot)
+            devices = device_cycle.allocated(self.planner, self.metrics, run, outcome)
             # The new assumption is an affinity target: it wakes the Runs waiting for it (§3.1).
-            woken = (cache.reserve_waking(run, outcome.chosen or "", outcome.chosen_uid)
+            # Devices (SPEC §7.6) only for a Run with a claim: a Run without one reserves exactly as before.
+            with_devices = {"device_results": devices} if devices is not None else {}
+            woken = (cache.reserve_waking(run, outcome.chosen or "", outcome.chosen_uid, **with_devices)
                      if outcome.status == out.SCHEDULED else None)
             reserved = woken is not None
         self._enqueue(woken or ())
         for plugin, reason, n in outcome.rejection_counts():
             self.metrics.filter_rejections.labels(plugin=plugin, reason=reason).inc(n)
         cycle.planned = Planned(run, outcome, wakes_seen)
-        self._act(cycle, run, outcome, reserved)
+        self._act(cycle, run, outcome, reserved, devices)
         return cycle.hand_over()
 
     def _end(self, cycle: Cycle, result: str) -> None:
@@ -258,7 +270,8 @@ class Scheduler(BindSettlement):
         self._end(cycle, "aborted")
         return True
 
-    def _act(self, cycle: Cycle, run: RunInfo, outcome: out.CycleOutcome, reserved: bool) -> None:
+    def _act(self, cycle: Cycle, run: RunInfo, outcome: out.CycleOutcome, reserved: bool,
+             devices: str | None = None) -> None:
         key, now = cycle.key, outcome.now
         if outcome.status == out.ERROR:
             self.queue.add_rate_limited(key)
@@ -284,6 +297,8 @@ class Scheduler(BindSettlement):
             self._end(cycle, "conflict")
             return
         body = st.scheduled_status(None, outcome.chosen, outcome.chosen_uid, now, self.lease_term)
+        if devices is not None:  # in the assignment's own guarded write (SPEC §7.6)
+            body["devices"] = json.loads(devices)
         self._bind(cycle, run, Bind(run.resource_version, run.uid, outcome.chosen, outcome.chosen_uid, body))
 
     # -- status writes (a bind is sent and settled by binding.BindSettlement) ----------------

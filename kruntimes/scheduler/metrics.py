@@ -13,7 +13,10 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 RESULTS = ("scheduled", "unschedulable", "invalid", "conflict", "error")
 STAGES = ("reserve", "bind")
-SOURCES = ("runtime_pod", "capacity_released", "affinity_target")
+SOURCES = ("runtime_pod", "capacity_released", "affinity_target", "device_class")
+# SPEC §7.8: selector verdicts evaluated by the engine (memo misses), and searches by how they ended.
+SELECTOR_RESULTS = ("match", "no_match", "error")
+SEARCH_RESULTS = ("allocated", "exhausted", "limit", "memoised")
 
 
 class UndeclaredLabelValue(ValueError):
@@ -59,6 +62,27 @@ class SchedulerMetrics:
             "kruntimes_scheduler_pending_run_wakeups",
             "Pending Run keys emitted by wake-ups: runtime pod, capacity release and affinity target events.",
             ["source"], registry=self.registry)
+
+        self.device_selector_evaluations = Counter(
+            "kruntimes_scheduler_device_selector_evaluations",
+            "CEL selector evaluations by verdict (memoised verdicts are not evaluated again).",
+            ["result"], registry=self.registry)
+        self.device_search_steps = Histogram(
+            "kruntimes_scheduler_device_search_steps", "Device search steps charged in one cycle of a Run with devices.",
+            buckets=(0, 1, 4, 16, 64, 256, 1024, 4096, 10_000, 50_000), registry=self.registry)
+        self.device_searches = Counter(
+            "kruntimes_scheduler_device_searches", "Device searches of Runs with devices, by how they ended.",
+            ["result"], registry=self.registry)
+
+    def device_cycle(self, steps: int, searches: dict[str, int], evaluations: dict[str, int]) -> None:
+        """One cycle's device work (SPEC §7.8): steps charged, searches by result, new engine evaluations."""
+        self.device_search_steps.observe(steps)
+        for result, n in sorted(searches.items()):
+            if n:
+                self.device_searches.labels(result=_declared("result", result, SEARCH_RESULTS)).inc(n)
+        for verdict, n in sorted(evaluations.items()):
+            if n:
+                self.device_selector_evaluations.labels(result=_declared("result", verdict, SELECTOR_RESULTS)).inc(n)
 
     def result(self, result: str) -> None:
         self.results.labels(result=_declared("result", result, RESULTS)).inc()

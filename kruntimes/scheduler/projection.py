@@ -124,6 +124,10 @@ class RunInfo:
     # a Run failed (history, the UI). It changes only with the phase, so it adds no record.
     end_reason: str | None = None
     end_message: str | None = None
+    # SPEC §7: the claim (`spec.devices`, canonical JSON; None: asks for no device) and the
+    # allocation Bind wrote (`status.devices` as observed, canonical JSON), read by `kruntimes.devices`.
+    devices: str | None = None
+    device_results: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -168,6 +172,7 @@ class PodInfo:
     heartbeat: datetime | None = None
     capacity: Amounts = ()
     capacity_problem: str | None = None
+    devices: str | None = None  # the `kruntimes.io/devices` annotation as written (SPEC §7.1); None: absent
 
     @property
     def key(self) -> tuple[str, str]:
@@ -192,6 +197,7 @@ class Assumption:
     labels: Labels = ()
     affinity: Affinity = NO_AFFINITY
     workspace: str | None = None
+    device_results: str | None = None  # the `status.devices` Bind will write (canonical JSON), SPEC §7.6
 
     @property
     def key(self) -> tuple[str, str]:

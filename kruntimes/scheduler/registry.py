@@ -10,6 +10,8 @@ from typing import Any, Callable, Mapping
 
 from kruntimes.scheduler.plugins.affinity import RunAffinity
 from kruntimes.scheduler.plugins.availability import RuntimePodAvailability
+from kruntimes.scheduler.plugins.device_allocation import DeviceAllocation
+from kruntimes.scheduler.plugins.device_preference import DevicePreference
 from kruntimes.scheduler.plugins.least_loaded import LeastLoaded
 from kruntimes.scheduler.plugins.preferred_affinity import PreferredRunAffinity
 
@@ -24,4 +26,5 @@ def _registry(*factories: Callable[[], Any]) -> Mapping[str, Callable[[], Any]]:
     return out
 
 
-REGISTRY = _registry(RuntimePodAvailability, RunAffinity, PreferredRunAffinity, LeastLoaded)
+REGISTRY = _registry(RuntimePodAvailability, RunAffinity, DeviceAllocation, PreferredRunAffinity, LeastLoaded,
+                     DevicePreference)

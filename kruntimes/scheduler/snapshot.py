@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, Mapping
 
 from kruntimes.scheduler.config import SchedulerConfig
 from kruntimes.scheduler.projection import RunInfo
@@ -45,3 +46,5 @@ class Snapshot:
     config: SchedulerConfig
     names: tuple[str, ...] | None = None  # the pods' names, when the cache already has them
     changes: ViewChanges | None = None  # which views were replaced, when the cache logs it
+    # SPEC §7.2: the RuntimeDeviceClasses this cycle plans with (None: none known), name → class.
+    device_classes: Mapping[str, Any] | None = None

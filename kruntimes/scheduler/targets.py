@@ -37,6 +37,7 @@ class Target:
     required_anti: tuple[Term, ...]
     workspace: str | None
     assumed: bool
+    device_results: str | None = None  # the devices it holds on its pod (SPEC §7.6), canonical JSON
 
 
 class NamespaceTargets:
@@ -199,9 +200,10 @@ def target_of(run: RunInfo | None, assumption: Assumption | None) -> Target | No
     if run is not None and run.active:
         assert run.pod_name is not None
         return Target(uid=run.uid, name=run.name, labels=frozen_labels(run.labels), pod_name=run.pod_name,
-                      pod_uid=run.pod_uid, required_anti=run.affinity.required_anti, workspace=run.workspace, assumed=False)
+                      pod_uid=run.pod_uid, required_anti=run.affinity.required_anti, workspace=run.workspace, assumed=False,
+                      device_results=run.device_results)
     if assumption is not None:
         return Target(uid=assumption.run_uid, name=assumption.run_name, labels=frozen_labels(assumption.labels),
                       pod_name=assumption.pod_name, pod_uid=assumption.pod_uid, required_anti=assumption.affinity.required_anti,
-                      workspace=assumption.workspace, assumed=True)
+                      workspace=assumption.workspace, assumed=True, device_results=assumption.device_results)
     return None

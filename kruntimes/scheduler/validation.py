@@ -46,6 +46,8 @@ def validate_run(run: RunInfo) -> str | None:
     if run.workspace is not None and len(run.workspace) > MAX_WORKSPACE_NAME:
         problems.append(f"spec.workspace: must be at most {MAX_WORKSPACE_NAME} characters")
     problems += _request_problems(run)
+    if run.devices is not None:
+        problems += _device_problems(run.devices)
     aff = run.affinity
     if aff.empty:  # the common case: nothing below would add a problem
         return _message(problems)
@@ -131,3 +133,24 @@ def _shown(value: object, limit: int = 40) -> str:
     if isinstance(value, (bool, float)) or (isinstance(value, int) and value.bit_length() <= 64):
         return repr(value)
     return f"a {type(value).__name__}"
+
+
+def _device_problems(text: str) -> list[str]:
+    """The Run's own selectors must compile (SPEC §7.4): a Run that breaks that fails, it never waits."""
+    # Deferred: the API models import this module for its bounds, and must not load the CEL engine.
+    from kruntimes.devices import cel_engine, claims
+    from kruntimes.scheduler import device_state
+    engine = cel_engine.shared()
+    try:
+        claim = device_state.claim_of(text)
+    except (claims.InvalidClaim, ValueError) as exc:  # the API model normally refuses it first
+        return [str(exc)[:300]]
+    for r, request in enumerate(claim.requests):
+        for a, alt in enumerate(request.alternatives):
+            for s, expression in enumerate(alt.selectors):
+                try:
+                    engine.compile(expression)
+                except cel_engine.SelectorInvalid as exc:
+                    where = f"requests[{r}]" + (f".firstAvailable[{a}]" if request.first_available else ".exactly")
+                    return [f"spec.devices.{where}.selectors[{s}]: {exc}"]
+    return []

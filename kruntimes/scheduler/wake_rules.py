@@ -16,9 +16,10 @@ def status_only(old: RunInfo | None, new: RunInfo) -> bool:
 
 
 def availability_changed(old: PodInfo, new: PodInfo, now: datetime | None, config: SchedulerConfig) -> bool:
-    """Whether a pod update can change what fits: readiness, deletion, capacity, heartbeat staleness."""
-    if (old.ready, old.terminating, old.capacity, old.capacity_problem) != (
-            new.ready, new.terminating, new.capacity, new.capacity_problem):
+    """Whether a pod update can change what fits: readiness, deletion, capacity, device inventory (SPEC §7.6),
+    heartbeat staleness."""
+    if (old.ready, old.terminating, old.capacity, old.capacity_problem, old.devices) != (
+            new.ready, new.terminating, new.capacity, new.capacity_problem, new.devices):
         return True
     if old.heartbeat == new.heartbeat or now is None:
         return False

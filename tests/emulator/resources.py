@@ -2,7 +2,7 @@
 
 Only what kruntimes touches: core v1 pods, namespaces and configmaps (the cluster
 settings, read by the scheduler and runtimed), coordination.k8s.io/v1
-leases, events.k8s.io/v1 events, and the kruntimes.io/v1alpha1 custom resources. Each entry records the
+leases, events.k8s.io/v1 events, and the kruntimes.io/v1alpha1 custom resources (RuntimeDeviceClass cluster-scoped). Each entry records the
 server behaviours that differ between them (status subresource, generation, what a
 DELETE answers, strategic-merge keys) so the store can stay generic.
 """
@@ -69,7 +69,11 @@ RUN = Resource(plural="runs", kind="Run", group="kruntimes.io", version="v1alpha
 RUNTIME = Resource(plural="runtimes", kind="Runtime", group="kruntimes.io", version="v1alpha1",
                    status_subresource=True, custom=True)
 
-RESOURCES = (POD, NAMESPACE, CONFIGMAP, LEASE, EVENT, RUN, RUNTIME)
+# SPEC §7.2: cluster-scoped, no status.
+DEVICE_CLASS = Resource(plural="runtimedeviceclasses", kind="RuntimeDeviceClass", group="kruntimes.io",
+                        version="v1alpha1", namespaced=False, custom=True)
+
+RESOURCES = (POD, NAMESPACE, CONFIGMAP, LEASE, EVENT, RUN, RUNTIME, DEVICE_CLASS)
 _BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
 
 

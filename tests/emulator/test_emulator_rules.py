@@ -53,3 +53,31 @@ def test_a_runtime_name_longer_than_a_label_value_is_refused(custom: client.Cust
         assert "at most 63 characters" in status["message"]
     else:
         custom.create_namespaced_custom_object(GROUP, VERSION, kube_namespace, "runtimes", body)
+
+
+_CLAIM = {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "a100", "count": 1}}]}
+
+
+@pytest.mark.parametrize("change", [
+    {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "a100", "count": 2}}]}, None,
+], ids=["a changed claim", "a removed claim"])
+def test_a_runs_device_claim_cannot_change_after_creation(custom: client.CustomObjectsApi, kube_namespace: str,
+                                                          change: Any) -> None:
+    created = custom.create_namespaced_custom_object(GROUP, VERSION, kube_namespace, "runs", run("r", devices=_CLAIM))
+    created["spec"]["devices"] = change
+    if change is None:
+        del created["spec"]["devices"]
+    status = expect_api_error(422, custom.replace_namespaced_custom_object, GROUP, VERSION, kube_namespace, "runs",
+                              "r", created)
+    assert "spec.devices is immutable" in status["message"]
+
+
+def test_a_device_class_is_cluster_scoped(custom: client.CustomObjectsApi) -> None:
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RuntimeDeviceClass", "metadata": {"name": "a100"},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]}}
+    custom.create_cluster_custom_object(GROUP, VERSION, "runtimedeviceclasses", body)
+    try:
+        got = custom.get_cluster_custom_object(GROUP, VERSION, "runtimedeviceclasses", "a100")
+        assert got["spec"]["selectors"] == body["spec"]["selectors"] and got["metadata"]["generation"] == 1
+    finally:
+        custom.delete_cluster_custom_object(GROUP, VERSION, "runtimedeviceclasses", "a100")

@@ -15,7 +15,7 @@ from kubernetes.client import ApiClient
 
 from kruntimes.api import models
 from kruntimes.cluster.settings import LeaseSettings
-from kruntimes.controller.reconcile import CAPACITY_ANNOTATION
+from kruntimes.controller.reconcile import CAPACITY_ANNOTATION, DEVICES_ANNOTATION
 from kruntimes.controller.runner import ControllerRunner
 from tests.emulator import manifests
 from tests.integration.cluster import Cluster, wait_for
@@ -174,3 +174,18 @@ def test_deleting_a_runtime_lets_the_garbage_collector_remove_its_pods_and_none_
         what="the Runtime's pods collected")
     time.sleep(1.5)  # three of the controller's resyncs
     assert pods(cluster_api) == []
+
+
+def test_a_runtimes_devices_are_projected_and_a_change_is_re_projected(
+        cluster_api: Cluster, controller: ControllerRunner) -> None:
+    one = {"driver": "gpu.example.com", "devices": [{"name": "gpu-0"}]}
+    two = {"driver": "gpu.example.com", "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}]}
+    create_runtime(cluster_api, 1, {"runs": "2"})
+    patch_runtime(cluster_api, {"devices": one})
+    wait_pods(cluster_api, 1, lambda ps: ps[0].metadata.annotations.get(DEVICES_ANNOTATION)
+              == '{"devices":[{"name":"gpu-0"}],"driver":"gpu.example.com"}')
+    patch_runtime(cluster_api, {"devices": two})
+    wait_pods(cluster_api, 1, lambda ps: json.loads(ps[0].metadata.annotations.get(DEVICES_ANNOTATION) or "{}")
+              .get("devices") == [{"name": "gpu-0"}, {"name": "gpu-1"}])
+    patch_runtime(cluster_api, {"devices": None})
+    wait_pods(cluster_api, 1, lambda ps: DEVICES_ANNOTATION not in (ps[0].metadata.annotations or {}))

@@ -58,7 +58,8 @@ def test_heavier_affinity_weight_moves_the_decision_to_the_preferred_pod(prefere
     [change] = report.changed
     assert (change.run, str(change.before), str(change.after)) == ("red-2", "a", "b")
     assert report.shift() == [("ns/a", 1, 0), ("ns/b", 0, 1)]
-    assert report.configs[next(iter(report.configs))]["scores"] == [["PreferredRunAffinity", 3], ["LeastLoaded", 1]]
+    assert report.configs[next(iter(report.configs))]["scores"] == [["PreferredRunAffinity", 3], ["LeastLoaded", 1],
+                                                                 ["DevicePreference", 2]]
 
 
 def test_heavier_load_weight_keeps_it(preference_against_load: str) -> None:

@@ -227,7 +227,9 @@ def test_the_outcome_records_every_pods_verdict_and_every_score() -> None:
     outcome = plan(cache, run("r"))
     assert outcome.pods == ("a", "b", "c")
     assert outcome.feasible == ("a", "c")
-    assert [s.plugin for s in outcome.scores] == ["PreferredRunAffinity", "LeastLoaded"]
+    # DevicePreference (SPEC §7.6) scores a Run without devices 0 everywhere: recorded, deciding nothing.
+    assert [s.plugin for s in outcome.scores] == ["PreferredRunAffinity", "LeastLoaded", "DevicePreference"]
     assert all(len(s.raw) == len(s.normalized) == 2 for s in outcome.scores)
+    assert outcome.scores[2].normalized == (0, 0)
     assert outcome.chosen == "c" and outcome.chosen_uid == "uid-ns-c"
     assert outcome.rejection_counts() == (("RuntimePodAvailability", av.NOT_READY, 1),)

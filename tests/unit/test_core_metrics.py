@@ -37,6 +37,10 @@ DECLARED_LABELS = {
     "kruntimes_scheduler_pending_run_wakeups": {"source"},
     "kruntimes_scheduler_scheduling_cycle_duration_seconds": set(),
     "kruntimes_scheduler_queue_duration_seconds": set(),
+    # SPEC §7.8: counted only by cycles of Runs with devices.
+    "kruntimes_scheduler_device_selector_evaluations": {"result"},
+    "kruntimes_scheduler_device_searches": {"result"},
+    "kruntimes_scheduler_device_search_steps": set(),
 }
 
 
@@ -132,13 +136,19 @@ def test_every_label_value_is_in_its_declared_bounded_set(scraped) -> None:
             labels.pop("le", None)  # histogram bucket bounds: numbers from code
             assert set(labels) <= DECLARED_LABELS[family.name.removesuffix("_created")], sample
             if "result" in labels:
-                assert labels["result"] in metrics.RESULTS
+                assert labels["result"] in _RESULT_SETS.get(family.name.removesuffix("_created"), metrics.RESULTS)
             if "stage" in labels:
                 assert labels["stage"] in metrics.STAGES
             if "source" in labels:
                 assert labels["source"] in metrics.SOURCES
             if "plugin" in labels:
                 assert labels["reason"] in FILTER_REASONS[labels["plugin"]], sample
+
+
+_RESULT_SETS = {"kruntimes_scheduler_device_selector_evaluations": metrics.SELECTOR_RESULTS,
+                "kruntimes_scheduler_device_searches": metrics.SEARCH_RESULTS}
+# Emitted only for Runs with devices: tests/unit/test_scheduler_devices.py drives those.
+DEVICE_ONLY = {"device_class"}
 
 
 def _values(families, metric: str, label: str) -> set[str]:
@@ -151,17 +161,17 @@ def test_the_drive_produced_every_declared_label_value(scraped) -> None:
     _, families = scraped
     assert _values(families, "kruntimes_scheduler_schedule_results", "result") == set(metrics.RESULTS)
     assert _values(families, "kruntimes_scheduler_reservation_conflicts", "stage") == set(metrics.STAGES)
-    assert _values(families, "kruntimes_scheduler_pending_run_wakeups", "source") == set(metrics.SOURCES)
+    assert _values(families, "kruntimes_scheduler_pending_run_wakeups", "source") == set(metrics.SOURCES) - DEVICE_ONLY
     pairs = {(dict(s.labels)["plugin"], dict(s.labels)["reason"]) for f in families
              if f.name == "kruntimes_scheduler_filter_rejections" for s in f.samples
              if s.name.endswith("_total") and s.value > 0}
-    assert pairs == {(p, r) for p, reasons in FILTER_REASONS.items() for r in reasons}
+    assert pairs == {(p, r) for p, reasons in FILTER_REASONS.items() for r in reasons if p != "DeviceAllocation"}
 
 
 def test_the_declared_sets_are_constants_of_the_code() -> None:
     for values in (metrics.RESULTS, metrics.STAGES, metrics.SOURCES, *FILTER_REASONS.values()):
         assert values and all(isinstance(v, str) and v.isascii() for v in values)
-    assert set(metrics.SOURCES) == {"runtime_pod", "capacity_released", "affinity_target"}
+    assert set(metrics.SOURCES) == {"runtime_pod", "capacity_released", "affinity_target", "device_class"}
     assert set(metrics.STAGES) == {"reserve", "bind"}
 
 

@@ -107,7 +107,8 @@ def test_the_committed_crds_equal_what_the_models_generate() -> None:
 def test_render_yaml_is_every_crd_as_one_stream() -> None:
     documents = list(yaml.safe_load_all(crds.render_yaml()))
     assert documents == crds.generate()
-    assert [d["metadata"]["name"] for d in documents] == ["runs.kruntimes.io", "runtimes.kruntimes.io"]
+    assert [d["metadata"]["name"] for d in documents] == ["runs.kruntimes.io", "runtimes.kruntimes.io",
+                                                      "runtimedeviceclasses.kruntimes.io"]
 
 
 def test_the_cli_writes_the_committed_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

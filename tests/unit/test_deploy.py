@@ -41,7 +41,7 @@ def test_the_base_lists_the_generated_crd_files_not_copies() -> None:
     crds = [r for r in resources if "crds" in r]
     assert crds == ["../crds"]
     assert {c["metadata"]["name"] for c in build("base") if c["kind"] == "CustomResourceDefinition"} == {
-        "runs.kruntimes.io", "runtimes.kruntimes.io"}
+        "runs.kruntimes.io", "runtimes.kruntimes.io", "runtimedeviceclasses.kruntimes.io"}
 
 
 # --- every manifest is valid for the API server ---------------------------------------------
@@ -66,7 +66,8 @@ def test_everything_namespaced_lives_in_the_scheduler_namespace(name: str) -> No
 SCHEDULER_CALLS = [
     *(Call(f"the {resource} informer may {verb} {resource} in every namespace",
            ALL_NAMESPACES, group, resource, verb)
-      for group, resource in (("kruntimes.io", "runs"), ("kruntimes.io", "runtimes"), ("", "pods"))
+      for group, resource in (("kruntimes.io", "runs"), ("kruntimes.io", "runtimes"), ("", "pods"),
+                              ("kruntimes.io", "runtimedeviceclasses"))  # cluster-scoped (SPEC §7.2)
       for verb in ("list", "watch")),
     Call("the binder may read back a Run whose bind outcome was lost, in any namespace",
          ALL_NAMESPACES, "kruntimes.io", "runs", "get"),
