@@ -19,7 +19,7 @@ import sys
 import threading
 from pathlib import Path
 
-from kruntimes.cli import kube_args
+from kruntimes.cli import arg_types
 from kruntimes.runtimed import run_users
 from kruntimes.runtimed.executor import become_subreaper
 from kruntimes.runtimed.runtime_server import RuntimeServer
@@ -28,27 +28,32 @@ log = logging.getLogger("kruntimes.cli.runtime_server")
 REAP_SECONDS = 10.0
 
 
+def _env(name: str, default: str | None = None) -> str | None:
+    """The environment variable, or `default` when unset or empty (no `kube_args`: this command loads no client)."""
+    return os.environ.get(name) or default
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("runtime-server", help="execute a Runtime Pod's Runs for its runtimed (no API credential)",
                        description="Execute the Runs runtimed starts over a Unix socket, each in a working directory "
                                    "of its own and, with --run-uids, as a user of its own.")
     p.set_defaults(run=run)
-    p.add_argument("--socket", type=Path, default=kube_args.env("KRUNTIMES_RUNTIME_SERVER"),
+    p.add_argument("--socket", type=Path, default=_env("KRUNTIMES_RUNTIME_SERVER"),
                    help="the Unix socket runtimed connects to (env KRUNTIMES_RUNTIME_SERVER)")
     p.add_argument("--work-dir", type=Path,
-                   default=Path(kube_args.env("KRUNTIMES_WORK_DIR", "/tmp/kruntimes-runs") or ""),
+                   default=Path(_env("KRUNTIMES_WORK_DIR", "/tmp/kruntimes-runs") or ""),
                    help="where each Run gets its working directory (env KRUNTIMES_WORK_DIR)")
-    p.add_argument("--run-uids", default=kube_args.env("KRUNTIMES_RUN_UIDS"), metavar="FIRST-LAST",
+    p.add_argument("--run-uids", default=_env("KRUNTIMES_RUN_UIDS"), metavar="FIRST-LAST",
                    help="run each Run as a user of this range (env KRUNTIMES_RUN_UIDS); needs root or "
                         "CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_KILL")
-    p.add_argument("--client-uid", type=int, default=kube_args.env("KRUNTIMES_RUNTIMED_UID"),
+    p.add_argument("--client-uid", type=int, default=_env("KRUNTIMES_RUNTIMED_UID"),
                    help="runtimed's user, the only one heard on the socket (env KRUNTIMES_RUNTIMED_UID; "
                         "default: this server's own user)")
-    p.add_argument("--stop-grace", type=kube_args.seconds(float), default="10", metavar="SECONDS",
+    p.add_argument("--stop-grace", type=arg_types.seconds(float), default="10", metavar="SECONDS",
                    help="SIGTERM to a Run's process group, then SIGKILL after this long")
-    p.add_argument("--collect-seconds", type=kube_args.seconds(float), default="15", metavar="SECONDS",
+    p.add_argument("--collect-seconds", type=arg_types.seconds(float), default="15", metavar="SECONDS",
                    help="on SIGTERM, how long to wait for runtimed to collect the ends of the Runs stopped")
-    p.add_argument("--log-level", default=kube_args.env("KRUNTIMES_LOG_LEVEL", "info"),
+    p.add_argument("--log-level", default=_env("KRUNTIMES_LOG_LEVEL", "info"),
                    choices=["debug", "info", "warning", "error"])
 
 

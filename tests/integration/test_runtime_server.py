@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import queue
 import shutil
+import signal
 import stat
+import subprocess
 import sys
 import tempfile
 import threading
@@ -239,3 +241,44 @@ def test_a_restarted_runtimed_writes_the_end_of_a_run_that_finished_while_it_was
         wait_for(lambda: second.guard.usage() == {})
     finally:
         second.shutdown()
+
+
+def _command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "kruntimes.cli.main", "runtime-server", *args]
+
+
+def test_kruntimes_runtime_server_serves_runtimed_and_on_sigterm_stops_its_runs_and_hands_over_their_ends(
+        tmp_path: Path) -> None:
+    socket_path = tmp_path / "runtime.sock"
+    server = subprocess.Popen(_command("--socket", str(socket_path), "--work-dir", str(tmp_path / "runs"),
+                                       "--stop-grace", "5"), stdout=subprocess.PIPE)
+    ended: queue.Queue[Ended] = queue.Queue()
+    client = RemoteExecutor(socket_path, ended.put)
+    try:
+        wait_for(socket_path.exists)
+        client.start_task(run("t"), [sys.executable, "-c", "print('from the runtime container')"])
+        assert ended.get(timeout=30).reason == outcomes.REASON_SUCCEEDED
+        client.start_function(run("f"), [sys.executable, "-c", "import time; time.sleep(60)"])
+        wait_for(lambda: client.call({"op": "list"}, 5)["running"] != [])
+        server.send_signal(signal.SIGTERM)  # the pod is going: its Runs stop, runtimed still collects their ends
+        assert ended.get(timeout=30).reason == outcomes.REASON_INTERRUPTED
+        assert server.wait(30) == 0
+        assert b"team/t: from the runtime container" in server.stdout.read()  # the Runs' output: this container's log
+    finally:
+        client.stop_all()
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+@pytest.mark.parametrize("args,says", [
+    ([], "--socket (or KRUNTIMES_RUNTIME_SERVER) is required"),
+    (["--socket", "/tmp/x.sock", "--run-uids", "lots"], "is not FIRST-LAST"),
+    (["--socket", "/tmp/x.sock", "--run-uids", "0-10"], "the users must be 1 or more"),
+    (["--socket", "/tmp/x.sock", "--run-uids", "100-200", "--client-uid", "150"],
+     "runtimed's user 150 is in --run-uids 100-200"),
+], ids=["no socket", "a range that is not one", "a range with root", "runtimed's user among the Runs'"])
+def test_a_bad_setting_is_one_line_and_exit_code_2(args: list[str], says: str) -> None:
+    done = subprocess.run(_command(*args), capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("KRUNTIMES_")})
+    assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1
