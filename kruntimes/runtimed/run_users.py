@@ -62,12 +62,32 @@ class RunUsers:
             self._held.pop(run_uid, None)
 
 
+class UnsafeWorkdir(OSError):
+    """A path of a Run's working directory is a symbolic link: another Run may have planted it."""
+
+
 def prepare_workdir(root: Path, workdir: Path, user: int | None) -> None:
-    """Create a Run's working directory, 0700 and (with a user) owned by it; its parents let others pass, not list."""
+    """Create a Run's working directory, 0700 and (with a user) owned by it; its parents let others pass, not list.
+
+    The work volume itself may belong to someone else (an emptyDir is root's, mode 0777):
+    its mode is set where this process may. Nothing on the way may be a symbolic link,
+    or a server that may change owners would hand a Run whatever the link names.
+    """
     for parent in reversed([p for p in workdir.parents if p == root or root in p.parents]):
         parent.mkdir(exist_ok=True, mode=0o711)
-        os.chmod(parent, 0o711)
+        _refuse_link(parent)
+        try:
+            os.chmod(parent, 0o711)
+        except PermissionError:
+            if parent != root:
+                raise
     workdir.mkdir(exist_ok=True, mode=0o700)
+    _refuse_link(workdir)
     os.chmod(workdir, 0o700)  # mkdir's mode passes through the umask
     if user is not None:
-        os.chown(workdir, user, user)
+        os.chown(workdir, user, user, follow_symlinks=False)
+
+
+def _refuse_link(path: Path) -> None:
+    if path.is_symlink():
+        raise UnsafeWorkdir(f"{path} is a symbolic link; a Run's working directory is never one")

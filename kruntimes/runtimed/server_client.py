@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -33,6 +34,9 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 1.0  # one `ends` request waits this long for an end (an end answers at once)
 RETRY_SECONDS = 1.0  # after the server could not be reached
 CONNECT_TIMEOUT = 10.0
+#: At start-up runtimed waits this long for the server (the two containers start together) before it admits
+#: anything, so the pod's first Runs do not end `StartFailed` because runtimed was quicker.
+SERVER_WAIT_SECONDS = 120.0
 
 
 class ServerUnreachable(Exception):
@@ -108,6 +112,10 @@ class RemoteExecutor:
         except ServerUnreachable as exc:
             with self._lock:
                 self._runs.pop(run.uid, None)
+                self._dropped.add(run.uid)  # should the server have started it after all, its end is not ours
+            # Unanswered is not refused: a process the server did start must not run beside the Runs admitted
+            # in this one's place.
+            threading.Thread(target=self._stop_unclaimed, args=(run.uid,), daemon=True).start()
             self._on_end(outcomes.start_failed(run, args or ["(function)"], exc))
 
     def release(self, uid: str) -> bool:
@@ -137,13 +145,25 @@ class RemoteExecutor:
         self._stopping.set()
         self.join()
 
-    def adopt(self, running: set[str]) -> None:
-        """Restart recovery: keep what the server executes for `running`; stop and drop everything else."""
+    def _stop_unclaimed(self, uid: str) -> None:
         try:
-            listed = self.call({"op": "list"}, CONNECT_TIMEOUT)
+            self.call({"op": "stop", "uid": uid, "why": "interrupted"}, self._grace + CONNECT_TIMEOUT)
         except ServerUnreachable as exc:
-            log.warning("%s; the Runs it may still execute count as lost", exc)
-            listed = {"running": [], "ended": []}
+            log.warning("%s", exc)
+
+    def adopt(self, running: set[str], *, wait_seconds: float = SERVER_WAIT_SECONDS) -> None:
+        """Start-up: wait for the server; keep what it executes for `running`; stop and drop everything else."""
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            try:
+                listed = self.call({"op": "list"}, CONNECT_TIMEOUT)
+                break
+            except ServerUnreachable as exc:
+                if time.monotonic() >= deadline or self._stopping.is_set():
+                    log.warning("%s; the Runs it may still execute count as lost", exc)
+                    listed = {"running": [], "ended": []}
+                    break
+                self._stopping.wait(0.1)
         there = [wire.decode_run(r) for r in listed.get("running", [])] + \
                 [wire.decode_ended(e).run for e in listed.get("ended", [])]
         with self._lock:

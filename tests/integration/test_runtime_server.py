@@ -282,3 +282,30 @@ def test_a_bad_setting_is_one_line_and_exit_code_2(args: list[str], says: str) -
     done = subprocess.run(_command(*args), capture_output=True, text=True, timeout=60,
                           env={k: v for k, v in os.environ.items() if not k.startswith("KRUNTIMES_")})
     assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_runtimed_started_before_its_server_waits_for_it_and_adopts_what_it_executes(pod: Pod) -> None:
+    pod.server.stop()  # the runtime container is still starting
+    server = RuntimeServer(pod.socket, pod.work, log_line=lambda line: None, stop_grace_seconds=5.0)
+    server.executor.start_function(run("early"), [PY, "-c", "import time; time.sleep(60)"])
+    adopting = threading.Thread(target=pod.client.adopt, args=({"uid-early"},))
+    adopting.start()
+    server.start()
+    adopting.join(30)
+    try:
+        assert pod.client.has("uid-early")  # it listed what the server runs: it had waited for it
+    finally:
+        pod.client.stop_all()
+        server.stop()
+
+
+def test_a_symbolic_link_planted_as_a_runs_working_directory_ends_the_run_start_failed(pod: Pod) -> None:
+    target = pod.base / "elsewhere"
+    target.mkdir()
+    victim = run("victim")
+    pod.workdir(victim).parent.mkdir(parents=True)
+    pod.workdir(victim).symlink_to(target)
+    pod.client.start_task(victim, [PY, "-c", ""])
+    ended = pod.wait()
+    assert ended.reason == outcomes.REASON_START_FAILED and "symbolic link" in ended.message
+    assert target.stat().st_uid == os.getuid() and stat.S_IMODE(target.stat().st_mode) != 0o700
