@@ -13,10 +13,12 @@ argv rules, working directories, output lines (now in the runtime container's lo
 process groups and stop rules. Ends are kept until runtimed acknowledges them, so a
 runtimed that restarts adopts the Runs still executing and collects the ends it missed.
 
-Only runtimed may drive it: a connection from any user but `client_uid` (runtimed's
-user; by default the server's own) is closed unanswered (SO_PEERCRED). With a range of
-users for the Runs (`run_users`), no Run is that user, so no Run can start, stop or
-acknowledge anything here; without one, Runs are the server's user and could.
+Only runtimed may drive it; a connection is closed unanswered (SO_PEERCRED) when it
+comes from a user other than `client_uid` (runtimed's; by default the server's own),
+or from a process descended from this server: every Run's process is (the server is
+its parent, or adopts its orphans as a subreaper or as the container's PID 1), while
+runtimed, in another container's process namespace, is not even visible from here.
+So no Run can start, stop or acknowledge anything, with or without users of its own.
 """
 
 from __future__ import annotations
@@ -150,10 +152,14 @@ class _Listener(socketserver.ThreadingUnixStreamServer):
         super().__init__(path, handler)
 
     def verify_request(self, request: Any, client_address: Any) -> bool:
-        uid = peer_uid(request)
+        pid, uid = peer_credentials(request)
         if uid != self.owner.client_uid:
             log.warning("refused a connection to the Runtime Server from user %s (only runtimed's user %s may "
                         "drive it)", uid, self.owner.client_uid)
+            return False
+        if pid and pid != os.getpid() and descends_from(pid, os.getpid()):  # itself: an in-process runtimed (tests)
+            log.warning("refused a connection to the Runtime Server from process %s, a Run's (only runtimed may "
+                        "drive it)", pid)
             return False
         return True
 
@@ -174,10 +180,33 @@ class _Handler(socketserver.BaseRequestHandler):
             pass  # runtimed went away; what it asked is done, and `list` tells it after a restart
 
 
-def peer_uid(sock: socket.socket) -> int | None:
-    """The user of the process at the other end of a Unix socket (Linux SO_PEERCRED); None elsewhere."""
+def peer_credentials(sock: socket.socket) -> tuple[int, int | None]:
+    """(pid, user) of the process at the other end of a Unix socket (Linux SO_PEERCRED).
+
+    The pid is as this process's namespace sees it: 0 for a process it cannot see (in
+    another container). Elsewhere (0, None).
+    """
     try:
         creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     except (OSError, AttributeError):
-        return None
-    return struct.unpack("3i", creds)[1]
+        return 0, None
+    pid, uid, _ = struct.unpack("3i", creds)
+    return pid, uid
+
+
+def descends_from(pid: int, ancestor: int) -> bool:
+    """Whether `pid` is `ancestor` or one of its descendants (/proc parent links; a vanished process: True).
+
+    A process gone before it could be checked is refused too: its connection is not worth the doubt.
+    """
+    for _ in range(4096):  # deeper than any process tree; a cycle cannot happen, a bound costs nothing
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+                pid = int(stat.read().rsplit(")", 1)[1].split()[1])  # the parent; the name in (...) may hold spaces
+        except (OSError, IndexError, ValueError):
+            return True
+    return True

@@ -42,7 +42,7 @@ NS = "team"
 class Pod:
     """One Runtime Pod's two sides: runtimed's (a token, a client) and the runtime container's (the server)."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, *, own_users: bool = ROOT) -> None:
         self.base = base
         self.socket = base / "server" / "runtime.sock"
         self.work = base / "runs"
@@ -50,7 +50,7 @@ class Pod:
         self.token.parent.mkdir(mode=0o700)
         self.token.write_text("secret-api-token")
         os.chmod(self.token, 0o600)
-        self.server = RuntimeServer(self.socket, self.work, users=RunUsers(range(20001, 20010)) if ROOT else None,
+        self.server = RuntimeServer(self.socket, self.work, users=RunUsers(range(20001, 20010)) if own_users else None,
                                     stop_grace_seconds=5.0, log_line=lambda line: None)
         self.server.start()
         self.ended: queue.Queue[Ended] = queue.Queue()
@@ -66,16 +66,26 @@ class Pod:
         return self.ended.get(timeout=timeout)
 
 
-@pytest.fixture
-def pod() -> Iterator[Pod]:
+def _pod(own_users: bool) -> Iterator[Pod]:
     # Not under pytest's tmp_path: its parents are 0700, and a Run of another user must reach its directory.
     base = Path(tempfile.mkdtemp(prefix="kruntimes-pod-"))
     os.chmod(base, 0o711)
-    the_pod = Pod(base)
+    the_pod = Pod(base, own_users=own_users)
     yield the_pod
     the_pod.client.stop_all()
     the_pod.server.stop()
     shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def pod() -> Iterator[Pod]:
+    yield from _pod(ROOT)
+
+
+@pytest.fixture
+def shared_user_pod() -> Iterator[Pod]:
+    """No user range: every Run is the server's (and here runtimed's) own user."""
+    yield from _pod(False)
 
 
 def run(name: str) -> RunRef:
@@ -163,8 +173,12 @@ def test_each_run_is_a_user_of_its_own_and_owns_its_directory(pod: Pod) -> None:
         pod.wait()
 
 
-@as_root
-def test_a_run_cannot_drive_the_runtime_server(pod: Pod) -> None:
+@pytest.mark.parametrize("users", ["own users", "the server's user"])
+def test_a_run_cannot_drive_the_runtime_server_whatever_its_user(request: pytest.FixtureRequest, users: str) -> None:
+    # With users of their own a Run is refused as another user; sharing runtimed's user, as the server's descendant.
+    if users == "own users" and not ROOT:
+        pytest.skip("Runs as users of their own need a server that may change user")
+    pod = request.getfixturevalue("pod" if users == "own users" else "shared_user_pod")
     code = (f"import socket; s = socket.socket(socket.AF_UNIX); s.connect({str(pod.socket)!r}); "
             "s.sendall(b'{\"op\": \"list\"}\\n'); assert s.recv(100) == b'', 'answered'; raise PermissionError")
     pod.client.start_task(run("a"), attempt(code))
