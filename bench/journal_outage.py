@@ -55,6 +55,9 @@ class Outcome(NamedTuple):
     held: int  # records appended but neither in the database nor in the spool (the writer's memory) then
     seconds: float | None  # from the database's return to an empty spool (None: not within the limit)
     appended: int
+    during: int  # records the producer appended while the database was away (a scheduler's cycles go on)
+    stall: float  # the longest one append waited then (a full buffer makes the scheduler wait)
+    rss_mib: tuple[float, float]  # the writer process's resident memory when the outage began, and its peak
 
 
 class Producer:
@@ -75,14 +78,33 @@ class Producer:
         self._stop.set()
         self._thread.join()
 
+    def measure(self) -> None:
+        """From now on, note the longest append."""
+        self.stall, self.measuring = 0.0, True
+
     def _run(self) -> None:
         started = time.monotonic()
+        self.stall, self.measuring = 0.0, False
         while not self._stop.wait(TICK):
             due = int((time.monotonic() - started) * self.rate)
             while self.lsn < due:
                 self.lsn += 1
+                before = time.monotonic()
                 self.writer.append(records.JournalRecord(self.incarnation, self.lsn, datetime.now(timezone.utc),
                                                          "cycle", cycle_payload(self.lsn)))
+                if self.measuring:
+                    self.stall = max(self.stall, time.monotonic() - before)
+
+
+def _rss_mib(pid: int | None, field: str) -> float:
+    """The writer process's VmRSS or VmHWM (peak) in MiB, from /proc (0 where there is none)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 def one_outage(base_url: str, *, mode: str, rate: int, outage: float, retry_cap: float, limit: float) -> Outcome:
@@ -95,9 +117,12 @@ def one_outage(base_url: str, *, mode: str, rate: int, outage: float, retry_cap:
         producer = Producer(writer, rate).start()
         try:
             time.sleep(WARM_UP)
+            rss_before, first = _rss_mib(writer.pid, "VmRSS"), producer.lsn
+            producer.measure()
             proxy.cut(mode)  # type: ignore[arg-type]
             time.sleep(outage)
             spooled, held = writer.spooled, writer.stats().buffer_depth
+            during, stall, peak = producer.lsn - first, producer.stall, _rss_mib(writer.pid, "VmHWM")
             proxy.restore()
             returned = time.monotonic()
             seconds = None
@@ -110,7 +135,7 @@ def one_outage(base_url: str, *, mode: str, rate: int, outage: float, retry_cap:
             producer.stop()
             writer.close(60)
             proxy.stop()
-        return Outcome(spooled, held, seconds, producer.lsn)
+        return Outcome(spooled, held, seconds, producer.lsn, during, stall, (rss_before, peak))
 
 
 def _target(url: str) -> tuple[str, int]:
@@ -126,6 +151,7 @@ def main() -> None:
     parser.add_argument("--outage", type=float, default=20.0, help="seconds the database is away (default 20)")
     parser.add_argument("--modes", default="reset", help="reset, blackhole or both, comma-separated (default reset)")
     parser.add_argument("--limit", type=float, default=90.0, help="give up waiting for an empty spool after this")
+    parser.add_argument("--capped-only", action="store_true", help="only the scheduler's 2 s retry cap")
     parser.add_argument("--postgres", default=os.environ.get("KRUNTIMES_BENCH_POSTGRES_URL")
                         or os.environ.get("KRUNTIMES_TEST_POSTGRES_URL") or DEFAULT_URL)
     args = parser.parse_args()
@@ -133,14 +159,17 @@ def main() -> None:
     load = os.getloadavg()[0]
     print(f"{args.rate} records/s, a {args.outage:g} s outage after {WARM_UP:g} s; {os.cpu_count()} CPUs, "
           f"load {load:.1f}")
-    print(f"{'outage':<10} {'writer retry':<22} {'spooled at return':>18} {'held in memory':>15} "
-          f"{'return -> empty spool':>22}")
+    print(f"{'outage':<10} {'writer retry':<22} {'appended during':>16} {'longest append':>15} "
+          f"{'spooled at return':>18} {'held in memory':>15} {'return -> empty spool':>22} {'writer MiB':>14}")
     for mode in args.modes.split(","):
-        for label, cap in (("back-off to 30 s", 30.0), (f"capped at {JOURNAL_MAX_RETRY_SECONDS:g} s", None)):
+        caps = (("back-off to 30 s", 30.0), (f"capped at {JOURNAL_MAX_RETRY_SECONDS:g} s", None))
+        for label, cap in caps[1:] if args.capped_only else caps:
             outcome = one_outage(args.postgres, mode=mode, rate=args.rate, outage=args.outage,
                                  retry_cap=cap if cap is not None else JOURNAL_MAX_RETRY_SECONDS, limit=args.limit)
             shown = f"{outcome.seconds:.1f} s" if outcome.seconds is not None else f"> {args.limit:g} s"
-            print(f"{mode:<10} {label:<22} {outcome.spooled:>18,} {outcome.held:>15,} {shown:>22}", flush=True)
+            memory = f"{outcome.rss_mib[0]:.0f} -> {outcome.rss_mib[1]:.0f}"
+            print(f"{mode:<10} {label:<22} {outcome.during:>16,} {outcome.stall:>13.2f} s {outcome.spooled:>18,} "
+                  f"{outcome.held:>15,} {shown:>22} {memory:>14}", flush=True)
 
 
 if __name__ == "__main__":

@@ -288,6 +288,13 @@ class Assignment(_Object):
     pod_uid: str | None = Field(
         default=None, alias="podUID", description="UID of that pod; a recreated pod differs."
     )
+    # SPEC §3.6 fence: the server refuses an assignment set in any other term
+    # (deploy/base/scheduler-fence-policy.yaml); older schedulers wrote none.
+    term: int | None = Field(
+        default=None, ge=0, le=2**31 - 1,
+        description="Leadership term of the scheduler that wrote it: the scheduler Lease's "
+                    "spec.leaseTransitions when it took the lease. Absent from older schedulers.",
+    )
 
 
 RunPhase = Literal["Pending", "Scheduled", "Running", "Succeeded", "Failed"]

@@ -22,6 +22,7 @@ from kruntimes import __version__
 from kruntimes.cli import kube_args
 from kruntimes.cli.kube_args import UsageError, add_kube_options, api_client
 from kruntimes.cluster import logs
+from kruntimes.cluster.informer_metrics import InformerMetrics
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.settings import LeaseSettings, default_identity
 from kruntimes.controller.reconcile import PodDefaults
@@ -80,9 +81,9 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, frame: stop.set())
-    runner = ControllerRunner(api, args.namespace or None, defaults=PodDefaults(runtimed_image=args.runtimed_image),
-                              resync_period=args.resync_period, lease=lease)
     registry = CollectorRegistry()
+    runner = ControllerRunner(api, args.namespace or None, defaults=PodDefaults(runtimed_image=args.runtimed_image),
+                              resync_period=args.resync_period, lease=lease, informer_metrics=InformerMetrics(registry))
     for collector in (ProcessCollector, PlatformCollector, GCCollector):
         collector(registry=registry)
     try:

@@ -97,6 +97,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
            "with --journal-migrate never: seconds of waiting for the schema's head revision after which an error "
            "naming the kruntimes-db-upgrade Job is logged (scheduling goes on; records wait in the spool)",
            type=kube_args.seconds(float), metavar="SECONDS")
+    option(journal, "--journal-write-timeout", "KRUNTIMES_JOURNAL_WRITE_TIMEOUT", 5.0,
+           "seconds the journal writer waits for the database to answer before it spools the batch, like a refused "
+           "one: a record is durable (database or spool) within about this long, whatever the database does",
+           type=kube_args.seconds(float), metavar="SECONDS")
 
     election = p.add_argument_group("leader election")
     option(election, "--leader-elect", "KRUNTIMES_LEADER_ELECT", True,
@@ -129,6 +133,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     option(process, "--watch-timeout", "KRUNTIMES_WATCH_TIMEOUT", 300,
            "seconds one watch request lasts before it is resumed",
            type=kube_args.positive(kube_args.seconds(int)), metavar="SECONDS")
+    option(process, "--watch-bookmark-interval", "KRUNTIMES_WATCH_BOOKMARK_INTERVAL", 60.0,
+           "seconds between the API server's watch bookmarks; a watch silent twice as long is restarted",
+           type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
     option(process, "--shutdown-timeout", "KRUNTIMES_SHUTDOWN_TIMEOUT", 20.0,
            "seconds for the cycle in flight and the journal flush at shutdown",
            type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
@@ -158,11 +165,19 @@ def settings_from(args: argparse.Namespace) -> ClusterSettings:
                                journal_history=args.journal_history,
                                journal_key_file=_key_file(args),
                                journal_migrate=_migrate_mode(args), journal_schema_wait=args.journal_schema_wait,
+                               journal_write_timeout=_write_timeout(args),
                                leader_elect=args.leader_elect, lease=lease,
-                               watch_timeout=args.watch_timeout, shutdown_timeout=args.shutdown_timeout,
+                               watch_timeout=args.watch_timeout, bookmark_interval=args.watch_bookmark_interval,
+                               shutdown_timeout=args.shutdown_timeout,
                                event_interval=args.event_interval)
     except ConfigError as exc:
         raise UsageError(str(exc)) from exc
+
+
+def _write_timeout(args: argparse.Namespace) -> float:
+    if args.journal_write_timeout <= 0:
+        raise UsageError(f"--journal-write-timeout must be positive, got {args.journal_write_timeout:g}")
+    return float(args.journal_write_timeout)
 
 
 def _key_file(args: argparse.Namespace) -> str | None:

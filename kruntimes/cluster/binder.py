@@ -34,7 +34,12 @@ passes the fence lands, if it ever does, before another scheduler can lead:
 
 The argument needs one thing from the server: a write the client abandoned is not
 applied long after it. The API server cancels a request whose client went away; a
-write already committing completes within moments.
+write already committing completes within moments. Where that fails (a write held in
+a proxy or a slow apiserver past the next leader's first bind: found by probing), the
+server's own fence refuses it (SPEC §3.6): every assignment carries its writer's term,
+and the ValidatingAdmissionPolicy `FENCE_POLICY` (deploy/base/scheduler-fence-policy.yaml)
+refuses one whose term is not the scheduler Lease's current `leaseTransitions`. That
+refusal is a conflict like a 409: the assumption is released and the Run re-planned.
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ import urllib3
 from kubernetes.client import ApiException
 
 from kruntimes.api import models
-from kruntimes.cluster import errors
+from kruntimes.cluster import decode, errors
 from kruntimes.cluster.sources import RUNS
 from kruntimes.cluster.throttling import Throttling
 from kruntimes.scheduler import status as st
@@ -56,6 +61,13 @@ from kruntimes.scheduler.projection import RunInfo
 
 #: Answers that say the server may still be processing the request.
 AMBIGUOUS_CODES = (504,)
+#: The admission policy that refuses an assignment from a term other than the Lease's.
+FENCE_POLICY = "kruntimes-scheduler-fence"
+
+
+def refused_by_fence(exc: ApiException) -> bool:
+    """Whether the server refused the write by the term fence (a 403 naming `FENCE_POLICY`)."""
+    return errors.status_code(exc) in (403, 422) and f"'{FENCE_POLICY}'" in errors.describe(exc)
 
 
 class KubernetesBinder:
@@ -98,6 +110,10 @@ class KubernetesBinder:
                 self._count("conflicts", started)
                 raise errors.BindConflict(f"Run {run.namespace}/{run.name} changed or vanished since "
                                           f"resourceVersion {run.resource_version}: {errors.describe(exc)}") from exc
+            if refused_by_fence(exc):
+                self._count("conflicts", started)
+                raise errors.BindConflict(f"{what} was sent in an earlier leadership term: "
+                                          f"{errors.describe(exc)}") from exc
             if code in AMBIGUOUS_CODES:
                 self._count("ambiguous", started)
                 raise errors.BindAmbiguous(f"{what}: outcome unknown ({errors.describe(exc)})", code) from exc
@@ -116,8 +132,14 @@ class KubernetesBinder:
         """Read the Run (a GET, never a write): None when it is gone. Raises `ApiError`."""
         self._count("reads")
         try:
-            obj = self._custom.get_namespaced_custom_object(models.GROUP, models.VERSION, run.namespace, RUNS,
-                                                            run.name, _request_timeout=self.read_timeout)
+            response = self._custom.get_namespaced_custom_object(
+                models.GROUP, models.VERSION, run.namespace, RUNS, run.name, _request_timeout=self.read_timeout,
+                _preload_content=False)
+            # As the informers read (`decode`): a deeply nested spec never hides the status.
+            try:
+                obj = decode.loads(response.data).value
+            finally:
+                response.release_conn()
         except ApiException as exc:
             if errors.status_code(exc) == 404:
                 return None

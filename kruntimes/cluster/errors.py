@@ -43,6 +43,10 @@ class NotLeader(ApiError):
     """A status write refused locally: this instance does not hold the lease right now."""
 
 
+class Refused(ApiError, st.Refused):
+    """The API server refused the object as written (400, 403 or 422): the same body gets the same answer."""
+
+
 class Gone(ClusterError):
     """410 Gone: the watch's resourceVersion is older than the server's history; relist."""
 

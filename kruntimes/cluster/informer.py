@@ -8,7 +8,15 @@ watches from the list's resourceVersion with bookmarks, and keeps going:
 - a broken connection or a server error is resumed the same way after an
   exponential backoff with jitter, reset by the next successful list or watch;
 - 410 Gone (the resourceVersion fell out of the server's history, sent in-stream as
-  an ERROR event or as the HTTP status) relists.
+  an ERROR event or as the HTTP status) relists;
+- a watch that hears nothing, not even a bookmark, for twice the server's bookmark
+  interval is stalled (a connection kept open by a proxy or a wedged server): it is
+  ended and resumed from the last resourceVersion at once, with a log line and a
+  metric (issue 23 item 7), instead of waiting out its `timeoutSeconds`.
+
+One object the informer cannot take (nested deeper than Python's parser goes, see
+`decode`) is skipped with a bounded reason, a log line and a metric; it never stops
+the list or the watch that carries it, so the rest still arrives (issue 23 item 6).
 
 A relist is diffed against what this informer already delivered - it remembers each
 object's resourceVersion, nothing else - so an unchanged object is not delivered
@@ -23,7 +31,6 @@ uses it to make sure it plans on everything written before it took the lease.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from dataclasses import dataclass
@@ -31,9 +38,11 @@ from typing import Any, Iterator, Protocol
 
 from kubernetes.client import ApiException
 from kubernetes.watch.watch import iter_resp_lines
+from urllib3.exceptions import ReadTimeoutError
 
-from kruntimes.cluster import errors
+from kruntimes.cluster import decode, errors
 from kruntimes.cluster.backoff import Backoff
+from kruntimes.cluster.informer_metrics import SILENT, InformerMetrics
 from kruntimes.cluster.sources import Source
 
 log = logging.getLogger(__name__)
@@ -42,6 +51,8 @@ Key = tuple[str, str]
 PAGE_SIZE = 500
 CONNECT_TIMEOUT = 10.0
 READ_SLACK = 30.0  # a watch's socket may idle this much longer than its timeoutSeconds
+#: The API server's bookmark period (its watch cache sends one about every minute).
+BOOKMARK_INTERVAL = 60.0
 
 
 class Handler(Protocol):
@@ -63,20 +74,28 @@ class InformerStats:
     bookmarks: int = 0
     gone: int = 0         # 410s that forced a relist
     errors: int = 0       # failures that were retried with backoff
+    skipped: int = 0      # objects that could not be taken (see `decode`)
+    stalls: int = 0       # watches restarted because they stayed silent
 
 
 class Informer:
     def __init__(self, source: Source, handler: Handler, *, watch_timeout: int = 300,
-                 request_timeout: float = 30.0, backoff: Backoff | None = None, page_size: int = PAGE_SIZE) -> None:
+                 request_timeout: float = 30.0, backoff: Backoff | None = None, page_size: int = PAGE_SIZE,
+                 bookmark_interval: float = BOOKMARK_INTERVAL, metrics: InformerMetrics | None = None) -> None:
         self.source = source
         self.handler = handler
         self.watch_timeout = watch_timeout
         self.request_timeout = request_timeout
         self.backoff = backoff or Backoff(0.2, 30.0)
         self.page_size = page_size
+        # Silent this long (no event, no bookmark), a watch is stalled; never longer than
+        # the request's own end, which a live server marks with a bookmark too.
+        self.silence_limit = min(2 * bookmark_interval, watch_timeout + READ_SLACK)
+        self.metrics = metrics
         self.stats = InformerStats()
         self.resource_version: str | None = None
         self._known: dict[Key, str] = {}  # what the handler has been given: key -> resourceVersion
+        self._skipped: dict[Key, str] = {}  # versions skipped (never given to the handler): key -> resourceVersion
         self._synced = threading.Event()
         self._stopping = threading.Event()
         self._lock = threading.Condition()
@@ -162,53 +181,65 @@ class Informer:
 
     def _relist(self) -> None:
         """List everything, deliver the difference to what was delivered, and remember the list's version."""
-        items, version = self._list()
+        items, version, cut = self._list()
         listed = {_key(obj): obj for obj in items}
         # Deletes first: capacity a vanished Run held is free before the Runs this
         # relist brings are planned.
         for key in sorted(set(self._known) - set(listed)):
             del self._known[key]
             self._deliver_delete(key)
+        for key in set(self._skipped) - set(listed):
+            del self._skipped[key]
         for key, obj in listed.items():
             rv = _rv(obj)
             known = self._known.get(key)
-            if known == rv:
+            if known == rv or self._skipped.get(key) == rv:
                 self.stats.duplicates += 1
                 continue
+            if cut and decode.nested_too_deeply(obj):
+                self._skip(key, rv, decode.REASON_TOO_DEEP)
+                continue
             self._known[key] = rv
+            self._skipped.pop(key, None)
             self._deliver_upsert(obj, "ADDED" if known is None else "MODIFIED")
         self.resource_version = version
         self.stats.lists += 1
         self._synced.set()
 
-    def _list(self) -> tuple[list[dict[str, Any]], str]:
+    def _list(self) -> tuple[list[dict[str, Any]], str, bool]:
+        """Every item, the list's resourceVersion, and whether a page had to be cut (see `decode`)."""
         items: list[dict[str, Any]] = []
         token: str | None = None
         version = ""
+        cut = False
         while True:
             kwargs: dict[str, Any] = {"limit": self.page_size, "_request_timeout": self.request_timeout}
             if token:
                 kwargs["_continue"] = token
-            body = json.loads(self._read_all(self.source.request(**kwargs)))
+            decoded = decode.loads(self._read_all(self.source.request(**kwargs)))
+            body, cut = decoded.value, cut or decoded.cut
             meta = body.get("metadata") or {}
             if not token:
                 version = str(meta.get("resourceVersion") or "")
             items.extend(i for i in body.get("items") or [] if isinstance(i, dict))
             token = meta.get("continue") or None
             if not token:
-                return items, version
+                return items, version, cut
 
     def _watch(self) -> None:
         """One watch request, events delivered as they come; returns when the server ends it."""
         try:
+            # The read timeout is the silence limit: every event and bookmark resets it.
             response = self.source.request(
                 watch=True, resource_version=self.resource_version, allow_watch_bookmarks=True,
-                timeout_seconds=self.watch_timeout,
-                _request_timeout=(CONNECT_TIMEOUT, self.watch_timeout + READ_SLACK))
+                timeout_seconds=self.watch_timeout, _request_timeout=(CONNECT_TIMEOUT, self.silence_limit))
         except ApiException as exc:
             if errors.status_code(exc) == 410:
                 raise errors.Gone(errors.describe(exc)) from exc
             raise
+        except ReadTimeoutError:
+            self._stalled()
+            return
         with self._lock:
             if self._stopping.is_set() or self._resync_requested > self._resync_served:
                 _close(response)
@@ -218,9 +249,12 @@ class Informer:
         self.backoff.reset()
         try:
             for event in _events(response):
-                self._apply(event)
+                self._apply(*event)
         except errors.ClusterError:
             raise
+        except ReadTimeoutError:
+            if not (self._stopping.is_set() or self._resync_wanted()):
+                self._stalled()
         except Exception:
             if self._stopping.is_set() or self._resync_wanted():
                 return  # we closed the connection ourselves
@@ -230,7 +264,23 @@ class Informer:
                 self._response = None
             _close(response)
 
-    def _apply(self, event: dict[str, Any]) -> None:
+    def _stalled(self) -> None:
+        """The watch was silent past the limit: the caller resumes it from the last resourceVersion now."""
+        self.stats.stalls += 1
+        if self.metrics is not None:
+            self.metrics.watch_restarts.labels(self.source.kind, SILENT).inc()
+        log.warning("%s watch silent for %.0fs (no event, no bookmark); restarting it from resourceVersion %s",
+                    self.source.kind, self.silence_limit, self.resource_version)
+
+    def _skip(self, key: Key, rv: str, reason: str) -> None:
+        """Leave one object out: the handler keeps what it had of it (if anything), the rest goes on."""
+        self._skipped[key] = rv
+        self.stats.skipped += 1
+        if self.metrics is not None:
+            self.metrics.skipped.labels(self.source.kind, reason).inc()
+        log.warning("%s %s/%s (resourceVersion %s) skipped: %s", self.source.kind, *key, rv, reason)
+
+    def _apply(self, event: dict[str, Any], cut: bool = False) -> None:
         kind, obj = event.get("type"), event.get("object")
         if not isinstance(obj, dict):
             raise errors.WatchError(f"{self.source.kind} watch event without an object: {kind}")
@@ -246,13 +296,17 @@ class Informer:
             self.stats.bookmarks += 1
         elif kind in ("ADDED", "MODIFIED"):
             key = _key(obj)
-            if self._known.get(key) == rv:
+            if self._known.get(key) == rv or self._skipped.get(key) == rv:
                 self.stats.duplicates += 1
+            elif cut and decode.nested_too_deeply(obj):
+                self._skip(key, rv, decode.REASON_TOO_DEEP)
             else:
                 self._known[key] = rv
+                self._skipped.pop(key, None)
                 self._deliver_upsert(obj, kind)
         elif kind == "DELETED":
             key = _key(obj)
+            self._skipped.pop(key, None)
             if key in self._known:
                 del self._known[key]
                 self._deliver_delete(key)
@@ -308,10 +362,12 @@ class Informer:
                 pass
 
 
-def _events(response: Any) -> Iterator[dict[str, Any]]:
+def _events(response: Any) -> Iterator[tuple[dict[str, Any], bool]]:
+    """Each event of a watch, and whether it had to be cut (see `decode`)."""
     for line in iter_resp_lines(response):
         if line.strip():
-            yield json.loads(line)
+            decoded = decode.loads(line)
+            yield decoded.value, decoded.cut
 
 
 def _close(response: Any) -> None:

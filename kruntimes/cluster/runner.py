@@ -23,6 +23,7 @@ from kruntimes.cluster import client, events, sources
 from kruntimes.cluster.backoff import Backoff
 from kruntimes.cluster.binders import BinderProcesses
 from kruntimes.cluster.informer import Handler, Informer
+from kruntimes.cluster.informer_metrics import InformerMetrics
 from kruntimes.cluster.intake import Intake, RuntimeStore
 from kruntimes.cluster.leader import LeaderElector, LeaseRecord
 from kruntimes.cluster.settings import ClusterSettings
@@ -81,6 +82,7 @@ class ClusterScheduler:
             self.scheduler.on_written = lambda run, status: events.tell(recorder, run, status)
             self.scheduler.on_pending_again = recorder.failed_scheduling
         self.intake = Intake(self.scheduler, clock)
+        self.informer_metrics = InformerMetrics(self.registry)
         self.runtimes = RuntimeStore()
         ns = settings.namespace
         self.informers = {
@@ -101,7 +103,8 @@ class ClusterScheduler:
     def _informer(self, source: sources.Source, handler: Handler) -> Informer:
         s = self.settings
         return Informer(source, handler, watch_timeout=s.watch_timeout, request_timeout=s.request_timeout,
-                        backoff=Backoff(s.backoff_initial, s.backoff_max))
+                        backoff=Backoff(s.backoff_initial, s.backoff_max), bookmark_interval=s.bookmark_interval,
+                        metrics=self.informer_metrics)
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> ClusterScheduler:
@@ -207,12 +210,12 @@ class ClusterScheduler:
         return NO_DEADLINE if self.terms.leading else float("-inf")
 
     def _recover_spool(self) -> None:
-        """A spool left with records by an earlier run drains while this replica is a standby."""
+        """What an earlier run left on the spool (records, epochs to close) is recovered while this replica is a standby."""
         s = self.settings
-        if s.journal_url and recovery.has_records(self._spool_path()):
+        if s.journal_url and recovery.left_behind(self._spool_path()):
             self._recovery = recovery.SpoolRecovery(s.journal_url, self._spool_path(),
                                                     migrate=s.journal_migrate == "auto", registry=self.registry,
-                                                    history=s.journal_history,
+                                                    history=s.journal_history, write_timeout=s.journal_write_timeout,
                                                     max_retry_interval=JOURNAL_MAX_RETRY_SECONDS).start()
 
     def _stop_recovery(self) -> None:
@@ -234,4 +237,5 @@ class ClusterScheduler:
                               checkpoint_size_ratio=s.journal_checkpoint_size_ratio, registry=self.registry,
                               spool_path=self._spool_path(), writer=s.journal_writer, history=s.journal_history,
                               migrate=s.journal_migrate == "auto", key_file=s.journal_key_file,
-                              after_lsn=self.terms.last_journal_lsn, max_retry_interval=JOURNAL_MAX_RETRY_SECONDS)
+                              after_lsn=self.terms.last_journal_lsn, max_retry_interval=JOURNAL_MAX_RETRY_SECONDS,
+                              write_timeout=s.journal_write_timeout)

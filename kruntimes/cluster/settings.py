@@ -92,9 +92,14 @@ class ClusterSettings:
     # journal_schema_wait seconds, for the `kruntimes db upgrade` Job (SPEC §5).
     journal_migrate: str = "auto"
     journal_schema_wait: float = 300.0
+    # Seconds the journal writer waits for the database to answer a call before it spools the
+    # batch (SPEC §5 "Availability"; kruntimes.journal.deadline.DEFAULT_SECONDS, spelled out here).
+    journal_write_timeout: float = 5.0
     leader_elect: bool = True
     lease: LeaseSettings = field(default_factory=LeaseSettings)
     watch_timeout: int = 300          # server-side timeoutSeconds of one watch request
+    # The API server's bookmark period; a watch silent for twice this long is restarted.
+    bookmark_interval: float = 60.0
     request_timeout: float = 30.0     # lists, gets and (without leader election) status writes
     backoff_initial: float = 0.2      # first reconnect delay of an informer
     backoff_max: float = 30.0
@@ -118,8 +123,8 @@ class ClusterSettings:
             raise ConfigError("the journal checkpoint interval must be >= 1 record")
         if self.journal_checkpoint_size_ratio < 0:
             raise ConfigError("the journal checkpoint size ratio must be >= 0")
-        if self.watch_timeout < 1 or self.request_timeout <= 0:
-            raise ConfigError("watch and request timeouts must be positive")
+        if self.watch_timeout < 1 or self.request_timeout <= 0 or self.bookmark_interval <= 0:
+            raise ConfigError("watch and request timeouts and the bookmark interval must be positive")
         if not 0 < self.backoff_initial <= self.backoff_max:
             raise ConfigError("need 0 < initial backoff <= maximum backoff")
         if self.binders < 1 or self.bind_concurrency < 1:

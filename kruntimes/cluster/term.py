@@ -92,6 +92,8 @@ class Terms:
             self.intake.set_leading(True)
             self.leading = True
         self.started += 1
+        # Every assignment of this term carries it; the server refuses other terms' (SPEC §3.6).
+        self.scheduler.lease_term = lease.transitions if self.settings.leader_elect else None
         self.scheduler.enqueue_pending()
         self.scheduler.start()
         journal = None if session is None else {"epoch": session.epoch, "first_lsn": session.first_lsn}

@@ -8,6 +8,9 @@ with the care each write needs:
   gone (the controller's cache may not have seen a brand-new pod yet) and a fresh
   read of the Run shows it still active on that same pod; the write is guarded by
   that read's resourceVersion, and a conflict leaves it to the next pass;
+- a pod the API server refuses (its template is wrong in a way only the server can
+  tell) turns the status's `TemplateValid` condition False with the server's message;
+  the next created pod turns it True again;
 - `Runtime.status` is written only when it changed.
 One failed write does not stop the others: every error is collected, and the
 adapter requeues the Runtime with backoff when there were any.
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping, Protocol
 
+from kruntimes.controller import template as templates
 from kruntimes.controller.reconcile import LostRun, Plan, RuntimeSpecView
 from kruntimes.scheduler import status as st
 
@@ -66,17 +70,42 @@ def apply(plan: Plan, runtime: RuntimeSpecView, current_status: Mapping[str, Any
     for pod in plan.delete:
         _try(done, f"deleting pod {pod.name}", lambda p=pod: (api.delete_pod(ns, p.name, p.uid),
                                                               done.deleted.append(p.name)))
+    refused: str | None = None
     for body in plan.create:
-        _try(done, "creating a pod", lambda b=body: done.created.append(api.create_pod(ns, b)))
+        try:
+            done.created.append(api.create_pod(ns, body))
+        except st.Refused as exc:
+            refused = str(exc)
+            done.errors.append(f"creating a pod: {exc}")
+            break  # the next pod would be refused the same way
+        except (st.ApiError, st.Conflict) as exc:
+            done.errors.append(f"creating a pod: {exc}")
     for pod, patch in plan.patch:
         _try(done, f"re-projecting capacity onto pod {pod.name}",
              lambda p=pod, m=patch: (api.patch_pod(ns, p.name, m), done.patched.append(p.name)))
     for lost in plan.lost:
         _try(done, f"failing Run {lost.run.namespace}/{lost.run.name}", lambda x=lost: _fail_lost(x, api, now, done))
-    if _changed(plan.status, current_status or {}):
+    status = _with_creates(plan.status, runtime, refused, bool(done.created), now)
+    if _changed(status, current_status or {}):
         _try(done, "writing the Runtime's status",
-             lambda: (api.write_runtime_status(runtime, plan.status), setattr(done, "status_written", True)))
+             lambda: (api.write_runtime_status(runtime, status), setattr(done, "status_written", True)))
     return done
+
+
+def _with_creates(status: dict[str, Any], runtime: RuntimeSpecView, refused: str | None, created: bool,
+                  now: datetime) -> dict[str, Any]:
+    """The planned status, with `TemplateValid` as the server's answers to this pass's creates say."""
+    if refused is not None:
+        condition = ("False", templates.REASON_REFUSED,
+                     templates.bounded(f"the API server refused a Runtime Pod built from spec.template: {refused}"))
+    elif created:
+        condition = ("True", templates.REASON_VALID, "Runtime Pods are created from spec.template")
+    else:
+        return status
+    conditions = st.set_condition(status.get("conditions") or [], templates.CONDITION_TEMPLATE, *condition, now)
+    for c in conditions:
+        c.setdefault("observedGeneration", runtime.generation)
+    return {**status, "conditions": conditions}
 
 
 def _fail_lost(lost: LostRun, api: ControllerApi, now: datetime, done: Applied) -> None:

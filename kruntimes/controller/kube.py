@@ -6,10 +6,17 @@ Each call maps the client's errors onto the two the apply step understands:
 cluster adapter's own error types so that the client's exception is the cause.
 Patches are JSON merge patches, said explicitly: the client would otherwise pick the
 first JSON content type it knows, which for custom objects is a JSON Patch.
+A pod is created from plain JSON, never through the client's pod model: the model
+refuses fields it does not know (a typo, or a pod field newer than the client), where
+the API server keeps the fields it knows and drops the others with a warning
+(`fieldValidation=Warn`), so the server, not the client, judges a Runtime's template.
+A refusal (400, 403, 422) is `errors.Refused`, which the Runtime's status reports.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Any, Callable, Mapping
 
 import kubernetes.client
@@ -17,11 +24,14 @@ import urllib3
 from kubernetes.client import ApiException
 
 from kruntimes.api import models
-from kruntimes.cluster import errors
+from kruntimes.cluster import decode, errors
 from kruntimes.cluster.sources import RUNS, RUNTIMES
 from kruntimes.controller.reconcile import RuntimeSpecView
 
+log = logging.getLogger(__name__)
+
 MERGE_PATCH = "application/merge-patch+json"
+REFUSALS = (400, 403, 422)
 
 
 class KubernetesControllerApi:
@@ -30,6 +40,7 @@ class KubernetesControllerApi:
     def __init__(self, api: kubernetes.client.ApiClient, *, timeout: float = 30.0,
                  fence: Callable[[], bool] = lambda: True) -> None:
         self._core = kubernetes.client.CoreV1Api(api)
+        self._plain = PlainJsonPods(api)
         self._custom = kubernetes.client.CustomObjectsApi(api)
         self._timeout = timeout
         self._fence = fence
@@ -41,9 +52,9 @@ class KubernetesControllerApi:
 
     def create_pod(self, namespace: str, body: dict[str, Any]) -> str:
         self._may_write("creating a pod")
-        pod = _call(f"creating a pod in {namespace}", self._core.create_namespaced_pod, namespace, body,
-                    _request_timeout=self._timeout)
-        return str(pod.metadata.name)
+        pod = _call(f"creating a pod in {namespace}", self._plain.create_namespaced_pod, namespace, body,
+                    timeout=self._timeout)
+        return str((pod.get("metadata") or {}).get("name") or "")
 
     def delete_pod(self, namespace: str, name: str, uid: str) -> None:
         self._may_write(f"deleting pod {name}")
@@ -69,11 +80,17 @@ class KubernetesControllerApi:
 
     def read_run(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            obj = _call(f"reading Run {namespace}/{name}", self._custom.get_namespaced_custom_object,
-                        models.GROUP, models.VERSION, namespace, RUNS, name, _request_timeout=self._timeout)
+            response = _call(f"reading Run {namespace}/{name}", self._custom.get_namespaced_custom_object,
+                             models.GROUP, models.VERSION, namespace, RUNS, name, _request_timeout=self._timeout,
+                             _preload_content=False)
         except errors.BindConflict:
             return None
-        return dict(obj)
+        # Read as the informers read (`decode`): a Run nested too deeply for the client's
+        # parser keeps its metadata and status, which is all a RuntimePodLost write needs.
+        try:
+            return dict(decode.loads(response.data).value)
+        finally:
+            response.release_conn()
 
     def write_run_status(self, run: Mapping[str, Any], status: dict[str, Any]) -> None:
         meta = run["metadata"]
@@ -93,6 +110,27 @@ class KubernetesControllerApi:
               RUNTIMES, runtime.name, {"status": status}, _content_type=MERGE_PATCH, _request_timeout=self._timeout)
 
 
+class PlainJsonPods:
+    """`CoreV1Api.create_namespaced_pod` with the body sent as it is, for the server to judge."""
+
+    def __init__(self, api: kubernetes.client.ApiClient) -> None:
+        self._api = api
+
+    def create_namespaced_pod(self, namespace: str, body: dict[str, Any], *, timeout: float) -> dict[str, Any]:
+        """The created pod as a dict; the server's warnings (fields it dropped) are logged."""
+        method, url, headers, data, _ = self._api.param_serialize(
+            method="POST", resource_path="/api/v1/namespaces/{namespace}/pods", path_params={"namespace": namespace},
+            query_params=[("fieldValidation", "Warn")], body=body, auth_settings=["BearerToken"],
+            header_params={"Accept": "application/json", "Content-Type": "application/json"})
+        response = self._api.call_api(method, url, headers, data, _request_timeout=timeout)
+        response.read()
+        if not 200 <= response.status < 300:
+            raise ApiException(http_resp=response)
+        for warning in response.headers.getlist("Warning"):
+            log.warning("the API server warns about a pod created in %s: %s", namespace, warning)
+        return dict(json.loads(response.data))
+
+
 def _call(what: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
         return method(*args, **kwargs)
@@ -100,6 +138,8 @@ def _call(what: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> A
         code = errors.status_code(exc)
         if code in (404, 409):
             raise errors.BindConflict(f"{what}: {errors.describe(exc)}") from exc
+        if code in REFUSALS:
+            raise errors.Refused(f"{what} was refused: {errors.describe(exc)}", code) from exc
         raise errors.ApiError(f"{what} failed: {errors.describe(exc)}", code) from exc
     except (urllib3.exceptions.HTTPError, OSError) as exc:
         raise errors.ApiError(f"{what} failed: {errors.describe(exc)}") from exc

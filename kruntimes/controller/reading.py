@@ -15,6 +15,7 @@ import pydantic
 
 from kruntimes.api import ingest, models
 from kruntimes.api.errors import describe_validation_error
+from kruntimes.controller import template as templates
 from kruntimes.controller.reconcile import ActiveRun, RuntimePod, RuntimeSpecView
 
 
@@ -43,6 +44,7 @@ def runtime_view(obj: Mapping[str, Any]) -> RuntimeSpecView:
         replicas=replicas if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas >= 0 else 0,
         template=_mapping(spec.get("template")), capacity=capacity, capacity_problem=problem,
         conditions=tuple(c for c in conditions or [] if isinstance(c, Mapping)),
+        template_problem=templates.problem(spec.get("template", {})),
     )
 
 

@@ -23,6 +23,9 @@ Rules:
   per-resource keys are removed, since the reader would union them with the JSON.
 - Invalid capacity (the reader says what is wrong): no pod is created and no pod
   annotation is touched; the `CapacityValid` condition says what to fix.
+- A template whose shape the controller cannot build pods from (`template.problem`):
+  no pod is created; the `TemplateValid` condition says what to fix. Fields it does
+  not know are left for the API server to judge.
 - A Run is lost when the pod its assignment names (by UID; by name when the
   assignment has no UID) is not among the Runtime's pods. The adapter confirms with a
   direct read before failing it: a pod the cache has not seen yet is not lost.
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
+from kruntimes.controller import template as templates
 from kruntimes.controller import tenancy
 from kruntimes.scheduler.status import set_condition
 
@@ -61,7 +65,8 @@ CONDITION_AVAILABLE = "Available"
 
 @dataclass(frozen=True, slots=True)
 class RuntimeSpecView:
-    """One Runtime as the controller needs it; `capacity` is None when `capacity_problem` says why."""
+    """One Runtime as the controller needs it; `capacity` is None when `capacity_problem` says why,
+    and no pod is built from `template` while `template_problem` says why not (`template.problem`)."""
 
     namespace: str
     name: str
@@ -72,6 +77,7 @@ class RuntimeSpecView:
     capacity: Mapping[str, int] | None
     capacity_problem: str | None = None
     conditions: tuple[Mapping[str, Any], ...] = ()  # the current status conditions, to keep transition times
+    template_problem: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +151,7 @@ def reconcile(runtime: RuntimeSpecView, pods: list[RuntimePod], runs: list[Activ
     # 1. Scale: create the missing, delete the surplus (idle first) and the finished.
     missing = runtime.replicas - len(live) - unobserved_creates
     creates: list[dict[str, Any]] = []
-    if missing > 0 and runtime.capacity is not None:
+    if missing > 0 and runtime.capacity is not None and runtime.template_problem is None:
         creates = [pod_body(runtime, runtime.capacity, defaults) for _ in range(min(missing, defaults.max_creates))]
     surplus = max(len(live) - runtime.replicas, 0)
     victims = sorted(live, key=lambda p: (busy.get(p.uid, 0), p.ready, _newest_first(p.created), p.name))[:surplus]
@@ -209,6 +215,7 @@ def runtime_status(runtime: RuntimeSpecView, live: list[RuntimePod], now: dateti
     else:
         conditions = set_condition(conditions, CONDITION_CAPACITY, "True", "Valid",
                                    "capacity is projected onto every Runtime Pod", now)
+    conditions = _template_condition(runtime, conditions, now)
     if ready >= runtime.replicas:
         conditions = set_condition(conditions, CONDITION_AVAILABLE, "True", "ReplicasReady",
                                    f"{ready} of {runtime.replicas} runtime pods ready", now)
@@ -219,6 +226,23 @@ def runtime_status(runtime: RuntimeSpecView, live: list[RuntimePod], now: dateti
         condition["observedGeneration"] = runtime.generation
     return {"replicas": len(live), "readyReplicas": ready, "observedGeneration": runtime.generation,
             "conditions": conditions}
+
+
+def _template_condition(runtime: RuntimeSpecView, conditions: list[dict[str, Any]],
+                        now: datetime) -> list[dict[str, Any]]:
+    """`TemplateValid`: False while the template cannot be built, or while the server refuses this
+    generation's pods (set by `apply`, kept until a pod is created or the spec changes); else True."""
+    if runtime.template_problem is not None:
+        return set_condition(conditions, templates.CONDITION_TEMPLATE, "False", templates.REASON_INVALID,
+                             templates.bounded(f"{runtime.template_problem}; no Runtime Pod is created until "
+                                               f"spec.template is fixed"), now)
+    refused = next((c for c in conditions if c.get("type") == templates.CONDITION_TEMPLATE
+                    and c.get("reason") == templates.REASON_REFUSED
+                    and c.get("observedGeneration") == runtime.generation), None)
+    if refused is not None:
+        return conditions
+    return set_condition(conditions, templates.CONDITION_TEMPLATE, "True", templates.REASON_VALID,
+                         "Runtime Pods are created from spec.template", now)
 
 
 def _with_runtimed(containers: list[dict[str, Any]], defaults: PodDefaults) -> list[dict[str, Any]]:

@@ -29,7 +29,8 @@ import kubernetes.client
 
 from kruntimes.api import models
 from kruntimes.cluster import sources
-from kruntimes.cluster.informer import Informer
+from kruntimes.cluster.informer import BOOKMARK_INTERVAL, Informer
+from kruntimes.cluster.informer_metrics import InformerMetrics
 from kruntimes.cluster.leader import LeaderElector
 from kruntimes.cluster.settings import LeaseSettings
 from kruntimes.controller import apply as applying
@@ -88,7 +89,8 @@ class ControllerRunner:
     def __init__(self, api: kubernetes.client.ApiClient, namespace: str | None, *,
                  defaults: PodDefaults = PodDefaults(), resync_period: float = 30.0,
                  expectation_ttl: float = 300.0, clock: Callable[[], float] = time.monotonic,
-                 lease: LeaseSettings | None = None) -> None:
+                 lease: LeaseSettings | None = None, bookmark_interval: float = BOOKMARK_INTERVAL,
+                 informer_metrics: InformerMetrics | None = None) -> None:
         self.lock = threading.Lock()
         self.queue: WorkQueue[Key] = WorkQueue(base_delay=0.1, max_delay=30.0)
         self.elector = None if lease is None else LeaderElector(
@@ -101,9 +103,10 @@ class ControllerRunner:
         self.runtimes = _Cache(self, lambda o: (o.get("metadata") or {}).get("name"))
         self.pods = _Cache(self, _runtime_label)
         self.runs = _Cache(self, _run_runtime)
-        self.informers = [Informer(sources.runtimes(api, namespace), self.runtimes),
-                          Informer(sources.runtime_pods(api, namespace), self.pods),
-                          Informer(sources.runs(api, namespace), self.runs)]
+        self.informers = [Informer(source, cache, bookmark_interval=bookmark_interval, metrics=informer_metrics)
+                          for source, cache in ((sources.runtimes(api, namespace), self.runtimes),
+                                                (sources.runtime_pods(api, namespace), self.pods),
+                                                (sources.runs(api, namespace), self.runs))]
         self._stop = threading.Event()      # ends the work (a lost or released lease)
         self._shutdown = threading.Event()  # ends everything
         self._campaign: threading.Thread | None = None

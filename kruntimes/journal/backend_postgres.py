@@ -68,6 +68,18 @@ def create_engine(url: sa.URL) -> sa.Engine:
     return sa.create_engine(url.set(query=query), connect_args=connect_args, pool_pre_ping=True)
 
 
+def limit_statements(conn: sa.Connection, seconds: float) -> None:
+    """The server gives up on this session's statements, and its waits for a lock, after ``seconds``.
+
+    The writer's own bound (``deadline``) cuts a connection the server does not answer
+    on; this one ends the server's side of it too, so that a ``LOCK TABLE journal_records``
+    does not collect one waiting backend per retry.
+    """
+    ms = str(max(1, int(seconds * 1000)))
+    conn.execute(sa.select(sa.func.set_config("statement_timeout", ms, False),
+                           sa.func.set_config("lock_timeout", ms, False)))
+
+
 def stamps(rows: Sequence[records.EncodedRecord]) -> None:
     """PostgreSQL takes the datetimes themselves: nothing to stamp."""
     return None

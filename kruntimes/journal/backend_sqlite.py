@@ -70,6 +70,11 @@ def _create_private(path: str) -> None:
         pass  # created meanwhile by another process: its mode stands
 
 
+def limit_statements(conn: sa.Connection, seconds: float) -> None:
+    """Wait at most ``seconds`` for another connection's write lock (the writer's bound, ``deadline``)."""
+    conn.exec_driver_sql(f"PRAGMA busy_timeout={max(1, int(seconds * 1000))}")
+
+
 def stamps(rows: Sequence[records.EncodedRecord]) -> list[str]:
     """Each row's time as SQLite stores it: computed once for the record and its history rows."""
     timestamp = schema.sqlite_timestamp

@@ -14,15 +14,15 @@ import json
 import logging
 import threading
 import types
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import (backend_postgres, backend_sqlite, chain, derived, errors, follow, previous, records,
-                               schema, schema_wait)
+from kruntimes.journal import (backend_postgres, backend_sqlite, chain, deadline, derived, errors, follow, previous,
+                               records, schema, schema_wait)
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,7 @@ class Journal:
         self._append_lock = threading.Lock()
         self._append_conn: sa.Connection | None = None
         self._upsert_epochs: dict[bool, Any] = {}  # built once each: SQLAlchemy then caches their compiled forms
+        self.statement_seconds: float | None = None  # the server gives up on an append's statement after this
 
     @classmethod
     def open(cls, url: str | sa.URL = DEFAULT_URL, *, create: bool = True,
@@ -222,10 +223,12 @@ class Journal:
         inline = self._history == "inline"
         stamped = None if skip_existing else self._backend.stamps(rows)
         history = derived.derive(rows, sources, stamps=stamped) if inline and not skip_existing else None
-        conn = self._append_conn
+        conn, new = self._append_conn, self._append_conn is None
         if conn is None:
             conn = self._append_conn = self._engine.connect()
         with conn.begin():
+            if new and self.statement_seconds is not None:
+                self._backend.limit_statements(conn, self.statement_seconds)
             if skip_existing:
                 kept = self._without_stored(conn, rows)
                 if not kept:
@@ -410,7 +413,7 @@ class Journal:
         within the connect timeout): a new epoch must not wait for the database.
         """
         if timeout is not None:
-            return _bounded(self.last_lsn, timeout, f"the journal database did not answer within {timeout:g} s")
+            return deadline.bounded(self.last_lsn, timeout, f"the journal database did not answer within {timeout:g} s")
         try:
             with self._engine.connect() as conn:
                 if self._schema is not None and not self._schema.ready and not sa.inspect(conn).has_table(
@@ -494,27 +497,6 @@ class Journal:
                 return [Incarnation(*row) for row in conn.execute(stmt)]
         except sa_exc.DBAPIError as exc:
             raise errors.JournalUnavailable(f"cannot read incarnations ({self.backend}): {exc.orig}") from exc
-
-
-def _bounded(call: Callable[[], Any], timeout: float, late: str) -> Any:
-    """``call()``'s result, or ``JournalUnavailable(late)`` if it takes longer than ``timeout``."""
-    outcome: list[tuple[bool, Any]] = []
-
-    def run() -> None:
-        try:
-            outcome.append((True, call()))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-            outcome.append((False, exc))
-
-    thread = threading.Thread(target=run, name="kruntimes-journal-probe", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if not outcome:
-        raise errors.JournalUnavailable(late)
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value
 
 
 def _dialect_insert(conn: sa.Connection) -> Any:

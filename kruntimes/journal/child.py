@@ -24,7 +24,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, errors, follow, metrics, payloads, wire
+from kruntimes.journal import backends, errors, follow, handover, metrics, payloads, wire
 from kruntimes.journal.writer import JournalWriter, Record
 
 log = logging.getLogger(__name__)
@@ -126,6 +126,9 @@ def main(conn: Connection) -> None:
     except errors.JournalUnavailable as exc:
         last_lsn, error = None, str(exc)
     send(("ready", last_lsn, error))
+    # How far the scheduler handed this epoch's records over, noted before the writer takes them:
+    # what a crash loses before they are durable is then named, not silent (SPEC §5 "Crash vs loss").
+    mark = handover.Mark(options["spool_path"], options["epoch"]) if options.get("epoch") else None
     writer.start()
     acker = _Acker(writer, send, latencies, ack_gap)
     acker.start()
@@ -142,6 +145,8 @@ def main(conn: Connection) -> None:
                 for chunk in wire.chunks_of(data):
                     received += chunk
                 rejected, batch = _unwrap(received)
+                if mark is not None:
+                    mark.advance(batch)
                 acker.dropped += rejected + writer.extend(batch)
                 acker.received += len(received)
                 if data[:1] == wire.FLUSH:
@@ -164,6 +169,8 @@ def main(conn: Connection) -> None:
                 break
     finally:
         writer.close(close_timeout)
+        if mark is not None:
+            mark.close(ended=writer.ended)
         acker.stop()
         journal.close()
         try:

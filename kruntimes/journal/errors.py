@@ -52,3 +52,7 @@ class CorruptRecord(JournalError):
 
 class SpoolUnwritable(JournalError):
     """The local spool file cannot be written (disk full, read-only, permissions)."""
+
+
+class JournalTimeout(JournalUnavailable):
+    """The journal database did not answer within the writer's bound (``deadline``): counted as away."""

@@ -54,7 +54,8 @@ def run_cycles(journal: backends.Journal, namespace: str, name: str, *,
     c = derived.cycles
     stmt = (sa.select(c.c.lsn, c.c.decided_at, c.c.run_uid, c.c.result, c.c.chosen, c.c.total, c.c.message,
                       c.c.pods_evaluated, c.c.pods_feasible, c.c.duration_us, c.c.snapshot_lsn)
-            .where(c.c.namespace == namespace, c.c.run == name).order_by(c.c.lsn.desc()))
+            .where(c.c.namespace == namespace, c.c.run == name)
+            .order_by(c.c.decided_at.desc(), c.c.epoch.desc(), c.c.lsn.desc()))  # LSNs overlap between epochs: time first
     if limit is not None:
         stmt = stmt.limit(limit)
     return list(reversed(_rows(journal, stmt)))
@@ -65,7 +66,7 @@ def _placement(journal: backends.Journal, namespace: str, name: str) -> dict[str
     stmt = (sa.select(p.c.epoch, p.c.lsn, p.c.run, p.c.run_uid, _runtime(p), p.c.pod, p.c.decided_at, p.c.now,
                       p.c.total, p.c.outcome, p.c.snapshot_lsn)
             .where(p.c.namespace == namespace, p.c.run == name, p.c.outcome == "scheduled")
-            .order_by(p.c.lsn.desc()).limit(1))
+            .order_by(p.c.decided_at.desc(), p.c.epoch.desc(), p.c.lsn.desc()).limit(1))
     found = _rows(journal, stmt)
     return found[0] if found else None
 
@@ -116,7 +117,8 @@ def binds(journal: backends.Journal, namespace: str, run_uids: Sequence[str]) ->
         return []
     b = derived.binds
     stmt = (sa.select(b.c.lsn, b.c.recorded_at, b.c.run_uid, b.c.result, b.c.error)
-            .where(b.c.namespace == namespace, b.c.run_uid.in_(sorted(set(run_uids)))).order_by(b.c.lsn))
+            .where(b.c.namespace == namespace, b.c.run_uid.in_(sorted(set(run_uids))))
+            .order_by(b.c.recorded_at, b.c.epoch, b.c.lsn))
     return _rows(journal, stmt)
 
 
@@ -323,7 +325,7 @@ def conflicts(journal: backends.Journal, *, since: datetime | None = None, until
                              c.c.message.label("detail"))
                    .where(c.c.result == "conflict"), c.c.decided_at, since, until)
     named = (sa.select(c.c.run).where(c.c.namespace == b.c.namespace, c.c.run_uid == b.c.run_uid)
-             .order_by(c.c.lsn.desc()).limit(1).scalar_subquery())
+             .order_by(c.c.decided_at.desc(), c.c.lsn.desc()).limit(1).scalar_subquery())
     binds_ = _window(sa.select(b.c.epoch, b.c.lsn, b.c.recorded_at.label("at"), b.c.namespace, named.label("run"),
                                b.c.run_uid, ("bind " + b.c.result).label("what"), sa.null().label("pod"),
                                b.c.error.label("detail"))

@@ -16,6 +16,7 @@ candidates and a digest of the full outcome; the `full` detail adds every pod.
 
 from __future__ import annotations
 
+import logging
 import operator
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, NamedTuple
@@ -25,6 +26,8 @@ from kruntimes.journal import codec, errors, records
 from kruntimes.journal.records import EncodedRecord, JournalRecord
 from kruntimes.scheduler.config import PLANNER_VERSION
 from kruntimes.scheduler.outcome import CycleOutcome
+
+log = logging.getLogger("kruntimes.journal.writer")  # its lines were always the writer's
 
 DETAILS = ("summary", "full")
 DEFAULT_TOP_CANDIDATES = 5
@@ -144,3 +147,36 @@ def encoded_with_payload(record: DeferredRecord, *, max_payload_bytes: int) -> t
 
 def _instant(at: datetime | int) -> datetime:
     return _EPOCH + timedelta(microseconds=at) if type(at) is int else records.utc_instant(at)
+
+
+def encode_batch(batch: list[Any], max_payload_bytes: int,
+                 rejected: dict[str, int]) -> tuple[list[EncodedRecord], list[Any]]:
+    """The journal writer's batch in its stored form (rejected records counted by reason and left
+    out), with each record's payload dict (None for one that came encoded).
+
+    The payload dicts go with the rows to the journal, which derives the history tables
+    from them without parsing the JSON again.
+    """
+    rows: list[EncodedRecord] = []
+    built: list[Any] = []
+    first: Exception | None = None
+    deferred, journal_record = DeferredRecord, JournalRecord
+    for record in batch:
+        try:
+            if type(record) is deferred:
+                row, payload = encoded_with_payload(record, max_payload_bytes=max_payload_bytes)
+            elif type(record) is journal_record:
+                row, payload = records.encode(record, max_payload_bytes=max_payload_bytes), record.payload
+            else:
+                row, payload = record, None
+        except Exception as exc:  # an encoder or builder bug is still this record's problem only
+            reason = exc.reason if isinstance(exc, errors.RecordRejected) else "malformed"
+            rejected[reason] = rejected.get(reason, 0) + 1
+            first = first or exc
+            continue
+        rows.append(row)
+        built.append(payload)
+    if first is not None:
+        log.error("journal writer rejected %d record(s) of a batch of %d; first: %s",
+                  len(batch) - len(rows), len(batch), first)
+    return rows, built

@@ -1,14 +1,16 @@
 """SpoolRecovery: a replica that does not lead still drains what its killed terms left in its spool.
 
 A replica killed while the database was away restarts with records in its spool:
-durable, but not yet in the database. Only a term opens a writer on that spool, so
-a replica that stays a standby (for weeks, perhaps) would keep them there, and its
-killed epochs would stay without their end (SPEC §5 "Several writers, one truth":
-nothing waits silently). So a scheduler that starts with records in its spool runs
-a writer on it in the background - one that appends nothing - until the spool is
+durable, but not yet in the database; one killed while the database answered restarts
+with an empty spool and its epoch noted open (``<spool>.epochs``). Only a term opens a
+writer on that spool, so a replica that stays a standby (for weeks, perhaps) would keep
+the records there, and its killed epochs would stay without their end (SPEC §5 "Several
+writers, one truth": nothing waits silently; "Crash vs loss": a replica that restarts
+closes its own earlier epoch). So a scheduler that starts with either (``left_behind``)
+runs a writer on it in the background - one that appends nothing - until the spool is
 empty and the epochs it found there are closed (``end`` {"reason": "recovered"}),
-retrying while the database is away. A term that begins meanwhile stops it first: one writer per
-spool at a time, and the term's writer drains the rest.
+retrying while the database is away. A term that begins meanwhile stops it first: one
+writer per spool at a time, and the term's writer drains the rest.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import follow, spool
+from kruntimes.journal import child, follow, spool, spool_drain
 from kruntimes.journal.backends import Journal
 from kruntimes.journal.writer import JournalWriter
 
@@ -33,6 +36,13 @@ def has_records(path: str | os.PathLike[str]) -> bool:
         return os.path.getsize(path) > len(spool.MAGIC)
     except OSError:
         return False
+
+
+def left_behind(path: str | os.PathLike[str]) -> bool:
+    """Whether an earlier run left work on the spool at ``path``: records in it, or an epoch its note
+    still lists open (a process killed mid-term while the database answered leaves an empty spool,
+    and its epoch must still be closed: SPEC §5 "Crash vs loss")."""
+    return has_records(path) or bool(spool_drain.read_note(Path(f"{os.fspath(path)}.epochs")))
 
 
 class SpoolRecovery:
@@ -63,8 +73,10 @@ class SpoolRecovery:
     def _run(self) -> None:
         journal = Journal.deferred(self.url, migrate=self.migrate, history=self.history)
         try:
+            # The killed process's writer may still be storing what it had received: wait for its spool.
+            options = {"spool_wait": child.SPOOL_WAIT_SECONDS, **self._options}
             writer = JournalWriter(journal, spool_path=self.spool_path, registry=self._registry, recover_all=True,
-                                   **self._options).start()
+                                   **options).start()
         except Exception:  # noqa: BLE001 - the term's writer will meet the same spool and say so
             log.exception("journal spool recovery could not open %s", self.spool_path)
             journal.close()

@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kruntimes.journal import backends, chain, errors, records, spool
+from kruntimes.journal import backends, chain, deadline, errors, handover, records, spool
 
 # The writer's logger: these lines were always the writer's, and are still read as such.
 log = logging.getLogger("kruntimes.journal.writer")
@@ -38,6 +38,7 @@ class SpoolDrain:
 
     if TYPE_CHECKING:  # the writer's state and methods these use
         _journal: backends.Journal
+        _deadline: deadline.Deadline
         _spool: spool.Spool
         _key: chain.ChainKey | None
         _clock: Callable[[], float]
@@ -105,7 +106,7 @@ class SpoolDrain:
         them and refuses one that differs. A row without a link (a format 1 spool, or
         an epoch whose head the writer did not know) gets it here.
         """
-        stored = self._journal.epochs({r.incarnation for r in rows})
+        stored = self._deadline.call("read of the epochs' heads", self._journal.epochs, {r.incarnation for r in rows})
         state = {epoch: (h.head_lsn, h.head_hash) for epoch, h in stored.items()}
         first_bad: dict[str, tuple[int, str]] = {}
         out = []
@@ -180,7 +181,7 @@ class SpoolDrain:
         """
         if self._epoch is None and not self._recover_all:
             return []
-        noted = _read_note(self._note_path)
+        noted = read_note(self._note_path)
         unended = [epoch for epoch, h in self._spool.heads.items() if h.kind != "end"]
         found = [e for e in dict.fromkeys([*noted, *unended]) if e != self._epoch]
         write_note(self._note_path, [*found, *([self._epoch] if self._epoch else [])])
@@ -192,30 +193,43 @@ class SpoolDrain:
     def _recover(self) -> None:
         """Close every epoch to recover with an ``end`` {"reason": "recovered"} after its stored head."""
         try:
-            heads = self._journal.epochs(self._to_recover)
+            heads = self._deadline.call("read of the epochs' heads", self._journal.epochs, self._to_recover)
         except errors.JournalUnavailable as exc:
             log.warning("journal: cannot read the heads of epochs to recover yet: %s", exc)
             self._schedule_retry()
             return
         for epoch in list(self._to_recover):
             head = heads.get(epoch)
+            # The handed-over mark: records its process received past the stored head are lost, and the
+            # end record comes after them, so that verify names the gap (SPEC §5 "Crash vs loss").
+            handed = handover.read(self._spool.path, epoch)
             if head is not None and head.end_lsn is None:
-                end = records.encode_fields(epoch, head.head_lsn + 1, self._wall_clock(), "end",
-                                            {"reason": "recovered"})
+                payload: dict[str, Any] = {"reason": "recovered"}
+                if handed is not None:
+                    payload["handed_lsn"] = handed
+                end = records.encode_fields(epoch, max(head.head_lsn, handed or 0) + 1, self._wall_clock(), "end",
+                                            payload)
                 end = end._replace(chain_hash=chain.link(head.head_hash, epoch, end.lsn, end.recorded_at, "end",
                                                          end.schema_version, end.payload_sha256, self._key))
                 if not self._write([end], skip_existing=True):
                     return  # spilling now; recovery waits for the spool to drain again
                 log.info("journal: closed epoch %s (its process was killed) after LSN %d", epoch, head.head_lsn,
                          extra={"epoch": epoch, "lsn": end.lsn})
+                if end.lsn > head.head_lsn + 1:
+                    log.error("journal: epoch %s lost LSNs %d..%d when its process was killed: handed to its writer, "
+                              "never stored", epoch, head.head_lsn + 1, end.lsn - 1,
+                              extra={"epoch": epoch, "lsn": head.head_lsn + 1, "handed_lsn": handed})
                 self._log_head(epoch, end.lsn, end.chain_hash)
             elif head is None:
-                log.warning("journal: epoch %s to recover has no record in the database; nothing to close", epoch)
+                log.warning("journal: epoch %s to recover has no record in the database; nothing to close%s", epoch,
+                            "" if handed is None else f" (its records up to LSN {handed} were lost)")
+            handover.forget(handover.path_for(self._spool.path, epoch))
             self._to_recover.remove(epoch)
             write_note(self._note_path, [*self._to_recover, *([self._epoch] if self._epoch else [])])
 
 
-def _read_note(path: Path) -> list[str]:
+def read_note(path: Path) -> list[str]:
+    """The epochs noted open in the note at ``path`` (none if it is missing or unreadable)."""
     try:
         noted = json.loads(path.read_text())
     except FileNotFoundError:

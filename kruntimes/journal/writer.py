@@ -7,7 +7,8 @@ record's LSN (which keeps the buffer in LSN order). The thread takes up to
 transaction, and on a failed or too slow write spills this and every later batch in
 order to the spool (fsync'd per batch), retrying with backoff; once the database
 answers it drains the spool first (``skip_existing``: a crash mid-drain never
-duplicates). If the spool fails too, ``policy="block"`` holds the batch and the
+duplicates). A call the database has not answered within ``write_timeout`` counts as
+failed (``deadline``), so a record is durable within that bound whatever the database does. If the spool fails too, ``policy="block"`` holds the batch and the
 buffer fills; ``"drop"`` drops and counts. docs/journal.md has the whole picture.
 
 The chain (SPEC §5 "Integrity"): the thread links every record to the one before it
@@ -38,7 +39,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, chain, errors, intake, metrics, payloads, records, spool, spool_drain
+from kruntimes.journal import backends, chain, deadline, errors, intake, metrics, payloads, records, spool, spool_drain
 
 log = logging.getLogger(__name__)
 
@@ -80,11 +81,16 @@ class JournalWriter(spool_drain.SpoolDrain):
         epoch: str | None = None,
         recover_all: bool = False,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+        write_timeout: float = deadline.DEFAULT_SECONDS,
     ) -> None:
         if max_batch < 1:
             raise ValueError("buffer_size and max_batch must be positive")
         self._in = intake.Intake(buffer_size, policy, bound_unsettled=False)
         self._journal = journal
+        # Every database call answers within write_timeout or counts as failed (SPEC §5 "Availability").
+        self._deadline = deadline.Deadline(getattr(journal, "engine", None), write_timeout)
+        if isinstance(journal, backends.Journal):
+            journal.statement_seconds = write_timeout
         self._max_batch = max_batch
         self._max_payload_bytes = max_payload_bytes
         self._slow_write_seconds = slow_write_seconds
@@ -239,6 +245,7 @@ class JournalWriter(spool_drain.SpoolDrain):
             if self._thread.is_alive():
                 log.error("journal writer thread did not stop within %.1fs (a database call hangs?)", timeout)
                 return  # the thread still uses the spool
+        self._deadline.close()
         lost = len(self._in.buffer) + len(self._held)
         if lost:
             log.error("journal writer closed with %d records neither in the database nor in the spool", lost)
@@ -275,6 +282,11 @@ class JournalWriter(spool_drain.SpoolDrain):
     def quarantine_path(self) -> Path:
         """Where records a drain refused to store are kept (spool format)."""
         return self._quarantine_path
+
+    @property
+    def ended(self) -> bool:
+        """This writer's epoch's end record is durable (database or spool)."""
+        return self._ended
 
     @property
     def recovering(self) -> bool:
@@ -331,12 +343,17 @@ class JournalWriter(spool_drain.SpoolDrain):
     def _process(self, batch: list[Record]) -> int:
         """Make ``batch`` (after any held records) durable; return how many records settled."""
         before = dict(self._heads)
-        encoded, built = self._encode(batch)
+        encoded, built = payloads.encode_batch(batch, self._max_payload_bytes, self._rejected)
         rows = self._held + self._linked(encoded)
         sources: list[Any] | None = [None] * len(self._held) + built if self._held else built
         unsettled_before = len(self._held) + len(batch)
+        spool_first = self._spilling and not self._held  # (held: the spool failed them, the database may not)
         self._held = []
         try:
+            if rows and spool_first:  # behind the spooled ones, and durable before any database call
+                if self._spill(rows) == "dropped":
+                    self._heads = before  # the chain goes on from the last durable record
+                rows = []
             if self._spilling:
                 self._drain_spool()
             if rows and not self._spilling and self._write(rows, skip_existing=False, payloads=sources):
@@ -389,37 +406,6 @@ class JournalWriter(spool_drain.SpoolDrain):
                 if r.kind == "end" and r.incarnation == self._epoch:
                     self._ended = True
 
-    def _encode(self, batch: list[Record]) -> tuple[list[records.EncodedRecord], list[Any]]:
-        """The stored form of each record (rejected ones counted and left out), with its payload dict.
-
-        The payload dicts (None for records that came encoded) go with the rows to the
-        journal, which derives the history tables from them without parsing the JSON again.
-        """
-        rows: list[records.EncodedRecord] = []
-        built: list[Any] = []
-        first: Exception | None = None
-        rejected = self._rejected
-        deferred, journal_record, limit = payloads.DeferredRecord, records.JournalRecord, self._max_payload_bytes
-        for record in batch:
-            try:
-                if type(record) is deferred:
-                    row, payload = payloads.encoded_with_payload(record, max_payload_bytes=limit)  # type: ignore[arg-type]
-                elif type(record) is journal_record:
-                    row, payload = records.encode(record, max_payload_bytes=limit), record.payload  # type: ignore[arg-type]
-                else:
-                    row, payload = record, None  # type: ignore[assignment]
-            except Exception as exc:  # an encoder or builder bug is still this record's problem only
-                reason = exc.reason if isinstance(exc, errors.RecordRejected) else "malformed"
-                rejected[reason] = rejected.get(reason, 0) + 1
-                first = first or exc
-                continue
-            rows.append(row)
-            built.append(payload)
-        if first is not None:
-            log.error("journal writer rejected %d record(s) of a batch of %d; first: %s",
-                      len(batch) - len(rows), len(batch), first)
-        return rows, built
-
     def _write(self, rows: list[records.EncodedRecord], *, skip_existing: bool,
                payloads: list[Any] | None = None) -> bool:
         """One transaction; False (and spill mode) if the database failed or was too slow.
@@ -430,15 +416,15 @@ class JournalWriter(spool_drain.SpoolDrain):
         (the history tables are derived from them instead of the JSON text).
         """
         started = self._clock()
-        append = self._journal.append_batch
+        heads: dict[str, tuple[int, str]] = {}  # filled by the call's thread once it commits
         try:
             try:
-                append(rows, skip_existing=skip_existing, key=self._key, heads=self._stored_heads, payloads=payloads)
+                self._append(rows, skip_existing, heads, payloads)
             except errors.DuplicateRecord:
                 if skip_existing:
                     raise
                 # Usually a commit whose acknowledgement was lost: store what is missing.
-                append(rows, skip_existing=True, key=self._key, heads=self._stored_heads, payloads=payloads)
+                self._append(rows, True, heads, payloads)
         except errors.DuplicateRecord as exc:
             if not exc.keys:
                 raise
@@ -451,6 +437,9 @@ class JournalWriter(spool_drain.SpoolDrain):
             self._spilling = True
             self._schedule_retry()
             return False
+        for epoch, head in heads.items():
+            if head[0] > self._stored_heads.get(epoch, (-1, ""))[0]:
+                self._stored_heads[epoch] = head
         elapsed = self._clock() - started
         self._observe_latency(elapsed)
         self._written += len(rows)
@@ -463,6 +452,11 @@ class JournalWriter(spool_drain.SpoolDrain):
             self._spilling = True
             self._schedule_retry()
         return True
+
+    def _append(self, rows: list[records.EncodedRecord], skip_existing: bool, heads: dict[str, tuple[int, str]],
+                payloads: list[Any] | None) -> None:
+        self._deadline.call("write", self._journal.append_batch, rows, skip_existing=skip_existing, key=self._key,
+                            heads=heads, payloads=payloads)
 
     def _spill(self, rows: list[records.EncodedRecord]) -> str:
         """Spool ``rows``: "spooled", "held" (block policy, retried) or "dropped" (drop policy)."""

@@ -82,6 +82,9 @@ class Scheduler(BindSettlement):
         self.sender: Sender = sender if sender is not None else Inline(lambda: self.binder)
         self.deadline = deadline
         self._term = 0  # bumped by `pause`: answers for an earlier term change nothing
+        # The leadership term this scheduler's assignments carry (the Lease's
+        # leaseTransitions when it took the lease; SPEC §3.6), None without leader election.
+        self.lease_term: int | None = None
         self.clock = clock
         self.metrics = metrics if metrics is not None else SchedulerMetrics()
         # `is not None`, not `or`: an empty WorkQueue is falsy (it has __len__).
@@ -279,7 +282,7 @@ class Scheduler(BindSettlement):
             self.queue.add_rate_limited(key)
             self._end(cycle, "conflict")
             return
-        body = st.scheduled_status(None, outcome.chosen, outcome.chosen_uid, now)
+        body = st.scheduled_status(None, outcome.chosen, outcome.chosen_uid, now, self.lease_term)
         self._bind(cycle, run, Bind(run.resource_version, run.uid, outcome.chosen, outcome.chosen_uid, body))
 
     # -- status writes (a bind is sent and settled by binding.BindSettlement) ----------------

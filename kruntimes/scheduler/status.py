@@ -30,6 +30,11 @@ class ApiError(Exception):
     retry_after: float | None = None
 
 
+class Refused(ApiError):
+    """The server refused the object as written (a 400, 403 or 422 for the body itself): sending
+    it again gets the same answer until someone changes what it is built from."""
+
+
 class Late(ApiError):
     """A write not sent because the deadline it carried had passed: the leader fence it was
     handed over under may have closed since (SPEC §3.6). Nothing reached the server."""
@@ -65,11 +70,15 @@ def set_condition(conditions: list[dict[str, Any]], type_: str, status: str, rea
     return sorted(out, key=lambda c: c["type"])
 
 
-def scheduled_status(previous: dict[str, Any] | None, pod_name: str, pod_uid: str, now: datetime) -> dict[str, Any]:
+def scheduled_status(previous: dict[str, Any] | None, pod_name: str, pod_uid: str, now: datetime,
+                     term: int | None = None) -> dict[str, Any]:
+    """The bind's status; `term` is the writer's leadership term, which the server's fence checks (SPEC §3.6)."""
     conditions = set_condition((previous or {}).get("conditions", []), SCHEDULED, "True", SCHEDULED,
                                f"assigned to runtime pod {pod_name}", now)
-    return {"phase": "Scheduled", "assignment": {"podName": pod_name, "podUID": pod_uid},
-            "conditions": conditions}
+    assignment: dict[str, Any] = {"podName": pod_name, "podUID": pod_uid}
+    if term is not None:
+        assignment["term"] = term
+    return {"phase": "Scheduled", "assignment": assignment, "conditions": conditions}
 
 
 def pending_status(previous: dict[str, Any] | None, message: str, now: datetime) -> dict[str, Any]:

@@ -102,9 +102,11 @@ def _prune(reader: queries.Reader) -> m.Html:
     if rec is None:
         return m.h("p", "Never pruned: the journal starts at LSN 1.", class_="note", id="prune")
     p = rec.payload
-    return m.definition({"starts at checkpoint": p.get("checkpoint_lsn"), "cut-off": p.get("before"),
-                         "pruned at": p.get("pruned_at"), "by": p.get("by"), "deleted": p.get("deleted"),
-                         "earlier prunes": len(p.get("earlier") or ())}, id="prune")
+    earlier = int(p["number"]) - 1 if isinstance(p.get("number"), int) else len(p.get("earlier") or ())
+    return m.definition({"epoch cut": p.get("epoch"), "starts at checkpoint": p.get("checkpoint_lsn"),
+                         "cut-off": p.get("before"), "pruned at": p.get("pruned_at"), "by": p.get("by"),
+                         "deleted": p.get("deleted"), "epochs removed whole": len(p.get("removed_epochs") or ()),
+                         "earlier prunes": earlier}, id="prune")
 
 
 def _verify_form(since: datetime, until: datetime) -> m.Html:

@@ -23,12 +23,12 @@ finalizer deletes them.
 
 from __future__ import annotations
 
-import copy
 import threading
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from tests.emulator import deep
 from tests.emulator.resources import NAMESPACE, Resource
 from tests.emulator.statuses import ApiError
 
@@ -56,7 +56,7 @@ def delete(store: "Store", resource: Resource, key: "Key", old: dict[str, Any],
         if grace < pending and (grace > 0 or meta.get("finalizers")):
             return _mark(store, resource, key, old, grace)  # shortened
         if grace > 0 or pending == 0 or meta.get("finalizers"):
-            return copy.deepcopy(old)
+            return deep.copy(old)
     elif grace > 0 or meta.get("finalizers"):
         return _mark(store, resource, key, old, grace)
     shown = store.remove(resource, key)
@@ -74,7 +74,7 @@ def pod_grace(pod: dict[str, Any], options: dict[str, Any]) -> int:
 
 
 def _mark(store: "Store", resource: Resource, key: "Key", old: dict[str, Any], grace: int) -> dict[str, Any]:
-    new = copy.deepcopy(old)
+    new = deep.copy(old)
     new["metadata"]["deletionTimestamp"] = store.timestamp(grace)
     new["metadata"]["deletionGracePeriodSeconds"] = grace
     shown = store.replace_stored(resource, key, new)
@@ -104,7 +104,7 @@ def _strip(store: "Store", key: "Key", uids: set[str]) -> None:
 
     stored = store.stored(key)
     assert stored is not None
-    new = copy.deepcopy(stored)
+    new = deep.copy(stored)
     kept = [ref for ref in new["metadata"].get("ownerReferences") or [] if ref.get("uid") not in uids]
     if kept:
         new["metadata"]["ownerReferences"] = kept
@@ -171,7 +171,7 @@ class Controllers:
         if pod is None or pod["metadata"].get("uid") != uid or not pod["metadata"].get("deletionTimestamp"):
             return
         if pod["metadata"].get("finalizers"):  # the kubelet's final delete (grace 0) waits for them
-            new = copy.deepcopy(pod)
+            new = deep.copy(pod)
             new["metadata"]["deletionGracePeriodSeconds"] = 0
             self._store.replace_stored(resource_of(key), key, new)
             return

@@ -11,7 +11,11 @@ re-send") fails a test instead of hiding a fault:
   with ``apply_first``, after it has been applied (the client cannot know it landed);
 - ``throttle``: 429 with ``Retry-After`` and a plain-text body, as API Priority and
   Fairness answers;
-- ``answer``: any other status (409, 500, ...) with a ``Status`` body.
+- ``answer``: any other status (409, 500, ...) with a ``Status`` body;
+- ``silence``: a watch answered 200 whose stream then stays open and says nothing, not
+  even a bookmark, until the client leaves (a wedged server or a proxy holding the
+  connection; issue 23 item 7). Meant for watch requests: any other request it
+  matches is answered as usual.
 
 Each fault fires once per request it matches, ``count`` times, then is used up.
 """
@@ -32,7 +36,7 @@ THROTTLED_BODY = b"Too many requests, please try again later.\n"
 
 @dataclass(frozen=True)
 class Fault:
-    kind: str                      # "delay", "drop", "throttle" or "answer"
+    kind: str                      # "delay", "drop", "throttle", "answer" or "silence"
     when: Match | None = None      # (method, path) -> whether this request is hit; None: any
     seconds: float = 0.0           # delay
     apply_first: bool = False      # delay/drop: after the request has been applied
@@ -44,6 +48,11 @@ def status_write(name: str | None = None) -> Match:
     """Matches a PUT to a Run's status subresource (one Run's when `name` is given)."""
     suffix = f"/runs/{name}/status" if name else "/status"
     return lambda method, path: method == "PUT" and "/runs/" in path and path.endswith(suffix)
+
+
+def watch_of(plural: str) -> Match:
+    """Matches a list or watch of ``plural`` (both are a GET of the collection)."""
+    return lambda method, path: method == "GET" and path.endswith(f"/{plural}")
 
 
 def lease_write(method: str | None = None) -> Match:

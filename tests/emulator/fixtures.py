@@ -99,10 +99,14 @@ def kube_api(request: pytest.FixtureRequest) -> Iterator[kubernetes.client.ApiCl
 
 
 @pytest.fixture
-def kube_namespace(kube_api: kubernetes.client.ApiClient) -> Iterator[str]:
+def kube_namespace(kube_api: kubernetes.client.ApiClient, request: pytest.FixtureRequest) -> Iterator[str]:
     name = f"kr-test-{uuid.uuid4().hex[:8]}"
     core = kubernetes.client.CoreV1Api(kube_api)
     core.create_namespace({"metadata": {"name": name}})
+    if real_cluster_kubeconfig() is None:
+        # As deployed, the scheduler's term fence (SPEC §3.6) names the Lease a test's
+        # scheduler takes: the one in the test's namespace.
+        request.getfixturevalue("emulator").bind_fence(name)
     yield name
     try:
         core.delete_namespace(name)

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import copy
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from tests.emulator import deep
 from tests.emulator.resources import Resource
 from tests.emulator.statuses import ApiError, Gone
 
@@ -54,10 +54,10 @@ def page(store: "Store", resource: Resource, namespace: str | None, keep: Callab
     matching = [obj for key, obj in sorted(objects.items())
                 if namespace in (None, key[1]) and (after is None or key[1:] > after) and keep(obj)]
     if limit is None or limit <= 0 or len(matching) <= limit:
-        return Page([copy.deepcopy(obj) for obj in matching], rv)
+        return Page([deep.copy(obj) for obj in matching], rv)
     shown = matching[:limit]
     last = shown[-1]["metadata"]
-    return Page([copy.deepcopy(obj) for obj in shown], rv,
+    return Page([deep.copy(obj) for obj in shown], rv,
                 _encode(rv, (last.get("namespace", ""), last["name"])), len(matching) - limit)
 
 

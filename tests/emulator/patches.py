@@ -13,8 +13,9 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
+
+from tests.emulator import deep
 
 
 class PatchError(ValueError):
@@ -26,25 +27,33 @@ class PatchError(ValueError):
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386, walked with a stack of its own: a patch may nest as deep as a body (10,000 levels)."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
+        return deep.copy(patch)
+    root = dict(target) if isinstance(target, dict) else {}
+    pending = [(root, patch)]
+    while pending:
+        out, part = pending.pop()
+        for key, value in part.items():
+            if value is None:
+                out.pop(key, None)
+            elif isinstance(value, dict):
+                child = out.get(key)
+                out[key] = dict(child) if isinstance(child, dict) else {}
+                pending.append((out[key], value))
+            else:
+                out[key] = deep.copy(value)
+    return root
 
 
 def strategic_merge_patch(target: Any, patch: Any, merge_keys: dict[tuple[str, ...], str | None],
                           path: tuple[str, ...] = ()) -> Any:
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return deep.copy(patch)
     patch = dict(patch)
     directive = patch.pop("$patch", None)
     if directive == "replace":
-        return copy.deepcopy(patch)
+        return deep.copy(patch)
     if directive is not None:
         raise PatchError(f"unsupported $patch directive {directive!r} at {'.'.join(path) or '<root>'}", 400)
     out = dict(target) if isinstance(target, dict) else {}
@@ -65,7 +74,7 @@ def strategic_merge_patch(target: Any, patch: Any, merge_keys: dict[tuple[str, .
 
 def _merge_list(current: list[Any], patch: list[Any], key: str | None,
                 merge_keys: dict[tuple[str, ...], str | None], path: tuple[str, ...]) -> list[Any]:
-    result = copy.deepcopy(current)
+    result = deep.copy(current)
     if key is None:  # a set of scalars: union, in order
         return result + [item for item in patch if item not in result]
     for item in patch:
@@ -86,7 +95,7 @@ def _merge_list(current: list[Any], patch: list[Any], key: str | None,
 def json_patch(target: Any, operations: Any) -> Any:
     if not isinstance(operations, list):
         raise PatchError("a JSON patch is a list of operations", 400)
-    document = copy.deepcopy(target)
+    document = deep.copy(target)
     for operation in operations:
         if not isinstance(operation, dict) or "op" not in operation or "path" not in operation:
             raise PatchError(f"malformed JSON patch operation {operation!r}", 400)
@@ -99,10 +108,10 @@ def json_patch(target: Any, operations: Any) -> Any:
         elif op in ("add", "replace"):
             if op == "replace":
                 _remove(document, path)
-            document = _add(document, path, copy.deepcopy(operation.get("value")))
+            document = _add(document, path, deep.copy(operation.get("value")))
         elif op in ("move", "copy"):
             source = _pointer(operation.get("from", ""))
-            value = copy.deepcopy(_get(document, source))
+            value = deep.copy(_get(document, source))
             if op == "move":
                 _remove(document, source)
             document = _add(document, path, value)

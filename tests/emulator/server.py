@@ -13,11 +13,13 @@ surface and fault injection:
 - pods bound to a node are deleted gracefully; the emulator removes them when the grace
   period has elapsed, times ``grace_scale``, or at ``finish_terminating()``.
 - an answer the client left before receiving is recorded in ``unanswered``.
+- the scheduler's term fence (``admission``, SPEC §3.6): ``bind_fence(namespace, name)``
+  points the policy's binding at a test's Lease.
 - Faults: ``fail_next(n)`` answers the next n requests with 500, ``set_latency(s)`` delays
   every request; per request (``faults``): ``delay``, ``drop`` (the connection closed
   without an answer, before or after the request was applied), ``throttle`` (429 with
   ``Retry-After``, plain text, as API Priority and Fairness answers) and ``answer``
-  (any status). ``hits_of(match)`` counts every request that arrived, so a request the
+  (any status), ``silence`` (a watch that stays open and says nothing). ``hits_of(match)`` counts every request that arrived, so a request the
   client re-sent on its own shows; ``drop_watches()`` ends every open watch (cleanly, or abruptly with
   ``abrupt=True``, like a broken connection), ``compact()`` forgets the event history.
 
@@ -29,7 +31,6 @@ its content at once).
 from __future__ import annotations
 
 import collections
-import json
 import socket
 import threading
 import time
@@ -42,7 +43,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import kubernetes.client
 
-from tests.emulator import faults, resources, rest, schema, selectors, watches
+from tests.emulator import deep, faults, resources, rest, schema, selectors, watches
 from tests.emulator.store import ApiError, Store
 
 _POLL = 0.02  # how often serve_forever looks for shutdown()
@@ -154,6 +155,15 @@ class Emulator:
     def answer(self, code: int, when: faults.Match | None = None, *, count: int = 1) -> None:
         """Answer the next ``count`` matching requests with ``code`` (a Status body), unhandled."""
         self.faults.add(faults.Fault("answer", when, code=code), count)
+
+    def silence(self, when: faults.Match | None = None, *, count: int = 1) -> None:
+        """Answer the next ``count`` matching watches 200, then send nothing (no event, no bookmark)."""
+        self.faults.add(faults.Fault("silence", when), count)
+
+    def bind_fence(self, namespace: str, name: str = "kruntimes-scheduler") -> None:
+        """Point the scheduler-fence policy's binding at this Lease (SPEC §3.6; deploy's names another)."""
+        with self.store.lock:
+            self.store.fence.lease = (namespace, name)
 
     def hits_of(self, match: faults.Match) -> int:
         """Requests that reached the server and ``match`` accepts, faulted or not."""
@@ -295,7 +305,10 @@ class _Handler(BaseHTTPRequestHandler, watches.WatchStreaming):
             body = _json_body(raw) if raw else None
             if method == "GET" and route.name is None and query.get("watch") in ("true", "1"):
                 self._count("watch", route)
-                self._watch(route, query)
+                if fault is not None and fault.kind == "silence":
+                    self._silent_watch()
+                else:
+                    self._watch(route, query)
                 return
             content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
             code, result = rest.dispatch(self.emulator.store, method, route, query, body, content_type,
@@ -336,7 +349,7 @@ class _Handler(BaseHTTPRequestHandler, watches.WatchStreaming):
                 return
             if fault.kind == "delay":
                 self.emulator._stopping.wait(fault.seconds)
-        data = json.dumps(body).encode()
+        data = deep.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -369,7 +382,9 @@ class _Handler(BaseHTTPRequestHandler, watches.WatchStreaming):
 
 def _json_body(raw: bytes) -> Any:
     try:
-        return json.loads(raw)
+        return deep.loads(raw)
+    except deep.TooDeep as exc:
+        raise ApiError(400, "BadRequest", f"the request body is not valid JSON: {exc}") from exc
     except ValueError as exc:
         raise ApiError(400, "BadRequest", f"the request body is not valid JSON: {exc}") from exc
 

@@ -26,8 +26,6 @@ Behaviour pinned by ``test_emulator*.py``, from the Kubernetes API documentation
 
 from __future__ import annotations
 
-import copy
-import json
 import secrets
 import threading
 import uuid
@@ -35,8 +33,8 @@ from collections import deque
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-from tests.emulator import deletion, paging, patches, validation
-from tests.emulator.resources import NAMESPACE, RESOURCES, Resource
+from tests.emulator import admission, deep, deletion, paging, patches, validation
+from tests.emulator.resources import LEASE, NAMESPACE, RESOURCES, Resource
 from tests.emulator.schema import CustomResourceSchema
 from tests.emulator.statuses import ApiError, Event, Gone, conflict, not_found
 from tests.emulator.watch_delivery import Delivery
@@ -68,6 +66,7 @@ class Store:
         self._rv = 1
         self._floor = 1  # every event with rv > floor is still in the history
         self.schemas = schemas
+        self.fence = admission.Fence()  # deploy/'s scheduler-fence policy, its binding's Lease
         self._clock = clock or (lambda: datetime.now(timezone.utc))
         self._request = threading.local()  # warnings and unpublished events of this thread's request
         self.delivery = Delivery(mutex)
@@ -98,7 +97,7 @@ class Store:
 
     def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any]:
         with self.lock:
-            return copy.deepcopy(self._current(resource, namespace, name))
+            return deep.copy(self._current(resource, namespace, name))
 
     def list(self, resource: Resource, namespace: str | None, keep: Callable[[dict[str, Any]], bool],
              limit: int | None = None, token: str | None = None) -> paging.Page:
@@ -261,7 +260,7 @@ class Store:
             if resource.status_subresource:
                 new.pop("status", None)
                 if "status" in old:
-                    new["status"] = copy.deepcopy(old["status"])
+                    new["status"] = deep.copy(old["status"])
             metadata = new["metadata"]
             validation.metadata(resource, {**metadata, "name": name})
             for immutable in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
@@ -340,6 +339,8 @@ class Store:
         self._request.warnings = [f'unknown field "{path}"' for path in pruned]
         if problems:
             raise validation.invalid(resource, obj, problems)
+        if status and old is not None and resource.plural == "runs":  # validating admission comes last
+            self.fence.check(obj, old, lambda ns, name: self._objects.get((LEASE.qualified, ns, name)))
 
     def _check_preconditions(self, resource: Resource, name: str, old: dict[str, Any],
                              wanted: dict[str, Any]) -> None:
@@ -368,13 +369,13 @@ def resource_of(key: Key) -> Resource:
 
 
 def _desired(obj: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in obj.items() if k not in ("metadata", "status")}, sort_keys=True)
+    return deep.dumps({k: v for k, v in obj.items() if k not in ("metadata", "status")}, sort_keys=True)
 
 
 def _checked_body(resource: Resource, body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError(400, "BadRequest", "the request body is not a JSON object")
-    obj = copy.deepcopy(body)
+    obj = deep.copy(body)
     if obj.get("kind", resource.kind) != resource.kind or \
             obj.get("apiVersion", resource.api_version) != resource.api_version:
         raise ApiError(400, "BadRequest", f"the API version in the data ({obj.get('apiVersion')}) or kind "

@@ -106,8 +106,12 @@ def test_an_update_with_a_stale_resource_version_is_409_conflict(
 
 def test_an_update_without_a_resource_version_is_unconditional(
         core: client.CoreV1Api, kube_namespace: str) -> None:
-    core.create_namespaced_pod(kube_namespace, pod("a"))
-    updated = core.replace_namespaced_pod("a", kube_namespace, pod("a", labels={"v": "2"}))
+    created = core.create_namespaced_pod(kube_namespace, pod("a"))
+    # Replace what was read (admission may have filled in the spec, as a cluster's
+    # ServiceAccount plugin does), without its resourceVersion.
+    created.metadata.resource_version = None
+    created.metadata.labels = {"v": "2"}
+    updated = core.replace_namespaced_pod("a", kube_namespace, created)
     assert updated.metadata.labels == {"v": "2"}
 
 
@@ -345,7 +349,7 @@ def test_the_cluster_serves_the_committed_crds(real_cluster: str, kube_api: ApiC
         try:
             served = extensions.read_custom_resource_definition(name)
         except ApiException as exc:
-            pytest.fail(f"{name} is not installed ({exc.status}): kubectl apply -f deploy/crds")
-        schema = kube_api.sanitize_for_serialization(served.spec.versions[0].var_schema.open_api_v3_schema)
+            pytest.fail(f"{name} is not installed ({exc.status}): kubectl apply -k deploy/crds")
+        schema = kube_api.sanitize_for_serialization(served.spec.versions[0].var_schema.open_apiv3_schema)
         assert schema == crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"], (
-            f"{name} on the cluster differs from deploy/crds: kubectl apply -f deploy/crds")
+            f"{name} on the cluster differs from deploy/crds: kubectl apply -k deploy/crds")

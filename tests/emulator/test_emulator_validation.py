@@ -8,8 +8,12 @@
 - Leases (``ValidateLeaseSpec`` and the typed decoder): ``leaseDurationSeconds`` greater
   than 0 (422), integers where integers belong and MicroTimes (RFC 3339, six fractional
   digits) for ``acquireTime``/``renewTime`` - a body that does not decode is 400.
+- Annotation keys are qualified names (``ValidateAnnotations``): at most one ``/``, a name
+  part of at most 63 characters; ``kruntimes.io/capacity.example.com/gpu`` is 422.
 - A namespaced create in a namespace that does not exist: 404 NotFound for the namespace.
 - A client that leaves before its error answer is sent: recorded, never raised.
+- JSON as Go decodes it: nested up to 10,000 levels; invalid UTF-8 and lone
+  surrogates become U+FFFD. Annotations: 256 KiB in total (keys and values, bytes).
 """
 
 from __future__ import annotations
@@ -63,6 +67,30 @@ def test_a_status_write_is_judged_on_the_status_only(emulator: Emulator, kube_na
     assert "spec.affinity" in status["message"]
 
 
+@pytest.mark.parametrize("key, accepted", [
+    ("kruntimes.io/capacity.runs", True),
+    ("kruntimes.io/capacity", True),
+    ("kruntimes.io/capacity.example.com/gpu", False),
+    ("kruntimes.io/" + "a" * 64, False),
+    ("Kruntimes.IO/Capacity", True),
+], ids=["a per-resource key without a prefix", "the json key", "a per-resource key with a prefix",
+        "a name part of 64 characters", "upper case, checked lowercased"])
+def test_an_annotation_key_that_is_not_a_qualified_name_is_422_on_create_and_on_patch(
+        core: client.CoreV1Api, kube_namespace: str, key: str, accepted: bool) -> None:
+    with_key = pod("with-key")
+    with_key["metadata"]["annotations"] = {key: "1"}
+    core.create_namespaced_pod(kube_namespace, pod("patched"))
+    patch = {"metadata": {"annotations": {key: "1"}}}
+    if accepted:
+        core.create_namespaced_pod(kube_namespace, with_key)
+        core.patch_namespaced_pod("patched", kube_namespace, patch)
+    else:
+        for call, args in ((core.create_namespaced_pod, (kube_namespace, with_key)),
+                           (core.patch_namespaced_pod, ("patched", kube_namespace, patch))):
+            status = expect_api_error(422, call, *args)
+            assert "metadata.annotations" in status["message"]
+
+
 @pytest.mark.parametrize("subresource", [False, True], ids=["object", "status"])
 def test_a_custom_resource_update_without_a_resource_version_is_422(
         custom: client.CustomObjectsApi, kube_namespace: str, subresource: bool) -> None:
@@ -71,7 +99,7 @@ def test_a_custom_resource_update_without_a_resource_version_is_422(
     replace = custom.replace_namespaced_custom_object_status if subresource else \
         custom.replace_namespaced_custom_object
     status = expect_api_error(422, replace, *ARGS, kube_namespace, "runs", "r", body)
-    assert "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update" in status["message"]
+    assert "metadata.resourceVersion: Invalid value: 0: must be specified for an update" in status["message"]
 
 
 @pytest.mark.parametrize("spec", [{"leaseDurationSeconds": 0}, {"leaseTransitions": -1}],
@@ -152,3 +180,60 @@ def test_a_status_write_is_judged_exactly_as_the_whole_object_would_be_on_its_st
     assert part == whole
     assert [p for p in pruned if p.startswith("status")] == pruned_part
     assert [p for p in problems if p.startswith("status")] == problems_part
+
+
+@pytest.mark.parametrize("depth, status", [
+    (2_000, 201), (10_000 - 4, 201), (10_001, 400),
+], ids=["2,000 levels is stored", "10,000 levels in all is stored", "10,001 levels is 400, as Go's decoder says"])
+def test_a_body_is_taken_as_deep_as_kubernetes_takes_it(emulator: Emulator, depth: int, status: int) -> None:
+    # Kubernetes decodes JSON nested up to 10,000 levels (issue 23 item 6); the Run
+    # itself adds 4 levels (the body, spec, mode and the innermost {}).
+    client.CoreV1Api(emulator.api_client()).create_namespace(namespace("ns"))
+    nested = '{"a":' * depth + "{}" + "}" * depth
+    body = ('{"apiVersion":"%s/%s","kind":"Run","metadata":{"name":"deep"},'
+            '"spec":{"runtime":"python","mode":{"function":%s}}}' % (GROUP, VERSION, nested))
+    http, runs = urllib3.PoolManager(), f"{emulator.host}/apis/{GROUP}/{VERSION}/namespaces/ns/runs"
+    answer = http.request("POST", runs, body=body.encode(), headers={"Content-Type": "application/json"})
+    assert answer.status == status, answer.data[:200]
+    if status == 201:
+        for url in (runs, f"{runs}/deep"):  # served back whole, in a list and alone
+            served = http.request("GET", url).data
+            assert served.count(b'{"a": ') == depth and served.endswith(b"}" * depth + b"}}}" + (b"]}" if url == runs else b""))
+    else:
+        assert b"exceeded max depth" in answer.data
+    assert emulator.errors == []
+
+
+@pytest.mark.parametrize("extra, status", [(0, 201), (1, 422)],
+                         ids=["256 KiB of annotations is stored", "one byte more is 422"])
+def test_annotations_are_capped_at_256_kib_in_total_like_the_api_server(
+        emulator: Emulator, extra: int, status: int) -> None:
+    # Keys and values together, in bytes (apimachinery's TotalAnnotationSizeLimitB), on
+    # a create and on a patch alike (issue 23 item 11).
+    core = client.CoreV1Api(emulator.api_client())
+    core.create_namespace(namespace("ns"))
+    values = {"a": "x" * (128 * 1024 - 1), "b": "é" * (64 * 1024 - 1) + "z"}  # 1 + 131071 + 1 + 131071 bytes
+    values["b"] += "y" * extra
+    http, pods = urllib3.PoolManager(), f"{emulator.host}/api/v1/namespaces/ns/pods"
+    answer = http.request("POST", pods, body=json.dumps(pod("p", annotations=values)),
+                          headers={"Content-Type": "application/json"})
+    assert answer.status == status
+    if status == 422:
+        assert json.loads(answer.data)["message"].endswith(
+            "metadata.annotations: Too long: may not be more than 262144 bytes")
+        core.create_namespaced_pod("ns", pod("p"))
+        patched = http.request("PATCH", f"{pods}/p", body=json.dumps({"metadata": {"annotations": values}}),
+                               headers={"Content-Type": "application/merge-patch+json"})
+        assert patched.status == 422
+
+
+def test_lone_surrogates_and_invalid_utf8_become_u_fffd_as_go_decodes_them(emulator: Emulator) -> None:
+    client.CoreV1Api(emulator.api_client()).create_namespace(namespace("ns"))
+    # Sent raw: a lone "\ud800" escape, a valid pair (an emoji) and a byte that is not UTF-8.
+    body = (b'{"metadata":{"name":"p","annotations":{"lone":"a\\ud800b","pair":"\\ud83d\\ude00",'
+            b'"bytes":"c\xffd"}},"spec":{"containers":[{"name":"c","image":"i"}]}}')
+    http, pods = urllib3.PoolManager(), f"{emulator.host}/api/v1/namespaces/ns/pods"
+    answer = http.request("POST", pods, body=body, headers={"Content-Type": "application/json"})
+    assert answer.status == 201, answer.data
+    stored = json.loads(http.request("GET", f"{pods}/p").data)["metadata"]["annotations"]
+    assert stored == {"lone": "a\ufffdb", "pair": "\U0001f600", "bytes": "c\ufffdd"}

@@ -3,9 +3,12 @@
 What is checked, and the upstream rule each follows:
 
 - object metadata (``ValidateObjectMeta``): a name that is an RFC 1123 subdomain (a
-  label for cluster-scoped objects), label keys and values of the label syntax;
+  label for cluster-scoped objects), label keys and values of the label syntax,
+  annotation keys that are qualified names (``ValidateAnnotations``: at most one ``/``,
+  a DNS subdomain prefix, a name part of at most 63 characters; checked lowercased)
+  and annotations of at most 256 KiB in all;
 - an update of a custom resource must name the ``resourceVersion`` it read
-  ("metadata.resourceVersion: Invalid value: 0x0: must be specified for an update":
+  ("metadata.resourceVersion: Invalid value: 0: must be specified for an update", as 1.37 says:
   custom resources do not allow unconditional updates, pods and Leases do);
 - Leases (``ValidateLeaseSpec``): ``leaseDurationSeconds`` and ``leaseTransitions`` are
   integers, the duration greater than 0 and the transitions not negative;
@@ -18,6 +21,7 @@ What is checked, and the upstream rule each follows:
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import date
 from typing import Any
@@ -31,6 +35,10 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DATE_TIME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 _MICRO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
+
+
+#: apimachinery's TotalAnnotationSizeLimitB.
+ANNOTATIONS_SIZE_LIMIT = 256 * 1024
 
 
 def is_date_time(value: Any) -> bool:
@@ -63,15 +71,39 @@ def metadata(resource: Resource, meta: dict[str, Any]) -> None:
         if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
             problems.append(f'metadata.labels: Invalid value: "{value}": a valid label must be an empty string '
                             "or consist of alphanumeric characters, '-', '_' or '.'")
+    problems += annotation_problems(meta.get("annotations") or {})
     if problems:
         raise invalid(resource, {"metadata": meta}, problems)
+
+
+
+
+def is_qualified_name(key: str) -> bool:
+    parts = key.split("/")
+    if len(parts) > 2 or (len(parts) == 2 and (not parts[0] or len(parts[0]) > 253
+                                               or not _SUBDOMAIN.match(parts[0]))):
+        return False
+    return len(parts[-1]) <= 63 and bool(_LABEL_NAME.match(parts[-1]))
+
+
+def annotation_problems(annotations: dict[str, Any]) -> list[str]:
+    problems = [f'metadata.annotations: Invalid value: "{key}": a valid label key must consist of alphanumeric '
+                "characters, '-', '_' or '.', and must start and end with an alphanumeric character with an "
+                "optional DNS subdomain prefix and '/'"
+                for key in annotations if not is_qualified_name(key.lower())]
+    # apimachinery's ValidateAnnotationsSize: keys and values together, in bytes.
+    size = sum(len(str(key).encode()) + len(value.encode() if isinstance(value, str) else b"")
+               for key, value in annotations.items())
+    if size > ANNOTATIONS_SIZE_LIMIT:
+        problems.append(f"metadata.annotations: Too long: may not be more than {ANNOTATIONS_SIZE_LIMIT} bytes")
+    return problems
 
 
 def update_names_a_version(resource: Resource, name: str, meta: dict[str, Any]) -> None:
     """Custom resources refuse an unconditional update (PUT without ``resourceVersion``)."""
     if resource.custom and not meta.get("resourceVersion"):
         raise invalid(resource, {"metadata": {"name": name}},
-                      ["metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"])
+                      ["metadata.resourceVersion: Invalid value: 0: must be specified for an update"])
 
 
 def lease(resource: Resource, obj: dict[str, Any]) -> None:
@@ -109,19 +141,29 @@ _EVENT_NOTE_LIMIT = 1024
 
 def event(resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
     """Decode (400) then validate (422) an events.k8s.io/v1 Event, as the API server does for v1."""
-    for field in ("eventTime", "deprecatedFirstTimestamp", "deprecatedLastTimestamp"):
-        value = obj.get(field)
-        if value is not None and not (isinstance(value, str) and is_date_time(value)):
-            raise ApiError(400, "BadRequest", f'Event in version "v1" cannot be handled as a Event: parsing time '
-                                              f'"{value}" as "2006-01-02T15:04:05.000000Z07:00": cannot parse {field}')
+    # eventTime and series.lastObservedTime are MicroTimes (exactly six fractional digits),
+    # the deprecated timestamps plain Times.
     series = obj.get("series")
     if series is not None and not isinstance(series, dict):
         raise _undecodable(resource, "series", "v1.EventSeries", series)
+    times = [(field, obj.get(field), field == "eventTime")
+             for field in ("eventTime", "deprecatedFirstTimestamp", "deprecatedLastTimestamp")]
+    times.append(("series.lastObservedTime", (series or {}).get("lastObservedTime"), True))
+    for field, value, micro in times:
+        if value is not None and not (isinstance(value, str) and is_date_time(value)
+                                      and (not micro or _MICRO_TIME.match(value))):
+            raise ApiError(400, "BadRequest", f'Event in version "v1" cannot be handled as a Event: parsing time '
+                                              f'"{value}" as "2006-01-02T15:04:05.000000Z07:00": cannot parse {field}')
     problems = []
     if not obj.get("eventTime"):
         problems.append("eventTime: Required value")
+    # The wording is the server's own (1.37), odd empty value included.
     if obj.get("type") not in ("Normal", "Warning"):
-        problems.append(f'type: Unsupported value: "{obj.get("type")}": supported values: "Normal", "Warning"')
+        problems.append(f'type: Invalid value: "": has invalid value: {obj.get("type") or ""}')
+    namespace = (obj.get("metadata") or {}).get("namespace") or ""
+    regarding = (obj.get("regarding") or {}).get("namespace") or ""
+    if (regarding and regarding != namespace) or (not regarding and namespace not in ("", "default")):
+        problems.append(f'involvedObject.namespace: Invalid value: "{regarding}": does not match event.namespace')
     controller = obj.get("reportingController") or ""
     if not controller:
         problems.append("reportingController: Required value")
@@ -142,8 +184,9 @@ def event(resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None) -
         if not series.get("lastObservedTime"):
             problems.append("series.lastObservedTime: Required value")
     if old is not None:
-        problems += [f"{field}: Invalid value: field is immutable" for field in _EVENT_IMMUTABLE
-                     if obj.get(field) != old.get(field)]
+        # The server quotes the new value (a string; other values are printed as Go does).
+        problems += [f"{field}: Invalid value: {json.dumps(obj.get(field))}: field is immutable"
+                     for field in _EVENT_IMMUTABLE if obj.get(field) != old.get(field)]
     if problems:
         raise invalid(resource, obj, problems)
 

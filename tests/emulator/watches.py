@@ -25,13 +25,12 @@ and whether the test dropped the watches or stopped the emulator.
 
 from __future__ import annotations
 
-import json
 import select
 import socket
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from tests.emulator import resources, rest, selectors
+from tests.emulator import deep, resources, rest, selectors
 from tests.emulator.store import ApiError, Event, Gone
 
 if TYPE_CHECKING:
@@ -79,7 +78,7 @@ class WatchStreaming:
                     return "ADDED", event.obj
                 # Left the selection: DELETED with the previous state at the new version.
                 assert event.old is not None
-                left = json.loads(json.dumps(event.old))
+                left = deep.copy(event.old)
                 left["metadata"]["resourceVersion"] = str(event.rv)
                 return "DELETED", left
             return (event.type, event.obj) if now else None
@@ -116,6 +115,25 @@ class WatchStreaming:
             with emulator._lock:
                 emulator._open_watches -= 1
 
+    def _silent_watch(self) -> None:
+        """A watch that is answered and then says nothing until the client leaves or the emulator stops."""
+        emulator = self.emulator
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.flush()
+        self.close_connection = True
+        with emulator._lock:
+            emulator._open_watches += 1
+        try:
+            while not emulator._stopping.wait(POLL) and not self._client_gone():
+                pass
+        finally:
+            with emulator._lock:
+                emulator._open_watches -= 1
+
     def _stream(self, resource: resources.Resource, lines: list[dict[str, Any]], ended: bool, last: int,
                 epoch: int, seen: int, timeout: float | None, bookmarks: bool,
                 visible: Callable[[Event], tuple[str, dict[str, Any]] | None]) -> None:
@@ -127,7 +145,7 @@ class WatchStreaming:
         before_deadline = None if deadline is None else deadline - emulator.bookmark_lead
         while True:
             for line in lines:
-                self._chunk(json.dumps(line).encode() + b"\n")
+                self._chunk(deep.dumps(line).encode() + b"\n")
             lines = []
             if ended:
                 break
@@ -163,7 +181,7 @@ class WatchStreaming:
                     before_deadline = None  # one before the deadline is enough
             if deadline is not None and now >= deadline and not ended:
                 for line in lines:
-                    self._chunk(json.dumps(line).encode() + b"\n")
+                    self._chunk(deep.dumps(line).encode() + b"\n")
                 break
             if self._client_gone():
                 return

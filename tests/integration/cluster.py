@@ -7,6 +7,8 @@ their Ready condition and the Runs' terminal status are written as runtimed woul
 
 from __future__ import annotations
 
+import json
+
 import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
@@ -65,8 +67,10 @@ class Cluster:
         annotations = {models.HEARTBEAT_ANNOTATION: _rfc3339(datetime.now(timezone.utc) + timedelta(hours=1))}
         if runs is not None:
             annotations[models.CAPACITY_ANNOTATION_PREFIX + "runs"] = str(runs)
-        for resource, amount in (capacity or {}).items():
-            annotations[models.CAPACITY_ANNOTATION_PREFIX + resource] = amount
+        if capacity:
+            # The one JSON annotation (SPEC §2.1): a real server refuses a per-resource key for
+            # a prefixed name such as example.com/gpu.
+            annotations[models.CAPACITY_ANNOTATION] = json.dumps(capacity, sort_keys=True, separators=(",", ":"))
         body = manifests.pod(name, {models.RUNTIME_LABEL: runtime}, annotations=annotations)
         if node is not None:
             body["spec"]["nodeName"] = node

@@ -8,7 +8,11 @@ connection to the server; ``cut`` makes the database unreachable in one of two w
   once, as when the server restarts or its host is gone and says so;
 - ``blackhole``: open connections stop passing bytes and new ones are accepted but
   never answered, as when a network partition drops packets: clients find out
-  only through their own timeouts.
+  only through their own timeouts;
+- ``hold``: open connections still carry what clients send, but the server's answers
+  are held until ``restore`` (new ones are accepted and never answered), as a server
+  that does the work and answers late: a client that gives up on a commit may find
+  it landed.
 
 ``restore`` lets connections through again (connections a blackhole held stay dead,
 as after a real partition). Threads only: no event loop for the tests to share.
@@ -31,7 +35,8 @@ import sqlalchemy as sa
 from kruntimes.journal import migrate
 
 from tests.journal.history_journal import fresh_postgres_schema
-Mode = Literal["up", "reset", "blackhole"]
+Mode = Literal["up", "reset", "blackhole", "hold"]
+Cut = Literal["reset", "blackhole", "hold"]
 POSTGRES_ENV = "KRUNTIMES_TEST_POSTGRES_URL"
 
 
@@ -62,7 +67,7 @@ class DatabaseProxy:
         """``database_url`` pointed at the proxy instead of the server."""
         return sa.make_url(database_url).set(host=self.host, port=self.port).render_as_string(hide_password=False)
 
-    def cut(self, mode: Literal["reset", "blackhole"] = "reset") -> None:
+    def cut(self, mode: Cut = "reset") -> None:
         with self._lock:
             self._mode = mode
             pairs = list(self._pairs)
@@ -73,6 +78,15 @@ class DatabaseProxy:
                 _reset(client)
                 if server is not None:
                     _reset(server)
+
+    @contextlib.contextmanager
+    def cut_for(self, mode: Cut = "reset") -> Iterator[None]:
+        """Cut inside the ``with``, restore after it (also when it fails)."""
+        self.cut(mode)
+        try:
+            yield
+        finally:
+            self.restore()
 
     def restore(self) -> None:
         with self._lock:
@@ -108,7 +122,7 @@ class DatabaseProxy:
             self.accepted += 1
             with self._lock:
                 mode = self._mode
-                if mode == "blackhole":
+                if mode in ("blackhole", "hold"):
                     self._pairs.append((client, None))  # held, never answered
                     continue
             if mode == "reset":
@@ -130,10 +144,13 @@ class DatabaseProxy:
         peers = {client: server, server: client}
         try:
             while not self._stopped.is_set():
-                readable, _, _ = select.select([client, server], [], [], 0.1)
+                holding = self._mode == "hold"  # the client's bytes go on, the server's answers wait
+                readable, _, _ = select.select([client] if holding else [client, server], [], [], 0.1)
                 if self._mode == "blackhole":
                     self._stopped.wait(0.1)  # bytes wait in the kernel's buffers; nothing gets through
                     continue
+                if self._mode == "hold" and server in readable:
+                    continue  # the mode changed since the select: look again
                 for sock in readable:
                     data = sock.recv(65536)
                     if not data:

@@ -137,10 +137,14 @@ def test_the_emulator_refuses_an_event_of_no_known_type_and_a_change_to_its_reas
     api = client.EventsV1Api(kube_api)
     body: dict[str, Any] = {"metadata": {"name": "e1"}, "type": "Info", "reason": "Scheduled",
                             "action": "Binding", "reportingController": "kruntimes.io/scheduler",
-                            "reportingInstance": "a", "note": "n", "eventTime": "2026-12-01T12:00:00.000000Z"}
+                            "reportingInstance": "a", "note": "n",
+                            "regarding": {"kind": "Run", "namespace": cluster_api.namespace, "name": "r"},
+                            # Not on a whole second: the client would drop the zero fraction (see events).
+                            "eventTime": "2026-12-01T12:00:00.500000Z"}
     with pytest.raises(client.ApiException) as refused:
         api.create_namespaced_event(cluster_api.namespace, body)
-    assert refused.value.status == 422 and 'type: Unsupported value: "Info"' in json.loads(refused.value.body)["message"]
+    assert refused.value.status == 422 and 'type: Invalid value: "": has invalid value: Info' in json.loads(
+        refused.value.body)["message"]
     created = api.create_namespaced_event(cluster_api.namespace, {**body, "type": "Normal"})
     patched = api.patch_namespaced_event("e1", cluster_api.namespace,
                                          {"series": {"count": 2, "lastObservedTime": "2026-12-01T12:01:00.000000Z"}},
@@ -151,7 +155,7 @@ def test_the_emulator_refuses_an_event_of_no_known_type_and_a_change_to_its_reas
         api.patch_namespaced_event("e1", cluster_api.namespace, {"reason": "Other"},
                                    _content_type="application/merge-patch+json")
     assert immutable.value.status == 422
-    assert "reason: Invalid value: field is immutable" in json.loads(immutable.value.body)["message"]
+    assert 'reason: Invalid value: "Other": field is immutable' in json.loads(immutable.value.body)["message"]
 
 
 def test_the_live_scheduler_emits_scheduled_and_failed_scheduling_events(

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry
+
 from kruntimes.journal import backends, migrate, records, spool
-from kruntimes.journal.recovery import SpoolRecovery, has_records
+from kruntimes.journal.recovery import SpoolRecovery, has_records, left_behind
+from kruntimes.journal.writer import JournalWriter
+from replay import integrity
 from tests.journal.factories import record
+from tests.journal.test_epochs_writer import E1, epoch_records
 
 
 def _spool_with(path: Path, n: int) -> None:
@@ -51,3 +56,27 @@ def test_a_recovery_stopped_before_the_database_answers_leaves_every_record_in_t
         assert [r.lsn for r in reopened.records()] == list(range(1, 21))
     finally:
         reopened.close()
+
+
+def test_a_leader_killed_while_the_database_answered_is_closed_by_its_restart_as_a_standby_and_verify_passes(
+        journal_url: str, tmp_path: Path) -> None:
+    # Issue 22 item 4: its spool is empty, only its note says the epoch is open.
+    path = tmp_path / "spool"
+    journal = backends.Journal.open(journal_url)
+    try:
+        leader = JournalWriter(journal, spool_path=path, epoch=E1, registry=CollectorRegistry()).start()
+        for r in epoch_records(E1, 1, 50):
+            leader.append(r)
+        assert leader.flush(30.0)
+        leader.close(30.0)  # no end record: as if the process had been killed
+        assert not has_records(path) and left_behind(path)
+        recovery = SpoolRecovery(journal_url, str(path), migrate=False, retry_interval=0.05).start()
+        try:
+            assert recovery.drained.wait(30.0)
+        finally:
+            recovery.stop()
+        assert not left_behind(path)
+        [report] = integrity.check(journal)
+    finally:
+        journal.close()
+    assert (report.ok, report.state, report.end_reason, report.head_lsn) == (True, integrity.ENDED, "recovered", 51)

@@ -231,3 +231,17 @@ def test_an_explicit_null_in_a_run_spec_means_omitted_as_the_api_server_prunes_i
     info = run_info({"metadata": {"name": "r", "namespace": "ns", "uid": "u"},
                      "spec": {"runtime": "py", "affinity": affinity_spec}, "status": {"phase": "Pending"}})
     assert info.problems == ()
+
+
+@pytest.mark.parametrize("term", [None, 0, 7, "seven", -1], ids=[
+    "an assignment without a term (an older scheduler)", "term 0", "term 7", "a term that is not a number",
+    "a negative term"])
+def test_an_assignment_is_read_as_one_whatever_its_term(term: Any) -> None:
+    # SPEC §3.6: the term is the server's fence; readers place the Run by pod alone.
+    assignment: dict[str, Any] = {"podName": "python-0", "podUID": "uid-0"}
+    if term is not None:
+        assignment["term"] = term
+    obj = {"metadata": {"name": "a", "namespace": "ns", "uid": "u", "resourceVersion": "1"},
+           "spec": {"runtime": "python"}, "status": {"phase": "Running", "assignment": assignment}}
+    info = run_info(obj)
+    assert info.active and (info.pod_name, info.pod_uid) == ("python-0", "uid-0") and info.problems == ()
