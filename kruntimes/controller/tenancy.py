@@ -54,17 +54,21 @@ def split(spec: dict[str, Any], *, runtimed: str, work_volume: str, work_dir: st
         containers.append(runtime)
     runtime.setdefault("command", ["kruntimes", "runtime-server"])
     ours = {work_volume, SERVER_VOLUME, TOKEN_VOLUME}
-    for container in containers + list(spec.get("initContainers") or []):
-        # No container but runtimed's may mount the token, or anything at its path.
-        container["volumeMounts"] = [m for m in container.get("volumeMounts") or []
-                                     if m.get("name") != TOKEN_VOLUME and m.get("mountPath") != TOKEN_DIR]
+    init = spec.get("initContainers")
+    for container in containers + (init if isinstance(init, list) else []):
+        # No container but runtimed's may mount the token, or anything at its path. Init containers are
+        # not judged by `template.problem`: a shape this cannot read is left for the API server to refuse.
+        mounts = container.get("volumeMounts") if isinstance(container, dict) else None
+        if isinstance(mounts, list):
+            container["volumeMounts"] = [m for m in mounts if not isinstance(m, dict) or
+                                         (m.get("name") != TOKEN_VOLUME and m.get("mountPath") != TOKEN_DIR)]
     _set_env(runtime, {SERVER_ENV: SERVER_SOCKET, "KRUNTIMES_WORK_DIR": work_dir})
-    runtime["volumeMounts"] = [m for m in runtime["volumeMounts"] if m.get("name") not in ours] + [
+    runtime["volumeMounts"] = [m for m in runtime.get("volumeMounts") or [] if m.get("name") not in ours] + [
         {"name": work_volume, "mountPath": work_dir}, {"name": SERVER_VOLUME, "mountPath": SERVER_DIR}]
     # runtimed no longer executes anything: the Runs' directories are the runtime container's alone.
     agent["env"] = [e for e in agent.get("env") or [] if e.get("name") != "KRUNTIMES_WORK_DIR"]
     _set_env(agent, {SERVER_ENV: SERVER_SOCKET})
-    agent["volumeMounts"] = [m for m in agent["volumeMounts"] if m.get("name") not in ours] + [
+    agent["volumeMounts"] = [m for m in agent.get("volumeMounts") or [] if m.get("name") not in ours] + [
         {"name": SERVER_VOLUME, "mountPath": SERVER_DIR},
         {"name": TOKEN_VOLUME, "mountPath": TOKEN_DIR, "readOnly": True}]
     volumes = [v for v in spec.get("volumes") or [] if v.get("name") not in (SERVER_VOLUME, TOKEN_VOLUME)]

@@ -119,6 +119,28 @@ def test_runs_are_tenants_not_runtimed(why: str, holds: Any) -> None:
     assert holds(reconcile(runtime(replicas=1), [], [], NOW).create[0]["spec"])
 
 
+@pytest.mark.parametrize("init", [
+    "not a list", ["not an object"], [{"name": "setup", "volumeMounts": "not a list"}],
+    [{"name": "setup", "volumeMounts": ["not an object"]}],
+], ids=["a string", "a list of strings", "mounts that are a string", "a mount that is a string"])
+def test_init_containers_the_controller_cannot_read_are_passed_to_the_server_as_they_are(init: Any) -> None:
+    template = copy.deepcopy(TEMPLATE)
+    template["spec"]["initContainers"] = copy.deepcopy(init)
+    view = runtime_view({"metadata": {"name": "rt", "uid": RT_UID}, "spec": {
+        "replicas": 1, "template": template, "capacity": {"resources": {"runs": "1"}}}})
+    assert reconcile(view, [], [], NOW).create[0]["spec"]["initContainers"] == init
+
+
+def test_an_init_container_mounting_something_at_the_token_path_loses_that_mount() -> None:
+    template = copy.deepcopy(TEMPLATE)
+    template["spec"]["initContainers"] = [{"name": "setup", "image": "busybox", "volumeMounts": [
+        {"name": "stolen", "mountPath": tenancy.TOKEN_DIR}, {"name": "data", "mountPath": "/data"}]}]
+    view = runtime_view({"metadata": {"name": "rt", "uid": RT_UID}, "spec": {
+        "replicas": 1, "template": template, "capacity": {"resources": {"runs": "1"}}}})
+    (setup,) = reconcile(view, [], [], NOW).create[0]["spec"]["initContainers"]
+    assert setup["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
+
+
 def test_a_template_that_mounts_something_at_the_token_path_into_the_runtime_container_loses_that_mount() -> None:
     template = copy.deepcopy(TEMPLATE)
     template["spec"]["automountServiceAccountToken"] = True
