@@ -202,7 +202,6 @@ def with_status(obj: Object, **fields: Any) -> Object:
     return new
 
 
-DEVICES = {"inventoryDigest": "d1", "results": [{"request": "gpu", "device": "gpu-0"}]}
 # What the runtimed token could be used for on its own pod if it leaked, beyond where a Run may
 # run (SPEC §4.1, issue 23 "a Run's process is a tenant"): each transition runtimed never makes.
 TRANSITIONS = [
@@ -226,9 +225,6 @@ TRANSITIONS = [
     ("marking a Running Run released without ending it is refused", request(),
      with_status(run("Running"), released=True), run("Running"),
      ["a runtimed marks a Run released only as it ends it Succeeded"]),
-    ("changing a Run's allocated devices is refused", request(),
-     with_status(with_status(run("Running"), devices=DEVICES), devices={**DEVICES, "results": []}),
-     with_status(run("Running"), devices=DEVICES), ["a runtimed keeps a Run's devices as the scheduler allocated them"]),
     ("an assignment changed back to Pending is refused on every count", request(),
      moved(run("Running"), "Pending", podName=None), run("Running"), [KEPT, BACK]),
 ]
