@@ -167,6 +167,7 @@ class _Listener(socketserver.ThreadingUnixStreamServer):
 class _Handler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         owner: RuntimeServer = self.server.owner  # type: ignore[attr-defined]
+        self.request.settimeout(MAX_ENDS_WAIT + 60)  # a connection that never finishes its request holds no thread
         try:
             request = wire.receive(self.request)
             answer = owner.handle(request)
