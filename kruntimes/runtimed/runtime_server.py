@@ -29,6 +29,7 @@ import socket
 import socketserver
 import struct
 import threading
+import uuid
 from pathlib import Path
 from typing import Any, Callable
 
@@ -50,6 +51,8 @@ class RuntimeServer:
                  log_line: Callable[[str], None] = pod_log) -> None:
         self.socket_path = Path(socket_path)
         self.client_uid = os.getuid() if client_uid is None else client_uid
+        # Which server this is: a restarted one (its container restarted) has none of its predecessor's Runs.
+        self.incarnation = uuid.uuid4().hex
         self._ends: dict[str, Ended] = {}  # Run UID -> its end, until acknowledged
         self._changed = threading.Condition()
         self.executor = Executor(Path(work_root), self._ended, log=log_line, stop_grace_seconds=stop_grace_seconds,
@@ -83,13 +86,15 @@ class RuntimeServer:
         if op == "list":
             with self._changed:
                 ended = [wire.encode_ended(e) for e in self._ends.values()]
-            return {"ok": True, "running": [wire.encode_run(r) for r in self.executor.active()], "ended": ended}
+            return {"ok": True, "running": [wire.encode_run(r) for r in self.executor.active()], "ended": ended,
+                    "incarnation": self.incarnation}
         if op == "ends":
             wait = request.get("wait", 0)
             wait = min(float(wait), MAX_ENDS_WAIT) if isinstance(wait, (int, float)) and wait > 0 else 0.0
             with self._changed:
                 self._changed.wait_for(lambda: bool(self._ends), wait)
-                return {"ok": True, "ended": [wire.encode_ended(e) for e in self._ends.values()]}
+                return {"ok": True, "ended": [wire.encode_ended(e) for e in self._ends.values()],
+                        "incarnation": self.incarnation}
         if op == "ack":
             uids = request.get("uids")
             if not isinstance(uids, list):

@@ -14,6 +14,9 @@ this pod are this runtimed's again: their ends come as if it had never gone. Wha
 server executes for any other Run (ended or deleted meanwhile) is stopped and its end
 dropped, so no process runs that the API does not count. A server that cannot be
 reached makes `start` end the Run `StartFailed`: nothing holds a slot it does not use.
+A server that restarted (another `incarnation`) has lost its predecessor's processes:
+every Run this runtimed had it execute and that it does not know ends `ExecutionLost`,
+so no Run stays Running, holding its slot, for a process that no longer exists.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0  # one `ends` request waits this long for an end (an end answers at once)
 RETRY_SECONDS = 1.0  # after the server could not be reached
+SERVER_LOST = ("the Runtime Server restarted (its container restarted, e.g. out of memory) and this Run's process "
+               "went with it, so its result is unknown; create the Run again to retry it")
 CONNECT_TIMEOUT = 10.0
 #: At start-up runtimed waits this long for the server (the two containers start together) before it admits
 #: anything, so the pod's first Runs do not end `StartFailed` because runtimed was quicker.
@@ -64,6 +69,7 @@ class RemoteExecutor:
         self._dropped: set[str] = set()  # stopped at adoption: their ends are acknowledged, not reported
         self._stopping = threading.Event()
         self._follower: threading.Thread | None = None
+        self._incarnation: str | None = None  # the server these Runs were started on
 
     # -- requests ---------------------------------------------------------------------
 
@@ -167,6 +173,7 @@ class RemoteExecutor:
         there = [wire.decode_run(r) for r in listed.get("running", [])] + \
                 [wire.decode_ended(e).run for e in listed.get("ended", [])]
         with self._lock:
+            self._incarnation = listed.get("incarnation")
             for run in there:
                 if run.uid in running:
                     self._runs[run.uid] = run
@@ -208,6 +215,30 @@ class RemoteExecutor:
                 continue
             for data in answer.get("ended", []):
                 self._hand_over(wire.decode_ended(data))
+            self._check_incarnation(answer.get("incarnation"))
+
+    def _check_incarnation(self, incarnation: Any) -> None:
+        """A restarted server: the Runs it does not know end `ExecutionLost` (their processes went with it)."""
+        with self._lock:
+            known, self._incarnation = self._incarnation, incarnation
+        if known is None or incarnation == known:
+            return
+        try:
+            listed = self.call({"op": "list"}, CONNECT_TIMEOUT)
+        except ServerUnreachable as exc:
+            log.warning("%s", exc)
+            with self._lock:
+                self._incarnation = known  # checked again with the next answer
+            return
+        there = {wire.decode_run(r).uid for r in listed.get("running", [])} | \
+                {wire.decode_ended(e).run.uid for e in listed.get("ended", [])}
+        with self._lock:
+            lost = [run for uid, run in self._runs.items() if uid not in there]
+            for run in lost:
+                del self._runs[run.uid]
+        for run in sorted(lost, key=lambda r: (r.namespace, r.name)):
+            log.warning("the Runtime Server restarted without the process of Run %s", run.label)
+            self._on_end(Ended(run, "Failed", outcomes.REASON_EXECUTION_LOST, SERVER_LOST))
 
     def _hand_over(self, ended: Ended) -> None:
         uid = ended.run.uid

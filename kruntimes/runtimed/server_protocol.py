@@ -10,6 +10,9 @@ never delays another). Requests:
 - `stop` {uid, why: "released" | "interrupted"}: stop it; answers `known`.
 - `list`: `running` (Runs executing) and `ended` (ends not yet acknowledged).
 - `ends` {wait}: the ends not yet acknowledged, waiting up to `wait` seconds for one.
+
+`list` and `ends` also answer the server's `incarnation`: a server that restarted (its
+container did) answers another, and has none of its predecessor's Runs.
 - `ack` {uids}: runtimed has kept those ends (on its disk): the server forgets them.
 
 An end stays on the server until acknowledged, so a runtimed that restarts finds the

@@ -323,3 +323,25 @@ def test_a_symbolic_link_planted_as_a_runs_working_directory_ends_the_run_start_
     ended = pod.wait()
     assert ended.reason == outcomes.REASON_START_FAILED and "symbolic link" in ended.message
     assert target.stat().st_uid == os.getuid() and stat.S_IMODE(target.stat().st_mode) != 0o700
+
+
+def test_a_run_whose_process_went_with_a_restarted_server_ends_execution_lost_instead_of_running_forever(
+        pod: Pod) -> None:
+    lost, kept = run("lost"), run("kept")
+    pod.client.start_function(lost, [PY, "-c", "import time; time.sleep(60)"])
+    wait_for(lambda: [r.name for r in pod.server.executor.active()] == ["lost"])
+    crashed = pod.server  # its container restarts: the listener and every process in it are gone, no end said
+    assert crashed._server is not None
+    crashed._server.shutdown()
+    crashed._server.server_close()
+    crashed.executor._on_end = lambda ended: None  # a crashed server tells nobody
+    crashed.executor.stop_all()
+    pod.server = RuntimeServer(pod.socket, pod.work, log_line=lambda line: None, stop_grace_seconds=5.0)
+    pod.server.start()
+    pod.client.start_function(kept, [PY, "-c", "import time; time.sleep(60)"])  # started on the new server
+    ended = pod.wait()
+    assert (ended.run, ended.reason) == (lost, outcomes.REASON_EXECUTION_LOST)
+    assert "the Runtime Server restarted" in ended.message
+    assert pod.client.has(kept.uid) and not pod.client.has(lost.uid)
+    assert pod.client.release(kept.uid)
+    assert pod.wait().run == kept
