@@ -18,7 +18,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kruntimes.cli import output, scores
+from kruntimes import scores
+from kruntimes.cli import output
 from kruntimes.cli.output import Column, Listing
 from replay import compare, ends, reproduce, verify
 
