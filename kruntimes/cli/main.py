@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "scheduler": ("kruntimes.cli.scheduler_cmd", "run the live scheduler against a Kubernetes API"),
     "controller": ("kruntimes.cli.controller_cmd", "run the Runtime controller against a Kubernetes API"),
     "runtimed": ("kruntimes.cli.runtimed_cmd", "run the agent of one Runtime Pod: admit, execute and end its Runs"),
+    "runtime-server": ("kruntimes.cli.runtime_server_cmd",
+                       "execute a Runtime Pod's Runs for its runtimed (no API credential)"),
     "release": ("kruntimes.cli.release_cmd",
                 "release a function Run (its runtimed stops it and frees its capacity)"),
     "ui": ("kruntimes.cli.ui_cmd", "a read-only web view of the journal: timelines, Runs, replay, what-if"),

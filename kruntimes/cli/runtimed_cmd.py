@@ -46,6 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="runtimed's own files, kept across its restarts: Run ends not yet written, its Runs' pid "
                         "files (env KRUNTIMES_STATE_DIR; default WORK_DIR/.runtimed); put it on a volume that "
                         "outlives the container, e.g. an emptyDir")
+    p.add_argument("--runtime-server", type=Path, default=kube_args.env("KRUNTIMES_RUNTIME_SERVER"),
+                   metavar="SOCKET", help="the Runtime Server's socket: Runs execute there, in the runtime container, "
+                                          "with no API credential (env KRUNTIMES_RUNTIME_SERVER, which the Runtime "
+                                          "controller sets); without it Runs are runtimed's own processes")
     # String defaults go through `type` like the flag itself, so a malformed environment
     # variable is argparse's one-line usage error, not a traceback at start-up.
     p.add_argument("--heartbeat-period", type=kube_args.seconds(float),
@@ -87,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     agent = Agent(api, Settings(pod_name=args.pod_name, pod_namespace=args.pod_namespace, pod_uid=args.pod_uid,
                                 work_dir=args.work_dir, state_dir=args.state_dir or None,
                                 settings_namespace=args.settings_namespace,
+                                runtime_server=args.runtime_server or None,
                                 heartbeat_period=args.heartbeat_period))
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, frame: agent.stop())

@@ -16,9 +16,9 @@ Rules:
   Ready, then newest, then name (deterministic).
 - New pods: `generateName: <runtime>-`, a controller owner reference to the Runtime
   (deletion cascades), the label `kruntimes.io/runtime`, the capacity as ONE JSON
-  annotation with sorted keys (§2.1), and a `runtimed` container that has its pod's
-  identity from the downward API and a writable work directory (the image's root
-  filesystem may be read-only).
+  annotation with sorted keys (§2.1), a `runtimed` container that has its pod's
+  identity from the downward API, and the Runs' `runtime` container beside it, the
+  API token in runtimed's only (`tenancy`).
 - Capacity changes are re-projected as an annotation merge patch; seed-style
   per-resource keys are removed, since the reader would union them with the JSON.
 - Devices (SPEC §7.1) with `publisher: Controller` are projected like capacity, as
@@ -46,6 +46,7 @@ from datetime import datetime
 from typing import Any, Mapping
 
 from kruntimes.controller import template as templates
+from kruntimes.controller import tenancy
 from kruntimes.devices import runtime_spec
 from kruntimes.scheduler.status import set_condition
 
@@ -207,6 +208,7 @@ def pod_body(runtime: RuntimeSpecView, capacity: Mapping[str, int], defaults: Po
     spec["containers"] = _with_runtimed([dict(c) for c in spec.get("containers") or []], defaults)
     volumes = [v for v in spec.get("volumes") or [] if v.get("name") not in (WORK_VOLUME, STATE_VOLUME)]
     spec["volumes"] = volumes + [{"name": WORK_VOLUME, "emptyDir": {}}, {"name": STATE_VOLUME, "emptyDir": {}}]
+    tenancy.split(spec, runtimed=RUNTIMED_CONTAINER, work_volume=WORK_VOLUME, work_dir=WORK_DIR)
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {

@@ -24,6 +24,9 @@ small piece the tests can replace:
 - Heartbeat: a merge patch of `kruntimes.io/runtimed-heartbeat` on the own pod,
   every `heartbeat_period` seconds (default 10 s, a third of the scheduler's 30 s
   staleness window, so one lost renewal never makes the pod stale).
+- Execution: as deployed, by the Runtime Server in the runtime container
+  (`Settings.runtime_server`, its socket; `server_client`), so no Run shares runtimed's
+  user, token or processes; without it, as runtimed's own children.
 - Orphans: on every heartbeat, exited processes that Runs left behind and that were
   re-parented to runtimed are reaped (`Executor.reap_orphans`).
 - Start-up order: both informers synced, then `Lifecycle.recover` with everything
@@ -74,6 +77,7 @@ class Settings:
     settings_namespace: str = cluster_settings.DEFAULT_NAMESPACE  # where the shared ConfigMap is (SPEC §2.3)
     settings_period: float = DEFAULT_SETTINGS_PERIOD  # seconds between two reads of it
     state_dir: Path | None = None  # runtimed's own files (kept ends, its Runs' pid files); default work_dir/.runtimed
+    runtime_server: Path | None = None  # the Runtime Server's socket; None: Runs are runtimed's own children
     heartbeat_period: float = DEFAULT_HEARTBEAT_PERIOD
     run_field_selector: bool | None = None
     request_timeout: float = 30.0
@@ -166,7 +170,8 @@ class Agent:
         self.lifecycle = Lifecycle(settings.pod_name, settings.pod_uid, Capacity(problem=NOT_READ_YET),
                                    KubernetesBinder(api, timeout=settings.request_timeout),
                                    _Reader(api, settings.request_timeout), settings.work_dir,
-                                   state_dir=settings.state_dir or settings.work_dir / STATE_SUBDIR)
+                                   state_dir=settings.state_dir or settings.work_dir / STATE_SUBDIR,
+                                   runtime_server=settings.runtime_server)
         self._runs = _RunEvents(self.lifecycle)
         custom = kubernetes.client.CustomObjectsApi(api)
         self._custom = custom

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from kruntimes.runtimed import outcomes
+from kruntimes.runtimed import outcomes, run_users
 from kruntimes.runtimed.outcomes import Ended, RunRef
 from kruntimes.runtimed.pidfiles import PidFiles
 
@@ -64,7 +64,7 @@ class Executor:
     def __init__(self, work_root: Path, on_end: Callable[[Ended], None], *,
                  log: Callable[[str], None] = pod_log, env: Mapping[str, str] | None = None,
                  stop_grace_seconds: float = 10.0, keep_workdirs: bool = False,
-                 pid_files: PidFiles | None = None) -> None:
+                 pid_files: PidFiles | None = None, users: run_users.RunUsers | None = None) -> None:
         self.work_root = Path(work_root)
         self._on_end = on_end
         self._log = log
@@ -72,6 +72,7 @@ class Executor:
         self._grace = stop_grace_seconds
         self._keep = keep_workdirs
         self.pid_files = pid_files or PidFiles(None)
+        self._users = users  # each Run as a user of its own (the Runtime Server, given a range)
         self._lock = threading.Lock()
         self._spawn_lock = threading.Lock()
         self._executions: dict[str, _Execution] = {}
@@ -113,12 +114,15 @@ class Executor:
             self._finish(execution, outcomes.start_refused(run, problem))
             return
         try:
-            execution.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            user = self._users.take(run.uid) if self._users is not None else None
+            run_users.prepare_workdir(self.work_root, execution.workdir, user)
+            as_user = {} if user is None else {"user": user, "group": user, "extra_groups": []}
             with self._spawn_lock:  # the orphan reaper must never see this child before it is known
                 process = subprocess.Popen(
                     args, cwd=execution.workdir, env=self._process_env(run, execution.workdir, env),
                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own process group: stopping it stops its children too
+                    **as_user,
                 )
         except Exception as exc:  # noqa: BLE001 - whatever Popen refuses ends the Run; none may keep its slot
             self._finish(execution, outcomes.start_failed(run, args, exc))
@@ -179,7 +183,12 @@ class Executor:
         self.pid_files.forget(execution.run.uid)
         if not self._keep:
             shutil.rmtree(execution.workdir, ignore_errors=True)
+        if self._users is not None:
+            self._users.give_back(execution.run.uid)  # after its files went: the next holder starts clean
         self._on_end(ended)
+
+    def adopt(self, running: set[str]) -> None:
+        """Restart recovery: these Runs are Running here. Nothing to adopt: a new executor has no processes."""
 
     def release(self, uid: str) -> bool:
         """Release a function Run: stop its process (if any) and report it released. False if unknown."""

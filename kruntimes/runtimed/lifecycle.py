@@ -49,6 +49,7 @@ from kruntimes.runtimed.ends import EndWriter, RunReader, Seams, StatusWriter
 from kruntimes.runtimed.executor import Executor, pod_log
 from kruntimes.runtimed.outbox import Outbox, PendingEnd
 from kruntimes.runtimed.pidfiles import PidFiles
+from kruntimes.runtimed.server_client import RemoteExecutor
 from kruntimes.runtimed.outcomes import Ended, RunRef
 from kruntimes.runtimed.reading import assigned_run, execution_mode
 from kruntimes.scheduler import status as st
@@ -103,10 +104,16 @@ class Lifecycle:
                  work_root: Path, *, clock: Callable[[], datetime] = utcnow,
                  log_line: Callable[[str], None] = pod_log, stop_grace_seconds: float = 10.0,
                  backoff: claims.Backoff = claims.Backoff(), wait: Callable[[float], bool] | None = None,
-                 state_dir: Path | None = None) -> None:
+                 state_dir: Path | None = None, runtime_server: Path | None = None) -> None:
         self.guard = AdmissionGuard(pod_name, pod_uid, capacity)
-        self.executor = Executor(work_root, self._ended, log=log_line, stop_grace_seconds=stop_grace_seconds,
-                                 pid_files=PidFiles(state_dir / "processes" if state_dir is not None else None))
+        # Deployed, Runs execute in the runtime container's Runtime Server (their own users, no
+        # API token); without its socket (`kruntimes demo`, tests) as runtimed's own children.
+        self.executor: Executor | RemoteExecutor
+        if runtime_server is not None:
+            self.executor = RemoteExecutor(runtime_server, self._ended, stop_grace_seconds=stop_grace_seconds)
+        else:
+            self.executor = Executor(work_root, self._ended, log=log_line, stop_grace_seconds=stop_grace_seconds,
+                                     pid_files=PidFiles(state_dir / "processes" if state_dir is not None else None))
         self._grace = stop_grace_seconds
         self._writer, self._reader, self._clock = writer, reader, clock
         self._lock = threading.Lock()
@@ -146,6 +153,8 @@ class Lifecycle:
                 running.append(RunRef(run.namespace, run.name, run.uid))
         for uid in sorted(set(kept) - {r.uid for r in running}):
             self.outbox.remove(uid)  # its end was written, or the Run is gone
+        # A Runtime Server outlives runtimed: what it still executes for these Runs is adopted, the rest stopped.
+        self.executor.adopt({r.uid for r in running if r.uid not in kept})
         for run in sorted(running, key=lambda r: (r.namespace, r.name, r.uid)):
             if run.uid in kept:
                 self._ends.write(kept[run.uid])

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from kruntimes.ui import markup as m
-from kruntimes.ui import params, queries
+from kruntimes.ui import busy, params, queries
 from replay import errors as replay_errors
 from replay import source, verify
 
@@ -33,7 +33,8 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
         return m.page("Integrity", m.h("p", "The journal holds no records yet."), active="Integrity")
     since, until = _window(reader, q, bounds)
     if q.text("verify") == "1":
-        q.memory["last_verify"] = _verify(reader, since, until)
+        with busy.one_at_a_time(q.memory, busy.VERIFY):
+            q.memory["last_verify"] = _verify(reader, since, until)
     incarnations = reader.incarnations()
     counts = reader.kind_counts()
     body: list[Any] = [

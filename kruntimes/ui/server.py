@@ -27,11 +27,12 @@ from urllib.parse import parse_qs, unquote
 from wsgiref import simple_server
 
 from kruntimes.journal import errors, follow
-from kruntimes.ui import integrity_page, markup, params, pod_page, queries, run_page, timeline, whatif_page
+from kruntimes.ui import busy, integrity_page, markup, params, pod_page, queries, run_page, timeline, whatif_page
 
 log = logging.getLogger("kruntimes.ui")
 
 Page = Callable[..., bytes]
+MAX_QUERY_FIELDS = 200  # the what-if form, the largest, sends a few per score plugin
 
 #: (pattern, page): the pattern's groups are the page's path arguments, URL-decoded.
 ROUTES: tuple[tuple[re.Pattern[str], Page], ...] = (
@@ -105,11 +106,19 @@ class App:
 
     def _page(self, page: Page, args: list[str], query: str) -> tuple[str, list[tuple[str, str]], bytes]:
         started = time.perf_counter()
-        q = params.Query(parse_qs(query, keep_blank_values=False, max_num_fields=200), self.memory)
+        try:
+            fields = parse_qs(query, keep_blank_values=False, max_num_fields=MAX_QUERY_FIELDS)
+        except ValueError:  # more fields than that: no page here takes so many
+            return self._error("400 Bad Request", f"more than {MAX_QUERY_FIELDS} query parameters; no page of "
+                                                  "this view takes so many")
+        q = params.Query(fields, self.memory)
         try:
             body = page(self.reader, q, *args)
         except params.BadParameter as exc:
             return self._error("400 Bad Request", str(exc))
+        except busy.Busy as exc:
+            status, headers, body = self._error("429 Too Many Requests", str(exc))
+            return status, headers + [("Retry-After", str(busy.RETRY_AFTER_SECONDS))], body
         except LookupError as exc:
             return self._error("404 Not Found", str(exc.args[0]) if exc.args else "not found")
         except errors.JournalError as exc:

@@ -15,7 +15,7 @@ from typing import Any
 
 from kruntimes.scheduler.config import ConfigError
 from kruntimes.ui import markup as m
-from kruntimes.ui import params, queries
+from kruntimes.ui import busy, params, queries
 from replay import errors as replay_errors
 from replay import source, whatif
 
@@ -49,7 +49,7 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
                                   f" (its score plugins: {', '.join(n for n, _ in scores)})")
     body: list[Any] = [_form(since, until, scores, weights, disabled), m.h("p", EXPLAIN, class_="note")]
     if q.text("run") == "1":
-        body.append(_report(reader, since, until, scores, weights, disabled))
+        body.append(_report(reader, since, until, scores, weights, disabled, q.memory))
     return m.page("What-if", *body, active="What-if")
 
 
@@ -69,7 +69,7 @@ def _form(since: Any, until: Any, scores: list[tuple[str, int]], weights: dict[s
 
 
 def _report(reader: queries.Reader, since: Any, until: Any, scores: list[tuple[str, int]],
-            weights: dict[str, int], disabled: frozenset[str]) -> m.Html:
+            weights: dict[str, int], disabled: frozenset[str], memory: dict[str, Any]) -> m.Html:
     recorded = dict(scores)
     alternative = whatif.Alternative(
         weights=tuple(sorted((n, w) for n, w in weights.items() if w != recorded[n] and n not in disabled)),
@@ -79,7 +79,8 @@ def _report(reader: queries.Reader, since: Any, until: Any, scores: list[tuple[s
         return m.h("p", f"{count:,} cycles in this window; narrow it to at most {MAX_CYCLES:,} "
                         "(or use `kruntimes replay what-if`, which has no limit)", class_="error")
     try:
-        report = whatif.what_if(reader.journal, source.Selection(since=since, until=until), alternative)
+        with busy.one_at_a_time(memory, busy.WHATIF):
+            report = whatif.what_if(reader.journal, source.Selection(since=since, until=until), alternative)
     except (replay_errors.ReplayError, ConfigError) as exc:
         return m.h("p", f"cannot replay this window: {exc}", class_="error")
     changed_rows = [(m.link(c.lsn, f"/run/{m.seg(c.namespace)}/{m.seg(c.run)}#cycle-{c.lsn}"),

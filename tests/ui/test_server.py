@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from kruntimes.cli import main as cli
 from kruntimes.cli import ui_cmd
-from kruntimes.ui import markup, queries, run_page, server, timeline
+from kruntimes.ui import busy, markup, queries, run_page, server, timeline
 from tests.ui.conftest import DemoJournal, Served
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
@@ -74,6 +74,34 @@ def test_a_malformed_window_is_a_400_naming_the_parameter(served: Served) -> Non
     assert status == 400 and "must be before until" in body
     status, _, body = _get(served, "/timeline?per=100000")
     assert status == 400 and "per must be between 1 and 200" in body
+
+
+def test_more_query_fields_than_any_page_takes_is_a_400_saying_so_not_a_traceback(served: Served) -> None:
+    query = "&".join(f"f{i}=1" for i in range(server.MAX_QUERY_FIELDS + 1))
+    for path in ("/timeline", "/integrity"):
+        status, _, body = _get(served, f"{path}?{query}")
+        assert status == 400 and f"more than {server.MAX_QUERY_FIELDS} query parameters" in body
+        assert "Traceback" not in body
+    assert _get(served, "/timeline?" + "&".join(f"f{i}=1" for i in range(server.MAX_QUERY_FIELDS)))[0] == 200
+
+
+EXPENSIVE = [
+    ("a replay verify asked while another runs", busy.VERIFY, "/integrity?verify=1"),
+    ("a what-if replay asked while another runs", busy.WHATIF, "/whatif?run=1"),
+]
+
+
+@pytest.mark.parametrize("why,kind,path", EXPENSIVE, ids=[c[0] for c in EXPENSIVE])
+def test_expensive_work_runs_one_at_a_time_per_kind_and_the_next_is_a_429_saying_so(
+        served: Served, why: str, kind: str, path: str) -> None:
+    with busy.one_at_a_time(served.app.memory, kind):  # the one running now
+        status, headers, body = _get(served, path)
+        assert status == 429 and headers["Retry-After"] == str(busy.RETRY_AFTER_SECONDS)
+        assert f"a {kind} is already running in this view (one at a time)" in body and "Traceback" not in body
+        other = next(p for k, p in [(c[1], c[2]) for c in EXPENSIVE] if k != kind)
+        assert _get(served, other)[0] == 200  # another kind, and the cheap pages, are not held back
+        assert _get(served, "/timeline")[0] == 200
+    assert _get(served, path)[0] == 200  # once it has finished
 
 
 def test_what_if_refuses_a_weight_for_a_plugin_the_scheduler_has_not(served: Served) -> None:

@@ -11,12 +11,13 @@ import pytest
 from bench import heartbeat_journal, runtimed_admission
 
 
-def test_the_admission_benchmark_claims_every_run_and_prints_both_latencies(
+def test_the_admission_benchmark_claims_and_starts_every_run_with_both_executors_and_prints_the_latencies(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert runtimed_admission.main(["--runs", "3", "--repeat", "1"]) == 0
     out = capsys.readouterr().out
-    assert "observed→Running p50" in out and "assigned→Running p50" in out
-    assert all(f"{mode:<24}     3 " in out for mode in runtimed_admission.MODES)  # every Run measured
+    assert "observed→Running p50" in out and "assigned→Running p50" in out and "assigned→started p50" in out
+    assert all(f"{mode:<22} {executor:<15}     3 " in out for mode in runtimed_admission.MODES
+               for executor in runtimed_admission.EXECUTORS)  # every Run measured, before and after the split
 
 
 def test_the_heartbeat_benchmark_counts_renewals_and_compares_them_with_scheduling_records(

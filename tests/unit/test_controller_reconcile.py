@@ -6,15 +6,17 @@ reading adapter, so invalid capacity is judged by the same models as the CRD.
 
 from __future__ import annotations
 
+import copy
 import json
 from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 
+from kruntimes.controller import tenancy
 from kruntimes.controller.reading import active_run, runtime_pod, runtime_view
 from kruntimes.controller.reconcile import (CAPACITY_ANNOTATION, POD_ENV, PodDefaults, RuntimePod, capacity_annotation,
-                                            reconcile)
+                                            WORK_VOLUME, reconcile)
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=timezone.utc)
 EARLIER = "2026-12-01T08:00:00Z"
@@ -72,36 +74,105 @@ def test_a_new_runtime_gets_its_replicas_as_pods_carrying_everything_kruntimes_o
     assert meta["annotations"] == {"kruntimes.io/capacity": '{"example.com/gpu":"1","runs":"4"}', "team": "ml"}
 
 
-def test_the_runtimed_container_keeps_its_image_and_gets_its_pod_identity_and_a_writable_work_dir() -> None:
+def test_the_runtimed_container_keeps_its_image_and_gets_its_pod_identity() -> None:
     spec = reconcile(runtime(replicas=1), [], [], NOW).create[0]["spec"]
-    (container,) = spec["containers"]
+    container = spec["containers"][0]
     assert container["image"] == "example.com/python-runtime:1"
     assert container["command"] == ["kruntimes", "runtimed"]
     env = {e["name"]: e for e in container["env"]}
     assert env["LANG"] == {"name": "LANG", "value": "C.UTF-8"}
     for name, path in POD_ENV:
         assert env[name] == {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
-    mount = container["volumeMounts"][0]
-    assert {"name": mount["name"], "emptyDir": {}} in spec["volumes"]
-    assert env["KRUNTIMES_WORK_DIR"]["value"] == mount["mountPath"]
+
+
+def test_the_runs_execute_in_a_runtime_container_of_runtimeds_image_with_a_writable_work_dir() -> None:
+    spec = reconcile(runtime(replicas=1), [], [], NOW).create[0]["spec"]
+    runtimed, server = spec["containers"]
+    assert (server["name"], server["image"]) == (tenancy.RUNTIME_CONTAINER, runtimed["image"])
+    assert server["command"] == ["kruntimes", "runtime-server"]
+    env = {e["name"]: e["value"] for e in server["env"]}
+    mounts = {m["mountPath"]: m["name"] for m in server["volumeMounts"]}
+    assert {"name": mounts[env["KRUNTIMES_WORK_DIR"]], "emptyDir": {}} in spec["volumes"]
+    assert {"name": mounts[tenancy.SERVER_DIR], "emptyDir": {}} in spec["volumes"]
+    assert env[tenancy.SERVER_ENV] == tenancy.SERVER_SOCKET
+
+
+SPLIT_CASES = [
+    ("the pod mounts no token into every container", lambda spec: spec["automountServiceAccountToken"] is False),
+    ("no container shares runtimed's processes", lambda spec: spec["shareProcessNamespace"] is False),
+    ("runtimed alone mounts the token, where the client reads it",
+     lambda spec: [(c["name"], m["mountPath"]) for c in spec["containers"] for m in c["volumeMounts"]
+                   if m["name"] == tenancy.TOKEN_VOLUME] == [("runtimed", tenancy.TOKEN_DIR)]),
+    ("the token is the pod-bound projected service-account token",
+     lambda spec: {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}} in
+     next(v for v in spec["volumes"] if v["name"] == tenancy.TOKEN_VOLUME)["projected"]["sources"]),
+    ("runtimed and the runtime container share the server's socket volume",
+     lambda spec: all({"name": tenancy.SERVER_VOLUME, "mountPath": tenancy.SERVER_DIR} in c["volumeMounts"]
+                      for c in spec["containers"])),
+    ("runtimed does not mount the Runs' working directories",
+     lambda spec: all(m["name"] != WORK_VOLUME for m in spec["containers"][0]["volumeMounts"])),
+]
+
+
+@pytest.mark.parametrize("why,holds", SPLIT_CASES, ids=[c[0] for c in SPLIT_CASES])
+def test_runs_are_tenants_not_runtimed(why: str, holds: Any) -> None:
+    assert holds(reconcile(runtime(replicas=1), [], [], NOW).create[0]["spec"])
+
+
+@pytest.mark.parametrize("init", [
+    "not a list", ["not an object"], [{"name": "setup", "volumeMounts": "not a list"}],
+    [{"name": "setup", "volumeMounts": ["not an object"]}],
+], ids=["a string", "a list of strings", "mounts that are a string", "a mount that is a string"])
+def test_init_containers_the_controller_cannot_read_are_passed_to_the_server_as_they_are(init: Any) -> None:
+    template = copy.deepcopy(TEMPLATE)
+    template["spec"]["initContainers"] = copy.deepcopy(init)
+    view = runtime_view({"metadata": {"name": "rt", "uid": RT_UID}, "spec": {
+        "replicas": 1, "template": template, "capacity": {"resources": {"runs": "1"}}}})
+    assert reconcile(view, [], [], NOW).create[0]["spec"]["initContainers"] == init
+
+
+def test_an_init_container_mounting_something_at_the_token_path_loses_that_mount() -> None:
+    template = copy.deepcopy(TEMPLATE)
+    template["spec"]["initContainers"] = [{"name": "setup", "image": "busybox", "volumeMounts": [
+        {"name": "stolen", "mountPath": tenancy.TOKEN_DIR}, {"name": "data", "mountPath": "/data"}]}]
+    view = runtime_view({"metadata": {"name": "rt", "uid": RT_UID}, "spec": {
+        "replicas": 1, "template": template, "capacity": {"resources": {"runs": "1"}}}})
+    (setup,) = reconcile(view, [], [], NOW).create[0]["spec"]["initContainers"]
+    assert setup["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
+
+
+def test_a_template_that_mounts_something_at_the_token_path_into_the_runtime_container_loses_that_mount() -> None:
+    template = copy.deepcopy(TEMPLATE)
+    template["spec"]["automountServiceAccountToken"] = True
+    template["spec"]["shareProcessNamespace"] = True
+    template["spec"]["containers"].append({"name": "runtime", "image": "example.com/tools:2", "command": ["serve"],
+                                           "volumeMounts": [{"name": "stolen", "mountPath": tenancy.TOKEN_DIR}]})
+    view = runtime_view({"metadata": {"name": "rt", "uid": RT_UID}, "spec": {
+        "replicas": 1, "template": template, "capacity": {"resources": {"runs": "1"}}}})
+    spec = reconcile(view, [], [], NOW).create[0]["spec"]
+    server = next(c for c in spec["containers"] if c["name"] == tenancy.RUNTIME_CONTAINER)
+    assert (server["image"], server["command"]) == ("example.com/tools:2", ["serve"])  # the template's own
+    assert all(m["mountPath"] != tenancy.TOKEN_DIR for m in server["volumeMounts"])
+    assert (spec["automountServiceAccountToken"], spec["shareProcessNamespace"]) == (False, False)
 
 
 def test_runtimed_gets_a_state_directory_of_its_own_that_outlives_its_restarts() -> None:
     # SPEC §4.1 (amended 2026-12-04): an end not yet written and its Runs' pid files survive a restart.
     spec = reconcile(runtime(replicas=1), [], [], NOW).create[0]["spec"]
-    (container,) = spec["containers"]
-    env = {e["name"]: e for e in container["env"]}
-    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    runtimed, server = spec["containers"]
+    env = {e["name"]: e for e in runtimed["env"]}
+    mounts = {m["mountPath"]: m["name"] for m in runtimed["volumeMounts"]}
     state = mounts[env["KRUNTIMES_STATE_DIR"]["value"]]
     assert {"name": state, "emptyDir": {}} in spec["volumes"]
-    assert state != mounts[env["KRUNTIMES_WORK_DIR"]["value"]]
+    assert all(m["name"] != state for m in server["volumeMounts"])  # no Run reaches runtimed's files
 
 
 def test_a_template_without_a_runtimed_container_gets_one_from_the_default_image() -> None:
     view = runtime_view({"metadata": {"name": "bare", "uid": RT_UID}, "spec": {
         "replicas": 1, "template": {"spec": {"containers": [{"name": "sidecar", "image": "busybox"}]}}}})
     containers = reconcile(view, [], [], NOW, defaults=PodDefaults(runtimed_image="img:1")).create[0]["spec"]["containers"]
-    assert [(c["name"], c["image"]) for c in containers] == [("sidecar", "busybox"), ("runtimed", "img:1")]
+    assert [(c["name"], c["image"]) for c in containers] == [("sidecar", "busybox"), ("runtimed", "img:1"),
+                                                             ("runtime", "img:1")]
 
 
 def test_the_template_is_never_modified() -> None:

@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 import pytest
 
 from kruntimes.cli.main import build_parser
-from kruntimes.controller import reconcile
+from kruntimes.controller import reconcile, tenancy
 from kruntimes.controller.reading import runtime_view
 from tests.unit.manifests import (
     BUILDS, IMAGE, K8S_VERSION, NAMESPACE, ROOT, SETTINGS_GRANT, Call, Grant, Object, allows, build, client_calls,
@@ -117,7 +117,11 @@ def _template_pod() -> Object:
 
 def test_the_runtime_pods_run_as_the_runtimed_service_account_of_their_namespace() -> None:
     assert _template_pod()["serviceAccountName"] == ACCOUNT
-    assert _template_pod().get("automountServiceAccountToken", True) is True  # the pod-bound token
+    # The pod-bound token, in runtimed's container only (SPEC §4.1: Runs are tenants, not runtimed).
+    assert _template_pod()["automountServiceAccountToken"] is False
+    token_mounts = {c["name"]: [m for m in c.get("volumeMounts", []) if m["name"] == tenancy.TOKEN_VOLUME]
+                    for c in _template_pod()["containers"]}
+    assert {name for name, found in token_mounts.items() if found} == {reconcile.RUNTIMED_CONTAINER}
     find(examples(), "ServiceAccount", ACCOUNT)
     binding = find(examples(), "RoleBinding", ACCOUNT)
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ACCOUNT}
@@ -131,7 +135,10 @@ def test_the_template_starts_runtimed_with_its_pod_identity_from_the_downward_ap
     values = env(runtimed)
     for name, path in reconcile.POD_ENV:
         assert values[name] == {"fieldRef": {"fieldPath": path}}, name
-    assert values["KRUNTIMES_WORK_DIR"] == reconcile.WORK_DIR
+    assert values[tenancy.SERVER_ENV] == tenancy.SERVER_SOCKET
+    server = container(_template_pod(), tenancy.RUNTIME_CONTAINER)
+    assert server["command"] == ["kruntimes", "runtime-server"]
+    assert env(server) == {tenancy.SERVER_ENV: tenancy.SERVER_SOCKET, "KRUNTIMES_WORK_DIR": reconcile.WORK_DIR}
 
 
 def test_kruntimes_runtimed_reads_the_identity_the_template_gives_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -142,23 +149,25 @@ def test_kruntimes_runtimed_reads_the_identity_the_template_gives_it(monkeypatch
         monkeypatch.setenv(name, resolved[value["fieldRef"]["fieldPath"]] if isinstance(value, dict) else value)
     parsed = build_parser().parse_args(runtimed["command"][1:] + runtimed.get("args", []))
     assert (parsed.pod_name, parsed.pod_namespace, parsed.pod_uid) == ("python-7xk2q", TEAM, "0b1c-own")
-    assert str(parsed.work_dir) == reconcile.WORK_DIR
+    assert str(parsed.runtime_server) == tenancy.SERVER_SOCKET
 
 
-def test_runtimed_runs_non_root_on_a_read_only_root_and_runs_work_on_an_empty_dir() -> None:
+def test_runtimed_and_the_runtime_server_run_non_root_on_a_read_only_root_and_runs_work_on_an_empty_dir() -> None:
     pod = _template_pod()
-    runtimed = container(pod, reconcile.RUNTIMED_CONTAINER)
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-    security = runtimed["securityContext"]
-    assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
-    assert security["capabilities"] == {"drop": ["ALL"]}
-    volumes = mounts(pod, reconcile.RUNTIMED_CONTAINER)
+    assert pod["shareProcessNamespace"] is False  # no Run sees runtimed's processes
+    for name in (reconcile.RUNTIMED_CONTAINER, tenancy.RUNTIME_CONTAINER):
+        security = container(pod, name)["securityContext"]
+        assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
+        assert security["capabilities"] == {"drop": ["ALL"]}
+    runtime = container(pod, tenancy.RUNTIME_CONTAINER)
+    volumes = mounts(pod, tenancy.RUNTIME_CONTAINER)
     assert all("emptyDir" in volume for volume in volumes.values())
-    work = PurePosixPath(env(runtimed)["KRUNTIMES_WORK_DIR"])
+    work = PurePosixPath(env(runtime)["KRUNTIMES_WORK_DIR"])
     assert any(work.is_relative_to(path) for path in volumes) and "/tmp" in volumes
     # Runs write into the emptyDirs: the container's limit bounds them.
-    assert "ephemeral-storage" in runtimed["resources"]["limits"]
+    assert "ephemeral-storage" in runtime["resources"]["limits"]
 
 
 def _controller_pod() -> Object:

@@ -94,3 +94,10 @@ def test_the_commands_without_a_journal_never_load_sql(command: str) -> None:
 
 def test_history_and_journal_commands_do_not_load_alembic() -> None:
     assert _leaks(_loaded_by_console_script("history", "cycles", "--journal", MISSING_JOURNAL), ("alembic",)) == []
+
+
+def test_the_runtime_server_holds_no_api_client() -> None:
+    # It executes the Runs, which are tenants: nothing in its process may speak to the API (SPEC §4.1).
+    loaded = _loaded_by_console_script("runtime-server", "--help")
+    assert "kruntimes.cli.runtime_server_cmd" in loaded
+    assert _leaks(loaded, ("kubernetes", "kruntimes.cluster", "sqlalchemy", "alembic")) == []

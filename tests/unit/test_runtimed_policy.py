@@ -171,6 +171,8 @@ def moved(obj: Object, phase: str, **assignment: str | None) -> Object:
 
 ELSEWHERE = "a runtimed writes the status of Runs assigned to its own pod only"
 KEPT = "a runtimed keeps a Run's assignment as the scheduler wrote it"
+FINAL = "a runtimed writes only Runs that are Scheduled or Running; a finished Run stays as it ended"
+BACK = "a runtimed moves a Run forward only (Scheduled, Running, Succeeded or Failed), never back"
 RUN_CASES = [
     ("claiming a Run assigned to its own pod is allowed", request(), moved(run(), "Running"), run(), []),
     ("ending a Run on its own pod is allowed", request(), moved(run("Running"), "Failed"), run("Running"), []),
@@ -185,13 +187,61 @@ RUN_CASES = [
      moved(run(), "Scheduled", podName="python-other", podUID="0b1c-other"), run(), [KEPT]),
     ("a Run assigned to an earlier pod of the same name is refused", request(),
      moved(run(pod_uid="0b1c-earlier"), "Running"), run(pod_uid="0b1c-earlier"), [ELSEWHERE]),
-    ("a Pending Run is refused", request(), moved(run(pod_name=None), "Running", podName=POD, podUID=POD_UID),
-     run(pod_name=None), [ELSEWHERE, KEPT]),
+    ("a Pending Run is refused", request(), moved(run("Pending", pod_name=None), "Running", podName=POD, podUID=POD_UID),
+     run("Pending", pod_name=None), [ELSEWHERE, KEPT, FINAL]),
     ("a token without a pod-name claim is refused", request(pod=None, pod_uid=None), moved(run(), "Running"), run(),
      ["runtimed must authenticate with its pod's bound service-account token (no pod-name claim)", ELSEWHERE]),
     ("a runtimed of another namespace is refused", request("system:serviceaccount:team-b:kruntimes-runtimed"),
      moved(run(), "Running"), run(), ["a runtimed writes the status of Runs in its own namespace only"]),
 ]
+
+
+def with_status(obj: Object, **fields: Any) -> Object:
+    new = copy.deepcopy(obj)
+    new["status"].update(fields)
+    return new
+
+
+# What the runtimed token could be used for on its own pod if it leaked, beyond where a Run may
+# run (SPEC §4.1, issue 23 "a Run's process is a tenant"): each transition runtimed never makes.
+TRANSITIONS = [
+    ("writing a Run's Admitted condition while it waits is allowed", request(),
+     with_status(run(), conditions=[{"type": "Admitted", "status": "False"}]), run(), []),
+    ("ending a Scheduled Run Failed (a malformed Run) is allowed", request(), moved(run(), "Failed"), run(), []),
+    ("releasing a function Run as it ends Succeeded is allowed", request(),
+     with_status(moved(run("Running"), "Succeeded"), released=True), run("Running"), []),
+    ("setting a finished Run back to Scheduled is refused", request(), moved(run("Succeeded"), "Scheduled"),
+     run("Succeeded"), [FINAL, BACK]),
+    ("setting a failed Run back to Running is refused", request(), moved(run("Failed"), "Running"),
+     run("Failed"), [FINAL]),
+    ("rewriting a finished Run's result is refused", request(), moved(run("Failed"), "Succeeded"),
+     run("Failed"), [FINAL]),
+    ("setting a Running Run back to Pending is refused", request(), moved(run("Running"), "Pending"),
+     run("Running"), [BACK]),
+    ("setting a Running Run back to Scheduled is refused", request(), moved(run("Running"), "Scheduled"),
+     run("Running"), [BACK]),
+    ("setting a Scheduled Run back to Pending is refused", request(), moved(run(), "Pending"), run(), [BACK]),
+    ("dropping a Run's phase is refused", request(), moved(run("Running"), ""), run("Running"), [BACK]),
+    ("marking a Running Run released without ending it is refused", request(),
+     with_status(run("Running"), released=True), run("Running"),
+     ["a runtimed marks a Run released only as it ends it Succeeded"]),
+    ("an assignment changed back to Pending is refused on every count", request(),
+     moved(run("Running"), "Pending", podName=None), run("Running"), [KEPT, BACK]),
+]
+
+
+@pytest.mark.parametrize("why,req,new,old,refusals", TRANSITIONS, ids=[c[0] for c in TRANSITIONS])
+def test_the_run_status_policy_allows_only_runtimeds_own_transitions(why: str, req: Object, new: Object, old: Object,
+                                                                      refusals: list[str]) -> None:
+    assert admit(RUN_STATUS, req, new, old) == Decision(True, refusals)
+
+
+def test_faking_a_co_tenants_result_is_a_transition_runtimed_makes_itself() -> None:
+    # What policy cannot stop: whoever holds runtimed's token may end any Running Run of its
+    # pod with any result, because that is the very write runtimed makes. The defence is
+    # that only runtimed holds the token (the Runtime Server split, docs/runtimed.md).
+    faked = with_status(moved(run("Running"), "Succeeded"), conditions=[{"type": "Completed", "status": "True"}])
+    assert admit(RUN_STATUS, request(), faked, run("Running")) == Decision(True, [])
 
 
 @pytest.mark.parametrize("why,req,new,old,refusals", RUN_CASES, ids=[c[0] for c in RUN_CASES])
@@ -249,3 +299,11 @@ def test_every_write_runtimed_may_make_is_under_a_policy() -> None:
                for group in rule["apiGroups"] for resource in rule["resources"]}
     assert writes == covered == {("kruntimes.io", "runs/status"), ("", "pods")}
     assert {verb for rule in role["rules"] for verb in rule["verbs"]} <= {"get", "list", "watch", "update", "patch"}
+
+
+def test_a_heartbeat_far_ahead_is_beyond_what_a_policy_can_bound() -> None:
+    # Admission CEL has no clock, so "not after now" cannot be said; a policy could only bound
+    # the value against the previous one, which a legitimate runtimed after a long pause breaks.
+    # Only runtimed holds the token that can write it (the Runtime Server split).
+    far = changed(OWN, ("metadata", "annotations", HEARTBEAT_KEY), "2099-01-01T00:00:00Z")
+    assert admit(HEARTBEAT, request(), far, OWN) == Decision(True, [])
