@@ -104,8 +104,8 @@ def measure(host: str, runs: int, mode: dict[str, Any], work: Path,
     start_task, start_function = runner.start_task, runner.start_function
 
     def timed(start: Any) -> Any:
-        def call(run: Any, *args: Any) -> None:
-            start(run, *args)
+        def call(run: Any, *args: Any, **kwargs: Any) -> None:
+            start(run, *args, **kwargs)
             with lock:
                 started.setdefault(run.name, time.perf_counter())
         return call

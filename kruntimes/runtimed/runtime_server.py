@@ -69,13 +69,17 @@ class RuntimeServer:
             args = request.get("args")
             if args is not None and not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
                 raise wire.ProtocolError("args must be a list of strings or null")
+            env = request.get("env")
+            if env is not None and not (isinstance(env, dict)
+                                        and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
+                raise wire.ProtocolError("env must be an object of strings or null")
             with self._changed:
                 if run.uid in self._ends:
                     raise wire.ProtocolError(f"{run.label} ended here and its end is not acknowledged yet")
             if request.get("function") is True:
-                self.executor.start_function(run, args)
+                self.executor.start_function(run, args, env=env)
             else:
-                self.executor.start_task(run, args or [])
+                self.executor.start_task(run, args or [], env=env)
             return {"ok": True}
         if op == "stop":
             uid, why = request.get("uid"), request.get("why")

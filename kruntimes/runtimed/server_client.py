@@ -26,7 +26,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from kruntimes.runtimed import outcomes
 from kruntimes.runtimed import server_protocol as wire
@@ -100,21 +100,23 @@ class RemoteExecutor:
 
     # -- starting and stopping -----------------------------------------------------------
 
-    def start_task(self, run: RunRef, args: Sequence[str]) -> None:
-        self._start(run, list(args), function=False)
+    def start_task(self, run: RunRef, args: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+        self._start(run, list(args), function=False, env=env)
 
-    def start_function(self, run: RunRef, args: Sequence[str] | None = None) -> None:
-        self._start(run, list(args) if args else None, function=True)
+    def start_function(self, run: RunRef, args: Sequence[str] | None = None,
+                       env: Mapping[str, str] | None = None) -> None:
+        self._start(run, list(args) if args else None, function=True, env=env)
 
-    def _start(self, run: RunRef, args: list[str] | None, *, function: bool) -> None:
+    def _start(self, run: RunRef, args: list[str] | None, *, function: bool,
+               env: Mapping[str, str] | None = None) -> None:
         with self._lock:
             if run.uid in self._runs:
                 raise ValueError(f"{run.label} is already executing here")
             self._runs[run.uid] = run
         self._follow()
         try:
-            self.call({"op": "start", "run": wire.encode_run(run), "args": args, "function": function},
-                      CONNECT_TIMEOUT)
+            self.call({"op": "start", "run": wire.encode_run(run), "args": args, "function": function,
+                       "env": dict(env) if env else None}, CONNECT_TIMEOUT)
         except ServerUnreachable as exc:
             with self._lock:
                 self._runs.pop(run.uid, None)

@@ -5,7 +5,8 @@ executes the Runs and holds no credential. Between them: one JSON object per lin
 one request and one answer per connection (so a request blocked in `stop` or `ends`
 never delays another). Requests:
 
-- `start` {run, args (list or null), function}: execute a Run (`Executor.start_task`
+- `start` {run, args (list or null), function, env (object or null: the variables
+  that tell the process its devices, SPEC §7.7)}: execute a Run (`Executor.start_task`
   or `start_function`).
 - `stop` {uid, why: "released" | "interrupted"}: stop it; answers `known`.
 - `list`: `running` (Runs executing) and `ended` (ends not yet acknowledged).

@@ -113,6 +113,15 @@ def test_a_task_executes_in_the_server_and_its_end_reaches_runtimed(pod: Pod) ->
     assert not pod.client.has("uid-a")
 
 
+def test_a_task_started_through_the_server_gets_the_variables_that_name_its_devices(pod: Pod) -> None:
+    # SPEC §7.7: runtimed computes KRUNTIMES_DEVICES and the env mapping; the server's process must see them.
+    env = {"KRUNTIMES_DEVICES": '{"gpu":["gpu-1"]}', "GPU_MODEL": "a100"}
+    code = "import os, sys; print(os.environ['KRUNTIMES_DEVICES'], os.environ['GPU_MODEL']); sys.exit(3)"
+    pod.client.start_task(run("devices"), [PY, "-c", code], env=env)
+    ended = pod.wait()
+    assert ended.exit_code == 3 and '{"gpu":["gpu-1"]} a100' in ended.message
+
+
 def test_a_function_is_kept_until_released_and_then_ends_released(pod: Pod) -> None:
     pod.client.start_function(run("f"), [PY, "-c", "import time; time.sleep(60)"])
     wait_for(lambda: [r.name for r in pod.server.executor.active()] == ["f"])
