@@ -3,7 +3,7 @@
 The emulator and the schema checks of tests/unit check the manifests against our
 reading of Kubernetes; here the release's own kube-apiserver reads them: the CRDs'
 structural schemas and CEL rules (compiled and cost-estimated at create), RBAC objects,
-the three ValidatingAdmissionPolicies (type-checked by the server's own checker against the
+the four ValidatingAdmissionPolicies (type-checked by the server's own checker against the
 Run, Pod and Lease schemas, through probes it can check), and every overlay and component. The CRDs and the dev overlay are
 applied for real (the namespace, roles and policies exist afterwards); the rest is sent
 with ``--dry-run=server``, which runs the same validation and admission without storing.
@@ -27,8 +27,10 @@ from kruntimes.api import models
 from tests.realkube.controlplane import ControlPlane
 from tests.realkube.fixtures import DEPLOY, apply, kubectl
 
-# runtimed's two (SPEC §4.1) and the scheduler's term fence (§3.6), whose param is a Lease.
-POLICIES = ("kruntimes-runtimed-run-status", "kruntimes-runtimed-heartbeat", "kruntimes-scheduler-fence")
+# runtimed's two (SPEC §4.1), the controller's (§4.2) and the scheduler's term fence (§3.6),
+# whose param is a Lease.
+POLICIES = ("kruntimes-runtimed-run-status", "kruntimes-runtimed-heartbeat", "kruntimes-controller-run-status",
+            "kruntimes-scheduler-fence")
 
 
 def composed(directory: Path, overlay: str, *components: str) -> Path:
