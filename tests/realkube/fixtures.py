@@ -6,6 +6,9 @@ Another test package gets it with, in its ``conftest.py``::
 
 - ``real_server``: a started `ControlPlane` (with the controller manager, as a cluster
   has one) shared by every test of the session. Tests create their own namespaces.
+- ``team``: a fresh user namespace of ``deployed`` with runtimed's ServiceAccount and
+  RoleBinding (``deploy/examples/runtimed-serviceaccount.yaml``), as a `Cluster` seen
+  through the admin client; deleted afterwards.
 - ``deployed``: the same server with ``deploy/crds`` and the dev overlay applied for
   real, as deploy/README.md tells a user to: the CRDs, the ServiceAccounts and RBAC of
   the scheduler and the controller, runtimed's ClusterRole and both admission policies
@@ -21,12 +24,17 @@ from __future__ import annotations
 
 import os
 import subprocess
+import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
+import kubernetes.client
 import pytest
 
-from tests.realkube import binaries, controlplane
+from kruntimes.api import models
+from tests.emulator import manifests
+from tests.integration.cluster import Cluster
+from tests.realkube import binaries, controlplane, identities
 
 
 def in_ci() -> bool:
@@ -75,3 +83,26 @@ def deployed(real_server: controlplane.ControlPlane) -> controlplane.ControlPlan
             "crd/runs.kruntimes.io", "crd/runtimes.kruntimes.io")
     apply(real_server, "-k", str(DEPLOY / "overlays/dev"))
     return real_server
+
+
+@pytest.fixture
+def team(deployed: controlplane.ControlPlane) -> Iterator[Cluster]:
+    name = f"team-{uuid.uuid4().hex[:6]}"
+    with identities.admin(deployed) as api:
+        core = kubernetes.client.CoreV1Api(api)
+        core.create_namespace({"metadata": {"name": name}})
+        try:
+            apply(deployed, "-n", name, "-f", str(DEPLOY / "examples" / "runtimed-serviceaccount.yaml"))
+            yield Cluster(api, name)
+        finally:
+            core.delete_namespace(name)
+
+
+def runtime_pod(team: Cluster, name: str = "python-0", runs: int = 1) -> Any:
+    """A Runtime Pod (Ready) running as runtimed's ServiceAccount, as the controller makes them; the V1Pod."""
+    annotations = {models.CAPACITY_ANNOTATION: f'{{"runs":"{runs}"}}'}
+    body = manifests.pod(name, {models.RUNTIME_LABEL: "python"}, annotations=annotations)
+    body["spec"]["serviceAccountName"] = identities.RUNTIMED
+    team.core.create_namespaced_pod(team.namespace, body)
+    team.set_ready(name, True)
+    return team.core.read_namespaced_pod(name, team.namespace)

@@ -64,6 +64,13 @@ def client(path: Path) -> kubernetes.client.ApiClient:
     return kubernetes.config.new_client_from_config(config_file=str(path))
 
 
+def component(plane: ControlPlane, directory: Path, name: str, namespace: str, account: str, *,
+              pod: Any = None, server: str | None = None) -> kubernetes.client.ApiClient:
+    """A client of ``namespace/account`` (its token bound to ``pod`` when given), through ``directory/name.kubeconfig``."""
+    bearer = token(plane, namespace, account, pod=pod)
+    return client(kubeconfig(plane, directory / f"{name}.kubeconfig", bearer, server=server))
+
+
 def whoami(api: kubernetes.client.ApiClient) -> dict[str, Any]:
     """The user the server sees behind ``api``'s credential (SelfSubjectReview): name, groups, extra."""
     review = kubernetes.client.AuthenticationV1Api(api).create_self_subject_review(

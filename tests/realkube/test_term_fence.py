@@ -15,24 +15,21 @@ keeps the new assignment passes. Each verdict of the emulator's copy of the chec
 from __future__ import annotations
 
 import threading
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 from kubernetes import client
-from kubernetes.client import ApiClient
 
-from kruntimes.api import ingest, models
+from kruntimes.api import ingest
 from kruntimes.cluster import errors
 from kruntimes.cluster.binder import FENCE_POLICY, KubernetesBinder
 from kruntimes.scheduler import status as st
-from tests.emulator import admission, manifests
+from tests.emulator import admission
 from tests.integration.cluster import Cluster, wait_for
-from tests.realkube import identities
+from tests.realkube import fixtures, identities
 from tests.realkube.controlplane import ControlPlane
-from tests.realkube.fixtures import DEPLOY, apply
 from tests.realkube.holding_proxy import HoldingProxy
 
 NOW = datetime(2026, 12, 5, tzinfo=timezone.utc)
@@ -52,36 +49,6 @@ def lease(deployed: ControlPlane) -> Iterator[client.CoordinationV1Api]:
             leases.delete_namespaced_lease(LEASE, LEASE_NAMESPACE)
 
 
-@pytest.fixture
-def team(deployed: ControlPlane) -> Iterator[Cluster]:
-    """A user namespace with runtimed's ServiceAccount (deploy/examples), seen through the admin client."""
-    name = f"team-{uuid.uuid4().hex[:6]}"
-    with identities.admin(deployed) as api:
-        core = client.CoreV1Api(api)
-        core.create_namespace({"metadata": {"name": name}})
-        try:
-            apply(deployed, "-n", name, "-f", str(DEPLOY / "examples" / "runtimed-serviceaccount.yaml"))
-            yield Cluster(api, name)
-        finally:
-            core.delete_namespace(name)
-
-
-def runtime_pod(team: Cluster, name: str = "python-0") -> Any:
-    """A one-slot Runtime Pod running as runtimed's ServiceAccount, as the controller makes them."""
-    annotations = {models.CAPACITY_ANNOTATION: '{"runs":"1"}'}
-    body = manifests.pod(name, {models.RUNTIME_LABEL: "python"}, annotations=annotations)
-    body["spec"]["serviceAccountName"] = identities.RUNTIMED
-    team.core.create_namespaced_pod(team.namespace, body)
-    team.set_ready(name, True)
-    return team.core.read_namespaced_pod(name, team.namespace)
-
-
-def component(plane: ControlPlane, tmp_path: Path, name: str, namespace: str, account: str, *,
-              pod: Any = None, server: str | None = None) -> ApiClient:
-    bearer = identities.token(plane, namespace, account, pod=pod)
-    return identities.client(identities.kubeconfig(plane, tmp_path / f"{name}.kubeconfig", bearer, server=server))
-
-
 def bind(binder: KubernetesBinder, team: Cluster, run: str, pod: Any, term: int | None) -> BaseException | None:
     """The scheduler's status write placing ``run`` on ``pod`` in ``term``; the error it met, if any."""
     info = ingest.run_info(team.run(run))
@@ -98,13 +65,13 @@ def assignment(team: Cluster, run: str) -> dict[str, Any] | None:
 
 def test_a_bind_held_on_its_way_from_an_old_term_is_refused_after_the_new_leader_filled_the_pod(
         deployed: ControlPlane, lease: client.CoordinationV1Api, team: Cluster, tmp_path: Path) -> None:
-    pod = runtime_pod(team)
+    pod = fixtures.runtime_pod(team)
     team.add_run("a")
     team.add_run("b")
     proxy = HoldingProxy(deployed.port).start()
     try:
-        old_api = component(deployed, tmp_path, "old-leader", *identities.SCHEDULER, server=proxy.server)
-        new_api = component(deployed, tmp_path, "new-leader", *identities.SCHEDULER)
+        old_api = identities.component(deployed, tmp_path, "old-leader", *identities.SCHEDULER, server=proxy.server)
+        new_api = identities.component(deployed, tmp_path, "new-leader", *identities.SCHEDULER)
         with old_api, new_api:
             old_leader, new_leader = KubernetesBinder(old_api), KubernetesBinder(new_api)
             # The old leader's connection is open (TLS included) before its write is held.
@@ -131,7 +98,7 @@ def test_a_bind_held_on_its_way_from_an_old_term_is_refused_after_the_new_leader
     assert assignment(team, "b") == {"podName": pod.metadata.name, "podUID": pod.metadata.uid, "term": 2}
 
     # runtimed (its own pod's bound token) claims b: a write that keeps the assignment passes.
-    with component(deployed, tmp_path, "runtimed", team.namespace, identities.RUNTIMED, pod=pod) as runtimed:
+    with identities.component(deployed, tmp_path, "runtimed", team.namespace, identities.RUNTIMED, pod=pod) as runtimed:
         current = team.run("b")
         status = {**current["status"], "phase": "Running"}
         client.CustomObjectsApi(runtimed).replace_namespaced_custom_object_status(
@@ -160,9 +127,9 @@ WRITES = {
 @pytest.mark.parametrize("case", WRITES)
 def test_the_real_server_and_the_emulator_judge_a_status_write_alike(
         deployed: ControlPlane, lease: client.CoordinationV1Api, team: Cluster, tmp_path: Path, case: str) -> None:
-    pod = runtime_pod(team)
+    pod = fixtures.runtime_pod(team)
     team.add_run("a")
-    with component(deployed, tmp_path, "scheduler", *identities.SCHEDULER) as scheduler:
+    with identities.component(deployed, tmp_path, "scheduler", *identities.SCHEDULER) as scheduler:
         binder = KubernetesBinder(scheduler)
         assert bind(binder, team, "a", pod, term=1) is None
         lease.patch_namespaced_lease(LEASE, LEASE_NAMESPACE, {"spec": {"leaseTransitions": 2}})
@@ -191,8 +158,8 @@ def _filled(status: dict[str, Any], pod: Any) -> dict[str, Any]:
 
 def test_the_fence_lets_every_write_through_while_the_lease_does_not_exist(
         deployed: ControlPlane, team: Cluster, tmp_path: Path) -> None:
-    pod = runtime_pod(team)
+    pod = fixtures.runtime_pod(team)
     team.add_run("a")
-    with component(deployed, tmp_path, "scheduler", *identities.SCHEDULER) as scheduler:
+    with identities.component(deployed, tmp_path, "scheduler", *identities.SCHEDULER) as scheduler:
         assert bind(KubernetesBinder(scheduler), team, "a", pod, term=7) is None
     wait_for(lambda: assignment(team, "a"), what="a placed")
