@@ -170,7 +170,8 @@ def measure_kube_scheduler(plane: controlplane.ControlPlane, args: argparse.Name
         api.close()
     assert progress.first is not None and progress.last is not None
     return {"pods": args.runs, "nodes": args.nodes, "from_start": progress.last - launched,
-            "first_to_last": max(progress.last - progress.first, BindProgress.PERIOD), "first": progress.first - launched, "cpu": cpu}
+            "first_to_last": max(progress.last - progress.first, BindProgress.PERIOD),
+            "first": progress.first - launched, "cpu": cpu}
 
 
 def _children_cpu() -> float:

@@ -51,7 +51,8 @@ def kubeconfig(plane: ControlPlane, path: Path, bearer: str, *, server: str | No
     config = {
         "apiVersion": "v1", "kind": "Config", "current-context": "component",
         "clusters": [{"name": "realkube", "cluster": {
-            "server": server or plane.server, "certificate-authority": str(plane.directory / "certs" / "apiserver.crt")}}],
+            "server": server or plane.server,
+            "certificate-authority": str(plane.directory / "certs" / "apiserver.crt")}}],
         "users": [{"name": "component", "user": {"token": bearer}}],
         "contexts": [{"name": "component", "context": {"cluster": "realkube", "user": "component"}}],
     }
@@ -66,7 +67,7 @@ def client(path: Path) -> kubernetes.client.ApiClient:
 
 def component(plane: ControlPlane, directory: Path, name: str, namespace: str, account: str, *,
               pod: Any = None, server: str | None = None) -> kubernetes.client.ApiClient:
-    """A client of ``namespace/account`` (its token bound to ``pod`` when given), through ``directory/name.kubeconfig``."""
+    """A client of ``namespace/account`` (its token bound to ``pod`` if given), via ``directory/name.kubeconfig``."""
     bearer = token(plane, namespace, account, pod=pod)
     return client(kubeconfig(plane, directory / f"{name}.kubeconfig", bearer, server=server))
 

@@ -3,10 +3,11 @@
 The emulator and the schema checks of tests/unit check the manifests against our
 reading of Kubernetes; here the release's own kube-apiserver reads them: the CRDs'
 structural schemas and CEL rules (compiled and cost-estimated at create), RBAC objects,
-the four ValidatingAdmissionPolicies (type-checked by the server's own checker against the
-Run, Pod and Lease schemas, through probes it can check), and every overlay and component. The CRDs and the dev overlay are
-applied for real (the namespace, roles and policies exist afterwards); the rest is sent
-with ``--dry-run=server``, which runs the same validation and admission without storing.
+the four ValidatingAdmissionPolicies (type-checked by the server's own checker against
+the Run, Pod and Lease schemas, through probes it can check), and every overlay and
+component. The CRDs and the dev overlay are applied for real (the namespace, roles
+and policies exist afterwards); the rest is sent with ``--dry-run=server``, which runs
+the same validation and admission without storing.
 Nothing here runs a pod: the control plane has no kubelet and no scheduler.
 """
 

@@ -12,9 +12,6 @@ ended.
 
 from __future__ import annotations
 
-import functools
-import sys
-import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -24,14 +21,8 @@ from kubernetes import client
 from kubernetes.client import ApiClient, ApiException
 
 from kruntimes.api import models
-from kruntimes.cli import kube_args
-from kruntimes.cluster.runner import ClusterScheduler
-from kruntimes.cluster.settings import LeaseSettings
-from kruntimes.controller.runner import ControllerRunner
-from kruntimes.runtimed.agent import Agent, Settings
 from kruntimes.scheduler import status as st
-from tests.integration import cluster
-from tests.integration.cluster import Cluster, wait_for
+from tests.integration.cluster import Cluster
 from tests.integration.test_controller_runner import TEMPLATE
 from tests.realkube import fixtures, identities
 from tests.realkube.controlplane import ControlPlane
@@ -151,5 +142,6 @@ def test_the_scheduler_may_not_write_pods_or_runs(deployed: ControlPlane, team: 
     team.add_run("a")
     with identities.component(deployed, tmp_path, "scheduler", *identities.SCHEDULER) as scheduler:
         assert "cannot patch resource \\\"pods\\\"" in refusal(lambda: heartbeat(scheduler, team, pod.metadata.name))
-        assert "cannot patch resource \\\"runs\\\"" in refusal(lambda: client.CustomObjectsApi(scheduler).patch_namespaced_custom_object(
+        custom = client.CustomObjectsApi(scheduler)
+        assert "cannot patch resource \\\"runs\\\"" in refusal(lambda: custom.patch_namespaced_custom_object(
             G, V, team.namespace, "runs", "a", {"metadata": {"labels": {"x": "y"}}}))

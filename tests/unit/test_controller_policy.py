@@ -21,7 +21,8 @@ CONTROLLER = "system:serviceaccount:kruntimes-system:kruntimes-controller"
 
 
 def admit(req: Object, obj: Object, old: Object) -> Decision:
-    [policy] = [d for d in yaml.safe_load_all(POLICY_FILE.read_text()) if d and d["kind"] == "ValidatingAdmissionPolicy"]
+    documents = yaml.safe_load_all(POLICY_FILE.read_text())
+    [policy] = [d for d in documents if d and d["kind"] == "ValidatingAdmissionPolicy"]
     spec = policy["spec"]
     activation = {"request": celpy.json_to_cel(req), "object": celpy.json_to_cel(obj),
                   "oldObject": celpy.json_to_cel(old)}
