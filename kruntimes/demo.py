@@ -40,7 +40,7 @@ from kruntimes import demo_watch
 from kruntimes.api import ingest, models
 from kruntimes.controller.reading import runtime_view
 from kruntimes.controller.reconcile import PodDefaults, pod_body
-from kruntimes.journal import history
+from kruntimes.journal import history, redact
 from kruntimes.journal.backends import Journal
 from kruntimes.journal.session import JournalSession
 from kruntimes.memory.api import MemoryApi
@@ -190,7 +190,7 @@ class Report:
     processes: int
     pod_lost: str | None
     pod_log: list[str]
-    journal: str | None = None
+    journal: str | None = None  # the journal's URL as people see it: redact.url, its password masked
     records: int = 0
     history: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
     latest_placement: dict[str, Any] | None = None  # for the follow-up commands the demo prints
@@ -268,7 +268,8 @@ def run(*, workers: int = 4, conflict_rate: float = 0.02, seed: int = 7, journal
     report.seed = seed
     report.processes = sum(1 for r in runs.runs() if r.phase in ("Succeeded", "Failed") and _executed(runs, r))
     if session is not None:
-        report.journal = journal
+        # The report is for people: it never holds the password, so no line printed from it can show one.
+        report.journal = redact.url(journal)
         report.records = session.recorder.lsn - session.first_lsn + 1
         store = Journal.open(journal)
         try:

@@ -2,10 +2,12 @@
 
 Reads Kubernetes YAML (Runtime Pods as v1 Pods, Runs as kruntimes.io/v1alpha1, and
 the cluster settings ConfigMap `kruntimes-settings` that the scheduler and runtimed
-read, for the default runs capacity: SPEC §2.3), loads them into a cluster cache
-exactly as the informers would, then schedules every Pending Run once, in creation
-order, through the same planner and the same reserve/assume path as the live
-scheduler - each Run sees the assumptions of the Runs before it. Nothing is bound and nothing is written.
+read, for the default runs capacity: SPEC §2.3, and Runtimes, which become their
+``replicas`` pods as the controller, kubelet and runtimed would make them), loads them
+into a cluster cache exactly as the informers would, then schedules every Pending Run
+once, in creation order, through the same planner and the same reserve/assume path as
+the live scheduler - each Run sees the assumptions of the Runs before it. Nothing is
+bound and nothing is written.
 
 Creation order is the order of instants (then namespace, then name), whatever form the
 timestamp takes: RFC 3339 text with any offset or fraction (as ``metav1.Time`` reads it),
@@ -29,6 +31,7 @@ from typing import Any, Iterable
 from kruntimes import bounded_yaml
 from kruntimes.api import cluster_settings, ingest, models
 from kruntimes.api.quantity import describe_input
+from kruntimes.controller import reading, reconcile
 from kruntimes.scheduler import outcome as out
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
@@ -36,6 +39,9 @@ from kruntimes.scheduler.framework import Planner
 from kruntimes.scheduler.projection import RunInfo
 
 
+#: The most Runtime Pods one Runtime may expand into here: a bound on what a file can make us build.
+MAX_REPLICAS = 10_000
+KINDS = (("v1", "Pod"), (models.API_VERSION, "Run"), (models.API_VERSION, "Runtime"))
 # A Run without a creationTimestamp sorts first: Go's zero metav1.Time, as kube would read it.
 ZERO_TIME = datetime.min.replace(tzinfo=timezone.utc)
 _BEYOND_MICROSECONDS = re.compile(r"\.[0-9]{6}([0-9]+)")
@@ -93,12 +99,12 @@ def simulate(documents: list[tuple[str, dict[str, Any]]], now: datetime,
     runs: list[RunInfo] = []
     created: dict[tuple[str, str], tuple[datetime, Fraction]] = {}
     seen: dict[tuple[str, ...], str] = {}  # (kind, namespace, name) and (kind, uid) -> where
-    for where, doc in documents:
+    for where, doc in _with_runtime_pods(documents, now):
         kind, api_version = doc.get("kind"), doc.get("apiVersion")
-        if (api_version, kind) not in (("v1", "Pod"), (models.API_VERSION, "Run")):
+        if (api_version, kind) not in KINDS:
             raise InputError(f"{where}: unsupported object {_plain(api_version)}/{_plain(kind)}; "
-                             f"expected v1/Pod, {models.API_VERSION}/Run or the v1/ConfigMap "
-                             f"{cluster_settings.CONFIGMAP}")
+                             f"expected v1/Pod, {models.API_VERSION}/Run, {models.API_VERSION}/Runtime "
+                             f"or the v1/ConfigMap {cluster_settings.CONFIGMAP}")
         meta = _metadata(where, doc)
         namespace, name = meta.get("namespace") or "default", meta["name"]
         uid = meta.get("uid") or f"{namespace}/{name}"
@@ -106,6 +112,8 @@ def simulate(documents: list[tuple[str, dict[str, Any]]], now: datetime,
         _once(seen, (kind, namespace, name), where, f"{shown} is already in")
         _once(seen, (kind, "uid", uid), where, f"{shown} has uid {describe_input(uid, 63)}, as does")
         _status(where, doc)
+        if kind == "Runtime":
+            continue  # its pods follow it (`_with_runtime_pods`)
         if kind == "Pod":
             pod = ingest.pod_info({**doc, "metadata": {**meta, "uid": uid}})
             if pod is None:
@@ -124,6 +132,37 @@ def simulate(documents: list[tuple[str, dict[str, Any]]], now: datetime,
             outcome = planner.plan(cache.snapshot(run, now))
         results[run.key] = _placement(cache, run, outcome)
     return [results.get(r.key) or Placement(r.namespace, r.name, r.phase, r.pod_name, None) for r in runs]
+
+
+def _with_runtime_pods(documents: list[tuple[str, dict[str, Any]]],
+                       now: datetime) -> Iterable[tuple[str, dict[str, Any]]]:
+    """Every document, each Runtime followed by the Runtime Pods the controller would make of it (SPEC §4.2).
+
+    The pods are the controller's own bodies (``reconcile.pod_body``: template, label,
+    the capacity annotation), named ``<runtime>-<i>`` where the API server would add a
+    random suffix, and - as kubelet and runtimed would make them - Ready with a fresh
+    heartbeat at ``now``. A Runtime whose capacity the controller refuses is an error here:
+    it would get no pods, and every Run of it would wait for nothing.
+    """
+    for where, doc in documents:
+        yield where, doc
+        if (doc.get("apiVersion"), doc.get("kind")) != (models.API_VERSION, "Runtime"):
+            continue
+        runtime = reading.runtime_view({**doc, "metadata": _metadata(where, doc)})
+        if runtime.capacity is None:
+            raise InputError(f"{where}: Runtime {_plain(runtime.name)}: {runtime.capacity_problem} "
+                             "(the controller creates no pods for it)")
+        if runtime.replicas > MAX_REPLICAS:
+            raise InputError(f"{where}: Runtime {_plain(runtime.name)}: spec.replicas {runtime.replicas} is more "
+                             f"than simulate expands ({MAX_REPLICAS:,})")
+        for i in range(runtime.replicas):
+            body = reconcile.pod_body(runtime, runtime.capacity, reconcile.PodDefaults())
+            meta = body["metadata"]
+            del meta["generateName"], meta["ownerReferences"]
+            meta["name"] = f"{runtime.name}-{i}"
+            meta["annotations"][models.HEARTBEAT_ANNOTATION] = _rfc3339(now)
+            body["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+            yield f"{where} (Runtime Pod {i + 1} of {runtime.replicas})", body
 
 
 def _plain(value: Any) -> str:

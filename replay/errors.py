@@ -125,3 +125,15 @@ class KeyMismatch(JournalDamage):
     """The epoch's links cannot be checked with the key given (none, another one), or are unkeyed despite a key."""
 
     what = "key mismatch"
+
+
+class SchemaDamage(JournalDamage):
+    """A table or column the journal's schema revision has is missing: dropped, so nothing in it can be proven."""
+
+    what = "damaged schema"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, message)
+
+    def _text(self) -> str:
+        return f"journal schema: {self.what}: {self.detail}"

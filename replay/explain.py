@@ -89,7 +89,7 @@ def explain(journal: backends.Journal, selection: source.Selection) -> list[Expl
         assert pruned is not None
         raise errors.CycleNotFound(
             f"cycle LSN {gone[-1].lsn} read the state at LSN {gone[-1].snapshot_lsn}, before the checkpoint at LSN "
-            f"{pruned.checkpoint_lsn} where the prune of {pruned.pruned_at} cut epoch {gone[-1].incarnation}: "
+            f"{pruned.starts[gone[-1].incarnation].checkpoint_lsn} where a prune cut epoch {gone[-1].incarnation}: "
             "that state is gone, the cycle cannot be replayed")
     if not cycles:
         raise errors.CycleNotFound(_nothing(journal, selection))

@@ -11,7 +11,9 @@ order, and names, with the epoch and the LSN:
 - a gap (LSNs missing inside the epoch) that no recorded prune accounts for;
 - a payload that does not match its SHA-256, a broken link;
 - records after the end record, a missing end (except on the open epoch: the newest
-  one, whose writer may still be running, and epochs written before epochs existed);
+  one, whose writer may still be running - newest by its first record's time, which is
+  chained (`epoch_order`), never by a column anyone could change - and epochs written
+  before epochs existed);
 - a stored head that is not the last stored record: the tail was deleted, or the
   records (or the heads) were restored from an older copy;
 - a head behind one that was published (`--head EPOCH:LSN:HASH`), or a chain that no
@@ -38,9 +40,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, chain, prune, schema
+from kruntimes.journal import backends, chain, epoch_order, prune, schema
 from kruntimes.journal import errors as journal_errors
-from replay import ends, errors
+from replay import ends, errors, published_heads
 
 #: Problems listed per epoch; beyond this they are counted (a chain recomputed from an edit breaks once,
 #: but a table of garbage would break everywhere).
@@ -49,25 +51,8 @@ MAX_PROBLEMS_PER_EPOCH = 20
 OPEN, ENDED, BEFORE_EPOCHS = ends.OPEN, ends.ENDED, ends.BEFORE_EPOCHS
 
 
-@dataclass(frozen=True)
-class PublishedHead:
-    """A head someone saw published (the `journal head` log line or the metric): EPOCH:LSN:HASH."""
-
-    epoch: str  # the epoch's ID or a unique prefix of it
-    lsn: int
-    hash: str
-
-    @classmethod
-    def parse(cls, text: str) -> PublishedHead:
-        """`EPOCH:LSN:HASH`; ValueError saying what is wrong."""
-        parts = text.strip().split(":")
-        if len(parts) != 3 or not parts[0] or not parts[1].isdigit() or len(parts[2]) != 64:
-            raise ValueError(f"a published head is EPOCH:LSN:HASH (the hash 64 hex digits), got {text!r}")
-        try:
-            int(parts[2], 16)
-        except ValueError:
-            raise ValueError(f"the hash of published head {text!r} is not hexadecimal") from None
-        return cls(parts[0], int(parts[1]), parts[2].lower())
+#: A head someone saw published (kept here for callers that name it `integrity.PublishedHead`).
+PublishedHead = published_heads.PublishedHead
 
 
 @dataclass(frozen=True)
@@ -146,29 +131,38 @@ def _unavailable(journal: backends.Journal, exc: sa_exc.DBAPIError) -> journal_e
     return journal_errors.JournalUnavailable(f"cannot read the journal ({journal.backend}): {exc.orig}")
 
 
-def _epoch_rows(journal: backends.Journal, removed: Iterable[str] = ()) -> list[_Row]:
+def _epoch_rows(journal: backends.Journal, removed: Iterable[str] = ()) -> tuple[list[_Row], str | None]:
     """Every epoch with a head row, every epoch that has records but no row, and every incarnation the
-    journal_incarnations projection remembers that is neither (unless a prune removed it), oldest first."""
-    e, r, i = schema.journal_epochs, schema.journal_records, schema.journal_incarnations
+    journal_incarnations projection remembers that is neither (unless a prune removed it), oldest first; and
+    the newest epoch.
+
+    Order and "newest" come from each epoch's first record (`epoch_order`: its time is
+    chained), never from the `started_at` columns, which anyone with write access can
+    change; an epoch with no record left sorts by its row's time and is never the newest.
+    """
+    e, i = schema.journal_epochs, schema.journal_incarnations
     try:
         with journal.engine.connect() as conn:
             rows = {row.epoch: _Row(**row._asdict()) for row in conn.execute(sa.select(e))}
-            stray = conn.execute(
-                sa.select(r.c.incarnation, sa.func.min(r.c.lsn), sa.func.min(r.c.recorded_at))
-                .where(r.c.lsn != prune.PRUNE_LSN).group_by(r.c.incarnation)).all()
+            chained = epoch_order.starts(conn)
             remembered = conn.execute(sa.select(i.c.incarnation, i.c.first_lsn, i.c.started_at)).all()
     except sa_exc.DBAPIError as exc:
         raise _unavailable(journal, exc) from exc
-    for epoch, first, at in [*stray, *remembered]:
+    for epoch, first, at in [*((s.epoch, s.first_lsn, s.started_at) for s in chained), *remembered]:
         if epoch not in rows and epoch not in removed:
             rows[epoch] = _Row(epoch=epoch, first_lsn=None, head_lsn=None, head_hash=None, algorithm=None,
                                key_id=None, started_at=at, end_lsn=None, end_reason=None, stray_first=int(first))
-    return sorted(rows.values(), key=lambda row: (row.started_at is None, row.started_at, row.first_lsn or 0))
+    for start in chained:
+        if start.epoch in rows:
+            rows[start.epoch].started_at = start.started_at
+    order = sorted(rows.values(), key=lambda row: (row.started_at is None, row.started_at, row.first_lsn or 0,
+                                                   row.epoch))
+    return order, (chained[-1].epoch if chained else None)
 
 
 def epochs(journal: backends.Journal) -> list[str]:
     """The IDs of every epoch, oldest first."""
-    return [row.epoch for row in _epoch_rows(journal)]
+    return [row.epoch for row in _epoch_rows(journal)[0]]
 
 
 def resolve(ids: Iterable[str], given: str, what: str = "epoch", hint: str = "") -> str:
@@ -186,16 +180,15 @@ def resolve(ids: Iterable[str], given: str, what: str = "epoch", hint: str = "")
 
 def check(journal: backends.Journal, key: chain.ChainKey | None = None, *,
           published: Iterable[PublishedHead] = (), starts: dict[str, Start] | None = None,
-          removed: Iterable[str] = (), only: Iterable[str] | None = None) -> list[EpochReport]:
+          removed: Iterable[tuple[str, int, str]] = (), only: Iterable[str] | None = None) -> list[EpochReport]:
     """Check every epoch (or those in `only`); a report per epoch, oldest first, problems in it.
 
-    `starts` and `removed` are what a recorded prune accounts for (`coverage`): where a
-    cut epoch resumes, and the epochs it removed whole (a head published for one of
-    those is not missing).
+    `starts` and `removed` are what the recorded prunes account for (`coverage`): where a
+    cut epoch resumes, and the epochs removed whole with the heads they had then (a head
+    published for one of those is checked against that head).
     """
-    removed = set(removed)
-    rows = _epoch_rows(journal, removed)
-    newest = rows[-1].epoch if rows else None
+    removed_heads = {epoch: (lsn, link) for epoch, lsn, link in removed}
+    rows, newest = _epoch_rows(journal, removed_heads)
     wanted = None if only is None else set(only)
     by_epoch: dict[str, list[PublishedHead]] = {}
     ids = [row.epoch for row in rows]
@@ -205,8 +198,7 @@ def check(journal: backends.Journal, key: chain.ChainKey | None = None, *,
         try:
             by_epoch.setdefault(resolve(ids, head.epoch), []).append(head)
         except errors.CycleNotFound:
-            if not any(epoch.startswith(head.epoch) for epoch in removed):
-                unmatched.append(head)
+            unmatched.append(head)
     for row in rows:
         if wanted is not None and row.epoch not in wanted:
             continue
@@ -214,10 +206,18 @@ def check(journal: backends.Journal, key: chain.ChainKey | None = None, *,
                               start=(starts or {}).get(row.epoch), published=by_epoch.get(row.epoch, []))
         reports.append(report)
     for head in unmatched:
-        missing = EpochReport(epoch=head.epoch, first_lsn=0, state="missing")
-        missing.add(errors.HeadBehindPublished(
-            head.lsn, f"a head was published for epoch {head.epoch} at LSN {head.lsn}, but the journal has no such "
-                      "epoch (removed whole, with its head row?)"))
+        pruned = [epoch for epoch in removed_heads if epoch.startswith(head.epoch)]
+        if len(pruned) == 1:
+            problem = published_heads.removed_behind(head, pruned[0], *removed_heads[pruned[0]])
+            if problem is None:
+                continue
+            missing = EpochReport(epoch=pruned[0], first_lsn=0, state="pruned")
+        else:
+            missing = EpochReport(epoch=head.epoch, first_lsn=0, state="missing")
+            problem = errors.HeadBehindPublished(
+                head.lsn, f"a head was published for epoch {head.epoch} at LSN {head.lsn}, but the journal has no "
+                          "such epoch (removed whole, with its head row?)")
+        missing.add(problem)
         reports.append(missing)
     return reports
 
@@ -282,7 +282,9 @@ def _check_epoch(journal: backends.Journal, row: _Row, key: chain.ChainKey | Non
     ends.check(report, row, ended_at, newest)
     _check_head(report, row, last)
     for head in published:
-        _check_published(journal, report, row, head)
+        problem = published_heads.check_stored(journal, row.epoch, row.head_lsn, head)
+        if problem is not None:
+            report.add(problem)
     return report
 
 
@@ -339,26 +341,6 @@ def _check_head(report: EpochReport, row: _Row, last: tuple[int, str] | None) ->
     elif not chain.same(link, row.head_hash or ""):
         report.add(errors.HeadMismatch(lsn, "the last record's link is not the stored head's (the records or the "
                                             "head restored from another copy, or the chain recomputed)"))
-
-
-def _check_published(journal: backends.Journal, report: EpochReport, row: _Row, head: PublishedHead) -> None:
-    stored = row.head_lsn if row.head_lsn is not None else -1
-    if stored < head.lsn:
-        report.add(errors.HeadBehindPublished(
-            head.lsn, f"a head at LSN {head.lsn} was published, the stored head is "
-                      f"{'missing' if stored < 0 else f'LSN {stored}'}: the journal was rolled back"))
-        return
-    t = schema.journal_records
-    try:
-        with journal.engine.connect() as conn:
-            link = conn.execute(sa.select(t.c.chain_hash).where(t.c.incarnation == row.epoch,
-                                                                t.c.lsn == head.lsn)).scalar()
-    except sa_exc.DBAPIError as exc:
-        raise _unavailable(journal, exc) from exc
-    if link is None or not chain.same(link, head.hash):
-        report.add(errors.HeadBehindPublished(
-            head.lsn, "the chain no longer passes through the published head (its record "
-                      f"{'is gone' if link is None else 'has another link'}: rewritten after it was published)"))
 
 
 def _records(journal: backends.Journal, epoch: str) -> Iterator[tuple[int, datetime, str, int, str, str, str]]:

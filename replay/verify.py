@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kruntimes.journal import backends, chain
-from replay import coverage, engine, errors, integrity, parallel, reproduce, source
+from replay import coverage, engine, errors, integrity, parallel, reproduce, schema_damage, source
 
 #: Divergent cycles kept with their full replayed outcome; the rest keep their differences only.
 KEEP_OUTCOMES = 50
@@ -108,8 +108,12 @@ def verify(journal: backends.Journal, selection: source.Selection = source.Selec
     """
     started = time.perf_counter()
     report = VerifyReport(selected=0)
+    report.unplaced.extend(schema_damage.check(journal))
+    if report.unplaced:  # a dropped table or column: nothing else can be read, and that is damage
+        report.seconds = time.perf_counter() - started
+        return report
     try:
-        report.pruned = coverage.check(journal)
+        report.pruned = coverage.check(journal, key, report.unplaced)
     except errors.JournalDamage as damage:
         report.unplaced.append(damage)
     if selection.lsns is None:
@@ -117,7 +121,7 @@ def verify(journal: backends.Journal, selection: source.Selection = source.Selec
         pruned = report.pruned
         for checked in integrity.check(journal, key, published=published, only=only,
                                        starts=pruned.starts if pruned else None,
-                                       removed=pruned.removed_epochs if pruned else ()):
+                                       removed=pruned.removed_heads if pruned else ()):
             report.epochs[checked.epoch] = checked
     cycles, gone = coverage.replayable(report.pruned, engine.select(journal, selection))
     report.skipped = len(gone)

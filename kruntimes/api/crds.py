@@ -79,6 +79,14 @@ _RESOURCES = (
             {"name": "Message", "type": "string", "priority": 1,
              "jsonPath": '.status.conditions[?(@.type=="Scheduled")].message',
              "description": "Why the Run is not placed yet."},
+            # A Failed Run's Scheduled condition still says where it was placed: why it ended is
+            # the Completed condition's (SPEC §3.7, §4.1: exit code, RuntimePodLost, ExecutionLost, invalid).
+            {"name": "Reason", "type": "string", "priority": 1,
+             "jsonPath": '.status.conditions[?(@.type=="Completed")].reason',
+             "description": "Why the Run ended (ProcessFailed, RuntimePodLost, ExecutionLost, InvalidConfiguration)."},
+            {"name": "Ended", "type": "string", "priority": 1,
+             "jsonPath": '.status.conditions[?(@.type=="Completed")].message',
+             "description": "How the Run ended, in words (its exit code, the pod lost, ...)."},
         ),
         # runtimed may list only the Runs assigned to its pod (SPEC §4.1):
         # fieldSelector=status.assignment.podName=<pod>.

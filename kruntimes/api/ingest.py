@@ -28,6 +28,7 @@ from kruntimes.api import models
 from kruntimes.api.errors import describe_validation_error
 from kruntimes.api.names import qualified_name_error
 from kruntimes.api.quantity import InvalidQuantity, parse_count
+from kruntimes.scheduler import status as status_bodies
 from kruntimes.scheduler import validation as bounds
 from kruntimes.scheduler.projection import (NO_AFFINITY, Affinity, PodInfo, Requirement, RunInfo, Selector,
                                             Term, WeightedTerm, amounts)
@@ -143,6 +144,8 @@ def run_info(obj: Any) -> RunInfo:
     pending = next((c.get("message") for c in _list(status.get("conditions"))
                     if isinstance(c, Mapping) and c.get("type") == "Scheduled" and c.get("status") == "False"),
                    None)
+    phase = phase if isinstance(phase, str) and phase in _PHASES else "Pending"
+    ended = status_bodies.ended(phase, status.get("conditions"))
     return RunInfo(
         namespace=_text(meta.get("namespace")) or "default",
         name=_text(meta.get("name")),
@@ -153,7 +156,7 @@ def run_info(obj: Any) -> RunInfo:
         requests=requests,
         affinity=affinity,
         workspace=workspace,
-        phase=phase if isinstance(phase, str) and phase in _PHASES else "Pending",
+        phase=phase,
         pod_name=assignment.get("podName") if isinstance(assignment.get("podName"), str) else None,
         pod_uid=assignment.get("podUID") if isinstance(assignment.get("podUID"), str) else None,
         released=status.get("released") is True,
@@ -161,6 +164,8 @@ def run_info(obj: Any) -> RunInfo:
         created=_text(meta.get("creationTimestamp")),
         pending_message=pending if isinstance(pending, str) else None,
         problems=tuple(problems),
+        end_reason=ended[0] if ended else None,
+        end_message=ended[1] if ended else None,
     )
 
 

@@ -43,7 +43,11 @@ def run_upgrade(args: argparse.Namespace) -> int:
         raise ja.UsageError(f"the database at {ja.shown(url)} has no journal but holds other tables ({listed}):"
                             " point --journal at a database of its own, or pass --allow-foreign-tables")
     migrate.upgrade(url, args.revision)
-    print(f"journal {ja.shown(url)}: {before or 'empty'} -> {migrate.current_revision(url) or 'empty'}")
+    after = migrate.current_revision(url)
+    if after == before:  # nothing to do: say so, not "0007 -> 0007"
+        print(f"journal {ja.shown(url)}: already at {before or 'empty'}; nothing to do")
+    else:
+        print(f"journal {ja.shown(url)}: {before or 'empty'} -> {after or 'empty'}")
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from collections import Counter
 from datetime import timedelta, timezone
@@ -13,8 +14,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from sqlalchemy import exc as sa_exc
 
-from kruntimes import demo, demo_watch, gctuning
-from kruntimes.cli import journal_args, scores
+from kruntimes import demo, demo_watch, gctuning, scores
+from kruntimes.cli import demo_journal, journal_args
 from kruntimes.journal import chain, errors, redact
 from kruntimes.journal.backends import DEFAULT_URL
 
@@ -28,9 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--conflict-rate", type=float, default=0.02,
                    help="fraction of status writes answered with a 409 conflict (default 0.02)")
     p.add_argument("--seed", type=int, default=7, help="workload seed (default 7)")
-    p.add_argument("--journal", default=os.environ.get("KRUNTIMES_JOURNAL_URL", DEFAULT_URL), metavar="URL",
-                   help=f"journal every event and decision here (default {DEFAULT_URL}, "
-                        "env KRUNTIMES_JOURNAL_URL; postgresql+psycopg://... for PostgreSQL)")
+    p.add_argument("--journal", metavar="URL",
+                   help=f"journal every event and decision here (default {DEFAULT_URL}, or the next free "
+                        "kruntimes-journal-N.db when that holds an earlier run; env KRUNTIMES_JOURNAL_URL; "
+                        "postgresql+psycopg://... for PostgreSQL)")
+    p.add_argument("--append", action="store_true",
+                   help="add this run to a named journal that already holds records (refused otherwise)")
     p.add_argument("--no-journal", action="store_true", help="do not journal")
     p.add_argument("--journal-key-file", default=os.environ.get(chain.KEY_FILE_ENV) or None, metavar="PATH",
                    help="file holding the HMAC key of the journal's hash chain (at least 32 bytes; env "
@@ -42,12 +46,26 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1 or not 0 <= args.conflict_rate < 1:
         print("kruntimes demo: --workers must be >= 1 and --conflict-rate in [0, 1)", file=sys.stderr)
         return 2
+    from_env = not args.journal and bool(os.environ.get(journal_args.URL_ENV))
+    named = args.journal or os.environ.get(journal_args.URL_ENV) or None
+    note = None
     if not args.no_journal:
         try:
-            journal_args.checked_url(args.journal, must_exist=False)
+            journal_args.checked_url(named or DEFAULT_URL, must_exist=False)
+            choice = demo_journal.choose(named, append=args.append)
         except journal_args.UsageError as exc:
             print(f"kruntimes demo: {exc}", file=sys.stderr)
             return 2
+        except demo_journal.JournalInUse as exc:
+            print(f"kruntimes demo: the journal at {journal_args.shown(named or DEFAULT_URL)}: {exc}", file=sys.stderr)
+            return 2
+        except (errors.JournalError, sa_exc.DBAPIError) as exc:
+            cause = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
+            print(f"kruntimes demo: cannot use the journal at {journal_args.shown(named or DEFAULT_URL)}: "
+                  f"{redact.text(journal_args.first_line(cause), named or DEFAULT_URL)}"
+                  " (is the database up and the URL right? --no-journal runs without one)", file=sys.stderr)
+            return 2
+        args.journal, note = choice.url, choice.note
         try:
             chain.load_key(args.journal_key_file) if args.journal_key_file else None
         except chain.ChainKeyError as exc:
@@ -55,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
             return 2
     gctuning.tune()
     console = Console()
+    if not args.no_journal:
+        console.print(f"journal: {journal_args.shown(args.journal)}" + (f" ({note})" if note else ""),
+                      markup=False, soft_wrap=True)
     with Progress(TextColumn("Runs ended"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                   TimeElapsedColumn(), console=console, transient=False) as bar:
         task = bar.add_task("", total=None)
@@ -74,11 +95,11 @@ def run(args: argparse.Namespace) -> int:
                   f"{redact.text(journal_args.first_line(cause), args.journal)}"
                   " (is the database up and the URL right? --no-journal runs without one)", file=sys.stderr)
             return 2
-    _print(console, report)
+    _print(console, report, from_env=from_env, note=note)
     return 0
 
 
-def _print(console: Console, r: demo.Report) -> None:
+def _print(console: Console, r: demo.Report, *, from_env: bool = False, note: str | None = None) -> None:
     console.print(f"\n[bold]{r.runs} Runs on {r.pods} Runtime Pods[/bold] (created by the Runtime controller, "
                   f"each with its runtimed): {r.phases.get('Succeeded', 0)} succeeded, "
                   f"{r.phases.get('Failed', 0)} failed, {r.phases.get('Pending', 0)} still pending; "
@@ -104,14 +125,16 @@ def _print(console: Console, r: demo.Report) -> None:
     console.print(f"seed {r.seed}: summary {r.summary_digest()} (the same seed gives the same summary: Runs, "
                   "pods and every Failed and Pending reason; the timing decides the rest)", markup=False)
     if r.journal:
-        console.print(f"journal: {r.records} records appended to {r.journal}; check every cycle with "
-                      f"`kruntimes replay verify --journal {r.journal}`", markup=False)
+        option, password = _journal_option(r.journal, from_env=from_env)
+        about = f" ({note})" if note else ""
+        console.print(f"journal: {r.records} records written to {r.journal}{about}; check every cycle with "
+                      f"`kruntimes replay verify{option}`" + (f" {password}" if password else ""), markup=False)
         for question, rows in r.history:
             if question.startswith("Why was "):
                 console.print(_why_placed(question, rows))
             else:
                 _journal_agrees(console, r, rows)
-        _follow_ups(console, r)
+        _follow_ups(console, r, option)
 
 
 def _pending(r: demo.Report) -> Table:
@@ -156,10 +179,24 @@ def _journal_agrees(console: Console, r: demo.Report, rows: list[dict[str, objec
                   "(`kruntimes history cycles --outcome unschedulable`)", markup=False)
 
 
-def _follow_ups(console: Console, r: demo.Report) -> None:
+def _journal_option(shown: str, *, from_env: bool) -> tuple[str, str | None]:
+    """The ``--journal`` option the printed commands need, and a note when its URL lacks the password.
+
+    ``shown`` is the report's URL, already masked (``redact.url``): the demo never holds the
+    password where it prints. A journal named by the environment needs no option at all.
+    """
+    if shown == DEFAULT_URL or from_env:
+        return "", None
+    note = None
+    if redact.MASK in shown:
+        note = (f"({redact.MASK} stands for the password, which kruntimes never prints; "
+                f"or set {journal_args.URL_ENV} and leave --journal out)")
+    return f" --journal {shlex.quote(shown)}", note
+
+
+def _follow_ups(console: Console, r: demo.Report, journal: str) -> None:
     """Commands that answer on this journal: a Run, a pod at a time it was seen, a cycle that exists."""
     placed = r.latest_placement
-    journal = "" if r.journal == DEFAULT_URL else f" --journal {r.journal}"
     lines = ["Ask the journal more:"]
     if placed is not None:
         decided = placed["decided_at"]
@@ -171,7 +208,9 @@ def _follow_ups(console: Console, r: demo.Report) -> None:
                   f"  kruntimes replay cycle {placed['lsn']}{journal}"]
     lines += [f"  kruntimes replay cycle --last{journal}",
               f"  kruntimes history cycles --outcome unschedulable{journal}",
-              "  or plain SQL over the views in docs/journal.md"]
+              "  or plain SQL over the views in docs/journal.md",
+              "See it in a browser (read-only; Timeline, each Run's story, replay, what-if, integrity):",
+              f"  kruntimes ui{journal}   then open http://127.0.0.1:8080/"]
     console.print("\n".join(lines), markup=False, soft_wrap=True)
 
 

@@ -16,8 +16,9 @@ import sys
 from datetime import datetime, timezone
 from typing import Any
 
+from kruntimes import scores
 from kruntimes.cli import journal_args as ja
-from kruntimes.cli import output, scores
+from kruntimes.cli import output
 from kruntimes.cli.output import Column, Listing
 from kruntimes.journal import backends, follow, history
 
@@ -113,12 +114,14 @@ def run_run(args: argparse.Namespace) -> int:
     journal = _open(args)
     try:
         found = history.run_history(journal, namespace, name, limit=limit)
+        extent = history.journal_start(journal) if not found["cycles"] else (None, False)
     finally:
         journal.close()
     if output.structured(args):
         output.print_document(args, scores.with_named_raws(found))
     if not found["cycles"] and not found["placement"]:
-        print(f"no cycles recorded for Run {namespace}/{name} in this journal", file=sys.stderr)
+        print(f"no cycles recorded for Run {namespace}/{name} in this journal{_before_start(None, extent)}",
+              file=sys.stderr)
         return 1
     if not output.structured(args):
         _print_run(args, found)
@@ -132,6 +135,9 @@ def _print_run(args: argparse.Namespace, h: dict[str, Any]) -> None:
         print(f"Run {key}: runtime {placed['runtime'] or '?'}, placed on {placed['pod']} at "
               f"{ja.when(placed['decided_at'])} (cycle {placed['lsn']}, total score {placed['total']})"
               if placed else f"Run {key}: never placed in this journal")
+        ended = h.get("ended")
+        if ended:
+            print(f"ended {ended['phase']} at {ja.when(ended['recorded_at'])}: " + _why_ended(ended))
     cycles = Listing([Column("LSN", right=True), Column("DECIDED AT"), Column("RESULT"), Column("POD", name=True),
                       Column("TOTAL", right=True), Column("FEASIBLE", right=True, optional=True),
                       Column("SNAPSHOT", right=True, wide_only=True), Column("REASON", wrap=True)], title="Cycles")
@@ -148,6 +154,13 @@ def _print_run(args: argparse.Namespace, h: dict[str, Any]) -> None:
         for b in h["binds"]:
             binds.add(b["lsn"], ja.when(b["recorded_at"]), b["result"], b["error"] or "")
         output.render(binds, args)
+
+
+def _why_ended(ended: dict[str, Any]) -> str:
+    """``Reason: message`` of a Run's end, or what the journal cannot say."""
+    if ended["end_reason"] is None:
+        return "no reason recorded (a journal written before kruntimes recorded why Runs end)"
+    return f"{ended['end_reason']}: {ended['end_message']}" if ended["end_message"] else ended["end_reason"]
 
 
 def _candidates(title: str, candidates: list[dict[str, Any]]) -> Listing:
@@ -175,6 +188,7 @@ def run_pod(args: argparse.Namespace) -> int:
     journal = _open(args)
     try:
         found = history.pod_history(journal, namespace, name, at=at, limit=limit)
+        start = history.journal_start(journal) if at and not found["observations"] else None
     finally:
         journal.close()
     if output.structured(args):
@@ -182,7 +196,8 @@ def run_pod(args: argparse.Namespace) -> int:
                                                                for o in found["observations"]]})
     if not found["observations"] and not found["placements"]:
         when = f" at or before {ja.when(at)}" if at else ""
-        print(f"no observations of Runtime Pod {namespace}/{name}{when} in this journal", file=sys.stderr)
+        print(f"no observations of Runtime Pod {namespace}/{name}{when} in this journal"
+              + (_before_start(at, start) if at else ""), file=sys.stderr)
         return 1
     if not output.structured(args):
         _print_pod(args, found)
@@ -234,6 +249,10 @@ def run_cycles(args: argparse.Namespace) -> int:
         journal.close()
     if output.structured(args):
         output.print_document(args, found)
+    if not found:
+        print("no cycle matches in this journal", file=sys.stderr)
+        return 1
+    if output.structured(args):
         return 0
     table = Listing([Column("LSN", right=True), Column("DECIDED AT"), Column("RUN", name=True), Column("RESULT"),
                      Column("POD", name=True), Column("TOTAL", right=True),
@@ -267,13 +286,18 @@ def _table(title: str, columns: list[Column]) -> Listing:
 
 
 def _listing(args: argparse.Namespace, found: list[dict[str, Any]], empty: str, table: Listing,
-             row: Any) -> int:
+             row: Any, *, limit: int | None = None) -> int:
+    """Print ``found``; nothing found is a note on stderr and exit code 1 in every format (docs/journal.md),
+    and a listing cut at ``limit`` says so on stderr rather than stopping silently."""
+    if limit is not None and len(found) >= limit:
+        print(f"note: the newest {limit} shown; there may be more (--limit N)", file=sys.stderr)
     if output.structured(args):
         output.print_document(args, found)
-        return 0
     if not found:
         print(empty, file=sys.stderr)
         return 1
+    if output.structured(args):
+        return 0
     for item in found:
         table.add(*row(item))
     output.render(table, args)
@@ -284,13 +308,26 @@ def _listing(args: argparse.Namespace, found: list[dict[str, Any]], empty: str, 
 def run_held(args: argparse.Namespace) -> int:
     namespace, name = ja.parse_key(args.key)
     at = ja.parse_time(args.at, what="--at")
-    found = _read(args, lambda j: history.pod_held(j, namespace, name, at))
+    found, start = _read(args, lambda j: (history.pod_held(j, namespace, name, at), history.journal_start(j)))
     table = _table(f"What {namespace}/{name} held at {ja.when(at)}",
                    [Column("RUN", name=True), Column("RUNTIME", optional=True), Column("PLACED AT"), Column("CYCLE", right=True), Column("TOTAL", right=True),
                     Column("ENDED AT"), Column("ENDED BY")])
-    return _listing(args, found, f"Runtime Pod {namespace}/{name} held no Run at {ja.when(at)} in this journal", table,
+    return _listing(args, found, f"Runtime Pod {namespace}/{name} held no Run at {ja.when(at)} in this journal"
+                    + _before_start(at, start), table,
                     lambda p: (p["run"], p["runtime"] or "?", ja.when(p["placed_at"]), str(p["lsn"]), _num(p["total"]),
                                ja.when(p["ended_at"]) if p["ended_at"] else "-", p["end_reason"] or "-"))
+
+
+def _before_start(at: datetime | None, extent: tuple[datetime | None, bool]) -> str:
+    """What "nothing found" should add: that the journal starts after ``at`` (an answer about a time it does not
+    cover is not "nothing then"), or, with no time asked, that a prune removed its older records."""
+    start, pruned = extent
+    if start is None or (at is not None and at >= start) or (at is None and not pruned):
+        return ""
+    first = start.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if at is None:
+        return f" (it was pruned and starts at {first}: older records are gone, see `kruntimes journal prune`)"
+    return f": the journal starts at {first}, after that time (ask with --at {first} or later)"
 
 
 @ja.guarded("kruntimes history waits")
@@ -333,21 +370,28 @@ def _now() -> datetime:
 @ja.guarded("kruntimes history churn")
 def run_churn(args: argparse.Namespace) -> int:
     since, until = _times(args)
-    found = _read(args, lambda j: history.churn(j, since=since, until=until, limit=_limit(args.limit)))
+    limit = _limit(args.limit)
+    found = _read(args, lambda j: history.churn(j, since=since, until=until, limit=limit))
     table = _table("Runs placed elsewhere than their previous cycle's top candidate",
                    [Column("LSN", right=True), Column("DECIDED AT"), Column("RUN", name=True), Column("POD", name=True), Column("PREVIOUS TOP", name=True),
                     Column("PREVIOUS CYCLE", right=True, optional=True), Column("ITS RESULT")])
     return _listing(args, found, "no Run was placed elsewhere than its previous cycle's top candidate", table,
                     lambda c: (str(c["lsn"]), ja.when(c["decided_at"]), f"{c['namespace']}/{c['run']}", c["pod"],
-                               c["previous_top"], str(c["previous_lsn"]), c["previous_result"]))
+                               c["previous_top"], str(c["previous_lsn"]), c["previous_result"]), limit=limit)
 
 
 @ja.guarded("kruntimes history conflicts")
 def run_conflicts(args: argparse.Namespace) -> int:
     since, until = _times(args)
-    found = _read(args, lambda j: history.conflicts(j, since=since, until=until, limit=_limit(args.limit)))
+    limit = _limit(args.limit)
+    found = _read(args, lambda j: history.conflicts(j, since=since, until=until, limit=limit))
     table = _table("Conflicts and ambiguous binds", [Column("LSN", right=True), Column("AT"), Column("WHAT"), Column("RUN", name=True), Column("POD", name=True),
                                                      Column("DETAIL")])
     return _listing(args, found, "no conflict and no ambiguous bind in that window", table,
-                    lambda c: (str(c["lsn"]), ja.when(c["at"]), c["what"],
-                               f"{c['namespace']}/{c['run'] or c['run_uid']}", c["pod"] or "-", c["detail"] or ""))
+                    lambda c: (str(c["lsn"]), ja.when(c["at"]), c["what"], f"{c['namespace']}/{c['run'] or c['run_uid']}",
+                               c["pod"] or "-", c["detail"] or _BIND_DETAIL.get(c["what"], "")), limit=limit)
+
+
+#: What a bind row means when its record says no more (a 409 and an unknown outcome carry no error text).
+_BIND_DETAIL = {"bind conflict": "the Run changed since it was read (409): assumption released, Run requeued",
+                "bind unknown": "the write may have landed: assumption kept until the Run is seen again"}

@@ -9,11 +9,12 @@ on a terminal (showing what would go) and needs ``--yes`` anywhere else.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from kruntimes.cli import arg_types
 from kruntimes.cli import journal_args as ja
 from kruntimes.cli.journal_index import run_index
-from kruntimes.journal import prune
+from kruntimes.journal import chain, follow, history_check, prune
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -27,13 +28,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                     "UTC) or an age such as 30m, 2h, 7d.")
     q.add_argument("--before", required=True, metavar="TIME", help="delete records recorded before TIME")
     q.add_argument("--dry-run", action="store_true", help="only print what would be deleted")
+    q.add_argument("--journal-key-file", metavar="PATH",
+                   help=f"the chain's HMAC key (default: ${chain.KEY_FILE_ENV}): the prune record is keyed like "
+                        "the journal's records; a keyed journal is not pruned without it")
     ja.add_url_option(q)
     ja.add_yes_option(q)
     q.set_defaults(run=run_prune)
     r = actions.add_parser(
         "reindex", help="rebuild the history tables from the journal's records",
         description="Empties the history tables (history_*) and derives them again from every stored record, "
-                    "in one transaction. The writer's batches wait meanwhile.")
+                    "in one transaction. The writer's batches wait meanwhile. With --check it changes nothing: it "
+                    "compares the tables with what the records derive (exit 3 when they differ).")
+    r.add_argument("--check", action="store_true",
+                   help="only compare the history tables with what the records derive, and say where they differ")
     ja.add_url_option(r)
     r.set_defaults(run=run_reindex)
     i = actions.add_parser(
@@ -59,6 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run_reindex(args: argparse.Namespace) -> int:
     journal = ja.open_journal(ja.journal_url(args))
     try:
+        if args.check:
+            return _report_check(history_check.check(journal))
         read = journal.reindex()
     finally:
         journal.close()
@@ -66,20 +75,47 @@ def run_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Exit codes of `journal reindex --check`: as `replay verify`'s (0 same, 2 cannot tell, 3 damaged).
+EXIT_DIFFERS, EXIT_CANNOT_CHECK = 3, 2
+
+
+def _report_check(found: history_check.HistoryCheck) -> int:
+    """What `reindex --check` found, one line per difference, then a summary line."""
+    if found.trailing:
+        print(f"not checked: {follow.describe(list(found.trailing))}; run \"{follow.CATCH_UP}\" first",
+              file=sys.stderr)
+        return EXIT_CANNOT_CHECK
+    for d in found.differences:
+        why = ("a prune leaves counts and pending episodes unlike a rebuild until `kruntimes journal reindex`"
+               if d.after_prune
+               else "changed outside the writer, or derived by another kruntimes")
+        print(f"{'note' if d.after_prune else 'differs'} {d.table}: {d.stored} rows stored, {d.derived} derived "
+              f"from the records; first difference at key {d.near} ({why})")
+    damaged = [d for d in found.differences if not d.after_prune]
+    verdict = f"DIFFERS in {len(damaged)} table{'s' if len(damaged) != 1 else ''}" if damaged else "OK"
+    print(f"{verdict}: {found.tables} history tables compared with what {found.records} records derive in "
+          f"{found.seconds:.1f} s (nothing changed)")
+    return EXIT_DIFFERS if damaged else 0
+
+
 @ja.guarded("kruntimes journal prune")
 def run_prune(args: argparse.Namespace) -> int:
     before = ja.parse_time(args.before, what="--before")
+    try:
+        key = chain.load_key(args.journal_key_file)
+    except chain.ChainKeyError as exc:
+        raise ja.UsageError(str(exc)) from exc
     journal = ja.open_journal(ja.journal_url(args))
     try:
         if args.dry_run or args.yes:
-            report = prune.prune(journal, before, dry_run=args.dry_run)
+            report = prune.prune(journal, before, dry_run=args.dry_run, key=key)
         else:
             # Show what would go, then ask: the question names the count the person agrees to.
-            report = prune.prune(journal, before, dry_run=True)
+            report = prune.prune(journal, before, dry_run=True, key=key)
             if report.deleted:
                 print(describe(report))
                 ja.confirm(args, f"delete these {report.total} records from {ja.shown(ja.journal_url(args))}?")
-                report = prune.prune(journal, before)
+                report = prune.prune(journal, before, key=key)
     finally:
         journal.close()
     print(describe(report))
@@ -87,23 +123,34 @@ def run_prune(args: argparse.Namespace) -> int:
 
 
 def describe(r: prune.PruneReport) -> str:
-    """What a prune did, in two lines: the deletion, then the checkpoint kept and why."""
+    """What a prune did (or, dry, would do): the records deleted, the epochs removed whole, the checkpoint
+    kept and why - so that what it prints is what it does."""
     cutoff = ja.when(r.before)
     if r.checkpoint_lsn is None:
-        why = (f"no checkpoint at or before LSN {r.needed_lsn}" if r.needed_lsn is not None
-               else "the journal is empty")
-        return f"nothing to prune before {cutoff}: {why}, so every record is still needed for replay"
-    if r.first_cycle_lsn is not None:
-        need = (f"cycle {r.first_cycle_lsn} read the oldest snapshot of any cycle after {cutoff}, "
-                f"at LSN {r.needed_lsn}")
+        why = (f"no checkpoint of epoch {r.epoch} at or before LSN {r.needed_lsn} was recorded before {cutoff}"
+               if r.needed_lsn is not None else "the journal is empty")
+        kept = f"epoch {r.epoch} is not cut: {why}"
     else:
-        need = f"no cycle after {cutoff}; cycles to come start from the newest checkpoint"
-    kept = f"kept checkpoint LSN {r.checkpoint_lsn} and every record after it ({need}); incarnation records kept"
+        if r.first_cycle_lsn is not None:
+            need = (f"cycle {r.first_cycle_lsn} read the oldest snapshot of any cycle after {cutoff}, "
+                    f"at LSN {r.needed_lsn}")
+        else:
+            need = f"no cycle after {cutoff}; cycles to come start from the newest checkpoint"
+        kept = (f"kept checkpoint LSN {r.checkpoint_lsn} of epoch {r.epoch} and every record after it ({need}); "
+                "incarnation records kept")
     if not r.deleted:
+        if r.checkpoint_lsn is None:
+            return f"nothing to prune before {cutoff}: {why}, and no older epoch is wholly before it"
         return f"nothing to prune before {cutoff}\n{kept}"
     verb = "would delete" if r.dry_run else "deleted"
     assert r.deleted_lsns is not None
     kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(r.deleted.items()))
     low, high = r.deleted_lsns
-    recorded = "" if r.dry_run else "; recorded at LSN 0 (`replay verify` now starts at this checkpoint)"
-    return f"{verb} {r.total} records older than {cutoff} (LSN {low}..{high}): {kinds}\n{kept}{recorded}"
+    lines = [f"{verb} {r.total} records older than {cutoff} (LSNs {low}..{high} of their epochs): {kinds}"]
+    if r.removed_epochs:
+        n = len(r.removed_epochs)
+        lines.append(f"{verb} {n} older epoch{'s' if n != 1 else ''} whole: {', '.join(r.removed_epochs)} "
+                     f"(every record older than {cutoff})")
+    recorded = "" if r.dry_run else "; recorded at LSN 0 (`replay verify` accounts for it from there)"
+    lines.append(kept + recorded)
+    return "\n".join(lines)

@@ -19,8 +19,9 @@ from typing import Any
 
 from rich.console import Console
 
+from kruntimes import scores
 from kruntimes.cli import journal_args as ja
-from kruntimes.cli import output, scores, verify_report
+from kruntimes.cli import output, verify_report
 from kruntimes.cli.output import Column, Listing
 from kruntimes.journal import chain
 from kruntimes.scheduler.config import ConfigError

@@ -16,7 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Schedule the Pending Runs of YAML files once, in creation order, "
                                    "against the Runtime Pods in the same files.")
     p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
-                   help="YAML file with v1 Pods and kruntimes.io/v1alpha1 Runs ('-' for stdin); repeatable")
+                   help="YAML file with v1 Pods, kruntimes.io/v1alpha1 Runs and Runtimes (each expanded into its "
+                        "replicas pods with their capacity) ('-' for stdin); repeatable")
     p.add_argument("--now", help="judge runtimed heartbeats at this time: RFC 3339 (no zone means UTC) "
                                  "or an age such as 2h (default: now)")
     output.add_options(p)

@@ -8,6 +8,7 @@ authenticating proxy (``deploy/README.md``), never on an open port.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import sys
 
@@ -36,6 +37,16 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def local(host: str) -> bool:
+    """Whether ``host`` serves this machine only (a loopback address or ``localhost``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name that resolves elsewhere, maybe: warn rather than guess
+
+
 @ja.guarded("kruntimes ui")
 def run(args: argparse.Namespace) -> int:
     host, port = parse_listen(args.listen)
@@ -51,6 +62,10 @@ def run(args: argparse.Namespace) -> int:
     shown_host = f"[{host}]" if ":" in host else host
     print(f"kruntimes ui: serving {ja.shown(url)} (read-only) on http://{shown_host}:{httpd.server_port}/",
           file=sys.stderr, flush=True)
+    if not local(host):
+        print(f"kruntimes ui: warning: {host} is reachable from other machines, and the pages show every Run's "
+              "name and every decision without asking who reads them; serve on 127.0.0.1 behind "
+              "`kubectl port-forward` or an authenticating proxy (deploy/README.md)", file=sys.stderr, flush=True)
     try:
         httpd.serve_forever()
     except KeyboardInterrupt:

@@ -88,7 +88,8 @@ def run_to(r: RunInfo) -> dict[str, Any]:
             "resource_version": r.resource_version, "labels": _pairs(r.labels), "requests": _pairs(r.requests),
             "affinity": affinity_to(r.affinity), "workspace": r.workspace, "phase": r.phase,
             "pod_name": r.pod_name, "pod_uid": r.pod_uid, "released": r.released, "deleting": r.deleting,
-            "created": r.created, "pending_message": r.pending_message, "problems": list(r.problems)}
+            "created": r.created, "pending_message": r.pending_message, "problems": list(r.problems),
+            **({"end_reason": r.end_reason, "end_message": r.end_message} if r.end_reason is not None else {})}
 
 
 def run_from(d: dict[str, Any]) -> RunInfo:
@@ -97,7 +98,9 @@ def run_from(d: dict[str, Any]) -> RunInfo:
                    requests=_tuples(d["requests"]), affinity=affinity_from(d["affinity"]),
                    workspace=d["workspace"], phase=d["phase"], pod_name=d["pod_name"], pod_uid=d["pod_uid"],
                    released=d["released"], deleting=d["deleting"], created=d["created"],
-                   pending_message=d["pending_message"], problems=tuple(d["problems"]))
+                   pending_message=d["pending_message"], problems=tuple(d["problems"]),
+                   # Journals written before a Run's end was projected have neither key.
+                   end_reason=d.get("end_reason"), end_message=d.get("end_message"))
 
 
 def assumption_to(a: Assumption) -> dict[str, Any]:

@@ -326,7 +326,8 @@ def _mutation(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str,
     phase = s(obj.get("phase"))
     out.rows["history_runs"].append((
         epoch, lsn, at, event, namespace, name, uid, s(obj.get("runtime")), s(get("resource_version")),
-        phase, s(obj.get("pod_name")), s(obj.get("pending_message"))))
+        phase, s(obj.get("pod_name")), s(obj.get("pending_message")), s(obj.get("end_reason")),
+        s(obj.get("end_message"))))
     if namespace is None or uid is None:
         return
     why = "deleted" if event == "DELETED" else TERMINAL_PHASES.get(phase or "")

@@ -21,7 +21,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, derived, errors
+from kruntimes.journal import backends, derived, errors, schema
+from kruntimes.scheduler import status as status_bodies
 
 OUTCOMES = ("scheduled", "unschedulable", "invalid", "conflict", "error")
 #: Bind results whose outcome was a lost race or is not known.
@@ -54,7 +55,8 @@ def run_cycles(journal: backends.Journal, namespace: str, name: str, *,
     c = derived.cycles
     stmt = (sa.select(c.c.lsn, c.c.decided_at, c.c.run_uid, c.c.result, c.c.chosen, c.c.total, c.c.message,
                       c.c.pods_evaluated, c.c.pods_feasible, c.c.duration_us, c.c.snapshot_lsn)
-            .where(c.c.namespace == namespace, c.c.run == name).order_by(c.c.lsn.desc()))
+            .where(c.c.namespace == namespace, c.c.run == name)
+            .order_by(c.c.decided_at.desc(), c.c.epoch.desc(), c.c.lsn.desc()))  # LSNs overlap between epochs: time first
     if limit is not None:
         stmt = stmt.limit(limit)
     return list(reversed(_rows(journal, stmt)))
@@ -65,7 +67,7 @@ def _placement(journal: backends.Journal, namespace: str, name: str) -> dict[str
     stmt = (sa.select(p.c.epoch, p.c.lsn, p.c.run, p.c.run_uid, _runtime(p), p.c.pod, p.c.decided_at, p.c.now,
                       p.c.total, p.c.outcome, p.c.snapshot_lsn)
             .where(p.c.namespace == namespace, p.c.run == name, p.c.outcome == "scheduled")
-            .order_by(p.c.lsn.desc()).limit(1))
+            .order_by(p.c.decided_at.desc(), p.c.epoch.desc(), p.c.lsn.desc()).limit(1))
     found = _rows(journal, stmt)
     return found[0] if found else None
 
@@ -116,19 +118,48 @@ def binds(journal: backends.Journal, namespace: str, run_uids: Sequence[str]) ->
         return []
     b = derived.binds
     stmt = (sa.select(b.c.lsn, b.c.recorded_at, b.c.run_uid, b.c.result, b.c.error)
-            .where(b.c.namespace == namespace, b.c.run_uid.in_(sorted(set(run_uids)))).order_by(b.c.lsn))
+            .where(b.c.namespace == namespace, b.c.run_uid.in_(sorted(set(run_uids))))
+            .order_by(b.c.recorded_at, b.c.epoch, b.c.lsn))
     return _rows(journal, stmt)
 
 
+def run_ended(journal: backends.Journal, namespace: str, run_uids: Sequence[str],
+              cycles: Sequence[dict[str, Any]] = ()) -> dict[str, Any] | None:
+    """How the Run ended, from its latest terminal or deleted observation: when, phase, reason, message.
+
+    Journals written before a Run's end was projected (``0009_run_end_reason``) have no
+    reason; an invalid Run's then comes from its invalid cycle, which says why. None while
+    the journal saw the Run neither end nor go.
+    """
+    if not run_uids:
+        return None
+    r = derived.runs
+    stmt = (sa.select(r.c.recorded_at, r.c.lsn, r.c.event, r.c.phase, r.c.end_reason, r.c.end_message)
+            .where(r.c.namespace == namespace, r.c.uid.in_(sorted(set(run_uids))),
+                   sa.or_(r.c.phase.in_(sorted(derived.TERMINAL_PHASES)), r.c.event == "DELETED"))
+            .order_by(r.c.lsn.desc()).limit(1))
+    found = _rows(journal, stmt)
+    if not found:
+        return None
+    ended = found[0]
+    ended["phase"] = "Deleted" if ended.pop("event") == "DELETED" else ended["phase"]
+    invalid = next((c for c in reversed(cycles) if c.get("result") == "invalid"), None)
+    if ended["end_reason"] is None and invalid is not None:
+        ended["end_reason"], ended["end_message"] = status_bodies.REASON_INVALID, invalid["message"]
+    return ended
+
+
 def run_history(journal: backends.Journal, namespace: str, name: str, *, limit: int | None = None) -> dict[str, Any]:
-    """Everything about one Run: its cycles, binds, placement and that cycle's candidates."""
+    """Everything about one Run: its cycles, binds, placement and that cycle's candidates, and how it ended."""
     cycles = run_cycles(journal, namespace, name, limit=limit)
     placement = _placement(journal, namespace, name)
     epoch = placement.pop("epoch") if placement else None
+    uids = [c["run_uid"] for c in cycles] + ([placement["run_uid"]] if placement else [])
     return {
         "namespace": namespace, "run": name, "cycles": cycles, "placement": placement,
         "candidates": candidates(journal, placement["lsn"], epoch=epoch) if placement else [],
         "binds": binds(journal, namespace, [c["run_uid"] for c in cycles]),
+        "ended": run_ended(journal, namespace, [u for u in uids if u], cycles),
     }
 
 
@@ -177,6 +208,14 @@ def pod_history(journal: backends.Journal, namespace: str, name: str, *, at: dat
         "observations": pod_observations(journal, namespace, name, at=at, limit=1 if at else limit),
         "placements": pod_placements(journal, namespace, name, at=at, limit=limit),
     }
+
+
+def journal_start(journal: backends.Journal) -> tuple[datetime | None, bool]:
+    """When the oldest record still stored was recorded (None: empty), and whether a prune cut older ones away
+    (its record is at LSN 0): what an answer of "nothing" should add."""
+    r = schema.journal_records  # a probe of the recorded_at index, one of the primary key
+    start: datetime | None = _rows(journal, sa.select(sa.func.min(r.c.recorded_at).label("start")))[0]["start"]
+    return start, bool(_rows(journal, sa.select(r.c.lsn).where(r.c.lsn == 0).limit(1)))
 
 
 def pod_held(journal: backends.Journal, namespace: str, name: str, at: datetime) -> list[dict[str, Any]]:
@@ -323,7 +362,7 @@ def conflicts(journal: backends.Journal, *, since: datetime | None = None, until
                              c.c.message.label("detail"))
                    .where(c.c.result == "conflict"), c.c.decided_at, since, until)
     named = (sa.select(c.c.run).where(c.c.namespace == b.c.namespace, c.c.run_uid == b.c.run_uid)
-             .order_by(c.c.lsn.desc()).limit(1).scalar_subquery())
+             .order_by(c.c.decided_at.desc(), c.c.lsn.desc()).limit(1).scalar_subquery())
     binds_ = _window(sa.select(b.c.epoch, b.c.lsn, b.c.recorded_at.label("at"), b.c.namespace, named.label("run"),
                                b.c.run_uid, ("bind " + b.c.result).label("what"), sa.null().label("pod"),
                                b.c.error.label("detail"))

@@ -106,6 +106,7 @@ pods = Table(
 runs = Table(
     "history_runs", _md, *_key(), _at("recorded_at", False), _t("event"), _t("namespace"), _t("name"), _t("uid"),
     _t("runtime"), _t("resource_version"), _t("phase"), _t("pod_name"), _t("pending_message"),
+    _t("end_reason"), _t("end_message"),  # why a terminal Run ended (0009_run_end_reason)
     Index("ix_history_runs_uid", "namespace", "uid", "lsn"),
 )
 

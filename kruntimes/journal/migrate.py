@@ -8,6 +8,7 @@ from an installed wheel, from a checkout and from any directory; the top-level
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +21,8 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 
 from kruntimes.journal import backends, errors, schema
+
+log = logging.getLogger("kruntimes.journal.migrate")
 
 
 def default_migrate_mode(url: str | sa.URL) -> str:
@@ -58,14 +61,22 @@ class MigrationFailed(errors.JournalError):
 
 
 def upgrade(url: str | sa.URL | sa.Engine, revision: str = "head") -> None:
-    """Migrate the journal at ``url`` up to ``revision`` (creating it if needed)."""
+    """Migrate the journal at ``url`` up to ``revision`` (creating it if needed).
+
+    Says so in ONE log line when the revision moved: Alembic's own INFO lines (a dozen per
+    fresh journal) are left to debug logging (``cluster.logs.configure``).
+    """
     with _connection(url) as conn:
+        before = MigrationContext.configure(conn).get_current_revision()
         config = alembic_config()
         config.attributes["connection"] = conn
         try:
             command.upgrade(config, revision)
         except CommandError as exc:
             raise MigrationFailed(f"migration failed: {str(exc).strip()}") from exc
+        after = MigrationContext.configure(conn).get_current_revision()
+    if after != before:
+        log.info("journal schema migrated", extra={"from_revision": before or "empty", "to_revision": after})
 
 
 def downgrade(url: str | sa.URL | sa.Engine, revision: str) -> None:

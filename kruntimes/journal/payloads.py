@@ -24,7 +24,6 @@ from typing import Any, Callable, NamedTuple
 from kruntimes import canonical
 from kruntimes.journal import codec, errors, records
 from kruntimes.journal.records import EncodedRecord, JournalRecord
-from kruntimes.scheduler.config import PLANNER_VERSION
 from kruntimes.scheduler.outcome import CycleOutcome
 
 log = logging.getLogger("kruntimes.journal.writer")  # its lines were always the writer's
@@ -54,7 +53,7 @@ def cycle_payload(data: dict[str, Any], detail: str) -> dict[str, Any]:
     payload: dict[str, Any] = {
         "namespace": o.namespace, "run": o.run_name, "run_uid": o.run_uid,
         "snapshot_lsn": o.snapshot_lsn, "now": o.now.isoformat(),
-        "planner_version": PLANNER_VERSION, "config_hash": o.config_digest,
+        "planner_version": o.planner_version, "config_hash": o.config_digest,
         "status": o.status, "result": data["result"],
         "chosen": o.chosen, "chosen_uid": o.chosen_uid, "total": o.chosen_total, "message": o.message,
         "pods_evaluated": len(o.pods), "pods_feasible": len(o.feasible),

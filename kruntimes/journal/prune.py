@@ -14,15 +14,18 @@ epoch, which may still be written). Epochs are never cut in their middle: from t
 cut's checkpoint on the epoch is complete and gap-free. Without a suitable checkpoint
 or old epoch nothing is deleted.
 
-The evidence is one ``prune`` record at LSN 0, which no scheduler ever assigns, outside
-every epoch's chain: the cut epoch and the checkpoint it now resumes at (LSN and
-SHA-256), the link (``chain_hash``) of the last record removed before it - so that
-``verify`` checks the checkpoint's link as if nothing had been removed - the epochs
-removed whole with their heads, when, by whom and with which cut-off; earlier prunes
-are carried along in ``earlier``. A new prune replaces it in the same transaction as
-the deletion. ``prune`` is not one of ``records.KINDS``: no scheduler can append such a
-record, only this module writes it. ``replay verify`` accepts a missing prefix or epoch
-only where this record accounts for it (``replay.coverage``).
+The evidence is one more ``prune`` record (``prune_record``), written in the same
+transaction as the deletion: chained after the previous prune record and keyed like
+the journal's records (a keyed journal is not pruned without its key), it names the
+cut by (epoch, LSN, hash) - the checkpoint the epoch now resumes at, with its SHA-256
+and link, and the link of the last record removed before it, so that ``verify``
+checks the checkpoint's link as if nothing had been removed - the epochs removed
+whole with their heads and times, the epoch taken as newest, when, by whom and with
+which cut-off. ``prune`` is not one of ``records.KINDS``: no scheduler can append such
+a record, only this module writes it. ``replay verify`` accepts a missing prefix or
+epoch only where a prune record accounts for it, and only a cut this rule can make
+(``replay.coverage``). ``prune_to`` cuts at a chosen checkpoint and follows the same
+rule for the older epochs, with the checkpoint's time as the cut-off.
 
 Runs in one transaction; the writer may keep appending meanwhile (it only adds records
 after every one this deletes, or to the newest epoch, which is never removed whole).
@@ -32,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import getpass
-import json
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -41,10 +43,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, derived, errors, follow, records, schema, views
+from kruntimes.journal import backends, chain, derived, epoch_order, errors, follow, prune_record, schema, views
 
-#: The LSN of the prune record: outside the sequence a scheduler numbers from 1.
-PRUNE_LSN = 0
+#: The LSN of the prune records: outside the sequence a scheduler numbers from 1.
+PRUNE_LSN = prune_record.PRUNE_LSN
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ class PruneReport:
 
 
 def prune(journal: backends.Journal, before: datetime, *, dry_run: bool = False,
-          by: str | None = None, now: datetime | None = None) -> PruneReport:
+          by: str | None = None, now: datetime | None = None, key: chain.ChainKey | None = None) -> PruneReport:
     """Delete the prefix below the checkpoint that every cycle at or after ``before`` can replay from,
     and every older epoch whose records are all older than ``before``."""
     if before.tzinfo is None or before.utcoffset() is None:
@@ -75,6 +77,7 @@ def prune(journal: backends.Journal, before: datetime, *, dry_run: bool = False,
     r = schema.journal_records
     try:
         with journal.engine.begin() as conn:
+            prune_record.check_key(conn, key)  # a dry run too: it shows what a prune with this key would do
             if not dry_run:  # an indexer's chunk in flight ends first: no row of a pruned record after
                 follow.take_turn(conn)
             c = views.cycles
@@ -99,13 +102,15 @@ def prune(journal: backends.Journal, before: datetime, *, dry_run: bool = False,
                                  needed_lsn=needed, checkpoint_lsn=checkpoint, epoch=epoch, dry_run=dry_run)
             if epoch is not None:
                 report = dataclasses.replace(report, removed_epochs=_old_epochs(conn, before, keep=epoch))
-            return _cut(conn, report, by, now) if checkpoint is not None or report.removed_epochs else report
+            if checkpoint is None and not report.removed_epochs:
+                return report
+            return _cut(conn, report, by, now, key)
     except sa_exc.DBAPIError as exc:
         raise errors.JournalUnavailable(f"cannot prune the journal ({journal.backend}): {exc.orig}") from exc
 
 
 def prune_to(journal: backends.Journal, checkpoint_lsn: int, *, epoch: str | None = None, by: str | None = None,
-             now: datetime | None = None) -> PruneReport:
+             now: datetime | None = None, key: chain.ChainKey | None = None) -> PruneReport:
     """Delete the prefix of an epoch below its checkpoint at ``checkpoint_lsn``, whatever cycles read before it.
 
     The cut itself, for a caller that has chosen its checkpoint (SPEC §5: "a prefix up
@@ -126,14 +131,15 @@ def prune_to(journal: backends.Journal, checkpoint_lsn: int, *, epoch: str | Non
                 raise ValueError(f"LSN {checkpoint_lsn} is not a checkpoint in the journal; a prune cuts at one")
             report = PruneReport(before=found[0].recorded_at, first_cycle_lsn=None, needed_lsn=None,
                                  checkpoint_lsn=checkpoint_lsn, epoch=found[0].incarnation)
-            return _cut(conn, report, by, now)
+            # As any prune: the older epochs wholly before the cut go too (verify holds every prune to that).
+            report = dataclasses.replace(report, removed_epochs=_old_epochs(conn, report.before, keep=report.epoch))
+            return _cut(conn, report, by, now, key)
     except sa_exc.DBAPIError as exc:
         raise errors.JournalUnavailable(f"cannot prune the journal ({journal.backend}): {exc.orig}") from exc
 
 
 def _newest_epoch(conn: sa.Connection) -> str | None:
-    e = schema.journal_epochs
-    return conn.execute(sa.select(e.c.epoch).order_by(e.c.started_at.desc(), e.c.first_lsn.desc()).limit(1)).scalar()
+    return epoch_order.newest(conn)  # by chained data, as verify decides it
 
 
 def _old_epochs(conn: sa.Connection, before: datetime, *, keep: str) -> tuple[str, ...]:
@@ -147,7 +153,8 @@ def _old_epochs(conn: sa.Connection, before: datetime, *, keep: str) -> tuple[st
     return tuple(e for e in old if e not in (keep, newest))
 
 
-def _cut(conn: sa.Connection, report: PruneReport, by: str | None, now: datetime | None) -> PruneReport:
+def _cut(conn: sa.Connection, report: PruneReport, by: str | None, now: datetime | None,
+         key: chain.ChainKey | None) -> PruneReport:
     """Delete the cut epoch's records between its incarnation record and its checkpoint, and the old epochs
     whole, and record the prune (unless dry)."""
     r = schema.journal_records
@@ -165,6 +172,7 @@ def _cut(conn: sa.Connection, report: PruneReport, by: str | None, now: datetime
     if not counts:
         return report
     if not report.dry_run:
+        prune_record.check_key(conn, key)  # before anything is deleted
         removed = _removed_heads(conn, report.removed_epochs)
         link_before = None
         if checkpoint is not None:
@@ -176,21 +184,31 @@ def _cut(conn: sa.Connection, report: PruneReport, by: str | None, now: datetime
             e = schema.journal_epochs
             conn.execute(sa.delete(e).where(e.c.epoch.in_(report.removed_epochs)))
         _forget_history(conn, report)
-        _record_evidence(conn, report, by, now, sum(int(row[1]) for row in counts), link_before, removed)
+        _record_evidence(conn, report, by, now, sum(int(row[1]) for row in counts), link_before, removed, key)
     return dataclasses.replace(
         report, deleted={kind: int(n) for kind, n, _low, _high in counts},
         deleted_lsns=(min(int(row[2]) for row in counts), max(int(row[3]) for row in counts)))
 
 
 def _removed_heads(conn: sa.Connection, epochs: tuple[str, ...]) -> list[dict[str, Any]]:
-    """What an epoch removed whole was: its first LSN and head, for the evidence."""
+    """What an epoch removed whole was, for the evidence: its first LSN and head, and the times of its first and
+    last records (what `verify` checks a real prune's choice against)."""
     if not epochs:
         return []
-    e = schema.journal_epochs
+    e, r = schema.journal_epochs, schema.journal_records
     rows = conn.execute(sa.select(e.c.epoch, e.c.first_lsn, e.c.head_lsn, e.c.head_hash, e.c.end_reason)
                         .where(e.c.epoch.in_(epochs)).order_by(e.c.epoch)).all()
+    last = dict(conn.execute(sa.select(r.c.incarnation, sa.func.max(r.c.recorded_at))
+                             .where(r.c.incarnation.in_(epochs), r.c.lsn != PRUNE_LSN)
+                             .group_by(r.c.incarnation)).all())
+    started = {s.epoch: s.started_at for s in epoch_order.starts(conn) if s.epoch in epochs}
     return [{"epoch": row.epoch, "first_lsn": int(row.first_lsn), "head_lsn": int(row.head_lsn),
-             "head_hash": row.head_hash, "end_reason": row.end_reason} for row in rows]
+             "head_hash": row.head_hash, "end_reason": row.end_reason,
+             "started_at": _iso(started.get(row.epoch)), "last_at": _iso(last.get(row.epoch))} for row in rows]
+
+
+def _iso(at: datetime | None) -> str | None:
+    return None if at is None else chain.timestamp_text(at)
 
 
 def _forget_history(conn: sa.Connection, report: PruneReport) -> None:
@@ -218,41 +236,32 @@ def _forget_history(conn: sa.Connection, report: PruneReport) -> None:
 
 
 def _record_evidence(conn: sa.Connection, report: PruneReport, by: str | None, now: datetime | None,
-                     deleted: int, link_before: str | None, removed: list[dict[str, Any]]) -> None:
-    """Replace the prune record at LSN 0 with one that accounts for everything this prune and earlier ones
-    removed."""
+                     deleted: int, link_before: str | None, removed: list[dict[str, Any]],
+                     key: chain.ChainKey | None) -> None:
+    """Append the prune record (``prune_record``): the cut by (epoch, LSN, hashes), the epochs removed whole,
+    the epoch taken as newest; chained after the previous prune record and keyed like the journal."""
     r = schema.journal_records
-    earlier: list[Any] = []
-    previous = conn.execute(sa.select(r.c.kind, r.c.payload).where(r.c.lsn == PRUNE_LSN)).first()
-    if previous is not None and previous.kind == "prune":
-        old = json.loads(previous.payload)
-        earlier = [*old.get("earlier", []), {k: v for k, v in old.items() if k != "earlier"}]
-    conn.execute(sa.delete(r).where(r.c.lsn == PRUNE_LSN))
     at = (now or _now()).astimezone(timezone.utc)
     payload: dict[str, Any] = {
-        "before": report.before.astimezone(timezone.utc).isoformat(),
-        "pruned_at": at.isoformat(),
+        "before": chain.timestamp_text(report.before),
+        "pruned_at": chain.timestamp_text(at),
         "by": by or _who(),
         "deleted": deleted,
-        "earlier": earlier,
         "removed_epochs": removed,
+        "newest": _newest_epoch(conn),
+        "epoch": None, "checkpoint_lsn": None, "checkpoint_sha256": None, "checkpoint_link": None,
+        "link_before": None, "incarnation_lsns": [],
     }
-    owner = report.epoch or _newest_epoch(conn)
     if report.checkpoint_lsn is not None:
-        kept = conn.execute(sa.select(r.c.payload_sha256).where(r.c.incarnation == report.epoch,
-                                                                 r.c.lsn == report.checkpoint_lsn)).one()
+        kept = conn.execute(sa.select(r.c.payload_sha256, r.c.chain_hash)
+                            .where(r.c.incarnation == report.epoch, r.c.lsn == report.checkpoint_lsn)).one()
         incarnations = conn.scalars(sa.select(r.c.lsn).where(r.c.incarnation == report.epoch, r.c.lsn > PRUNE_LSN,
                                                             r.c.lsn < report.checkpoint_lsn)
                                     .order_by(r.c.lsn)).all()
         payload.update(epoch=report.epoch, checkpoint_lsn=report.checkpoint_lsn,
-                       checkpoint_sha256=kept.payload_sha256, incarnation_lsns=[int(n) for n in incarnations],
-                       link_before=link_before)
-    else:  # only whole epochs went: the evidence still needs an epoch to be stored under
-        payload.update(epoch=None, checkpoint_lsn=None)
-    text = records.canonical_json(payload)
-    conn.execute(sa.insert(r).values(lsn=PRUNE_LSN, incarnation=owner, recorded_at=at, kind="prune",
-                                     schema_version=1, payload=text, payload_sha256=records.content_hash(text),
-                                     chain_hash=""))  # outside every epoch's chain
+                       checkpoint_sha256=kept.payload_sha256, checkpoint_link=kept.chain_hash,
+                       incarnation_lsns=[int(n) for n in incarnations], link_before=link_before)
+    prune_record.append(conn, payload, at, key)
 
 
 def _now() -> datetime:

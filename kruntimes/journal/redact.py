@@ -1,5 +1,10 @@
 """A journal URL fit to print: its password masked, whether or not the URL parses.
 
+The one place a journal URL is rendered for people: every command, log line and page
+that shows a URL shows ``url(...)`` (the CLI's ``journal_args.shown`` is this), and what
+is kept for printing later (the demo's report) keeps only this form, never the URL itself.
+tests/integration/test_no_password_printed.py runs every command that prints one.
+
 Why not SQLAlchemy's ``render_as_string(hide_password=True)`` alone: it needs a URL
 that parses, and the URL that fails to parse (a port that is not a number, an
 unclosed ``[``) is exactly the one an error message wants to show. It also splits a

@@ -167,9 +167,11 @@ class MemoryApi:
         assignment = body.get("assignment") or {}
         pending = next((c.get("message") for c in body.get("conditions", [])
                         if c.get("type") == st.SCHEDULED and c.get("status") == "False"), None)
+        ended = st.ended(body["phase"], body.get("conditions"))
         stored = replace(run, resource_version=str(next(self._rv)), phase=body["phase"],
                          pod_name=assignment.get("podName"), pod_uid=assignment.get("podUID"),
-                         released=bool(body.get("released")), pending_message=pending)
+                         released=bool(body.get("released")), pending_message=pending,
+                         end_reason=ended[0] if ended else None, end_message=ended[1] if ended else None)
         self._runs[run.key] = stored
         return stored
 

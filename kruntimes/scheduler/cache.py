@@ -252,17 +252,16 @@ class ClusterCache:
         return self._parking.seen(run)
 
     def park(self, run: RunInfo, wakes_seen: parking.Seen,
-             rejections: Iterable[tuple[str, str] | None] = ()) -> bool:
+             rejections: Iterable[tuple[str, str] | None] = (), waits_for_pods: bool = False) -> bool:
         """Park an unschedulable Run until an event that can change its answer wakes it.
 
         `rejections` are its cycle's (plugin, reason) per pod: a Run some pod rejected
-        for unsatisfied required affinity also waits for a target that satisfies it.
-        False when a wake-up happened since the cycle started: the caller must
-        requeue the Run, because the event it waited for may already have passed.
-        """
+        for unsatisfied required affinity also waits for a target that satisfies it; with
+        `waits_for_pods` (no pod could ever fit it) only pod events wake it. False when a
+        wake-up happened since the cycle started: the caller must requeue the Run."""
         with self.lock:
             cohort = any(r is not None and r[1] == AFFINITY_UNSATISFIED for r in rejections)
-            return self._parking.park(run, wakes_seen, cohort)
+            return self._parking.park(run, wakes_seen, cohort, waits_for_pods)
 
     def _charge(self, run: RunInfo, sign: int) -> None:
         assert run.pod_name is not None

@@ -14,7 +14,13 @@ from kruntimes import canonical
 
 #: Bumped whenever a change to planner code may change a decision; recorded on
 #: every cycle so that replay can say "this history was made by another planner".
-PLANNER_VERSION = "1"
+#: A configuration carries the version it was recorded with, and the planner keeps the
+#: behaviour of each version it knows, so replaying an older journal still reproduces it:
+#:   "1"  Pending messages count the Filter reasons only.
+#:   "2"  they also name the resources short on the pods and say when no pod could ever
+#:        fit the Run (issue 27); such a Run waits for pod or capacity events only.
+PLANNER_VERSION = "2"
+PLANNER_VERSIONS = ("1", "2")
 
 DEFAULT_FILTERS: tuple[str, ...] = ("RuntimePodAvailability", "RunAffinity")
 DEFAULT_SCORES: tuple[tuple[str, int], ...] = (("PreferredRunAffinity", 1), ("LeastLoaded", 1))
@@ -32,6 +38,7 @@ class SchedulerConfig:
     default_runs_capacity: int = 1
     workers: int = 4
     extra: tuple[tuple[str, str], ...] = field(default=())  # adapter settings recorded for the audit trail
+    planner_version: str = PLANNER_VERSION  # a replayed journal's own, so its decisions reproduce
 
     def __post_init__(self) -> None:
         for name, weight in self.scores:
@@ -48,7 +55,7 @@ class SchedulerConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "planner_version": PLANNER_VERSION,
+            "planner_version": self.planner_version,
             "filters": list(self.filters),
             "scores": [[n, w] for n, w in self.scores],
             "heartbeat_staleness_seconds": self.heartbeat_staleness_seconds,
@@ -66,6 +73,7 @@ class SchedulerConfig:
             default_runs_capacity=int(data["default_runs_capacity"]),
             workers=int(data["workers"]),
             extra=tuple((str(k), str(v)) for k, v in data.get("extra", ())),
+            planner_version=str(data.get("planner_version", PLANNER_VERSION)),
         )
 
     def digest(self) -> str:

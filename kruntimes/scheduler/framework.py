@@ -35,7 +35,7 @@ from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 from kruntimes.scheduler import columns as cols
 from kruntimes.scheduler import outcome as out
 from kruntimes.scheduler import validation
-from kruntimes.scheduler.config import ConfigError, SchedulerConfig
+from kruntimes.scheduler.config import PLANNER_VERSIONS, ConfigError, SchedulerConfig
 from kruntimes.scheduler.projection import Amounts, RunInfo
 from kruntimes.scheduler.snapshot import Snapshot
 from kruntimes.scheduler.views import PodView
@@ -94,6 +94,20 @@ class ScoreExtensions(Protocol):
     def normalize(self, state: CycleState, raws: Sequence[out.Raw]) -> list[int]: ...
 
 
+@runtime_checkable
+class FilterExtensions(Protocol):
+    """Optional: the detail a Pending message adds to a Filter plugin's bounded reasons.
+
+    A reason is a metric label and a journal count, so it names no resource; a person
+    still needs to read WHICH resource is short. `explain` gets the plugin's own verdict
+    per pod (None where another plugin rejected the pod, or none did) and names a few
+    things per reason, for the message only, never for a label.
+    """
+
+    def explain(self, state: CycleState, pods: Sequence[PodView],
+                verdicts: Sequence[str | None]) -> out.Explanation: ...
+
+
 class PluginError(RuntimeError):
     """A plugin broke its contract or raised; the cycle is aborted and retried."""
 
@@ -105,8 +119,13 @@ class Planner:
                  columns: bool = True) -> None:
         if registry is None:
             from kruntimes.scheduler.registry import REGISTRY as registry
+        if config.planner_version not in PLANNER_VERSIONS:
+            # Read from a journal a newer kruntimes wrote: a planner-version difference, not damage.
+            raise ConfigError(f"planner version {config.planner_version!r} is not one this kruntimes knows "
+                              f"({', '.join(PLANNER_VERSIONS)}): replay it with the kruntimes that recorded it")
         self.config = config
         self.config_digest = config.digest()
+        self._explains = config.planner_version != "1"  # version 1's Pending messages only count reasons
 
         def make(name: str) -> Any:
             if name not in registry:
@@ -133,6 +152,7 @@ class Planner:
         self._score_steps = tuple((s, w, s.normalize if isinstance(s, ScoreExtensions) else None)
                                   for s, w in self.scores)
         self._plugins = (*self.filters, *(s for s, _ in self.scores))
+        self._explainers = tuple(f for f in self.filters if isinstance(f, FilterExtensions))
         self.columnar = columns and all(_has_own_column(p) for p in self._plugins)
         self._tables = cols.Tables()
         # (plugin, reason) -> itself: `keep.get(earlier, later)` is the first rejection, in C.
@@ -141,7 +161,8 @@ class Planner:
     def plan(self, snapshot: Snapshot) -> out.CycleOutcome:
         run = snapshot.run
         base = dict(namespace=run.namespace, run_name=run.name, run_uid=run.uid,
-                    snapshot_lsn=snapshot.lsn, now=snapshot.now, config_digest=self.config_digest)
+                    snapshot_lsn=snapshot.lsn, now=snapshot.now, config_digest=self.config_digest,
+                    planner_version=self.config.planner_version)
         # 1. PreFilter: validate once, then let plugins compile selectors and request state.
         problem = validation.validate_run(run)
         if problem is not None:
@@ -183,8 +204,7 @@ class Planner:
         feasible_names = names if len(alive) == len(pods) else tuple([names[i] for i in alive])
         common = dict(pods=names, rejections=tuple(rejections), feasible=feasible_names)
         if not feasible:
-            return out.CycleOutcome(status=out.UNSCHEDULABLE, **common,
-                                    message=out.pending_message(len(pods), tuple(rejections)), **base)
+            return self._unschedulable(state, tuple(rejections), common, base)
 
         # 3. Score: raw, framework-owned normalisation to 0..100, weight, sum.
         results = []
@@ -258,8 +278,7 @@ class Planner:
             table.filtered = (signatures, rejected, alive, feasible_names)
         common = dict(pods=names, rejections=rejected, feasible=feasible_names)
         if not feasible_names:
-            return out.CycleOutcome(status=out.UNSCHEDULABLE, **common,
-                                    message=out.pending_message(n, rejected), **base)
+            return self._unschedulable(state, rejected, common, base)
 
         # 3. Score: raw, normalised and the distinct normalised values from the columns.
         m = len(feasible_names)
@@ -288,6 +307,31 @@ class Planner:
         at = best if alive is None else alive[best]
         return out.CycleOutcome(status=out.SCHEDULED, **common, scores=tuple(results), totals=tuple(totals),
                                 chosen=names[at], chosen_uid=table.uids[at], **base)
+
+
+    def _unschedulable(self, state: CycleState, rejections: tuple[tuple[str, str] | None, ...],
+                       common: dict[str, Any], base: dict[str, Any]) -> out.CycleOutcome:
+        """The Pending outcome: the reasons counted and, from version 2, explained (SPEC §3.2)."""
+        pods = state.snapshot.pods
+        if not self._explains:
+            return out.CycleOutcome(status=out.UNSCHEDULABLE, **common,
+                                    message=out.pending_message(len(pods), rejections), **base)
+        named: list[tuple[str, tuple[str, ...]]] = []
+        notes: list[str] = []
+        waits_for_pods = False
+        for plugin in self._explainers:
+            verdicts = [r[1] if r is not None and r[0] == plugin.name else None for r in rejections]
+            if verdicts.count(None) == len(verdicts):
+                continue
+            try:
+                explained = plugin.explain(state, pods, verdicts)
+            except Exception as exc:  # noqa: BLE001
+                return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
+            named += explained.named
+            notes += [explained.note] if explained.note else []
+            waits_for_pods = waits_for_pods or explained.waits_for_pods
+        return out.CycleOutcome(status=out.UNSCHEDULABLE, **common, waits_for_pods=waits_for_pods,
+                                message=out.pending_message(len(pods), rejections, named, notes), **base)
 
 
 def _has_own_column(plugin: Any) -> bool:

@@ -239,7 +239,8 @@ class Scheduler(BindSettlement):
             planned = cycle.planned
             if planned is not None:
                 if result == "unschedulable" and not self.cache.park(planned.run, planned.wakes_seen,
-                                                                     planned.outcome.rejections):
+                                                                     planned.outcome.rejections,
+                                                                     planned.outcome.waits_for_pods):
                     self.queue.add(cycle.key)  # its runtime was woken mid-cycle: try again now
                 duration = cycle.duration if cycle.duration is not None else time.perf_counter() - cycle.started
                 self.metrics.cycle_duration.observe(duration)

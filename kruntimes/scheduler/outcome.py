@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 from kruntimes import canonical
+from kruntimes.scheduler.config import PLANNER_VERSION
 
 SCHEDULED = "scheduled"
 UNSCHEDULABLE = "unschedulable"
@@ -40,6 +41,20 @@ class Candidate(NamedTuple):
     scores: tuple[tuple[str, Raw, int], ...]  # (plugin, raw, normalised)
 
 
+#: At most this many names per reason in a Pending message: bounded whatever the Run asks.
+MAX_NAMES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """What a Filter plugin adds to a Pending message (``FilterExtensions``): a few names per
+    reason, a note, and whether only a pod or capacity change can help the Run."""
+
+    named: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (reason, sorted names)
+    note: str | None = None
+    waits_for_pods: bool = False
+
+
 @dataclass(frozen=True)
 class CycleOutcome:
     namespace: str
@@ -57,6 +72,11 @@ class CycleOutcome:
     chosen: str | None = None
     chosen_uid: str | None = None
     message: str | None = None
+    # Not decisions, so outside `encode` and the digest: the planner version that decided
+    # (recorded on the cycle), and that no pod could ever fit the Run as the pods are
+    # (the message says so; the queue then waits for pod or capacity events only).
+    planner_version: str = PLANNER_VERSION
+    waits_for_pods: bool = False
 
     def rejection_counts(self) -> tuple[tuple[str, str, int], ...]:
         """(plugin, reason, count), sorted by plugin then reason."""
@@ -110,14 +130,26 @@ class CycleOutcome:
         return canonical.digest(self.encode())
 
 
-def pending_message(evaluated: int, rejections: tuple[tuple[str, str] | None, ...]) -> str:
-    """`0/5 runtime pods available: 3 insufficient capacity, 2 runtimed stale`.
+def pending_message(evaluated: int, rejections: tuple[tuple[str, str] | None, ...],
+                    named: Sequence[tuple[str, tuple[str, ...]]] = (), notes: Sequence[str] = ()) -> str:
+    """`0/5 runtime pods available: 3 insufficient capacity (example.com/gpu), 2 runtimed stale`.
 
-    Built only from counts and the plugins' bounded reasons: it never names a pod,
-    a selector or a Run, so it cannot leak user data and its length is bounded.
+    Built from counts, the plugins' bounded reasons and, per reason, at most
+    ``MAX_NAMES`` names a plugin explained it with (resource names: SPEC §2.2 bounds
+    them), then its notes: it never names a pod, a selector or a Run, so it cannot leak
+    user data and its length is bounded.
     """
     counts = Counter(r[1] for r in rejections if r is not None)
     if evaluated == 0:
         return "0/0 runtime pods available: no runtime pods for this runtime"
-    parts = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-    return f"0/{evaluated} runtime pods available: {parts}"
+    names = dict(named)
+    parts = ", ".join(f"{n} {reason}{_names(names.get(reason, ()))}"
+                      for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return "; ".join([f"0/{evaluated} runtime pods available: {parts}", *notes])
+
+
+def _names(names: tuple[str, ...]) -> str:
+    if not names:
+        return ""
+    more = len(names) - MAX_NAMES
+    return f" ({', '.join(names[:MAX_NAMES])}{f' and {more} more' if more > 0 else ''})"

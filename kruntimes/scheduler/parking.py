@@ -8,7 +8,9 @@ handler ever walks the Runs:
 - the runtime index (`slots.Group.parked`, per namespace and runtime): a pod of
   the runtime that appears, is replaced, becomes ready or unavailable or changes
   capacity (`runtime_pod`), and capacity released on one (`capacity_released`),
-  wake every parked Run of that runtime;
+  wake every parked Run of that runtime - but released capacity does not wake a Run
+  whose request is above every pod's capacity (`Group.pods_only`, issue 27: such a
+  Run was retried on every release, 46 times in 20 s, for nothing);
 - the cohort index (per namespace, added with `affinity_target` on 2026-12-01):
   a parked Run that some pod rejected for unsatisfied required affinity also waits
   here with its required terms. A Run that becomes an active or assumed target on
@@ -40,7 +42,7 @@ SOURCE_RUNTIME_POD = "runtime_pod"
 SOURCE_CAPACITY_RELEASED = "capacity_released"
 SOURCE_AFFINITY_TARGET = "affinity_target"
 #: What a cycle saw of the wake-ups before it planned: opaque to the loop.
-Seen = tuple[int, int]
+Seen = tuple[int, int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +66,9 @@ class Parking:
 
     def seen(self, run: RunInfo) -> Seen:
         group = self._groups.get((run.namespace, run.runtime))
-        return (group.wakes if group is not None else 0, self._cohort_wakes.get(run.namespace, 0))
+        if group is None:
+            return (0, self._cohort_wakes.get(run.namespace, 0), 0)
+        return (group.wakes, self._cohort_wakes.get(run.namespace, 0), group.pod_wakes)
 
     def move_pending(self, old: RunInfo | None, new: RunInfo | None, group_of: Callable[[str, str], Group]) -> bool:
         """Move a Run's runtime-index membership from `old` to `new`; True when it changed."""
@@ -76,6 +80,7 @@ class Parking:
         if left is not None and old is not None:
             left.pending.discard(old.name)
             left.parked.discard(old.name)
+            left.pods_only.discard(old.name)
             self.leave_cohort(old.namespace, (old.name,))
         if now is not None and new is not None:
             group_of(*now).pending.add(new.name)
@@ -85,14 +90,23 @@ class Parking:
         group = self._groups.get((run.namespace, run.runtime))
         return group is not None and run.name in group.parked
 
-    def park(self, run: RunInfo, seen: Seen, waits_for_cohort: bool) -> bool:
-        """Park `run`; False when a wake-up happened since `seen` (the caller requeues it)."""
+    def park(self, run: RunInfo, seen: Seen, waits_for_cohort: bool, waits_for_pods: bool = False) -> bool:
+        """Park `run`; False when a wake-up happened since `seen` (the caller requeues it).
+
+        With `waits_for_pods` (no pod could ever fit it) only pod events wake it, so only
+        a pod event since `seen` sends it back: a release elsewhere cannot help it.
+        """
         group = self._groups.get((run.namespace, run.runtime))
         if group is None or run.name not in group.pending:
             return True
-        if self.seen(run) != seen:
+        now = self.seen(run)
+        if (now[2] != seen[2]) if waits_for_pods else (now != seen):
             return False
         group.parked.add(run.name)
+        if waits_for_pods:
+            group.pods_only.add(run.name)
+        else:
+            group.pods_only.discard(run.name)
         if waits_for_cohort:
             waiters = self._cohorts.setdefault(run.namespace, {})
             waiters[run.name] = _Waiter(run.uid, run.runtime, tuple(t.selector for t in run.affinity.required))
@@ -114,8 +128,14 @@ class Parking:
         if group is None:
             return []
         group.wakes += 1
-        names = sorted(group.parked)
-        group.parked.clear()
+        if source == SOURCE_RUNTIME_POD:
+            group.pod_wakes += 1
+            names = sorted(group.parked)
+            group.parked.clear()
+            group.pods_only.clear()
+        else:  # released capacity: not for a Run above every pod's capacity
+            names = sorted(group.parked - group.pods_only)
+            group.parked.difference_update(names)
         self.leave_cohort(ns, names)
         return [((ns, name), source) for name in names]
 
@@ -130,4 +150,5 @@ class Parking:
         group = self._groups.get((ns, runtime))
         if group is not None:
             group.parked.difference_update(names)
+            group.pods_only.difference_update(names)
         return [((ns, name), SOURCE_AFFINITY_TARGET) for name in names]

@@ -119,6 +119,11 @@ class RunInfo:
     created: str = ""  # RFC 3339 creation timestamp; orders `simulate`, not the planner
     pending_message: str | None = None  # the observed Scheduled=False message, to write only changes
     problems: tuple[str, ...] = ()
+    # Why a terminal Run ended (its Completed condition: reason, bounded message). Never read by
+    # the planner: carried so that the journal, which records this projection, can say why
+    # a Run failed (history, the UI). It changes only with the phase, so it adds no record.
+    end_reason: str | None = None
+    end_message: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:

@@ -106,7 +106,9 @@ class Group:
     """The pods of one (namespace, runtime) and its Pending Runs (the runtime index).
 
     `parked` are the Pending Runs whose last cycle found no feasible pod: the ones a
-    pod or capacity event wakes (kube-scheduler's unschedulable pods). Runs not
+    pod or capacity event wakes (kube-scheduler's unschedulable pods); those of them in
+    `pods_only` asked more than any pod has, so released capacity cannot help them and
+    only a pod event wakes them. Runs not
     parked are already queued, in backoff or in flight, so waking them would only
     churn the queue. `wakes` counts wake-ups, so that a cycle that started before a
     wake-up does not park its Run after missing it.
@@ -119,14 +121,16 @@ class Group:
     grows long.
     """
 
-    __slots__ = ("names", "pending", "parked", "wakes", "views", "dirty", "frozen", "frozen_names",
-                 "era", "changes")
+    __slots__ = ("names", "pending", "parked", "pods_only", "wakes", "pod_wakes", "views", "dirty", "frozen",
+                 "frozen_names", "era", "changes")
 
     def __init__(self) -> None:
         self.names: list[str] = []
         self.pending: set[str] = set()
         self.parked: set[str] = set()
+        self.pods_only: set[str] = set()  # parked Runs no pod could ever fit: only pod events wake them
         self.wakes = 0
+        self.pod_wakes = 0  # the wake-ups of pod events (`runtime_pod`), which `pods_only` waits for
         self.views: list[PodView] | None = None  # None: membership changed, rebuild all
         self.dirty: set[str] = set()
         self.frozen: tuple[PodView, ...] | None = None

@@ -87,6 +87,27 @@ def pending_status(previous: dict[str, Any] | None, message: str, now: datetime)
     return {"phase": "Pending", "conditions": conditions}
 
 
+#: How much of a terminal message the scheduler keeps (and journals) for people.
+ENDED_MESSAGE_CHARS = 300
+
+
+def ended(phase: str, conditions: Any) -> tuple[str, str] | None:
+    """(reason, message) of a terminal Run's Completed condition, for people (history, the UI).
+
+    The message is its first line without the process's output tail (``; last output:``,
+    runtimed's ``with_tail``), cut to ``ENDED_MESSAGE_CHARS``: what a Run printed stays in
+    the Run, never in the journal. None while the Run is not terminal or says nothing.
+    """
+    if phase not in TERMINAL or not isinstance(conditions, list):
+        return None
+    for c in conditions:
+        if isinstance(c, dict) and c.get("type") == COMPLETED and isinstance(c.get("reason"), str):
+            message = c.get("message") if isinstance(c.get("message"), str) else ""
+            first = message.split("\n", 1)[0].split("; last output", 1)[0]
+            return c["reason"][:ENDED_MESSAGE_CHARS], first[:ENDED_MESSAGE_CHARS]
+    return None
+
+
 def terminal_status(previous: dict[str, Any] | None, phase: str, reason: str, message: str,
                     now: datetime) -> dict[str, Any]:
     """The one helper for every terminal transition (scheduler and runtimed alike)."""

@@ -35,6 +35,10 @@ class Query:
     def all(self, name: str) -> list[str]:
         return [v.strip() for v in self._values.get(name, ()) if v.strip()]
 
+    def names(self, prefix: str = "") -> list[str]:
+        """The parameter names given that start with ``prefix``, sorted: a page refuses those it does not know."""
+        return sorted(name for name in self._values if name.startswith(prefix))
+
     def integer(self, name: str, default: int, *, low: int = 0, high: int = 1 << 62) -> int:
         raw = self.text(name)
         if not raw:

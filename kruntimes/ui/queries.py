@@ -224,7 +224,9 @@ class Reader:
         return self.journal.history_lag()
 
     def prune_record(self) -> Record | None:
-        return next(self._records(self._select().where(_R.c.lsn == 0)), None)
+        """The newest prune record (each prune adds one at LSN 0: ``journal.prune_record``)."""
+        return next(self._records(self._select().where(_R.c.lsn == 0).order_by(_R.c.recorded_at.desc()).limit(1)),
+                    None)
 
     def checkpoints(self, limit: int = 20) -> list[tuple[int, datetime]]:
         stmt = (sa.select(_R.c.lsn, sa.type_coerce(_R.c.recorded_at, sa.String))

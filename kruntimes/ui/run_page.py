@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from kruntimes import scores
 from kruntimes.ui import markup as m
 from kruntimes.ui import params, queries
 from replay import errors as replay_errors
@@ -28,7 +29,7 @@ def render(reader: queries.Reader, q: params.Query, namespace: str, name: str) -
     title = f"Run {namespace}/{name}"
     cycles = [r for r in records if r.kind == "cycle"]
     body: list[Any] = [_summary(records), m.h("h2", "Story"), _story(records)]
-    body.append(m.h("h2", f"Cycles ({len(cycles)})"))
+    body += [m.h("h2", f"Cycles ({len(cycles)})"), m.h("p", scores.LEGEND, class_="note", id="legend")]
     if len(cycles) > MAX_CYCLES:
         body.append(m.h("p", f"the newest {MAX_CYCLES} of {len(cycles)} cycles", class_="note"))
     body += [_cycle(c) for c in cycles[-MAX_CYCLES:]]
@@ -57,10 +58,25 @@ def _summary(records: list[queries.Record]) -> m.Html:
         "ran on": where,
         "until": (f"{m.when(ended.at)} ({'deleted' if ended.payload.get('event') == 'DELETED' else latest.get('phase')})"
                   if ended else "still there at the journal's end"),
+        "why it ended": _why_ended(ended, records) if ended else "-",
         "cycles": ", ".join(f"{n} {k}" for k, n in sorted(results.items())) or "-",
         "binds": ", ".join(f"{n} {k}" for k, n in sorted(binds.items())) or "-",
     }
     return m.definition(items, id="summary")
+
+
+def _why_ended(ended: queries.Record, records: list[queries.Record]) -> str:
+    """The Completed condition's reason and message as journaled; for a journal written before
+    they were (``0009_run_end_reason``), an invalid Run's invalid cycle still says why."""
+    obj = ended.payload.get("object") or {}
+    if obj.get("end_reason"):
+        return f"{obj['end_reason']}: {obj.get('end_message') or ''}".rstrip(": ")
+    if ended.payload.get("event") == "DELETED":
+        return "the Run was deleted"
+    invalid = next((r for r in reversed(records) if r.kind == "cycle" and r.payload.get("result") == "invalid"), None)
+    if invalid is not None:
+        return f"InvalidConfiguration: {invalid.payload.get('message') or ''}".rstrip(": ")
+    return "not recorded (a journal written before kruntimes recorded why Runs end)"
 
 
 def _event(rec: queries.Record) -> str:
@@ -69,7 +85,8 @@ def _event(rec: queries.Record) -> str:
         obj = p.get("object") or {}
         where = f" on {obj['pod_name']}" if obj.get("pod_name") else ""
         pending = f": {obj['pending_message']}" if obj.get("pending_message") else ""
-        return f"Run {str(p.get('event', '')).lower()}: {obj.get('phase', '-')}{where}{pending}"
+        why = f" ({obj['end_reason']}: {obj.get('end_message') or ''})" if obj.get("end_reason") else ""
+        return f"Run {str(p.get('event', '')).lower()}: {obj.get('phase', '-')}{where}{pending}{why}"
     if rec.kind == "cycle":
         chosen = f" → {p['chosen']} (total {p.get('total')})" if p.get("chosen") else ""
         message = f": {p['message']}" if p.get("message") else ""
@@ -110,8 +127,8 @@ def _cycle(rec: queries.Record) -> m.Html:
         plugins = sorted({s[0] for c in candidates for s in c.get("scores") or ()})
         rows = []
         for rank, c in enumerate(candidates, 1):
-            scores = {s[0]: s for s in c.get("scores") or ()}
-            cells = [f"{scores[pl][2]} (raw {_raw(scores[pl][1])})" if pl in scores else "-" for pl in plugins]
+            by_plugin = {s[0]: s for s in c.get("scores") or ()}
+            cells = [scores.text(pl, by_plugin[pl][2], by_plugin[pl][1]) if pl in by_plugin else "-" for pl in plugins]
             rows.append((rank, c.get("pod"), c.get("total"), *cells))
         table = m.table(("rank", "pod", "total", *plugins), rows, class_="candidates")
         chosen = p.get("chosen")
@@ -125,12 +142,6 @@ def _cycle(rec: queries.Record) -> m.Html:
                                  data_verdict=target, class_="replay"),
                      " ", m.h("span", id=target, class_="verdict-slot")))
     return m.h("section", *parts, class_="cycle", id=f"cycle-{rec.lsn}")
-
-
-def _raw(value: Any) -> str:
-    if isinstance(value, list):
-        return "[" + ",".join(map(str, value)) + "]"
-    return str(value)
 
 
 def render_replay(reader: queries.Reader, q: params.Query, lsn_text: str) -> bytes:

@@ -37,6 +37,10 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
     since, until = q.window(bounds.last_at, DEFAULT_WINDOW, bounds.first_at)
     config = reader.config_at(bounds.last_lsn)
     scores = [(str(name), int(weight)) for name, weight in config.get("scores") or ()]
+    strange = sorted(set(q.names("w.")) - {f"w.{name}" for name, _ in scores})
+    if strange:  # as `kruntimes replay what-if --weights` refuses it, rather than report "no change"
+        raise params.BadParameter(f"{', '.join(strange)}: no score plugin of this scheduler has that name"
+                                  f" (its score plugins: {', '.join(n for n, _ in scores)})")
     weights = {name: q.integer(f"w.{name}", weight, low=1, high=MAX_WEIGHT) for name, weight in scores}
     disabled = frozenset(q.all("disable"))
     unknown = disabled - {name for name, _ in scores}

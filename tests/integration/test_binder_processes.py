@@ -153,7 +153,7 @@ def test_a_scheduler_whose_binder_dies_mid_bind_keeps_the_slot_until_the_run_is_
     wait_for(lambda: cluster_api.placements() == {"a": "python-0"}, what="a placed")
     wait_for(lambda: scheduler.scheduler.queue.idle() and not scheduler.cache.assumed, what="all settled")
     assert cluster_api.overcommit() == 0
-    assert cluster_api.pending_message("b") == "0/1 runtime pods available: 1 insufficient capacity"
+    assert cluster_api.pending_message("b") == "0/1 runtime pods available: 1 insufficient capacity (runs)"
     # Every send reached the server once: the lost one, and any deliberate re-send after a read.
     sends = emulator.hits_of(status_write("a"))
     assert sends == scheduler.binder.sent["a"] + 1 and scheduler.binder.pids != [killed]

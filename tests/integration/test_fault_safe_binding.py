@@ -86,7 +86,7 @@ def test_a_status_write_held_past_the_client_timeout_keeps_its_slot_and_is_never
     settled(sends, emulator, "a", "b")
     assert (hits(emulator, "a"), hits(emulator, "b")) == (sends.counts["a"], sends.counts["b"])
     assert scheduler.binder.ambiguous >= 1
-    assert cluster_api.pending_message(waiting) == "0/1 runtime pods available: 1 insufficient capacity"
+    assert cluster_api.pending_message(waiting) == "0/1 runtime pods available: 1 insufficient capacity (runs)"
 
 
 def test_a_connection_dropped_after_the_write_applied_settles_as_placed_with_one_write(

@@ -33,6 +33,10 @@ from tests.emulator.server import Emulator
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.test_runtimed_agent import assign
 
+
+# Production processes decode at the interpreter's own limit (tests/conftest.py says why).
+pytestmark = pytest.mark.usefixtures("default_recursion_limit")
+
 DEPTH = 2000
 
 

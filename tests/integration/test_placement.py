@@ -52,8 +52,9 @@ def test_a_run_that_fits_nowhere_stays_pending_with_the_bounded_message(
     start_scheduler()
     cluster_api.add_run("r", resources={"requests": {"example.com/gpu": "1"}})
     message = wait_for(lambda: cluster_api.pending_message("r"), what="a Pending message")
-    assert message == ("0/3 runtime pods available: 1 insufficient capacity, 1 resource not offered, "
-                       "1 runtime pod not ready")
+    assert message == ("0/3 runtime pods available: 1 insufficient capacity (example.com/gpu), "
+                       "1 resource not offered (example.com/gpu), 1 runtime pod not ready; "
+                       "no runtime pod could fit this Run even if idle: it waits until pods or their capacity change")
     status = cluster_api.run("r")["status"]
     assert status["phase"] == "Pending" and "assignment" not in status
 
@@ -79,7 +80,7 @@ def test_a_pending_run_is_woken_when_capacity_is_released(
     wait_for(lambda: cluster_api.placements() == {"first": "python-0"}, what="the first Run placed")
     cluster_api.add_run("second")
     assert wait_for(lambda: cluster_api.pending_message("second"), what="the second Run Pending") == \
-        "0/1 runtime pods available: 1 insufficient capacity"
+        "0/1 runtime pods available: 1 insufficient capacity (runs)"
     parked(scheduler, 1)
     cluster_api.finish("first")
     wait_for(lambda: cluster_api.placements() == {"second": "python-0"}, what="the second Run placed")

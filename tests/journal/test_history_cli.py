@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from kruntimes.cli import main as cli
 from kruntimes.journal import backends, history, migrate
-from tests.journal.history_journal import END, NS, PHASE1, PHASE2, Generated
+from tests.journal.history_journal import END, NS, PHASE1, PHASE2, Generated, load
 
 pytest_plugins = ("tests.journal.history_fixtures",)  # the generated journal's fixtures
 
@@ -130,7 +130,34 @@ def test_history_decisions_churn_and_conflicts_answer_for_a_window(history_url: 
     lost = sum(r.kind == "cycle" and r.payload["result"] == "conflict" for r in generated.records)
     assert code == 0 and len(json.loads(out)) == troubled + lost > 0
     code, out, _ = kruntimes(capsys, "history", "churn", *window)
-    assert code == 0 and all(c["pod"] != c["previous_top"] for c in json.loads(out))
+    churned = json.loads(out)
+    assert code == (0 if churned else 1) and all(c["pod"] != c["previous_top"] for c in churned)
+
+
+EMPTY = {
+    "cycles of an outcome that never happened": ("cycles", "--outcome", "error"),
+    "decisions of a window before the journal": ("decisions", "--since", "2000-01-01T00:00:00Z",
+                                                 "--until", "2000-01-02T00:00:00Z"),
+    "conflicts of a window before the journal": ("conflicts", "--since", "2000-01-01T00:00:00Z",
+                                                 "--until", "2000-01-02T00:00:00Z"),
+}
+
+
+@pytest.mark.parametrize("output_format", ["table", "json"])
+@pytest.mark.parametrize("command", EMPTY.values(), ids=list(EMPTY))
+def test_an_empty_answer_is_a_note_and_exit_code_1_in_every_format(
+        history_url: str, command: tuple[str, ...], output_format: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = kruntimes(capsys, "history", *command, "--journal", history_url, "-o", output_format)
+    assert code == 1 and err.strip().startswith("no ")
+    if output_format == "json":
+        assert json.loads(out) == []
+
+
+def test_a_listing_cut_at_its_limit_says_so(history_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = kruntimes(capsys, "history", "conflicts", "--since", iso(PHASE1), "--limit", "1",
+                               "--journal", history_url, "--json")
+    assert code == 0 and len(json.loads(out)) == 1
+    assert "note: the newest 1 shown; there may be more (--limit N)" in err
 
 
 def test_journal_reindex_rebuilds_and_says_how_many_records_it_read(history_url: str, generated: Generated,
@@ -191,6 +218,15 @@ def test_examples_answer_two_history_questions(history_url: str, generated: Gene
     assert {r["reason"]: r["runs"] for r in reasons} == Counter(generated.truth.pending.values())
 
 
+def test_db_upgrade_at_the_head_says_there_is_nothing_to_do(journal_url: str,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert kruntimes(capsys, "db", "upgrade", "--journal", journal_url)[0] == 0
+    code, out, _ = kruntimes(capsys, "db", "upgrade", "--journal", journal_url)
+    head = migrate.head_revision()
+    assert code == 0 and out.strip().endswith(f": already at {head}; nothing to do")
+    assert f"{head} -> {head}" not in out
+
+
 def test_db_upgrade_and_downgrade_move_the_views_and_history_tables_with_the_revision(
         journal_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = kruntimes(capsys, "db", "upgrade", "--journal", journal_url)
@@ -214,3 +250,31 @@ def test_db_upgrade_and_downgrade_move_the_views_and_history_tables_with_the_rev
         assert "--url is deprecated, use --journal" in err
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("command", [("held", f"{NS}/cpu-000"), ("pod", f"{NS}/cpu-000")], ids=["held", "pod"])
+def test_a_time_before_the_journal_starts_is_answered_with_where_it_starts(
+        history_url: str, command: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    before = iso(PHASE1 - timedelta(hours=1))
+    code, _, err = kruntimes(capsys, "history", *command, "--at", before, "--journal", history_url)
+    assert code == 1 and f": the journal starts at {iso(PHASE1).replace('Z', '.000Z')}, after that time" in err
+    code, _, err = kruntimes(capsys, "history", "held", f"{NS}/no-such-pod", "--at", iso(END), "--journal", history_url)
+    assert code == 1 and "the journal starts" not in err  # a time it covers: nothing then, and only that
+
+
+def test_a_run_not_found_in_a_pruned_journal_says_the_journal_was_pruned(
+        journal_url: str, generated: Generated, capsys: pytest.CaptureFixture[str]) -> None:
+    load(journal_url, generated)
+    code, _, err = kruntimes(capsys, "history", "run", f"{NS}/etl-00", "--journal", journal_url)
+    assert code == 0
+    before = iso(PHASE2 - timedelta(minutes=30))
+    assert kruntimes(capsys, "journal", "prune", "--before", before, "--journal", journal_url, "--yes")[0] == 0
+    code, _, err = kruntimes(capsys, "history", "run", f"{NS}/etl-00", "--journal", journal_url)
+    assert code == 1 and "(it was pruned and starts at " in err and "kruntimes journal prune" in err
+
+
+def test_conflict_rows_say_what_a_bind_conflict_means(history_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = kruntimes(capsys, "history", "conflicts", "--since", iso(PHASE1), "--journal", history_url,
+                             "-o", "wide")
+    rows = [line for line in out.splitlines() if " bind conflict " in line]
+    assert code == 0 and rows and all("the Run changed since it was read (409)" in line for line in rows)

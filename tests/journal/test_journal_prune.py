@@ -7,6 +7,7 @@ incarnation records and the prune record (LSN 0) remain. Both backends.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 from kruntimes.cli import main as cli
 import sqlalchemy as sa
 
-from kruntimes.journal import backends, prune, records, schema
+from kruntimes.journal import backends, chain, prune, records, schema
 from tests.journal.factories import INCARNATION, T0, record
 from tests.journal.history_journal import END, PHASE1, PHASE2, Generated, load
 
@@ -145,7 +146,7 @@ def test_prune_cuts_at_a_checkpoint_recorded_before_the_cut_off_and_leaves_no_re
     journal = backends.Journal.open(journal_url)
     try:
         journal.append_batch(rows)
-        link_of_5 = _links(journal)[5]
+        link_of_5, link_of_6 = _links(journal)[5], _links(journal)[6]
         report = prune.prune(journal, cut, by="ops@test", now=cut + timedelta(hours=1))
         kept = _all(journal)
     finally:
@@ -153,10 +154,12 @@ def test_prune_cuts_at_a_checkpoint_recorded_before_the_cut_off_and_leaves_no_re
     assert report.checkpoint_lsn == 6 and report.deleted == {"mutation": 4}
     assert [r.lsn for r in kept] == [prune.PRUNE_LSN, 1, *range(6, 12)]
     assert _evidence(kept) == {
+        "number": 1, "previous": chain.GENESIS, "algorithm": chain.PLAIN, "key_id": None,
         "epoch": INCARNATION, "checkpoint_lsn": 6,
-        "checkpoint_sha256": records.content_hash(records.canonical_json({"n": 6})),
-        "incarnation_lsns": [1], "link_before": link_of_5, "removed_epochs": [], "before": cut.isoformat(),
-        "pruned_at": (cut + timedelta(hours=1)).isoformat(), "by": "ops@test", "deleted": 4, "earlier": []}
+        "checkpoint_sha256": records.content_hash(records.canonical_json({"n": 6})), "checkpoint_link": link_of_6,
+        "incarnation_lsns": [1], "link_before": link_of_5, "removed_epochs": [], "newest": INCARNATION,
+        "before": cut.isoformat(), "pruned_at": (cut + timedelta(hours=1)).isoformat(), "by": "ops@test",
+        "deleted": 4}
 
 
 def _links(journal: backends.Journal) -> dict[int, str]:
@@ -190,7 +193,7 @@ def test_older_epochs_wholly_before_the_cut_off_go_whole_and_are_named_in_the_ev
     finally:
         journal.close()
     assert report.removed_epochs == (old, older) and report.epoch == current and report.checkpoint_lsn == 23 + 8
-    assert left == {current} and {r.incarnation for r in kept} == {current}
+    assert left == {current} and {r.incarnation for r in kept if r.lsn != prune.PRUNE_LSN} == {current}
     assert [r.lsn for r in kept if r.lsn < 31] == [prune.PRUNE_LSN, 23]
     evidence = _evidence(kept)
     assert [(e["epoch"], e["head_lsn"], e["head_hash"]) for e in evidence["removed_epochs"]] == [
@@ -208,7 +211,7 @@ def test_the_newest_epoch_is_never_removed_whole(journal_url: str) -> None:
     assert report.removed_epochs == () and report.total == 0 and left == ["only"]
 
 
-def test_a_second_prune_replaces_the_evidence_and_carries_the_first_along(journal_url: str) -> None:
+def test_a_second_prune_adds_a_record_chained_after_the_first(journal_url: str) -> None:
     rows = [record(1, "incarnation", {"version": "0.1.0", "config_hash": "c" * 64}, recorded_at=T0)]
     rows += [record(n, "checkpoint" if n % 5 == 0 else "mutation", {"n": n}, recorded_at=T0 + timedelta(seconds=n))
              for n in range(2, 21)]
@@ -218,13 +221,19 @@ def test_a_second_prune_replaces_the_evidence_and_carries_the_first_along(journa
         first = prune.prune(journal, T0 + timedelta(seconds=6), by="a@x")
         second = prune.prune(journal, T0 + timedelta(seconds=16), by="b@x")
         kept = _all(journal)
+        with journal.engine.connect() as conn:
+            t = schema.journal_records
+            evidence = conn.execute(sa.select(t.c.incarnation, t.c.payload, t.c.chain_hash)
+                                    .where(t.c.lsn == prune.PRUNE_LSN).order_by(t.c.incarnation)).all()
     finally:
         journal.close()
     assert (first.checkpoint_lsn, second.checkpoint_lsn) == (5, 15)
-    assert [r.lsn for r in kept] == [prune.PRUNE_LSN, 1, *range(15, 21)]
-    evidence = _evidence(kept)
-    assert (evidence["checkpoint_lsn"], evidence["by"], evidence["deleted"]) == (15, "b@x", 10)
-    assert [(e["checkpoint_lsn"], e["by"]) for e in evidence["earlier"]] == [(5, "a@x")]
+    assert [r.lsn for r in kept] == [prune.PRUNE_LSN, prune.PRUNE_LSN, 1, *range(15, 21)]
+    payloads = [json.loads(p) for _, p, _ in evidence]
+    assert [i for i, _, _ in evidence] == ["prune-1", "prune-2"]
+    assert [(p["number"], p["checkpoint_lsn"], p["by"], p["deleted"]) for p in payloads] == [
+        (1, 5, "a@x", 3), (2, 15, "b@x", 10)]
+    assert payloads[1]["previous"] == evidence[0][2] and payloads[0]["previous"] == chain.GENESIS
 
 
 def test_a_prune_to_an_lsn_that_is_not_a_checkpoint_is_refused_and_deletes_nothing(journal_url: str) -> None:
@@ -240,3 +249,46 @@ def test_a_prune_to_an_lsn_that_is_not_a_checkpoint_is_refused_and_deletes_nothi
         assert [r.lsn for r in _all(journal)] == [prune.PRUNE_LSN, 1, 4, 5, 6]
     finally:
         journal.close()
+
+
+@pytest.mark.parametrize("dry", [True, False], ids=["a dry run", "a prune"])
+def test_a_prune_that_removes_whole_epochs_only_says_so_instead_of_nothing_to_prune(
+        journal_url: str, dry: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    # Two terms ended before the cut-off; the third has no checkpoint before it: only whole epochs go.
+    journal = backends.Journal.open(journal_url)
+    try:
+        journal.append_batch(_epoch("epoch-a", 1, 10, T0))
+        journal.append_batch(_epoch("epoch-b", 12, 10, T0 + timedelta(minutes=1)))
+        journal.append_batch(_epoch("epoch-c", 23, 20, T0 + timedelta(minutes=2), checkpoint_every=100))
+    finally:
+        journal.close()
+    before = (T0 + timedelta(minutes=2, seconds=10)).isoformat()
+    assert cli.main(["journal", "prune", "--before", before, "--journal", journal_url,
+                     "--dry-run" if dry else "--yes"]) == 0
+    out = capsys.readouterr().out
+    verb = "would delete" if dry else "deleted"
+    assert "nothing to prune" not in out and "still needed" not in out
+    assert out.startswith(f"{verb} 22 records ") and f"{verb} 2 older epochs whole: epoch-a, epoch-b" in out
+    assert "epoch epoch-c is not cut" in out
+    journal = backends.Journal.open(journal_url)
+    try:
+        assert set(journal.epochs()) == ({"epoch-a", "epoch-b", "epoch-c"} if dry else {"epoch-c"})
+    finally:
+        journal.close()
+
+
+def test_a_bumped_started_at_does_not_make_prune_remove_the_newest_epoch(journal_url: str) -> None:
+    # The newest epoch (by its first record's chained time) is never removed whole, whatever the
+    # journal_epochs.started_at column says (SPEC §5 "Crash vs loss").
+    journal = backends.Journal.open(journal_url)
+    try:
+        journal.append_batch(_epoch("epoch-a", 1, 10, T0))
+        journal.append_batch(_epoch("epoch-b", 12, 10, T0 + timedelta(minutes=1)))
+        e = schema.journal_epochs
+        with journal.engine.begin() as conn:
+            conn.execute(sa.update(e).where(e.c.epoch == "epoch-a").values(started_at=T0 + timedelta(days=1)))
+        report = prune.prune(journal, T0 + timedelta(hours=1))
+        left = set(journal.epochs())
+    finally:
+        journal.close()
+    assert report.removed_epochs == ("epoch-a",) and report.epoch == "epoch-b" and left == {"epoch-b"}

@@ -8,6 +8,8 @@ PostgreSQL's advisory lock, and the second finds the head.
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 import os
 import subprocess
@@ -19,6 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 from kruntimes.cli import main as cli_main
+from kruntimes.cluster import logs
 from kruntimes.cli import scheduler_cmd
 from kruntimes.journal import backends, errors, migrate, schema_wait
 from kruntimes.journal.session import JournalSession
@@ -134,3 +137,23 @@ def test_two_db_upgrades_started_together_on_postgresql_both_succeed_once(postgr
     assert [code for code, _, _ in results] == [0, 0], results
     assert migrate.current_revision(postgres_url) == migrate.head_revision()
     assert {"journal_records", "alembic_version"} <= _tables(postgres_url)
+
+
+@pytest.mark.parametrize("level,alembic_lines", [("info", False), ("debug", True)])
+def test_a_migration_logs_one_line_of_its_own_and_alembics_only_when_debugging(
+        level: str, alembic_lines: bool, tmp_path: Path) -> None:
+    root, alembic = logging.getLogger(), logging.getLogger("alembic")
+    saved = (root.handlers[:], root.level, alembic.level)
+    stream = io.StringIO()
+    try:
+        logs.configure(level, stream)
+        migrate.upgrade(f"sqlite:///{tmp_path}/j.db")
+        migrate.upgrade(f"sqlite:///{tmp_path}/j.db")  # at the head: nothing to say
+    finally:
+        root.handlers[:], _, _ = saved
+        root.setLevel(saved[1])
+        alembic.setLevel(saved[2])
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    ours = [line for line in lines if line["message"] == "journal schema migrated"]
+    assert [(line["from_revision"], line["to_revision"]) for line in ours] == [("empty", migrate.head_revision())]
+    assert any(line["logger"].startswith("alembic") for line in lines) is alembic_lines

@@ -23,6 +23,10 @@ What is compared, per Run, and why exactly this much:
   The SPEC's own example fixes two reason texts, "insufficient capacity" and
   "runtimed stale"; the others are `simulate`'s words, mapped in `VOCABULARY` onto
   the model's categories (the words are not SPEC, the categories are).
+  Since planner version 2 (issue 27) a capacity reason names, in parentheses, at most
+  three of the requested resources it was about (`... and N more`): each must be one
+  some pod is short of in that category. The note that no pod could ever fit the Run
+  (`NEVER_FITS`) must be there exactly when every pod's whole capacity is below the request.
 - Input order and row count: `simulate` returns one row per Run, in input order.
 """
 
@@ -53,8 +57,13 @@ VOCABULARY = {
 # Every category the model can give has a word, and no word maps outside the categories.
 assert sorted(VOCABULARY.values()) == sorted(planner.AVAILABILITY + planner.AFFINITY)
 
+NEVER_FITS = "no runtime pod could fit this Run even if idle: it waits until pods or their capacity change"
+NAMED = ("insufficient", "not_offered")  # the categories whose parts name resources
+
 _HEAD = re.compile(r"0/(\d+) runtime pods available: (.*)")
-_PART = re.compile(r"(\d+) (.+)")
+_PART = re.compile(r"(\d+) ([^()]+?)(?: \((.+)\))?")
+_BETWEEN_PARTS = re.compile(r", (?![^()]*\))")  # a comma outside parentheses
+_MORE = re.compile(r"(.*) and (\d+) more")
 
 
 @dataclass
@@ -126,6 +135,7 @@ def judge(want: planner.Outcome, row: dict[str, Any]) -> str | None:
 
 
 def _judge_message(want: planner.Outcome, message: str) -> str | None:
+    message, *notes = message.split("; ")
     head = _HEAD.fullmatch(message)
     if want.evaluated == 0:
         return None if message.startswith("0/0 runtime pods available") else f"message {message!r} for 0 pods"
@@ -134,14 +144,35 @@ def _judge_message(want: planner.Outcome, message: str) -> str | None:
     if int(head.group(1)) != want.evaluated:
         return f"message {message!r}: model evaluated {want.evaluated} pods"
     counts: Counter[str] = Counter()
-    for part in head.group(2).split(", "):
+    for part in _BETWEEN_PARTS.split(head.group(2)):
         m = _PART.fullmatch(part)
         if m is None or m.group(2) not in VOCABULARY:
             return f"message {message!r}: part {part!r} is not a known reason"
-        counts[VOCABULARY[m.group(2)]] += int(m.group(1))
+        category = VOCABULARY[m.group(2)]
+        counts[category] += int(m.group(1))
+        problem = _judge_names(want, category, m.group(3))
+        if problem:
+            return f"message {message!r}: part {part!r} {problem}"
+    if notes != ([NEVER_FITS] if want.never_fits else []):
+        return f"notes {notes!r}: the model says no pod could ever fit: {want.never_fits}"
     if not explainable(counts, want.allowed):
         allowed = [sorted(a) for a in want.allowed]
         return f"message {message!r}: model allows per pod {allowed}"
+    return None
+
+
+def _judge_names(want: planner.Outcome, category: str, names: str | None) -> str | None:
+    """A capacity part names some of the resources short in its category; other parts name nothing."""
+    if category not in NAMED:
+        return None if names is None else "names something for a reason that names nothing"
+    if names is None:
+        return "does not name the resource"
+    more = _MORE.fullmatch(names)
+    shown = (more.group(1) if more else names).split(", ")
+    if len(shown) > 3 or (more is not None and len(shown) != 3):
+        return "names more than three resources"
+    if shown != sorted(shown) or not set(shown) <= want.short.get(category, set()):
+        return f"names what the model does not find short ({sorted(want.short.get(category, set()))})"
     return None
 
 

@@ -62,6 +62,9 @@ class Outcome:
     pod: str | None = None
     evaluated: int = 0              # Pending: how many Runtime Pods were evaluated
     allowed: list[frozenset[str]] = field(default_factory=list)  # Pending: per rejected pod
+    # Pending: per capacity category, every requested resource some pod is short of (issue 27)
+    short: dict[str, set[str]] = field(default_factory=dict)
+    never_fits: bool = False        # Pending: every pod's whole capacity is below the request
     scores: dict[str, tuple[int, int]] = field(default_factory=dict)  # Scheduled: pod -> (pref, load)
 
 
@@ -199,7 +202,17 @@ def schedule_one(run: dict[str, Any], pods: list[dict[str, Any]], runs: list[dic
         else:
             feasible.append(pod)
     if not feasible:
-        return Outcome(ns, name, "Pending", evaluated=len(candidates), allowed=allowed)
+        short: dict[str, set[str]] = {"insufficient": set(), "not_offered": set()}
+        for pod in candidates:
+            for category, resources in shortages(run, pod, tgts).items():
+                short[category] |= resources
+        # Usage only frees what a pod has: above every pod's whole capacity, nothing but a
+        # pod or capacity change helps (a pod whose capacity cannot be read holds nothing).
+        never = bool(candidates) and all(
+            p["capacity"] is None or any(q > capacity(p).get(r, -1) for r, q in run["request"].items())
+            for p in candidates)
+        return Outcome(ns, name, "Pending", evaluated=len(candidates), allowed=allowed, short=short,
+                       never_fits=never)
     pref = normalise_preferred([preferred_raw(run, p, tgts) for p in feasible])
     load = normalise_rank([load_key(run, p, tgts) for p in feasible])
     totals = [a + b for a, b in zip(pref, load)]
@@ -235,6 +248,15 @@ def availability(run: dict[str, Any], pod: dict[str, Any], tgts: list[Any], now_
         if bound and not any(same_pod(p, pod) for p in bound):
             reasons.add("workspace")
     return reasons
+
+
+def shortages(run: dict[str, Any], pod: dict[str, Any], tgts: list[Any]) -> dict[str, set[str]]:
+    """The requested resources this pod does not declare, and those it has too little left of."""
+    if pod["capacity"] is None:
+        return {}
+    cap, used = capacity(pod), usage(pod, tgts)
+    return {"not_offered": {r for r in run["request"] if r not in cap},
+            "insufficient": {r for r, q in run["request"].items() if r in cap and used.get(r, 0) + q > cap[r]}}
 
 
 def run_affinity(run: dict[str, Any], pod: dict[str, Any], tgts: list[Any], per_term: bool = False) -> set[str]:

@@ -107,11 +107,28 @@ def test_the_specs_pending_example_is_what_the_model_allows_and_nothing_else() -
     busy = [_active(f"busy{i}", f"full{i}", None) for i in range(3)]
     got = _outcomes(*pods, *busy, run("new", created="2026-11-29T11:00:00Z"))["new"]
     assert (got.phase, got.evaluated) == ("Pending", 5)
-    spec_example = "0/5 runtime pods available: 3 insufficient capacity, 2 runtimed stale"
+    # The SPEC's example, naming the resource as issue 27 asks (planner version 2).
+    spec_example = "0/5 runtime pods available: 3 insufficient capacity (runs), 2 runtimed stale"
     assert compare._judge_message(got, spec_example) is None
-    assert compare._judge_message(got, "0/5 runtime pods available: 2 runtimed stale, 3 insufficient capacity") is None
-    assert compare._judge_message(got, "0/5 runtime pods available: 2 insufficient capacity, 3 runtimed stale")
-    assert compare._judge_message(got, "0/4 runtime pods available: 3 insufficient capacity, 1 runtimed stale")
+    assert compare._judge_message(got, "0/5 runtime pods available: 2 runtimed stale, 3 insufficient capacity (runs)") is None
+    assert compare._judge_message(got, "0/5 runtime pods available: 2 insufficient capacity (runs), 3 runtimed stale")
+    assert compare._judge_message(got, "0/4 runtime pods available: 3 insufficient capacity (runs), 1 runtimed stale")
+    assert compare._judge_message(got, "0/5 runtime pods available: 3 insufficient capacity, 2 runtimed stale")
+    assert compare._judge_message(got, "0/5 runtime pods available: 3 insufficient capacity (example.com/gpu), "
+                                       "2 runtimed stale")
+    assert compare._judge_message(got, spec_example + "; " + compare.NEVER_FITS)  # runs frees up: it may fit
+
+
+@pytest.mark.parametrize("capacity, message", [
+    ({"example.com/gpu": "2", "runs": "4"},
+     "0/2 runtime pods available: 2 insufficient capacity (example.com/gpu); " + compare.NEVER_FITS),
+    ({"runs": "4"}, "0/2 runtime pods available: 2 resource not offered (example.com/gpu); " + compare.NEVER_FITS),
+], ids=["above every pod's capacity", "a resource no pod declares"])
+def test_a_run_no_pod_could_ever_fit_says_so_and_names_the_resource(capacity: dict[str, str], message: str) -> None:
+    got = _outcomes(pod("a", capacity=capacity), pod("b", capacity=capacity),
+                    run("big", requests={"example.com/gpu": "4"}))["big"]
+    assert got.never_fits and compare._judge_message(got, message) is None
+    assert compare._judge_message(got, message.split("; ")[0])  # without saying so
 
 
 def test_a_pod_failing_several_availability_checks_may_be_counted_under_any_of_them_but_not_twice() -> None:

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import sqlalchemy as sa
 
-from kruntimes.journal import chain, prune, schema
+from kruntimes.journal import chain, prune, prune_record, schema
 from kruntimes.journal.backends import Journal
 from kruntimes.journal.session import JournalSession
 from kruntimes.memory.api import MemoryApi
@@ -337,8 +337,22 @@ def rewrite(url: str, lsn: int, change: Callable[[dict[str, Any]], None], *, reh
     if rehash:
         values["payload_sha256"] = hashlib.sha256(text.encode()).hexdigest()
     _rows(url, sa.update(T).where(T.c.lsn == lsn).values(**values))
-    if rehash and reseal_chain and lsn != prune.PRUNE_LSN:
-        reseal(url, epoch_of(url, lsn))
+    if rehash and reseal_chain:
+        if lsn == prune.PRUNE_LSN:
+            relink_prunes(url)
+        else:
+            reseal(url, epoch_of(url, lsn))
+
+
+def relink_prunes(url: str, key: chain.ChainKey | None = None) -> None:
+    """Recompute the prune records' chain (plain, or with `key`): what a tamperer can do after editing one."""
+    rows = _rows(url, sa.select(T.c.incarnation, T.c.recorded_at, T.c.payload_sha256)
+                 .where(T.c.lsn == prune.PRUNE_LSN).order_by(T.c.recorded_at))
+    previous = chain.GENESIS
+    for number, (incarnation, at, sha) in enumerate(rows, 1):
+        previous = prune_record.link(previous, number, at, sha, key)
+        _rows(url, sa.update(T).where(T.c.lsn == prune.PRUNE_LSN, T.c.incarnation == incarnation)
+              .values(chain_hash=previous))
 
 
 def prune_to(url: str, checkpoint: int) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable
 
@@ -231,7 +231,8 @@ def test_a_journal_pruned_before_epochs_verifies_after_the_upgrade(journal_url: 
         record(8, "bind", incarnation=b))]
     evidence = records.canonical_json({
         "checkpoint_lsn": 4, "checkpoint_sha256": records.encode(kept).payload_sha256, "incarnation_lsns": [1],
-        "before": T0.isoformat(), "pruned_at": T0.isoformat(), "by": "ops@old", "deleted": 2, "earlier": []})
+        "before": (T0 + timedelta(seconds=1)).isoformat(), "pruned_at": T0.isoformat(), "by": "ops@old", "deleted": 2,
+        "earlier": []})  # (a real prune's cut-off is after the checkpoint it keeps)
     rows.append(records.EncodedRecord(0, a, T0, "prune", 1, evidence, records.content_hash(evidence)))
     engine = backends.create_engine(journal_url)
     try:

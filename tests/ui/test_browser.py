@@ -147,6 +147,24 @@ def test_a_runs_page_tells_its_story_and_replays_a_cycle_on_demand(
     browser.screenshot(driver, "run")
 
 
+@pytest.mark.parametrize("kind,sql,says", [
+    ("failed", "SELECT name FROM history_runs WHERE end_reason = 'ProcessFailed' ORDER BY lsn LIMIT 1",
+     "ProcessFailed: the process exited with code 3"),
+    ("waiting", "SELECT run FROM history_cycles WHERE status = 'unschedulable' ORDER BY lsn LIMIT 1",
+     "insufficient capacity (example.com/gpu); no runtime pod could fit this Run even if idle"),
+], ids=["a failed Run says why it ended", "a waiting Run names the resource it waits for"])
+def test_a_runs_page_says_why_it_failed_or_what_it_waits_for(
+        kind: str, sql: str, says: str, driver: Any, served: Served, journal: backends.Journal) -> None:
+    name = _scalar(journal, sql)
+    _open(driver, served, f"/run/demo/{name}")
+    assert browser.console_errors(driver) == []
+    page = _text(driver, "body")
+    assert says in page
+    if kind == "failed":
+        assert "why it ended" in _text(driver, "#summary") and says in _text(driver, "#summary")
+    browser.screenshot(driver, f"run-{kind}")
+
+
 def test_what_if_lists_the_decisions_replay_says_would_change(
         driver: Any, served: Served, journal: backends.Journal) -> None:
     bounds = served.app.reader.bounds()

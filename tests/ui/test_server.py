@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from kruntimes.cli import main as cli
+from kruntimes.cli import ui_cmd
 from kruntimes.ui import markup, queries, run_page, server, timeline
 from tests.ui.conftest import DemoJournal, Served
 
@@ -73,6 +74,11 @@ def test_a_malformed_window_is_a_400_naming_the_parameter(served: Served) -> Non
     assert status == 400 and "must be before until" in body
     status, _, body = _get(served, "/timeline?per=100000")
     assert status == 400 and "per must be between 1 and 200" in body
+
+
+def test_what_if_refuses_a_weight_for_a_plugin_the_scheduler_has_not(served: Served) -> None:
+    status, _, body = _get(served, "/whatif?w.NoSuchPlugin=3&run=1")
+    assert status == 400 and "w.NoSuchPlugin" in body and "LeastLoaded" in body
 
 
 def test_what_if_names_the_score_plugins_when_asked_to_disable_an_unknown_one(served: Served) -> None:
@@ -146,6 +152,26 @@ def test_a_listen_address_without_a_port_is_a_usage_error(listen: str, demo_jour
     assert "--listen must be HOST:PORT" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("listen,warned", [("127.0.0.1:0", False), ("localhost:0", False), ("0.0.0.0:0", True)],
+                         ids=["loopback", "localhost", "every address"])
+def test_serving_beyond_this_machine_warns_at_start_up(listen: str, warned: bool, demo_journal: DemoJournal,
+                                                       capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupted(self: object) -> None:
+        raise KeyboardInterrupt  # Ctrl-C, right after the start-up lines
+
+    monkeypatch.setattr(server._Server, "serve_forever", interrupted)
+    assert cli.main(["ui", "--journal", demo_journal.url, "--listen", listen]) == 0
+    err = capsys.readouterr().err
+    assert ("warning: 0.0.0.0 is reachable from other machines" in err) is warned
+    assert "kruntimes ui: serving " in err
+
+
+def test_loopback_addresses_of_both_families_are_this_machine_only() -> None:
+    assert ui_cmd.local("::1") and ui_cmd.local("127.0.0.2") and not ui_cmd.local("10.0.0.1")
+    assert not ui_cmd.local("::") and not ui_cmd.local("kruntimes-ui.example")
+
+
 def test_the_view_listens_on_this_machine_only_unless_told_otherwise() -> None:
     args = cli.build_parser().parse_args(["ui"])
     assert args.listen == "127.0.0.1:8080"
@@ -176,3 +202,18 @@ def test_an_epoch_a_spool_recovery_closed_is_listed_as_a_spool_episode() -> None
 
     html = integrity_page._spool(_Reader())  # type: ignore[arg-type]
     assert "e-lost" in html and "92–140" in html and "e-live" not in html
+
+
+def test_the_run_page_prints_scores_as_the_cli_does(served: Served, demo_journal: DemoJournal,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    placed = demo_journal.report.latest_placement
+    assert placed is not None
+    status, _, body = _get(served, f"/run/{placed['namespace']}/{placed['run']}")
+    assert cli.main(["history", "run", f"{placed['namespace']}/{placed['run']}", "--journal", demo_journal.url,
+                     "-o", "wide"]) == 0
+    cli_out = capsys.readouterr().out
+    # The placing cycle's candidates, which `history run` prints (the page shows every cycle's).
+    card = body.split(f'id="cycle-{placed["lsn"]}"', 1)[1].split("</section>", 1)[0]
+    shown = re.findall(r"\d+ \([0-9/]+ Σ[0-9/]+\)", card)
+    assert status == 200 and shown and all(s in cli_out for s in shown)  # LeastLoaded's "5/4 Σ7/4" form
+    assert "(raw [" not in body and "scores: normalised 0-100 (raw) ×weight" in body

@@ -1,4 +1,4 @@
-"""`kruntimes.cli.output` and `kruntimes.cli.scores`: how every listing prints."""
+"""`kruntimes.cli.output` and `kruntimes.scores`: how every listing prints."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from kruntimes.cli import output, scores, times
+from kruntimes import scores
+from kruntimes.cli import output, times
 from kruntimes.cli.output import Column, Listing
 
 LONG_POD = "python-runtime-with-a-very-long-generated-name-0000000000000042"

@@ -9,6 +9,10 @@ import pytest
 from kruntimes.cluster import decode
 
 
+# Production processes decode at the interpreter's own limit (tests/conftest.py says why).
+pytestmark = pytest.mark.usefixtures("default_recursion_limit")
+
+
 def nested(depth: int, inner: str = "{}") -> str:
     return '{"a":' * depth + inner + "}" * depth
 

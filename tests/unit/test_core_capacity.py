@@ -80,7 +80,7 @@ def test_a_pod_with_a_malformed_capacity_annotation_is_not_schedulable() -> None
     cache = cache_of([pod("p", capacity={"runs": 4}, capacity_problem="malformed capacity annotation")])
     outcome = plan(cache, run("r"))
     assert verdicts(outcome) == {"p": av.INVALID_CAPACITY}
-    assert outcome.message == "0/1 runtime pods available: 1 invalid capacity"
+    assert outcome.message == "0/1 runtime pods available: 1 invalid capacity; " + av.NEVER_FITS
 
 
 def test_a_malformed_capacity_annotation_read_from_a_pod_makes_it_unschedulable_with_a_bounded_reason() -> None:

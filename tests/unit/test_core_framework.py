@@ -170,7 +170,7 @@ def test_the_pending_message_aggregates_rejection_reasons_with_counts() -> None:
                       pod("p4", heartbeat=stale), pod("p5", capacity={"runs": 0})])
     outcome = plan(cache, run("r"))
     assert outcome.status == out.UNSCHEDULABLE
-    assert outcome.message == "0/5 runtime pods available: 3 insufficient capacity, 2 runtimed stale"
+    assert outcome.message == "0/5 runtime pods available: 3 insufficient capacity (runs), 2 runtimed stale"
 
 
 def test_pending_reasons_with_equal_counts_are_ordered_by_reason() -> None:
@@ -203,13 +203,13 @@ def _marker_case(setup: str) -> tuple[list, list, Any]:
     elif setup == "workspace":
         runs = [active(f"{M}-w", names[0], ns=ns, workspace=f"{M}-ws")]
         kwargs["workspace"] = f"{M}-ws"
-    elif setup == "resource":
-        kwargs["requests"] = {"runs": 1, f"{M}.io/other": 1}
+    elif setup == "resource":  # the message names the resource the Run asks for (issue 27), nothing else
+        kwargs["requests"] = {"runs": 1, "example.com/other": 1}
     return pods, runs, run(f"{M}-r", **kwargs)
 
 
 @pytest.mark.parametrize("setup", ["capacity", "affinity", "anti", "symmetric", "workspace", "resource"])
-def test_the_pending_message_never_names_pods_runs_selectors_or_resources(setup: str) -> None:
+def test_the_pending_message_never_names_pods_runs_or_selectors(setup: str) -> None:
     pods, runs, r = _marker_case(setup)
     outcome = plan(cache_of(pods, runs), r)
     assert outcome.status == out.UNSCHEDULABLE

@@ -36,7 +36,8 @@ def test_an_unschedulable_run_gets_scheduled_false_with_the_aggregated_message()
     assert status is not None and status["phase"] == "Pending"
     cond = _conditions(status)["Scheduled"]
     assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
-    assert cond["message"] == "0/1 runtime pods available: 1 insufficient capacity"
+    assert cond["message"] == ("0/1 runtime pods available: 1 insufficient capacity (runs); "
+                              "no runtime pod could fit this Run even if idle: it waits until pods or their capacity change")
     assert "assignment" not in status
 
 
@@ -58,7 +59,7 @@ def test_the_pending_status_is_written_only_when_the_message_changes() -> None:
     h.drain()
     assert h.api.writes == 2
     assert _conditions(h.api.status(("ns", "r")))["Scheduled"]["message"] == \
-        "0/2 runtime pods available: 1 insufficient capacity, 1 runtime pod not ready"
+        "0/2 runtime pods available: 1 insufficient capacity (runs), 1 runtime pod not ready"
 
 
 # -- invalid Runs --------------------------------------------------------------------------------
@@ -353,7 +354,8 @@ def test_planning_sees_what_the_previous_cycle_assumed() -> None:
     results = [h.scheduler.process(("ns", n)) for n in "abc"]
     assert results == ["scheduled", "scheduled", "unschedulable"]
     assert {h.placement("a"), h.placement("b")} == {"p", "q"}
-    assert plan(h.cache, h.cache.run(("ns", "c"))).message == "0/2 runtime pods available: 2 insufficient capacity"
+    assert plan(h.cache, h.cache.run(("ns", "c"))).message == \
+        "0/2 runtime pods available: 2 insufficient capacity (runs)"
 
 
 def test_the_scheduler_uses_the_queue_it_is_given() -> None:

@@ -145,6 +145,15 @@ def test_kubectl_get_runs_shows_phase_runtime_pod_and_age() -> None:
                        ("Pod", ".status.assignment.podName"), ("Age", ".metadata.creationTimestamp")]
 
 
+def test_kubectl_get_runs_wide_says_why_a_run_waits_and_why_it_ended() -> None:
+    columns = _crd_by_kind("Run")["spec"]["versions"][0]["additionalPrinterColumns"]
+    wide = [(c["name"], c["jsonPath"]) for c in columns if c.get("priority", 0) == 1]
+    assert wide == [("Workspace", ".spec.workspace"),
+                    ("Message", '.status.conditions[?(@.type=="Scheduled")].message'),
+                    ("Reason", '.status.conditions[?(@.type=="Completed")].reason'),
+                    ("Ended", '.status.conditions[?(@.type=="Completed")].message')]
+
+
 def test_kubectl_get_runtimes_shows_replicas_ready_and_age() -> None:
     columns = _crd_by_kind("Runtime")["spec"]["versions"][0]["additionalPrinterColumns"]
     assert [(c["name"], c["jsonPath"]) for c in columns] == [

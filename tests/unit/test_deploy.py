@@ -145,6 +145,41 @@ def test_no_role_uses_a_wildcard_or_aggregation(name: str) -> None:
             assert "*" not in str(rule.get("apiGroups")) + str(rule["resources"]) + str(rule["verbs"]), rule
 
 
+def _aggregated_to(name: str, role: str) -> list[Grant]:
+    """What Kubernetes' built-in ClusterRole ``role`` gains from ours, bound in namespace team-a."""
+    label = f"rbac.authorization.k8s.io/aggregate-to-{role}"
+    grants = []
+    for obj in build(name):
+        if obj["kind"] == "ClusterRole" and obj["metadata"].get("labels", {}).get(label) == "true":
+            grants += [Grant("team-a", group, resource, verb, frozenset(rule.get("resourceNames", ())))
+                       for rule in obj["rules"] for group in rule["apiGroups"] for resource in rule["resources"]
+                       for verb in rule["verbs"]]
+    return grants
+
+
+USERS = [
+    *(("view", Call(f"a viewer may {verb} {resource}", "team-a", "kruntimes.io", resource, verb), True)
+      for resource in ("runs", "runtimes") for verb in ("get", "list", "watch")),
+    *(("view", Call(f"a viewer may not {verb} {resource}", "team-a", "kruntimes.io", resource, verb), False)
+      for resource in ("runs", "runtimes") for verb in ("create", "patch", "delete")),
+    *(("edit", Call(f"an editor may {verb} {resource}", "team-a", "kruntimes.io", resource, verb), True)
+      for resource in ("runs", "runtimes") for verb in ("get", "watch", "create", "update", "patch", "delete")),
+    ("edit", Call("an editor may release a function Run (one annotation)", "team-a", "kruntimes.io", "runs",
+                  "patch"), True),
+    *(("edit", Call(f"an editor may not {verb} {resource}", "team-a", "kruntimes.io", resource, verb), False)
+      for resource in ("runs/status", "runtimes/status") for verb in ("update", "patch")),
+]
+
+
+@pytest.mark.parametrize("name", BUILDS)
+@pytest.mark.parametrize("role,call,allowed", USERS, ids=[str(c) for _, c, _ in USERS])
+def test_people_who_may_view_or_edit_a_namespace_may_read_or_change_its_runs_and_runtimes(
+        name: str, role: str, call: Call, allowed: bool) -> None:
+    # `edit` aggregates what `view` gets too, as Kubernetes' own roles do.
+    grants = _aggregated_to(name, role) + (_aggregated_to(name, "view") if role == "edit" else [])
+    assert allows(grants, call) is allowed
+
+
 def test_the_checker_sees_through_wildcards_names_and_binding_scope() -> None:
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "all"},
             "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}

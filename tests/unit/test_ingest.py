@@ -245,3 +245,35 @@ def test_an_assignment_is_read_as_one_whatever_its_term(term: Any) -> None:
            "spec": {"runtime": "python"}, "status": {"phase": "Running", "assignment": assignment}}
     info = run_info(obj)
     assert info.active and (info.pod_name, info.pod_uid) == ("python-0", "uid-0") and info.problems == ()
+
+
+def _ended(phase: str, conditions: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"metadata": {"name": "r", "namespace": "ns", "uid": "u"}, "spec": {"runtime": "python"},
+            "status": {"phase": phase, "conditions": conditions}}
+
+
+def _completed(reason: str, message: str) -> dict[str, Any]:
+    return {"type": "Completed", "status": "True", "reason": reason, "message": message}
+
+
+ENDINGS = {
+    "an exit code, without the process's output": (
+        _ended("Failed", [_completed("ProcessFailed", "the process exited with code 3; last output:\nTOKEN=x")]),
+        ("ProcessFailed", "the process exited with code 3")),
+    "a lost pod": (_ended("Failed", [_completed("RuntimePodLost", "runtime pod p-1 is gone")]),
+                   ("RuntimePodLost", "runtime pod p-1 is gone")),
+    "a lost execution": (_ended("Failed", [_completed("ExecutionLost", "runtimed restarted")]),
+                         ("ExecutionLost", "runtimed restarted")),
+    "a success": (_ended("Succeeded", [_completed("ProcessSucceeded", "the process exited with code 0")]),
+                  ("ProcessSucceeded", "the process exited with code 0")),
+    "a message cut to its bound": (_ended("Failed", [_completed("ProcessFailed", "x" * 5000)]),
+                                   ("ProcessFailed", "x" * 300)),
+    "a Running Run, which has not ended": (_ended("Running", [_completed("ProcessFailed", "stale")]), (None, None)),
+    "a Failed Run without a Completed condition": (_ended("Failed", []), (None, None)),
+}
+
+
+@pytest.mark.parametrize("obj,expected", ENDINGS.values(), ids=list(ENDINGS))
+def test_a_terminal_runs_projection_says_why_it_ended(obj: dict[str, Any], expected: tuple[Any, Any]) -> None:
+    info = run_info(obj)
+    assert (info.end_reason, info.end_message) == expected

@@ -8,6 +8,7 @@ repository root runs the very same scripts with the plain ``alembic`` command.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -57,3 +58,11 @@ def test_alembic_upgrades_a_journal_from_the_repository_root(tmp_path: Path) -> 
     subprocess.run([sys.executable, "-m", "alembic", "-x", f"url={url}", "upgrade", "head"],
                    cwd=ROOT, env=env, check=True, timeout=120, capture_output=True)
     assert migrate.current_revision(url) == migrate.head_revision()
+
+
+def test_the_readme_shows_how_to_install_the_postgresql_driver_with_an_extra_that_exists() -> None:
+    readme = (ROOT / "README.md").read_text()
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "pip install 'kruntimes[postgres]'" in readme  # what the error without the driver says too
+    shown = set(re.findall(r"pip install '[^'\[]*\[([a-z,]+)\]'", readme))
+    assert "postgres" in shown and {e for group in shown for e in group.split(",")} <= set(extras)

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from kruntimes.cli.main import main
 from kruntimes.simulate import InputError, load_documents, simulate
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "docs" / "examples"
@@ -49,7 +50,7 @@ spec: {{runtime: r}}
     placements = simulate(load_documents([("x.yaml", pod + runs)]), NOW)
     assert [p.name for p in placements] == ["late", "early"]
     assert placements[1].phase == "Scheduled" and placements[0].phase == "Pending"
-    assert placements[0].reason == "0/1 runtime pods available: 1 insufficient capacity"
+    assert placements[0].reason == "0/1 runtime pods available: 1 insufficient capacity (runs)"
 
 
 def test_heartbeats_are_judged_against_now() -> None:
@@ -194,3 +195,49 @@ def test_a_document_of_the_wrong_shape_is_an_error_naming_it(text: str, needle: 
 def test_a_run_without_a_creation_timestamp_is_placed_first_as_kube_reads_a_zero_time() -> None:
     text = _runs(("a", '"2026-11-29T10:00:00Z"'), ("b", "null"))
     assert _first_scheduled(text) == "b"
+
+
+RUNTIME_EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "deploy" / "examples" / "runtime.yaml"
+
+
+def _gpu_runs(n: int) -> str:
+    return "".join(f"""---
+apiVersion: kruntimes.io/v1alpha1
+kind: Run
+metadata: {{name: train-{i}, creationTimestamp: "2026-11-29T10:00:0{i}Z"}}
+spec: {{runtime: python, resources: {{requests: {{example.com/gpu: "1"}}}}}}
+""" for i in range(n))
+
+
+def test_a_runtime_becomes_its_replicas_pods_with_their_capacity_as_the_controller_makes_them() -> None:
+    docs = load_documents([("runtime.yaml", RUNTIME_EXAMPLE.read_text()), ("runs.yaml", _gpu_runs(4))])
+    placements = simulate(docs, NOW)
+    # replicas 3, one example.com/gpu each: three Runs placed, one per pod, the fourth waits naming the GPU.
+    assert [(p.name, p.pod) for p in placements[:3]] == [("train-0", "python-0"), ("train-1", "python-1"),
+                                                          ("train-2", "python-2")]
+    assert placements[3].phase == "Pending" and placements[3].reason == \
+        "0/3 runtime pods available: 3 insufficient capacity (example.com/gpu)"
+
+
+RUNTIME_ERRORS = {
+    "a capacity the controller refuses": ('capacity: {resources: {runs: "1.5"}}', "the controller creates no pods"),
+    "more replicas than simulate expands": ("replicas: 1000000", "more than simulate expands (10,000)"),
+}
+
+
+@pytest.mark.parametrize("spec,says", RUNTIME_ERRORS.values(), ids=list(RUNTIME_ERRORS))
+def test_a_runtime_that_cannot_become_pods_is_an_error_naming_the_document(spec: str, says: str) -> None:
+    text = f"apiVersion: kruntimes.io/v1alpha1\nkind: Runtime\nmetadata: {{name: python}}\nspec: {{{spec}}}\n"
+    with pytest.raises(InputError, match=r"^bad\.yaml document 1: Runtime python: ") as raised:
+        simulate(load_documents([("bad.yaml", text)]), NOW)
+    assert says in str(raised.value)
+
+
+def test_simulate_reads_the_runtime_example_from_the_command_line(capsys: pytest.CaptureFixture[str],
+                                                                  tmp_path: pathlib.Path) -> None:
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(_gpu_runs(1))
+    assert main(["simulate", "-f", str(RUNTIME_EXAMPLE), "-f", str(runs), "--now", "2026-11-29T12:00:00Z",
+                 "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [
+        {"namespace": "default", "name": "train-0", "phase": "Scheduled", "pod": "python-0", "reason": None}]

@@ -22,6 +22,7 @@ from typing import Sequence
 
 from kruntimes.scheduler.columns import PodTable
 from kruntimes.scheduler.framework import CycleState
+from kruntimes.scheduler.outcome import Explanation
 from kruntimes.scheduler.projection import Amounts
 from kruntimes.scheduler.projection import RunInfo
 from kruntimes.scheduler.snapshot import Snapshot
@@ -34,6 +35,8 @@ INVALID_CAPACITY = "invalid capacity"
 NOT_OFFERED = "resource not offered"
 INSUFFICIENT = "insufficient capacity"
 WORKSPACE_ELSEWHERE = "workspace bound to another pod"
+#: The Pending message's note for a Run whose request is above every pod's capacity.
+NEVER_FITS = "no runtime pod could fit this Run even if idle: it waits until pods or their capacity change"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,28 @@ class RuntimePodAvailability:
 
     def column(self, requests: Amounts) -> _Column:
         return _Column(requests)
+
+    def explain(self, state: CycleState, pods: Sequence[PodView], verdicts: Sequence[str | None]) -> Explanation:
+        """Which requested resources the capacity verdicts were about, and whether any pod could
+        ever hold the Run (issue 27: "60 insufficient capacity" alone does not say which).
+
+        Only unschedulable cycles ask, once per cycle: O(pods x requested resources).
+        """
+        requests = state.requests
+        short: set[str] = set()
+        missing: set[str] = set()
+        for view, verdict in zip(pods, verdicts):
+            if verdict == INSUFFICIENT:
+                free = view.free
+                short.update(r for r, amount in requests if r in free and free[r] < amount)
+            elif verdict == NOT_OFFERED:
+                missing.update(r for r, _ in requests if r not in view.free)
+        # Usage only frees what the pods have: above every pod's whole capacity (or on pods whose
+        # capacity cannot be read), nothing but a pod or capacity change can let the Run in.
+        never = bool(pods) and all(_never_fits(view, requests) for view in pods)
+        named = tuple((reason, tuple(sorted(names))) for reason, names in ((INSUFFICIENT, short),
+                                                                           (NOT_OFFERED, missing)) if names)
+        return Explanation(named=named, note=NEVER_FITS if never else None, waits_for_pods=never)
 
 
 class _Column:
@@ -182,6 +207,13 @@ def _static(view: PodView, requests) -> tuple:  # type: ignore[no-untyped-def]
     before = NOT_READY if not info.ready else TERMINATING if info.terminating else None
     after = INVALID_CAPACITY if info.capacity_problem is not None else _fit(view.free, requests)
     return (before, info.heartbeat, after)
+
+
+def _never_fits(view: PodView, requests: Amounts) -> bool:
+    if view.info.capacity_problem is not None:
+        return True
+    capacity = view.capacity
+    return any(capacity.get(r, -1) < amount for r, amount in requests)
 
 
 def _fit(free, requests) -> str | None:  # type: ignore[no-untyped-def]

@@ -1,4 +1,8 @@
-"""Plugin scores as every command prints them: one form, one legend, named fields in JSON.
+"""Plugin scores as every command and page prints them: one form, one legend, named fields in JSON.
+
+Below both the CLI and the web view (pure standard library), so that the two cannot
+print one score two ways (issue 27: the Run page showed ``raw [9,40,9,40]`` where the
+CLI showed ``1/5 Σ1/5``).
 
 A score prints as ``normalised (raw) ×weight``. LeastLoaded's raw score is the exact
 projected utilisation (usage + request) / capacity of the most-used resource and its
