@@ -72,7 +72,8 @@ def test_a_runtime_gets_its_pods_and_its_runs_are_placed_run_and_ended_with_depl
     scheduler: ClusterScheduler | None = None
     try:
         # The controller (its own token) makes the pods; the test plays kubelet.
-        runtime_pods = wait_for(lambda: (ps := pods(team)) and len(ps) == 2 and ps, what="two runtime pods")
+        runtime_pods = wait_for(lambda: (ps := pods(team)) and len(ps) == 2 and ps, timeout=60,
+                                what="two runtime pods")
         for pod in runtime_pods:
             assert pod.spec.service_account_name == identities.RUNTIMED
             team.set_ready(pod.metadata.name, True)
