@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import functools
 import io
 import multiprocessing
 import os
@@ -51,10 +52,12 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.emulator, when run as a script
 
 import kubernetes.client  # noqa: E402
+import kubernetes.config  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
 from bench.journal_append import fresh_postgres  # noqa: E402
 from kruntimes.api import models  # noqa: E402
+from kruntimes.cli import kube_args  # noqa: E402
 from kruntimes.cluster import client, sources  # noqa: E402
 from kruntimes.cluster.informer import Informer  # noqa: E402
 from kruntimes.cluster.runner import ClusterScheduler  # noqa: E402
@@ -85,8 +88,12 @@ class EmulatorProcess:
 
 
 def api_client(host: str, pool: int) -> kubernetes.client.ApiClient:
+    """A client for the emulator at URL ``host``, or for the server of the kubeconfig at path ``host`` (realkube.py)."""
     configuration = kubernetes.client.Configuration()
-    configuration.host = host
+    if host.startswith("http"):
+        configuration.host = host
+    else:
+        kubernetes.config.load_kube_config(config_file=host, client_configuration=configuration)
     configuration.connection_pool_maxsize = pool
     return kubernetes.client.ApiClient(configuration)
 
@@ -254,15 +261,17 @@ def scheduled(scheduler: ClusterScheduler) -> int:
 
 # -- one measurement ----------------------------------------------------------------------------
 def measure(host: str, args: argparse.Namespace, namespace: str, runs: int, journal_dir: str,
-            journal_url: str | None) -> dict[str, Any]:
+            journal_url: str | None, lease: LeaseSettings | None = None) -> dict[str, Any]:
     api = api_client(host, pool=8)
-    lease = LeaseSettings(name="bench", namespace=namespace, identity="bench", duration=15, renew_deadline=10,
-                          retry_period=2)
+    lease = lease or LeaseSettings(name="bench", namespace=namespace, identity="bench", duration=15,
+                                   renew_deadline=10, retry_period=2)
     settings = ClusterSettings(namespace=namespace, binders=args.binders, bind_concurrency=args.bind_concurrency,
                                lease=lease, journal_url=journal_url,
                                journal_spool=f"{journal_dir}/{namespace}.spool", journal_writer=args.journal_writer,
                                request_timeout=60.0)
-    scheduler = ClusterScheduler(api, settings, registry=CollectorRegistry())
+    # A kubeconfig's credentials are loaded again in each binder process, as `kruntimes scheduler` does.
+    source = None if host.startswith("http") else functools.partial(kube_args.load_configuration, host, None)
+    scheduler = ClusterScheduler(api, settings, registry=CollectorRegistry(), configuration_source=source)
     plan, process, informers = Timer(), Timer(), Timer()
     profiles = ThreadProfiles() if args.profile else None
     cycle = scheduler.scheduler.process if profiles is None else profiles.wrap(scheduler.scheduler.process)

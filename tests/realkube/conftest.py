@@ -1,3 +1,3 @@
 """Tests against a real kube-apiserver and etcd, built from source (`tests.realkube.fixtures`)."""
 
-from tests.realkube.fixtures import real_server  # noqa: F401 - fixtures are found by name
+from tests.realkube.fixtures import deployed, real_server, team  # noqa: F401 - fixtures are found by name

@@ -3,10 +3,11 @@
 The emulator and the schema checks of tests/unit check the manifests against our
 reading of Kubernetes; here the release's own kube-apiserver reads them: the CRDs'
 structural schemas and CEL rules (compiled and cost-estimated at create), RBAC objects,
-both ValidatingAdmissionPolicies (type-checked by the server's own checker against the
-Run and Pod schemas, through probes it can check), and every overlay and component. The CRDs and the dev overlay are
-applied for real (the namespace, roles and policies exist afterwards); the rest is sent
-with ``--dry-run=server``, which runs the same validation and admission without storing.
+the four ValidatingAdmissionPolicies (type-checked by the server's own checker against
+the Run, Pod and Lease schemas, through probes it can check), and every overlay and
+component. The CRDs and the dev overlay are applied for real (the namespace, roles
+and policies exist afterwards); the rest is sent with ``--dry-run=server``, which runs
+the same validation and admission without storing.
 Nothing here runs a pod: the control plane has no kubelet and no scheduler.
 """
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -26,23 +26,12 @@ import yaml
 
 from kruntimes.api import models
 from tests.realkube.controlplane import ControlPlane
+from tests.realkube.fixtures import DEPLOY, apply, kubectl
 
-ROOT = Path(__file__).resolve().parents[2]
-DEPLOY = ROOT / "deploy"
-POLICIES = ("kruntimes-runtimed-run-status", "kruntimes-runtimed-heartbeat", "kruntimes-scheduler-fence")
-
-
-def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
-    """kubectl's output; it must succeed and the server must answer no warning."""
-    done = subprocess.run([*plane.kubectl(), *args], capture_output=True, text=True, timeout=120, input=stdin)
-    assert done.returncode == 0, f"kubectl {' '.join(args)}:\n{done.stderr}"
-    assert "Warning:" not in done.stderr, f"kubectl {' '.join(args)}:\n{done.stderr}"
-    return done.stdout
-
-
-def apply(plane: ControlPlane, *target: str, dry_run: bool = False) -> str:
-    return kubectl(plane, "apply", "--server-side", "--field-manager=kruntimes-tests",
-                   *(["--dry-run=server"] if dry_run else []), *target)
+# runtimed's two (SPEC §4.1), the controller's (§4.2) and the scheduler's term fence (§3.6),
+# whose param is a Lease.
+POLICIES = ("kruntimes-runtimed-run-status", "kruntimes-runtimed-heartbeat", "kruntimes-controller-run-status",
+            "kruntimes-scheduler-fence")
 
 
 def composed(directory: Path, overlay: str, *components: str) -> Path:
@@ -56,16 +45,6 @@ def composed(directory: Path, overlay: str, *components: str) -> Path:
              "resources:", f"- {relative(overlay)}", "components:", *(f"- {relative(c)}" for c in components)]
     (directory / "kustomization.yaml").write_text("\n".join(lines) + "\n")
     return directory
-
-
-@pytest.fixture(scope="module")
-def deployed(real_server: ControlPlane) -> ControlPlane:
-    """The CRDs and the dev overlay, applied for real, as deploy/README.md tells a user to."""
-    apply(real_server, "-k", str(DEPLOY / "crds"))
-    kubectl(real_server, "wait", "--for=condition=Established", "--timeout=60s",
-            "crd/runs.kruntimes.io", "crd/runtimes.kruntimes.io")
-    apply(real_server, "-k", str(DEPLOY / "overlays/dev"))
-    return real_server
 
 
 def get(plane: ControlPlane, *what: str) -> Any:

@@ -1,0 +1,257 @@
+"""kruntimes beside kube-scheduler on the same real API server, in one run (issue 24 item 6).
+
+`bench/cluster.py` measures the scheduler against the API emulator; this measures it
+against the release's own kube-apiserver and etcd (testbin/, built once per machine)
+and puts kube-scheduler of the same release beside it:
+
+(a) **the server's ceiling**: Run status replaces/s through the real client (the
+    resourceVersion-guarded replace a bind is) from 1, 4 and 8 threads, while another
+    process watches Runs and Runtime Pods everywhere as the scheduler's informers do
+    (`cluster.ceiling`);
+(b) **kruntimes binds/s end to end**: `--pods` Runtime Pods, `--runs` Pending Runs,
+    one `ClusterScheduler` with the journal in SQLite, then off, timed from winning the
+    Lease to its informer having seen the last bind (`cluster.measure`);
+(c) **kube-scheduler pods/s**: `--nodes` Ready Node objects (no kubelet: binding
+    needs none), `--runs` Pending pods with cpu/memory requests, kube-scheduler started
+    with the default profile, timed from its first bind to the last (`BindProgress`,
+    0.1 s resolution); and from its start.
+
+The CRDs and the dev overlay are applied first, so every Run status write passes
+runtimed's, the controller's and the fence's admission policies as deployed (the
+scheduler takes the fence's Lease, so the fence's CEL runs on every bind). Both
+schedulers and the benchmark authenticate as the admin (APF's exempt level): the
+comparison is of the schedulers, not of priority levels. kube-scheduler's client
+rate limit (50 QPS by default) is raised to `--kube-qps`, since kruntimes has none.
+
+    python bench/realkube.py                         # 1,000 pods/nodes, 10,000 Runs/pods
+    python bench/realkube.py --pods 200 --nodes 200 --runs 2000 --ceiling-writes 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.realkube, when run as a script
+
+import kubernetes.client  # noqa: E402
+
+from bench import cluster  # noqa: E402
+from kruntimes.cluster.settings import ClusterSettings, LeaseSettings  # noqa: E402
+from tests.realkube import controlplane  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+# The Lease the deployed fence's binding names (deploy/base/scheduler-fence-policy.yaml).
+FENCE_LEASE = LeaseSettings(name="kruntimes-scheduler", namespace="kruntimes-system", identity="bench",
+                            duration=15, renew_deadline=10, retry_period=2)
+
+
+def deploy(plane: controlplane.ControlPlane) -> None:
+    """deploy/crds and the dev overlay, as a user applies them."""
+    kubectl = plane.kubectl()
+    subprocess.run([*kubectl, "apply", "--server-side", "-k", str(ROOT / "deploy/crds")], check=True,
+                   capture_output=True)
+    subprocess.run([*kubectl, "wait", "--for=condition=Established", "--timeout=60s", "crd/runs.kruntimes.io",
+                    "crd/runtimes.kruntimes.io"], check=True, capture_output=True)
+    subprocess.run([*kubectl, "apply", "--server-side", "-k", str(ROOT / "deploy/overlays/dev")], check=True,
+                   capture_output=True)
+
+
+# -- (c) kube-scheduler ---------------------------------------------------------------------------
+NAMESPACE = "kube-bench"
+
+
+def populate_nodes_and_pods(api: kubernetes.client.ApiClient, nodes: int, pods: int) -> None:
+    """Ready nodes with room for every pod, and Pending pods for the default scheduler."""
+    core = kubernetes.client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": NAMESPACE}})
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    room = {"cpu": "64", "memory": "256Gi", "pods": str(max(110, 2 * -(-pods // nodes)))}
+
+    def node(i: int) -> None:
+        name = f"node-{i:04d}"
+        core.create_node({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                          "status": {"capacity": room, "allocatable": room, "conditions": [
+                              {"type": "Ready", "status": "True", "lastHeartbeatTime": now,
+                               "lastTransitionTime": now, "reason": "KubeletReady", "message": "bench"}]}})
+        # The TaintNodesByCondition admission plugin taints every new node not-ready until
+        # its node lifecycle controller sees it Ready; no such controller runs here.
+        core.patch_node(name, {"spec": {"taints": None}})
+
+    def pod(i: int) -> None:
+        core.create_namespaced_pod(NAMESPACE, {"metadata": {"name": f"pod-{i:05d}"}, "spec": {"containers": [{
+            "name": "c", "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}})
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(node, range(nodes)))
+        list(pool.map(pod, range(pods)))
+
+
+class BindProgress:
+    """When the first pod of the namespace got a node, and when none was left without one.
+
+    Polled (every `PERIOD`) with two one-item lists by field selector, served from the
+    API server's watch cache: cheap enough to leave kube-scheduler's figure alone, and
+    within `PERIOD` of what a watch would show.
+    """
+
+    PERIOD = 0.1
+
+    def __init__(self, api: kubernetes.client.ApiClient) -> None:
+        self._core = kubernetes.client.CoreV1Api(api)
+        self.first: float | None = None
+        self.last: float | None = None
+
+    def _any(self, selector: str) -> bool:
+        return bool(self._core.list_namespaced_pod(NAMESPACE, field_selector=selector, limit=1).items)
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            now = time.perf_counter()
+            if self.first is None and self._any("spec.nodeName!="):
+                self.first = now
+            if self.first is not None and not self._any("spec.nodeName="):
+                self.last = now
+                return True
+            time.sleep(self.PERIOD)
+        return False
+
+    def bound(self) -> int:
+        return len(self._core.list_namespaced_pod(NAMESPACE, field_selector="spec.nodeName!=").items)
+
+
+def kube_scheduler(plane: controlplane.ControlPlane, directory: Path, qps: int) -> list[str]:
+    config = directory / "kube-scheduler.yaml"
+    config.write_text(json.dumps({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(plane.kubeconfig), "qps": qps, "burst": qps},
+        "leaderElection": {"leaderElect": False}}))
+    return [str(plane.bin_dir / "kube-scheduler"), f"--config={config}", "--bind-address=127.0.0.1",
+            f"--secure-port={controlplane.free_port()}", f"--authentication-kubeconfig={plane.kubeconfig}",
+            f"--authorization-kubeconfig={plane.kubeconfig}", "--authentication-skip-lookup"]
+
+
+def measure_kube_scheduler(plane: controlplane.ControlPlane, args: argparse.Namespace,
+                           directory: Path) -> dict[str, Any]:
+    api = cluster.api_client(str(plane.kubeconfig), pool=16)
+    try:
+        started = time.perf_counter()
+        populate_nodes_and_pods(api, args.nodes, args.runs)
+        print(f"setup (c): {args.nodes:,} nodes and {args.runs:,} pods in {time.perf_counter() - started:.1f} s",
+              flush=True)
+        progress = BindProgress(api)
+        log = open(directory / "kube-scheduler.log", "ab")
+        cpu_before = _children_cpu()
+        launched = time.perf_counter()
+        process = subprocess.Popen(kube_scheduler(plane, directory, args.kube_qps), stdout=log,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            if not progress.wait(args.timeout):
+                raise SystemExit(f"kube-scheduler bound {progress.bound():,} of {args.runs:,} pods in "
+                                 f"{args.timeout:.0f} s; see {directory / 'kube-scheduler.log'}")
+        finally:
+            process.terminate()
+            process.wait(15)
+            log.close()
+        cpu = _children_cpu() - cpu_before
+    finally:
+        api.close()
+    assert progress.first is not None and progress.last is not None
+    return {"pods": args.runs, "nodes": args.nodes, "from_start": progress.last - launched,
+            "first_to_last": max(progress.last - progress.first, BindProgress.PERIOD),
+            "first": progress.first - launched, "cpu": cpu}
+
+
+def _children_cpu() -> float:
+    times = os.times()
+    return times.children_user + times.children_system
+
+
+# -- the run ------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pods", type=int, default=1000, help="Runtime Pods of (b)")
+    parser.add_argument("--nodes", type=int, default=1000, help="Node objects of (c)")
+    parser.add_argument("--runs", type=int, default=10_000, help="Runs of (b), pods of (c)")
+    parser.add_argument("--binders", type=int, default=ClusterSettings.binders)
+    parser.add_argument("--bind-concurrency", type=int, default=ClusterSettings.bind_concurrency)
+    parser.add_argument("--journal-writer", choices=("process", "thread"), default="process")
+    parser.add_argument("--ceiling-threads", default="1,4,8")
+    parser.add_argument("--ceiling-writes", type=int, default=3000)
+    parser.add_argument("--kube-qps", type=int, default=5000, help="kube-scheduler's client QPS and burst")
+    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--parts", default="a,b,c", help="which measurements, of a, b, c")
+    parser.add_argument("--dir", type=Path, help="the control plane's directory (default: a temporary one)")
+    args = parser.parse_args(argv)
+    args.profile = False
+    # SIGTERM stops the control plane as Ctrl-C does (its processes run in sessions of their own).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    with tempfile.TemporaryDirectory(prefix="kr-bench-") as scratch:
+        directory = args.dir or Path(scratch)
+        plane = controlplane.ControlPlane(directory / "plane")
+        with plane:
+            started = time.perf_counter()
+            deploy(plane)
+            host = str(plane.kubeconfig)
+            parts = set(args.parts.split(","))
+            modes = ("sqlite", "off") if "b" in parts else ()
+            api = cluster.api_client(host, pool=16)
+            capacity = cluster.capacity_for(args.pods, args.runs, None)
+            for mode in modes:
+                cluster.populate(api, f"bench-{mode}", args.pods, args.runs, capacity)
+            api.close()
+            print(f"setup (b): {len(modes) * args.pods:,} Runtime Pods and {len(modes) * args.runs:,} Runs in "
+                  f"{time.perf_counter() - started:.1f} s", flush=True)
+            rates = {}
+            if "a" in parts:
+                rates = cluster.ceiling(host, [int(t) for t in args.ceiling_threads.split(",")], args.ceiling_writes)
+                print("(a) ceiling: " + ", ".join(f"{n} threads {r:,.0f}/s" for n, r in rates.items()), flush=True)
+            results = []
+            for mode in modes:
+                url = f"sqlite:///{directory}/journal-{mode}.db" if mode == "sqlite" else None
+                label = "off" if mode == "off" else f"SQLite (WAL), summary, {args.journal_writer} writer"
+                result = cluster.measure(host, args, f"bench-{mode}", args.runs, str(directory), url, FENCE_LEASE)
+                cluster.report(args, label, args.pods, result)
+                results.append((label, result))
+            kube = measure_kube_scheduler(plane, args, directory) if "c" in parts else None
+    summary(args, rates, results, kube)
+    return 0
+
+
+def summary(args: argparse.Namespace, rates: dict[int, float], results: list[tuple[str, dict[str, Any]]],
+            kube: dict[str, Any] | None) -> None:
+    best = max(rates.values()) if rates else float("nan")
+    kube_rate = kube["pods"] / kube["first_to_last"] if kube else float("nan")
+    print(f"\nbench/realkube.py - kube-apiserver v1.37.2 + etcd on loopback, {os.cpu_count()} CPUs, "
+          f"load {os.getloadavg()[0]:.2f} (1 min average, at the end)")
+    if rates:
+        print(f"  (a) the server's ceiling, Run status replaces/s (real client, watches running): "
+              + " / ".join(f"{rates[n]:,.0f}" for n in rates) + f" at {' / '.join(map(str, rates))} threads")
+    print(f"  {'':3} {'what':<58} {'per s':>8} {'x ceiling':>9} {'x kube-scheduler':>16}")
+    for label, r in results:
+        rate = r["binds"] / r["observed"]
+        print(f"  (b) kruntimes, {args.pods:,} pods / {r['runs']:,} Runs, journal {label:<28}"
+              f" {rate:>8,.0f} {rate / best:>9.2f} {rate / kube_rate:>16.2f}")
+    if kube is None:
+        return
+    print(f"  (c) kube-scheduler, {kube['nodes']:,} nodes / {kube['pods']:,} pods, default profile"
+          f"{'':<11} {kube_rate:>8,.0f} {kube_rate / best:>9.2f} {1:>16.2f}")
+    print(f"      kube-scheduler: first bind {kube['first']:.1f} s after start, all bound "
+          f"{kube['from_start']:.1f} s after start ({kube['pods'] / kube['from_start']:,.0f}/s from start); "
+          f"{kube['cpu']:.1f} s CPU")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
