@@ -96,6 +96,9 @@ class ClusterScheduler:
                            open_journal=self._open_journal, standby_recorder=self.cache.recorder)
         Gauge("kruntimes_scheduler_leader", "1 while this scheduler holds the leader lease and schedules.",
               registry=self.registry).set_function(lambda: 1.0 if self.terms.leading else 0.0)
+        # A standby's cache is warm but it plans nothing: like its other scheduling metrics, its
+        # Pending gauge stays at zero, so that summing the schedulers counts each Run once.
+        self.scheduler.metrics.count_pending(lambda: self.cache.pending_counts() if self.terms.leading else {})
         self._recovery: recovery.SpoolRecovery | None = None
         self._stop = threading.Event()
         self._killed = threading.Event()

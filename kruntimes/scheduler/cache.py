@@ -73,6 +73,11 @@ class ClusterCache:
     def pods(self) -> Iterator[PodInfo]:
         return iter([s.info for k, s in sorted(self._slots.items()) if s.info is not None])
 
+    def pending_counts(self) -> dict[str, int]:
+        """Pending Runs by state, for the gauge (SPEC §3.8; `Parking.counts` says which)."""
+        with self.lock:
+            return self._parking.counts(self._runs.get((a.namespace, a.run_name)) for a in self.assumed.entries())
+
     def pending_keys(self) -> list[RunKey]:
         """Every eligible Pending Run, sorted: what a new leader enqueues."""
         with self.lock:
@@ -255,10 +260,9 @@ class ClusterCache:
              rejections: Iterable[tuple[str, str] | None] = (), waits_for_pods: bool = False) -> bool:
         """Park an unschedulable Run until an event that can change its answer wakes it.
 
-        `rejections` are its cycle's (plugin, reason) per pod: a Run some pod rejected
-        for unsatisfied required affinity also waits for a target that satisfies it; with
-        `waits_for_pods` (no pod could ever fit it) only pod events wake it. False when a
-        wake-up happened since the cycle started: the caller must requeue the Run."""
+        `rejections` are its cycle's (plugin, reason) per pod: a Run some pod rejected for unsatisfied required
+        affinity also waits for a target that satisfies it; with `waits_for_pods` (no pod could ever fit it)
+        only pod events wake it. False when a wake-up happened since the cycle started: the caller requeues."""
         with self.lock:
             cohort = any(r is not None and r[1] == AFFINITY_UNSATISFIED for r in rejections)
             return self._parking.park(run, wakes_seen, cohort, waits_for_pods)
@@ -356,11 +360,9 @@ class ClusterCache:
     def restore(self, state: dict[str, Any], lsn: int) -> None:
         """Load a checkpoint's pods, Runs and assumptions into this empty cache, recording nothing.
 
-        Replay's starting point: the same bookkeeping a live cache derived (usage,
-        targets, runtime index) rebuilt from `state()`'s three lists, at `lsn`.
-        Assumptions go in as they were, without the hand-off rule: it ran (or will,
-        in a record after the checkpoint) where the live cache applied it.
-        """
+        Replay's starting point: the bookkeeping a live cache derived (usage, targets, runtime
+        index) rebuilt from `state()`'s lists, at `lsn`. Assumptions go in as they were, without
+        the hand-off rule: it ran (or will, in a later record) where the live cache applied it."""
         with self.lock:
             if self.state_size():
                 raise ValueError("restore needs an empty cache")
@@ -395,6 +397,4 @@ class ClusterCache:
         """Effective usage of a pod (active + assumed), for tests and summaries."""
         with self.lock:
             slot = self._slots.get((namespace, pod_name))
-            if slot is None or slot.info is None:
-                return {}
-            return dict(self._view(slot, self.config).used)
+            return {} if slot is None or slot.info is None else dict(self._view(slot, self.config).used)

@@ -89,6 +89,7 @@ class Scheduler(BindSettlement):
         self.lease_term: int | None = None
         self.clock = clock
         self.metrics = metrics if metrics is not None else SchedulerMetrics()
+        self.metrics.count_pending(cache.pending_counts)
         # `is not None`, not `or`: an empty WorkQueue is falsy (it has __len__).
         self.queue: WorkQueue = queue if queue is not None else WorkQueue(on_dequeue=self._dequeued)
         self.planner = planner if planner is not None else Planner(cache.config)

@@ -9,7 +9,10 @@ the bound holds under `python -O` too.
 
 from __future__ import annotations
 
+from typing import Callable, Iterator, Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
 
 RESULTS = ("scheduled", "unschedulable", "invalid", "conflict", "error")
 STAGES = ("reserve", "bind")
@@ -17,6 +20,9 @@ SOURCES = ("runtime_pod", "capacity_released", "affinity_target", "device_class"
 # SPEC §7.8: selector verdicts evaluated by the engine (memo misses), and searches by how they ended.
 SELECTOR_RESULTS = ("match", "no_match", "error")
 SEARCH_RESULTS = ("allocated", "exhausted", "limit", "memoised")
+# Why a Pending Run waits (issue 27): for a cycle (waiting, in backoff or in one), or parked after
+# an unschedulable cycle until an event can change its answer.
+PENDING_STATES = ("queued", "unschedulable")
 
 
 class UndeclaredLabelValue(ValueError):
@@ -32,6 +38,32 @@ def _declared(label: str, value: str, allowed: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in allowed:
         raise UndeclaredLabelValue(label, value, allowed)
     return value
+
+
+class _PendingRuns:
+    """`kruntimes_scheduler_pending_runs{state}`, counted from the cache when scraped.
+
+    Read at scrape time rather than kept up to date by each add, park and wake: the cache's
+    indexes are the one truth, so the gauge cannot drift from them."""
+
+    NAME = "kruntimes_scheduler_pending_runs"
+    HELP = ("Pending Runs this scheduler knows, by state: queued (waiting for a cycle, in backoff or in one) or "
+            "unschedulable (parked after an unschedulable cycle). A standby counts every Pending Run queued.")
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Mapping[str, int]] | None = None
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily(self.NAME, self.HELP, labels=["state"])
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        counts = self.source() if self.source is not None else {}
+        for state in sorted(counts):
+            _declared("state", state, PENDING_STATES)
+        family = GaugeMetricFamily(self.NAME, self.HELP, labels=["state"])
+        for state in PENDING_STATES:
+            family.add_metric([state], counts.get(state, 0))
+        yield family
 
 
 class SchedulerMetrics:
@@ -73,6 +105,12 @@ class SchedulerMetrics:
         self.device_searches = Counter(
             "kruntimes_scheduler_device_searches", "Device searches of Runs with devices, by how they ended.",
             ["result"], registry=self.registry)
+        self._pending = _PendingRuns()
+        self.registry.register(self._pending)
+
+    def count_pending(self, source: Callable[[], Mapping[str, int]]) -> None:
+        """Read `kruntimes_scheduler_pending_runs` from `source` (the cache's `pending_counts`) at each scrape."""
+        self._pending.source = source
 
     def device_cycle(self, steps: int, searches: dict[str, int], evaluations: dict[str, int]) -> None:
         """One cycle's device work (SPEC §7.8): steps charged, searches by result, new engine evaluations."""

@@ -86,6 +86,19 @@ class Parking:
             group_of(*now).pending.add(new.name)
         return True
 
+    def counts(self, assumed: Iterable[RunInfo | None]) -> dict[str, int]:
+        """Pending Runs by state (SPEC §3.8's gauge): the parked ones are `unschedulable`;
+        the rest are `queued` (waiting, in backoff or in a cycle), except those of `assumed`
+        (the Runs of the assumptions): placed, their bind in flight, they wait for no cycle."""
+        pending = sum(len(g.pending) for g in self._groups.values())
+        parked = sum(len(g.parked) for g in self._groups.values())
+        binding = 0
+        for run in assumed:
+            group = self._groups.get((run.namespace, run.runtime)) if run is not None else None
+            if group is not None and run is not None and run.name in group.pending and run.name not in group.parked:
+                binding += 1
+        return {"queued": pending - parked - binding, "unschedulable": parked}
+
     def parked(self, run: RunInfo) -> bool:
         group = self._groups.get((run.namespace, run.runtime))
         return group is not None and run.name in group.parked

@@ -28,6 +28,11 @@ from tests.integration.test_informers import block_reads
 WAKEUPS = "kruntimes_scheduler_pending_run_wakeups_total"
 
 
+def pending_gauge(scheduler: ClusterScheduler) -> dict[str, float | None]:
+    return {state: scheduler.registry.get_sample_value("kruntimes_scheduler_pending_runs", {"state": state})
+            for state in ("queued", "unschedulable")}
+
+
 def leader_records(url: str) -> list[dict[str, Any]]:
     journal = Journal.open(url)
     try:
@@ -78,6 +83,9 @@ def test_two_schedulers_elect_one_leader_and_the_standby_writes_nothing(
     assert standby.registry.get_sample_value(WAKEUPS, {"source": "capacity_released"}) in (None, 0.0)
     assert standby.registry.get_sample_value("kruntimes_scheduler_leader") == 0.0
     assert leader.registry.get_sample_value("kruntimes_scheduler_leader") == 1.0
+    # The Pending gauge too moves on the leader only: summing schedulers counts each Run once.
+    wait_for(lambda: pending_gauge(leader) == {"queued": 0.0, "unschedulable": 1.0}, what="the leader's parked Run")
+    assert pending_gauge(standby) == {"queued": 0.0, "unschedulable": 0.0}
     # ... but its cache is warm: every Run at the version the API holds.
     versions = {n: r["metadata"]["resourceVersion"] for n, r in cluster_api.runs().items()}
     wait_for(lambda: {r.name: r.resource_version for r in standby.cache.runs()} == versions,

@@ -37,6 +37,7 @@ DECLARED_LABELS = {
     "kruntimes_scheduler_pending_run_wakeups": {"source"},
     "kruntimes_scheduler_scheduling_cycle_duration_seconds": set(),
     "kruntimes_scheduler_queue_duration_seconds": set(),
+    "kruntimes_scheduler_pending_runs": {"state"},
     # SPEC §7.8: counted only by cycles of Runs with devices.
     "kruntimes_scheduler_device_selector_evaluations": {"result"},
     "kruntimes_scheduler_device_searches": {"result"},
@@ -139,6 +140,8 @@ def test_every_label_value_is_in_its_declared_bounded_set(scraped) -> None:
                 assert labels["result"] in _RESULT_SETS.get(family.name.removesuffix("_created"), metrics.RESULTS)
             if "stage" in labels:
                 assert labels["stage"] in metrics.STAGES
+            if "state" in labels:
+                assert labels["state"] in metrics.PENDING_STATES
             if "source" in labels:
                 assert labels["source"] in metrics.SOURCES
             if "plugin" in labels:
