@@ -23,6 +23,9 @@ SEARCH_RESULTS = ("allocated", "exhausted", "limit", "memoised")
 # Why a Pending Run waits (issue 27): for a cycle (waiting, in backoff or in one), or parked after
 # an unschedulable cycle until an event can change its answer.
 PENDING_STATES = ("queued", "unschedulable")
+# The part of `unschedulable` no Runtime Pod could ever fit as the pods are: its own gauge, not a
+# third state, so that summing the states still counts each Pending Run once.
+UNFITTABLE = "unfittable"
 
 
 class UndeclaredLabelValue(ValueError):
@@ -41,7 +44,7 @@ def _declared(label: str, value: str, allowed: tuple[str, ...]) -> str:
 
 
 class _PendingRuns:
-    """`kruntimes_scheduler_pending_runs{state}`, counted from the cache when scraped.
+    """`kruntimes_scheduler_pending_runs{state}` and `..._unfittable_runs`, counted from the cache when scraped.
 
     Read at scrape time rather than kept up to date by each add, park and wake: the cache's
     indexes are the one truth, so the gauge cannot drift from them."""
@@ -50,20 +53,26 @@ class _PendingRuns:
     HELP = ("Pending Runs this scheduler knows, by state: queued (waiting for a cycle, in backoff or in one) or "
             "unschedulable (parked after an unschedulable cycle). A standby counts every Pending Run queued.")
 
+    UNFITTABLE_NAME = "kruntimes_scheduler_unfittable_runs"
+    UNFITTABLE_HELP = ("Unschedulable Runs that no Runtime Pod could ever fit as the pods are (their request is "
+                       "above every pod's capacity): released capacity cannot help them, only a pod change.")
+
     def __init__(self) -> None:
         self.source: Callable[[], Mapping[str, int]] | None = None
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         yield GaugeMetricFamily(self.NAME, self.HELP, labels=["state"])
+        yield GaugeMetricFamily(self.UNFITTABLE_NAME, self.UNFITTABLE_HELP)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         counts = self.source() if self.source is not None else {}
-        for state in sorted(counts):
-            _declared("state", state, PENDING_STATES)
+        for key in sorted(counts):
+            _declared("state", key, (*PENDING_STATES, UNFITTABLE))
         family = GaugeMetricFamily(self.NAME, self.HELP, labels=["state"])
         for state in PENDING_STATES:
             family.add_metric([state], counts.get(state, 0))
         yield family
+        yield GaugeMetricFamily(self.UNFITTABLE_NAME, self.UNFITTABLE_HELP, value=counts.get(UNFITTABLE, 0))
 
 
 class SchedulerMetrics:

@@ -89,7 +89,8 @@ class Parking:
     def counts(self, assumed: Iterable[RunInfo | None]) -> dict[str, int]:
         """Pending Runs by state (SPEC §3.8's gauge): the parked ones are `unschedulable`;
         the rest are `queued` (waiting, in backoff or in a cycle), except those of `assumed`
-        (the Runs of the assumptions): placed, their bind in flight, they wait for no cycle."""
+        (the Runs of the assumptions): placed, their bind in flight, they wait for no cycle.
+        `unfittable` counts the parked Runs no pod could ever fit, whom only a pod event wakes."""
         pending = sum(len(g.pending) for g in self._groups.values())
         parked = sum(len(g.parked) for g in self._groups.values())
         binding = 0
@@ -97,7 +98,8 @@ class Parking:
             group = self._groups.get((run.namespace, run.runtime)) if run is not None else None
             if group is not None and run is not None and run.name in group.pending and run.name not in group.parked:
                 binding += 1
-        return {"queued": pending - parked - binding, "unschedulable": parked}
+        unfittable = sum(len(g.pods_only) for g in self._groups.values())
+        return {"queued": pending - parked - binding, "unschedulable": parked, "unfittable": unfittable}
 
     def parked(self, run: RunInfo) -> bool:
         group = self._groups.get((run.namespace, run.runtime))

@@ -38,6 +38,7 @@ DECLARED_LABELS = {
     "kruntimes_scheduler_scheduling_cycle_duration_seconds": set(),
     "kruntimes_scheduler_queue_duration_seconds": set(),
     "kruntimes_scheduler_pending_runs": {"state"},
+    "kruntimes_scheduler_unfittable_runs": set(),
     # SPEC §7.8: counted only by cycles of Runs with devices.
     "kruntimes_scheduler_device_selector_evaluations": {"result"},
     "kruntimes_scheduler_device_searches": {"result"},

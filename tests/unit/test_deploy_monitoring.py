@@ -75,6 +75,17 @@ def test_the_alerts_cover_stuck_pending_a_growing_spool_and_bind_conflicts() -> 
         assert alert["annotations"]["summary"] and alert["annotations"]["description"], name
 
 
+def test_a_run_that_can_never_fit_raises_an_alert_within_ten_minutes_whatever_else_schedules() -> None:
+    # Issue 27: KruntimesRunsStuckPending needs 30 minutes without one placement, and a parked
+    # Run runs no cycles, so a Run no pod can ever fit went unseen while the others scheduled.
+    rule = yaml.safe_load((MONITORING / "prometheusrule.yaml").read_text())
+    alerts = {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
+    alert = alerts["KruntimesRunCannotFit"]
+    assert alert["expr"].split() == ["max(kruntimes_scheduler_unfittable_runs)", ">", "0"]
+    assert alert["for"] == "10m"
+    assert "kubectl get runs" in alert["annotations"]["description"]
+
+
 def test_records_whose_history_rows_no_indexer_writes_raise_an_alert() -> None:
     rule = yaml.safe_load((MONITORING / "prometheusrule.yaml").read_text())
     alerts = {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
@@ -82,6 +93,12 @@ def test_records_whose_history_rows_no_indexer_writes_raise_an_alert() -> None:
     # The scheduler's gauge, unless the indexer is writing rows (absent indexer: no series, so it fires).
     assert "kruntimes_journal_history_deferred" in expr.split("unless")[0]
     assert "kruntimes_history_indexed_records_total" in expr.split("unless")[1]
+
+
+def test_the_dashboard_shows_pending_runs_by_why_they_wait() -> None:
+    expressions = _dashboard_expressions()
+    assert "sum by (state) (kruntimes_scheduler_pending_runs)" in expressions
+    assert any("kruntimes_scheduler_unfittable_runs" in e for e in expressions)
 
 
 def test_the_dashboard_panels_have_unique_ids_and_a_prometheus_datasource() -> None:

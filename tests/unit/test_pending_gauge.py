@@ -15,6 +15,7 @@ from kruntimes.scheduler import metrics, status as st
 from tests.builders import NOW, Harness, pod, run
 
 GAUGE = "kruntimes_scheduler_pending_runs"
+UNFITTABLE = "kruntimes_scheduler_unfittable_runs"
 
 
 def _gauge(h: Harness) -> dict[str, float]:
@@ -26,9 +27,24 @@ def test_new_runs_are_queued_and_a_run_that_cannot_fit_is_counted_unschedulable(
     h.add_pods(pod("p", capacity={"runs": 1, "gpu": 2}))
     h.create(run("fits"), run("next"), run("too-big", requests={"gpu": 4}))
     assert _gauge(h) == {"queued": 3, "unschedulable": 0}
+    assert h.sample(UNFITTABLE) == 0
     h.drain()
     assert h.phase("fits") == "Scheduled"
     assert _gauge(h) == {"queued": 0, "unschedulable": 2}
+    assert h.sample(UNFITTABLE) == 1  # "too-big" asks 4 GPUs of 2-GPU pods; "next" waits for capacity
+
+
+def test_a_run_no_pod_could_fit_stops_counting_as_unfittable_when_a_pod_that_fits_it_appears() -> None:
+    h = Harness()
+    h.add_pods(pod("p", capacity={"runs": 1, "gpu": 2}))
+    h.create(run("too-big", requests={"gpu": 4}))
+    h.drain()
+    assert (_gauge(h), h.sample(UNFITTABLE)) == ({"queued": 0, "unschedulable": 1}, 1)
+    h.add_pods(pod("big", capacity={"runs": 1, "gpu": 4}))
+    assert (_gauge(h), h.sample(UNFITTABLE)) == ({"queued": 1, "unschedulable": 0}, 0)
+    h.drain()
+    assert h.placement("too-big") == "big"
+    assert (_gauge(h), h.sample(UNFITTABLE)) == ({"queued": 0, "unschedulable": 0}, 0)
 
 
 def test_a_wake_up_moves_a_parked_run_back_to_queued_and_placement_leaves_the_gauge() -> None:
@@ -82,6 +98,7 @@ def test_the_gauge_carries_only_the_state_label_and_refuses_any_other_state() ->
     lines = [line for line in generate_latest(h.metrics.registry).decode().splitlines()
              if line.startswith(GAUGE)]
     assert lines == [f'{GAUGE}{{state="queued"}} 0.0', f'{GAUGE}{{state="unschedulable"}} 1.0']
+    assert f"{UNFITTABLE} 1.0" in generate_latest(h.metrics.registry).decode().splitlines()
     m = metrics.SchedulerMetrics(CollectorRegistry())
     m.count_pending(lambda: {"zq7-run": 1})
     with pytest.raises(metrics.UndeclaredLabelValue):
