@@ -1,15 +1,14 @@
 """The cluster cache: pods, Runs and assumptions, with usage maintained incrementally.
 
-Everything a cycle reads lives here, guarded by one lock: the projections the
-informers deliver, the assumed cache, per-pod usage (active Runs plus assumptions,
-both by pod UID), the affinity target index and the indexes that say which parked
-Pending Runs an event wakes (`parking`). Usage is kept up to date on every
-mutation, so a cycle never walks the Run list; that is what keeps per-cycle cost
+Everything a cycle reads lives here, guarded by one lock: the projections the informers deliver,
+the assumed cache, per-pod usage (active Runs plus assumptions, both by pod UID), the affinity
+target index and the indexes that say which parked Pending Runs an event wakes (`parking`). Usage
+is kept up to date on every mutation, so a cycle never walks the Run list: per-cycle cost stays
 flat in the number of active Runs.
 
-Every mutation is handed to the recorder (`recording`) under the lock, which numbers
-it as the change happens: "the state a cycle saw" is "every record up to the snapshot's
-LSN", and replay rebuilds it by feeding the same records through this same class.
+Every mutation is handed to the recorder (`recording`) under the lock, which numbers it as the
+change happens: "the state a cycle saw" is "every record up to the snapshot's LSN", and replay
+rebuilds it by feeding the same records through this same class.
 """
 
 from __future__ import annotations
@@ -64,8 +63,7 @@ class ClusterCache:
         return self._runs.get(key)
 
     def pod(self, key: tuple[str, str]) -> PodInfo | None:
-        slot = self._slots.get(key)
-        return slot.info if slot else None
+        return slot.info if (slot := self._slots.get(key)) else None
 
     def runs(self) -> Iterator[RunInfo]:
         return iter([self._runs[k] for k in sorted(self._runs)])
@@ -78,6 +76,11 @@ class ClusterCache:
         with self.lock:
             return self._parking.counts(self._runs.get((a.namespace, a.run_name)) for a in self.assumed.entries())
 
+    def unpark_all(self) -> None:
+        """A new term enqueues every Pending Run (`Scheduler.enqueue_pending`): none stays parked."""
+        with self.lock:
+            self._parking.unpark_all()
+
     def pending_keys(self) -> list[RunKey]:
         """Every eligible Pending Run, sorted: what a new leader enqueues."""
         with self.lock:
@@ -89,10 +92,9 @@ class ClusterCache:
 
     def _view(self, slot: _Slot, config: SchedulerConfig) -> PodView:
         assert slot.info is not None
-        cached = config.default_runs_capacity == self.config.default_runs_capacity
+        cached = config.default_runs_capacity == self.config.default_runs_capacity  # a what-if's: built, never cached
         if cached and slot.view is not None:
             return slot.view
-        # A what-if with another default is built, never cached.
         uid = slot.info.uid
         actual = slot.actual_with(self._by_uid.of(slot.info.namespace, uid))
         view = make_view(slot.info, actual, slot.assumed_for(uid), config.default_runs_capacity)
@@ -125,10 +127,8 @@ class ClusterCache:
 
     def _touch(self, ns: str, slot: _Slot) -> None:
         slot.view = None
-        if slot.info is not None:
-            group = self._groups.get((ns, slot.info.runtime))
-            if group is not None:
-                group.touch(slot.info.name)
+        if slot.info is not None and (group := self._groups.get((ns, slot.info.runtime))) is not None:
+            group.touch(slot.info.name)
 
     def _group(self, ns: str, runtime: str) -> _Group:
         return self._groups.get((ns, runtime)) or self._groups.setdefault((ns, runtime), _Group())

@@ -131,6 +131,7 @@ class Scheduler(BindSettlement):
 
     def enqueue_pending(self) -> None:
         """What a new leader does first: every Pending Run into the queue."""
+        self.cache.unpark_all()  # each gets a cycle, which parks it again if it still fits nowhere
         for key in self.cache.pending_keys():
             self.queue.add(key)
 

@@ -129,6 +129,13 @@ class Parking:
             self.leave_cohort(run.namespace, (run.name,))
         return True
 
+    def unpark_all(self) -> None:
+        """Every parked Run leaves both indexes: a new term gives each Pending Run a cycle."""
+        for group in self._groups.values():
+            group.parked.clear()
+            group.pods_only.clear()
+        self._cohorts.clear()
+
     def leave_cohort(self, ns: str, names: Iterable[str]) -> None:
         waiters = self._cohorts.get(ns)
         if waiters:

@@ -103,3 +103,15 @@ def test_the_gauge_carries_only_the_state_label_and_refuses_any_other_state() ->
     m.count_pending(lambda: {"zq7-run": 1})
     with pytest.raises(metrics.UndeclaredLabelValue):
         generate_latest(m.registry)
+
+
+def test_a_new_term_gives_every_pending_run_a_cycle_so_none_counts_as_parked_until_it_parks_again() -> None:
+    h = Harness()
+    h.add_pods(pod("p", capacity={"runs": 1}))
+    h.create(run("too-big", requests={"runs": 2}))
+    h.drain()
+    assert (_gauge(h), h.sample(UNFITTABLE)) == ({"queued": 0, "unschedulable": 1}, 1)
+    h.scheduler.enqueue_pending()  # what a leader does when its term begins
+    assert (_gauge(h), h.sample(UNFITTABLE)) == ({"queued": 1, "unschedulable": 0}, 0)
+    h.drain()
+    assert (_gauge(h), h.sample(UNFITTABLE)) == ({"queued": 0, "unschedulable": 1}, 1)
