@@ -51,7 +51,7 @@ class _PendingRuns:
 
     NAME = "kruntimes_scheduler_pending_runs"
     HELP = ("Pending Runs this scheduler knows, by state: queued (waiting for a cycle, in backoff or in one) or "
-            "unschedulable (parked after an unschedulable cycle). A standby counts every Pending Run queued.")
+            "unschedulable (parked after an unschedulable cycle). A standby scheduler reports zero.")
 
     UNFITTABLE_NAME = "kruntimes_scheduler_unfittable_runs"
     UNFITTABLE_HELP = ("Unschedulable Runs that no Runtime Pod could ever fit as the pods are (their request is "
