@@ -167,8 +167,9 @@ def openapi_schema(model: type[BaseModel]) -> dict[str, Any]:
     properties["apiVersion"] = {"type": "string", "description": "Always kruntimes.io/v1alpha1."}
     properties["kind"] = {"type": "string", "description": f"Always {model.__name__}."}
     properties["metadata"] = {"type": "object"}
-    root["required"] = [name for name in root.get("required", [])
-                        if name not in ("apiVersion", "kind", "metadata")]
+    required = [name for name in root.pop("required", []) if name not in ("apiVersion", "kind", "metadata")]
+    if required:  # the API server drops an empty list, so a CRD written with one never equals what it serves
+        root["required"] = required
     return root
 
 
