@@ -34,3 +34,19 @@ class MutationLog(CountingRecorder):
     def events_of(self, kind: str, name: str) -> list[str]:
         with self._lock:
             return [event for k, event, _, n, _ in self.mutations if (k, n) == (kind, name)]
+
+
+class HeldNames:
+    """An informer handler that keeps the names of the objects it holds (upserted, not deleted)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.names: set[str] = set()
+
+    def upsert(self, obj: dict[str, Any], event: str) -> None:
+        with self.lock:
+            self.names.add(obj["metadata"]["name"])
+
+    def delete(self, namespace: str, name: str) -> None:
+        with self.lock:
+            self.names.discard(name)

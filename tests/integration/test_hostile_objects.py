@@ -31,6 +31,7 @@ from kruntimes.controller.runner import ControllerRunner
 from kruntimes.runtimed.agent import Agent, Settings
 from tests.emulator.server import Emulator
 from tests.integration.cluster import Cluster, wait_for
+from tests.integration.recording import HeldNames
 from tests.integration.test_runtimed_agent import assign
 
 
@@ -51,22 +52,6 @@ def create_deep_run(emulator: Emulator, namespace: str, name: str, depth: int = 
     assert answer.status == 201, answer.data[:300]
 
 
-class Recording:
-    """An informer handler that remembers the names it was given."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.names: set[str] = set()
-
-    def upsert(self, obj: dict[str, Any], event: str) -> None:
-        with self.lock:
-            self.names.add(obj["metadata"]["name"])
-
-    def delete(self, namespace: str, name: str) -> None:
-        with self.lock:
-            self.names.discard(name)
-
-
 def skipped(registry: CollectorRegistry, kind: str) -> float:
     return registry.get_sample_value("kruntimes_informer_objects_skipped_total",
                                      {"kind": kind, "reason": "nested too deeply"}) or 0.0
@@ -76,7 +61,7 @@ def skipped(registry: CollectorRegistry, kind: str) -> float:
 def test_a_run_nested_2000_levels_deep_is_skipped_and_every_other_run_is_delivered(
         emulator: Emulator, kube_api: ApiClient, cluster_api: Cluster, arrives_by: str,
         caplog: pytest.LogCaptureFixture) -> None:
-    registry, handler = CollectorRegistry(), Recording()
+    registry, handler = CollectorRegistry(), HeldNames()
     informer = Informer(sources.runs(kube_api, cluster_api.namespace), handler,
                         metrics=InformerMetrics(registry))
     if arrives_by == "list":

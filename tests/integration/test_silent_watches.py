@@ -12,7 +12,6 @@ answers a watch and then sends nothing.
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any, Callable
 
 import pytest
@@ -26,25 +25,10 @@ from kruntimes.cluster.runner import ClusterScheduler
 from tests.emulator import faults
 from tests.emulator.server import Emulator
 from tests.integration.cluster import Cluster, wait_for
+from tests.integration.recording import HeldNames
 
 #: The informers' idea of the server's bookmark interval here: the emulator's is 0.2 s.
 BOOKMARK_INTERVAL = 0.5
-
-
-class Names:
-    """An informer handler that keeps the names it holds."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.names: set[str] = set()
-
-    def upsert(self, obj: dict[str, Any], event: str) -> None:
-        with self.lock:
-            self.names.add(obj["metadata"]["name"])
-
-    def delete(self, namespace: str, name: str) -> None:
-        with self.lock:
-            self.names.discard(name)
 
 
 def restarts(registry: CollectorRegistry, kind: str) -> float:
@@ -54,7 +38,7 @@ def restarts(registry: CollectorRegistry, kind: str) -> float:
 
 def test_a_silent_watch_is_restarted_from_its_resource_version_after_twice_the_bookmark_interval(
         emulator: Emulator, kube_api: ApiClient, cluster_api: Cluster, caplog: pytest.LogCaptureFixture) -> None:
-    registry, handler = CollectorRegistry(), Names()
+    registry, handler = CollectorRegistry(), HeldNames()
     informer = Informer(sources.runtime_pods(kube_api, cluster_api.namespace), handler, watch_timeout=300,
                         bookmark_interval=BOOKMARK_INTERVAL, metrics=InformerMetrics(registry))
     cluster_api.add_pod("python-0")
