@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.unit.manifests import DEPLOY, Object
-from tests.unit.test_runtimed_policy import Decision, _evaluate, request
+from tests.unit.test_runtimed_policy import Decision, judge, request
 
 celpy = pytest.importorskip("celpy", reason="pip install cel-python (the test extra)")
 
@@ -23,26 +23,9 @@ CONTROLLER = "system:serviceaccount:kruntimes-system:kruntimes-controller"
 def admit(req: Object, obj: Object, old: Object) -> Decision:
     documents = yaml.safe_load_all(POLICY_FILE.read_text())
     [policy] = [d for d in documents if d and d["kind"] == "ValidatingAdmissionPolicy"]
-    spec = policy["spec"]
     activation = {"request": celpy.json_to_cel(req), "object": celpy.json_to_cel(obj),
                   "oldObject": celpy.json_to_cel(old)}
-    if not all(_evaluate(c["expression"], activation) for c in spec["matchConditions"]):
-        return Decision(False, [])
-    variables = celpy.celtypes.MapType()
-    for variable in spec["variables"]:
-        activation["variables"] = variables
-        value = _evaluate(variable["expression"], activation)
-        variables = celpy.celtypes.MapType({**variables, celpy.celtypes.StringType(variable["name"]): value})
-    activation["variables"] = variables
-    refusals = []
-    for validation in spec["validations"]:
-        try:
-            allowed = bool(_evaluate(validation["expression"], activation))
-        except celpy.CELEvalError:
-            allowed = False
-        if not allowed:
-            refusals.append(" ".join(validation["message"].split()))
-    return Decision(True, refusals)
+    return judge(policy["spec"], activation)
 
 
 def run(status: Object | None) -> Object:

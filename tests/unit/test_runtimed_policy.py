@@ -47,9 +47,14 @@ def _evaluate(expression: str, activation: dict[str, Any]) -> Any:
 
 def admit(policy: str, request: Object, obj: Object, old: Object) -> Decision:
     """The policy's answer to an UPDATE: whether it applies, and the messages of what it refuses."""
-    spec = _policies()[policy]["spec"]
     activation: dict[str, Any] = {"request": celpy.json_to_cel(request), "object": celpy.json_to_cel(obj),
                                   "oldObject": celpy.json_to_cel(old)}
+    return judge(_policies()[policy]["spec"], activation)
+
+
+def judge(spec: Object, activation: dict[str, Any]) -> Decision:
+    """A policy spec's answer given its activation (the other policy tests use it too): matchConditions,
+    then the variables in order, then every validation; an evaluation error refuses (failurePolicy: Fail)."""
     if not all(_evaluate(c["expression"], activation) for c in spec.get("matchConditions", [])):
         return Decision(False, [])
     variables = celpy.celtypes.MapType()

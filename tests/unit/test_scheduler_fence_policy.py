@@ -16,6 +16,7 @@ import yaml
 
 from tests.emulator import admission
 from tests.unit.manifests import DEPLOY, Object, build, find
+from tests.unit.test_runtimed_policy import judge
 
 celpy = pytest.importorskip("celpy", reason="pip install cel-python (the test extra)")
 
@@ -26,29 +27,14 @@ def _documents() -> list[Object]:
     return [d for d in yaml.safe_load_all(POLICY_FILE.read_text()) if d]
 
 
-def _evaluate(expression: str, activation: dict[str, Any]) -> Any:
-    environment = celpy.Environment()
-    return environment.program(environment.compile(expression)).evaluate(activation)
-
-
 def admitted(obj: Object, old: Object, lease: Object | None) -> bool:
     """The policy's answer to a runs/status UPDATE with `lease` as its param."""
     if lease is None:
         return True
     [policy] = [d for d in _documents() if d["kind"] == "ValidatingAdmissionPolicy"]
-    spec = policy["spec"]
     activation: dict[str, Any] = {"object": celpy.json_to_cel(obj), "oldObject": celpy.json_to_cel(old),
                                   "params": celpy.json_to_cel(lease)}
-    variables = celpy.celtypes.MapType()
-    for variable in spec["variables"]:
-        activation["variables"] = variables
-        value = _evaluate(variable["expression"], activation)
-        variables = celpy.celtypes.MapType({**variables, celpy.celtypes.StringType(variable["name"]): value})
-    activation["variables"] = variables
-    try:
-        return all(bool(_evaluate(v["expression"], activation)) for v in spec["validations"])
-    except celpy.CELEvalError:
-        return False
+    return judge(policy["spec"], activation).refusals == []
 
 
 def run(status: Object | None) -> Object:
