@@ -45,8 +45,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, child, errors, intake, metrics, outbox, payloads, records, wire
-from kruntimes.journal.writer import Policy, Record
+from kruntimes.journal import backends, child, deadline, errors, intake, metrics, outbox, payloads, records, wire
+from kruntimes.journal.writer import SPOOL_AT_CLOSE_SECONDS, Policy, Record
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,7 @@ class ProcessJournalWriter:
         self._unpicklable = 0  # records whose data would not pickle: rejected as malformed, before the child
         self._unpicklable_lock = threading.Lock()
         self._start_timeout = start_timeout
+        self._write_timeout = float(writer_options.get("write_timeout", deadline.DEFAULT_SECONDS))
         self._closed_by_child = False  # the child confirmed close: its pipe ends on purpose
 
         # Guarded by the intake's lock: chunks sealed and not yet settled, and those of
@@ -183,16 +184,21 @@ class ProcessJournalWriter:
     def close(self, timeout: float | None = 30.0) -> None:
         """Flush, stop the child and the threads.
 
-        Records still not settled after ``timeout`` are counted as dropped and logged;
-        whatever the child had spooled stays in the spool for the next start to drain.
+        What the database has not taken within ``timeout`` the child sends to the spool,
+        for the next start to drain (SPEC §5), and this waits for it as long as the
+        child's acknowledgements show records settling. Only records neither the database
+        nor the spool took are counted as dropped and logged.
         """
+        started = time.monotonic()
         self.flush(timeout)
+        left = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
         self._in.stop()
-        self._sender.join(timeout)
+        # The sender writes what is left (the child reads as fast as it comes): "close" must come after it.
+        self._sender.join(None if left is None else max(left, self._write_timeout + SPOOL_AT_CLOSE_SECONDS))
         with self._send_lock:
             self._close_sent = True
-            self._send(("close", timeout))
-        self._receiver.join(None if timeout is None else timeout + 5.0)
+            self._send(("close", left))  # the database's time is up: the child spools the rest at once
+        self._await_child_close(left)
         self._in.stop(abandon=True)
         try:
             self._process.wait(5.0)
@@ -207,6 +213,23 @@ class ProcessJournalWriter:
             self._in.settled = self._in.appended
         self._conn.close()
         self._metrics.collector.retire(self)
+
+    def _await_child_close(self, left: float | None) -> None:
+        """Wait for the child's "closed": while its records keep settling, then for its last call and exit."""
+        i = self._in
+        window = self._write_timeout + SPOOL_AT_CLOSE_SECONDS + (left or 0.0)
+        with i.lock:
+            settled = i.settled
+            while left is not None and settled < i.appended and not self._closed_by_child:
+                before = settled
+                i.progress.wait_for(lambda: i.settled > before or self._closed_by_child or i.abandon, window)
+                settled = i.settled
+                if settled == before and not self._closed_by_child:
+                    log.error("journal writer process settled no record for %.1fs while closing", window)
+                    break
+                window = self._write_timeout + SPOOL_AT_CLOSE_SECONDS
+        # Settled: the child still closes its spool and waits (bounded) for a call it gave up on.
+        self._receiver.join(None if left is None else self._write_timeout + deadline.CLOSE_WAIT_SECONDS + 5.0)
 
     def stats(self) -> metrics.WriterStats:
         """Totals so far, the child's counters included (what the Prometheus metrics report).
@@ -336,8 +359,8 @@ class ProcessJournalWriter:
                     self._replies[request] = (value, error)
                     self._in.progress.notify_all()
             elif kind == "closed":
+                self._closed_by_child = True  # before the acknowledgement wakes close()
                 self._acknowledged(*message[1:])
-                self._closed_by_child = True
                 return
 
     def _acknowledged(self, settled: int, stats: metrics.WriterStats, spooled: int, latencies: list[float]) -> None:

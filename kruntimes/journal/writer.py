@@ -51,6 +51,11 @@ _new_tuple = tuple.__new__
 HEAD_LOG_INTERVAL = 60.0
 #: How long ``last_lsn`` waits for the database when the spool already knows an LSN.
 LAST_LSN_PROBE_SECONDS = 1.0
+#: Closing, once the database has had its time: the rest goes to the spool, and the
+#: close waits for it as long as a batch settles at least this long after a call in
+#: flight (the write timeout) has been given up on; a spool that takes nothing for that
+#: long loses the rest, counted and logged.
+SPOOL_AT_CLOSE_SECONDS = 5.0
 Record = records.JournalRecord | records.EncodedRecord | payloads.DeferredRecord
 
 
@@ -104,6 +109,7 @@ class JournalWriter(spool_drain.SpoolDrain):
         self._commit_interval = commit_interval
         self._last_batch = float("-inf")
         self._hurry_until = 0  # records appended before a flush asked for them: no lingering for those
+        self._spool_rest = False  # closing, the database had its time: every batch goes to the spool
 
         # Opening the spool now (not in start) truncates a torn tail and tells
         # last_lsn() about spooled records before the scheduler picks its first LSN.
@@ -235,15 +241,21 @@ class JournalWriter(spool_drain.SpoolDrain):
     def close(self, timeout: float | None = 30.0) -> None:
         """Flush, stop the thread and close the spool.
 
-        Records still not durable after ``timeout`` (database and spool both failing
-        under the block policy) are counted as dropped and logged.
+        Records the database has not taken within ``timeout`` go to the spool (SPEC §5:
+        every record handed over is in the database or the spool once the writer has
+        closed); only those neither could take (the spool failing too, under the block
+        policy) are counted as dropped and logged.
         """
         flushed = self.flush(timeout) if self._thread is not None else True
+        if not flushed:
+            flushed = self._spool_the_rest()
         self._in.stop(abandon=not flushed)
         if self._thread is not None:
-            self._thread.join(timeout)
+            # Settled, it stops at once - unless a drain or recovery call is in flight: bounded by the deadline.
+            wait = None if timeout is None else self._deadline.seconds + SPOOL_AT_CLOSE_SECONDS
+            self._thread.join(wait)
             if self._thread.is_alive():
-                log.error("journal writer thread did not stop within %.1fs (a database call hangs?)", timeout)
+                log.error("journal writer thread did not stop within %.1fs (a database call hangs?)", wait)
                 return  # the thread still uses the spool
         self._deadline.close()
         lost = len(self._in.buffer) + len(self._held)
@@ -257,6 +269,29 @@ class JournalWriter(spool_drain.SpoolDrain):
         self._publish_head()
         self._spool.close()
         self._metrics.collector.retire(self)
+
+    def _spool_the_rest(self) -> bool:
+        """(Closing.) Send every record not yet durable to the spool; True once all have settled.
+
+        Waits as long as records keep settling: a call in flight answers (or is given
+        up on) within the write timeout, and the spool then takes a batch per fsync.
+        """
+        i = self._in
+        with i.lock:
+            self._spool_rest = True
+            target, settled = i.appended, i.settled
+            i.has_work.notify_all()
+        log.warning("journal writer closing: %d records the database has not taken yet go to the spool %s",
+                    target - settled, self._spool.path)
+        window = self._deadline.seconds + SPOOL_AT_CLOSE_SECONDS
+        while settled < target:
+            with i.lock:
+                before = settled
+                i.progress.wait_for(lambda: i.settled > before or i.abandon, window)
+                settled = i.settled
+            if settled == before:  # the spool took nothing for a whole window
+                return False
+        return True
 
     def stats(self) -> metrics.WriterStats:
         """Totals so far (what the Prometheus metrics report for this writer)."""
@@ -319,7 +354,7 @@ class JournalWriter(spool_drain.SpoolDrain):
                 return None
             if i.buffer and not self._held:
                 linger = self._last_batch + self._commit_interval - self._clock()
-                if (linger <= 0 or i.stopping or len(i.buffer) >= self._max_batch
+                if (linger <= 0 or i.stopping or self._spool_rest or len(i.buffer) >= self._max_batch
                         or i.settled < self._hurry_until):
                     self._last_batch = self._clock()
                     return i.take(self._max_batch)
@@ -350,11 +385,15 @@ class JournalWriter(spool_drain.SpoolDrain):
         spool_first = self._spilling and not self._held  # (held: the spool failed them, the database may not)
         self._held = []
         try:
-            if rows and spool_first:  # behind the spooled ones, and durable before any database call
-                if self._spill(rows) == "dropped":
+            # Behind the spooled ones, and durable before any database call; or closing,
+            # the database had its time: the spool takes the rest, for the next writer to drain.
+            if rows and (spool_first or self._spool_rest):
+                outcome = self._spill(rows)
+                if outcome == "dropped":
                     self._heads = before  # the chain goes on from the last durable record
+                self._spilling = self._spilling or outcome == "spooled"
                 rows = []
-            if self._spilling:
+            if self._spilling and not self._spool_rest:
                 self._drain_spool()
             if rows and not self._spilling and self._write(rows, skip_existing=False, payloads=sources):
                 rows = []
@@ -362,7 +401,7 @@ class JournalWriter(spool_drain.SpoolDrain):
                 self._heads = before  # the chain goes on from the last durable record
             if not self._spilling and not self._held:
                 self._settle_chain()
-                if self._to_recover and self._clock() >= self._next_retry:
+                if self._to_recover and self._clock() >= self._next_retry and not self._spool_rest:
                     self._recover()
         except Exception:  # a bug must not kill the thread silently: keep the rows, retry later
             log.exception("journal writer: unexpected error; retrying the batch")
