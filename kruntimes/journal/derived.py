@@ -20,10 +20,11 @@ Most rows are a pure function of one record. Three things follow a Run across re
 and are kept by statements in LSN order instead: a placement's end (the Run's terminal
 phase, its deletion, or a newer placement of it), a pending episode (opened by an
 unschedulable cycle, extended by the next, closed by a placement, an invalid verdict or
-the Run's deletion), and the counts (per hour, per epoch). Applying a journal's records in LSN order
-gives the same tables whatever the batch boundaries, so ``rebuild`` (``kruntimes
-journal reindex``) reproduces what the writer built incrementally; a test holds both
-backends to that.
+the Run's deletion), and the counts (per hour, per epoch). Applying a journal's records in
+the writer's order - epoch by epoch, oldest first, each in LSN order (LSNs of different
+epochs may overlap: (epoch, LSN) is the identity) - gives the same tables whatever the
+batch boundaries, so ``rebuild`` (``kruntimes journal reindex``) reproduces what the
+writer built incrementally; a test holds both backends to that.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ first LSN, then to the epoch ID, so the order is total and the same on every bac
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -36,11 +37,13 @@ class EpochStart:
     epoch: str
 
 
-def starts(conn: sa.Connection) -> list[EpochStart]:
-    """Every epoch that has records, oldest first, by the time of its first record."""
+def starts(conn: sa.Connection, epochs: Collection[str] | None = None) -> list[EpochStart]:
+    """Every epoch that has records (of ``epochs``, if given), oldest first, by the time of its first record."""
     r = schema.journal_records
-    first = (sa.select(r.c.incarnation, sa.func.min(r.c.lsn).label("lsn"))
-             .where(r.c.lsn >= FIRST_SCHEDULER_LSN).group_by(r.c.incarnation).subquery())
+    query = sa.select(r.c.incarnation, sa.func.min(r.c.lsn).label("lsn")).where(r.c.lsn >= FIRST_SCHEDULER_LSN)
+    if epochs is not None:
+        query = query.where(r.c.incarnation.in_(sorted(epochs)))
+    first = query.group_by(r.c.incarnation).subquery()
     rows = conn.execute(sa.select(r.c.incarnation, r.c.lsn, r.c.recorded_at)
                         .join(first, sa.and_(r.c.incarnation == first.c.incarnation, r.c.lsn == first.c.lsn))).all()
     return sorted(EpochStart(at, int(lsn), epoch) for epoch, lsn, at in rows)

@@ -4,7 +4,7 @@ The history rows of a batch cost the database more than the batch's records do (
 rows, and their indexes), so a writer that derives them in the records' own transaction
 (``inline``, the default) stores records at a fraction of the rate it could. With
 ``follow`` it stores the records alone, and ``kruntimes journal index`` derives their
-rows later, in (LSN, epoch) order as ``rebuild_history`` does, in chunks of its own
+rows later, epoch by epoch in LSN order as ``rebuild_history`` does, in chunks of its own
 transactions: the tables trail the journal by what the indexer has not reached yet,
 and nothing is lost or applied out of order.
 
@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import sqlalchemy as sa
 
-from kruntimes.journal import backend_postgres, backend_sqlite, derived, previous, records, schema
+from kruntimes.journal import backend_postgres, backend_sqlite, derived, epoch_order, previous, records, schema
 
 #: ``inline``: the writer derives each batch's history rows in its transaction; ``follow``:
 #: it stores records only and ``kruntimes journal index`` derives the rows afterwards.
@@ -126,42 +126,41 @@ def take_turn(conn: sa.Connection) -> None:
 def index_chunk(conn: sa.Connection, chunk_size: int) -> int:
     """Derive the rows of the next ``chunk_size`` records the tables lack, in ``conn``'s transaction.
 
-    Records are taken past each lagging epoch's ``history_lsn`` in (LSN, epoch) order,
-    the order ``rebuild_history`` applies them in, and each epoch's ``history_lsn`` moves
-    to the last of its records taken. Returns how many records were read (0: caught up).
+    Records are taken past each lagging epoch's ``history_lsn`` epoch by epoch, oldest
+    first, each in LSN order - the order ``rebuild_history`` applies them in - and each
+    epoch's ``history_lsn`` moves to the last of its records taken. Returns how many
+    records were read (0: caught up).
     """
     take_turn(conn)
     behind = lag(conn)
     if not behind:
         return 0
+    order = {s.epoch: at for at, s in enumerate(epoch_order.starts(conn, [e.epoch for e in behind]))}
+    behind.sort(key=lambda e: (order.get(e.epoch, -1), e.first_lsn, e.epoch))  # no records left: nothing to order
     r = schema.journal_records
     # Payloads only of the kinds that have rows: a checkpoint's is large and derives nothing.
     payload = sa.case((r.c.kind.in_(sorted(derived.KINDS)), r.c.payload), else_=sa.literal(""))
     columns = (r.c.lsn, r.c.incarnation, r.c.recorded_at, r.c.kind, r.c.schema_version, payload,
                r.c.payload_sha256)
-    found: list[records.EncodedRecord] = []
-    short: dict[str, int] = {}  # epochs whose every stored record past history_lsn was read: their heads
+    page: list[records.EncodedRecord] = []
+    last: dict[str, int] = {}
     for epoch, done, head, _first in behind:
+        room = chunk_size - len(page)
+        if room <= 0:
+            break
         query = sa.select(*columns).where(r.c.incarnation == epoch)
         if done is not None:
             query = query.where(r.c.lsn > done)
-        rows = [records.EncodedRecord(*row) for row in conn.execute(query.order_by(r.c.lsn).limit(chunk_size))]
-        found.extend(rows)
-        if len(rows) < chunk_size:
-            short[epoch] = head
-    found.sort(key=lambda rec: (rec.lsn, rec.incarnation))
-    page = found[:chunk_size]
-    _apply(conn, page, link=True)
-    last: dict[str, int] = {}
-    for rec in page:
-        last[rec.incarnation] = rec.lsn
-    # An epoch read to its end is complete through its head (the head and its records
-    # commit together, so every record up to the head read earlier was visible), even
-    # when the head names a record no longer stored.
-    cut = {rec.incarnation for rec in found[len(page):]}
-    for epoch, head in short.items():
-        if epoch not in cut:
+        rows = [records.EncodedRecord(*row) for row in conn.execute(query.order_by(r.c.lsn).limit(room))]
+        page.extend(rows)
+        if rows:
+            last[epoch] = rows[-1].lsn
+        if len(rows) < room:
+            # Read to its end: complete through its head (the head and its records commit
+            # together, so every record up to the head read earlier was visible), even
+            # when the head names a record no longer stored.
             last[epoch] = max(last.get(epoch, head), head)
+    _apply(conn, page, link=True)
     if not last:
         return 0
     conn.execute(sa.update(_e).where(_e.c.epoch == sa.bindparam("b_epoch")).values(history_lsn=sa.bindparam("b_lsn")),
@@ -170,33 +169,38 @@ def index_chunk(conn: sa.Connection, chunk_size: int) -> int:
 
 
 def rebuild_history(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK) -> int:
-    """Empty the history tables and derive them again from every stored record, in LSN order.
+    """Empty the history tables and derive them again from every stored record, epoch by epoch.
 
     Runs in the caller's transaction (a migration that fills the tables, or
-    ``Journal.reindex``); returns how many records were read. The records are read in
-    pages of ``chunk_size`` and each page is applied as the writer applies a batch, which
-    gives the same tables as the writer's own batches did.
+    ``Journal.reindex``); returns how many records were read. The epochs go oldest first
+    (``epoch_order``: by their first record's time, which is chained), each in LSN order:
+    the order the writer stored them in - an epoch's records in LSN order, and a term's
+    writer drains the epochs before it from its spool before its own. (epoch, LSN) is
+    the identity: LSNs of epochs begun while the database was away overlap, so an order
+    on the bare LSN would interleave them. The records are read in pages of
+    ``chunk_size`` and each page is applied as the writer applies a batch, which gives
+    the same tables as the writer's own batches did.
     """
     for table in reversed(derived.TABLES):
         conn.execute(sa.delete(table))
     r = schema.journal_records
     columns = (r.c.lsn, r.c.incarnation, r.c.recorded_at, r.c.kind, r.c.schema_version, r.c.payload,
                r.c.payload_sha256)
-    # Keyset pages over (lsn, epoch): LSNs are unique only within an epoch, so a page
-    # boundary between two epochs' records of the same LSN must not skip one of them.
-    after: tuple[int, str] = (-1, "")
     read = 0
-    while True:
-        page = [records.EncodedRecord(*row) for row in conn.execute(
-            sa.select(*columns).where(sa.tuple_(r.c.lsn, r.c.incarnation) > sa.tuple_(*after),
-                                      r.c.kind.in_(sorted(derived.KINDS)))
-            .order_by(r.c.lsn, r.c.incarnation).limit(chunk_size))]
-        if not page:
-            previous.link_stored(conn)  # each placement's previous cycle, now that every cycle is there
-            return read
-        read += len(page)
-        after = (page[-1].lsn, page[-1].incarnation)
-        _apply(conn, page, link=False)
+    for start in epoch_order.starts(conn):
+        after = epoch_order.FIRST_SCHEDULER_LSN - 1
+        while True:
+            page = [records.EncodedRecord(*row) for row in conn.execute(
+                sa.select(*columns).where(r.c.incarnation == start.epoch, r.c.lsn > after,
+                                          r.c.kind.in_(sorted(derived.KINDS)))
+                .order_by(r.c.lsn).limit(chunk_size))]
+            if not page:
+                break
+            read += len(page)
+            after = page[-1].lsn
+            _apply(conn, page, link=False)
+    previous.link_stored(conn)  # each placement's previous cycle, now that every cycle is there
+    return read
 
 
 def _apply(conn: sa.Connection, page: list[records.EncodedRecord], *, link: bool) -> None:
