@@ -16,9 +16,10 @@ first LSN, then to the epoch ID, so the order is total and the same on every bac
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -37,16 +38,25 @@ class EpochStart:
     epoch: str
 
 
-def starts(conn: sa.Connection, epochs: Collection[str] | None = None) -> list[EpochStart]:
-    """Every epoch that has records (of ``epochs``, if given), oldest first, by the time of its first record."""
+def starts_query(epochs: Collection[str] | None = None) -> sa.Select[Any]:
+    """(epoch, first LSN, its time) of each epoch that has records (of ``epochs``, if given); ``ordered`` sorts."""
     r = schema.journal_records
     query = sa.select(r.c.incarnation, sa.func.min(r.c.lsn).label("lsn")).where(r.c.lsn >= FIRST_SCHEDULER_LSN)
     if epochs is not None:
         query = query.where(r.c.incarnation.in_(sorted(epochs)))
     first = query.group_by(r.c.incarnation).subquery()
-    rows = conn.execute(sa.select(r.c.incarnation, r.c.lsn, r.c.recorded_at)
-                        .join(first, sa.and_(r.c.incarnation == first.c.incarnation, r.c.lsn == first.c.lsn))).all()
+    return (sa.select(r.c.incarnation, r.c.lsn, r.c.recorded_at)
+            .join(first, sa.and_(r.c.incarnation == first.c.incarnation, r.c.lsn == first.c.lsn)))
+
+
+def ordered(rows: Iterable[Sequence[Any]]) -> list[EpochStart]:
+    """The rows of ``starts_query``, oldest epoch first."""
     return sorted(EpochStart(at, int(lsn), epoch) for epoch, lsn, at in rows)
+
+
+def starts(conn: sa.Connection, epochs: Collection[str] | None = None) -> list[EpochStart]:
+    """Every epoch that has records (of ``epochs``, if given), oldest first, by the time of its first record."""
+    return ordered(conn.execute(starts_query(epochs)))
 
 
 def newest(conn: sa.Connection) -> str | None:

@@ -40,9 +40,14 @@ BINDS = _table("history_binds", "epoch", "lsn", "namespace", "run_uid", "result"
 
 def run_keys(execute: Execute, namespace: str, name: str, limit: int) -> set[Key]:
     """The Run's cycles (by name), then by its UIDs its observations and binds, and the records that
-    ended its placements (a release, an end, a newer placement)."""
-    stmt = (sa.select(CYCLES.c.epoch, CYCLES.c.lsn, CYCLES.c.run_uid)
-            .where(CYCLES.c.namespace == namespace, CYCLES.c.run == name).order_by(CYCLES.c.lsn.desc()).limit(limit))
+    ended its placements (a release, an end, a newer placement); of each, the newest ``limit``.
+
+    Newest by time, then (epoch, LSN): LSNs overlap between epochs begun while the
+    database was away, so the highest LSNs may be an older epoch's.
+    """
+    c = CYCLES
+    stmt = (sa.select(c.c.epoch, c.c.lsn, c.c.run_uid).where(c.c.namespace == namespace, c.c.run == name)
+            .order_by(c.c.decided_at.desc(), c.c.epoch.desc(), c.c.lsn.desc()).limit(limit))
     keys: set[Key] = set()
     uids: set[str] = set()
     for epoch, lsn, run_uid in execute(stmt):
@@ -52,7 +57,7 @@ def run_keys(execute: Execute, namespace: str, name: str, limit: int) -> set[Key
         for table, column in ((RUNS, RUNS.c.uid), (BINDS, BINDS.c.run_uid)):
             stmt = (sa.select(table.c.epoch, table.c.lsn).where(table.c.namespace == namespace,
                                                                  column.in_(sorted(uids)))
-                    .order_by(table.c.lsn.desc()).limit(limit))
+                    .order_by(table.c.recorded_at.desc(), table.c.epoch.desc(), table.c.lsn.desc()).limit(limit))
             keys.update((epoch, lsn) for epoch, lsn in execute(stmt))
         ends = sa.select(PLACEMENTS.c.end_epoch, PLACEMENTS.c.end_lsn).where(
             PLACEMENTS.c.namespace == namespace, PLACEMENTS.c.run == name, PLACEMENTS.c.end_lsn.is_not(None))

@@ -30,7 +30,7 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, errors, follow, migrate, schema
+from kruntimes.journal import backends, epoch_order, errors, follow, migrate, schema
 from kruntimes.ui import buckets, indexed
 
 _R = schema.journal_records
@@ -329,7 +329,7 @@ class Reader:
     # -- one Run ------------------------------------------------------------------------------
 
     def run_records(self, namespace: str, name: str, *, limit: int = 2000) -> list[Record]:
-        """Every record about the Run(s) named ``namespace/name``, in LSN order (the newest ``limit``):
+        """Every record about the Run(s) named ``namespace/name``, epoch by epoch in LSN order (the newest ``limit``):
         its cycles, observations and binds, and the records that ended its placements."""
         return self._by_keys(indexed.run_keys(self._execute, namespace, name, limit))[-limit:]
 
@@ -352,14 +352,22 @@ class Reader:
                              .order_by(e.c.started_at, e.c.epoch))
 
     def _by_keys(self, keys: Iterable[tuple[str, int]]) -> list[Record]:
-        """The records at these (epoch, LSN) keys, in LSN order: primary-key look-ups, nothing scanned."""
+        """The records at these (epoch, LSN) keys, epoch by epoch (oldest first), each in LSN order.
+
+        Primary-key look-ups, nothing scanned. (epoch, LSN) is the identity and the order
+        the writer stored them in (``epoch_order``): a bare LSN order would interleave
+        epochs whose LSNs overlap.
+        """
         wanted = set(keys)
         lsns = sorted({lsn for _, lsn in wanted})
         found: list[Record] = []
         for start in range(0, len(lsns), 500):
             stmt = self._select().where(_R.c.lsn.in_(lsns[start:start + 500]))
             found += [r for r in self._records(stmt) if (r.incarnation, r.lsn) in wanted]
-        return sorted(found, key=lambda r: r.lsn)
+        epochs = {r.incarnation for r in found}
+        starts = epoch_order.ordered(self._execute(epoch_order.starts_query(epochs)))
+        rank = {s.epoch: i for i, s in enumerate(starts)}
+        return sorted(found, key=lambda r: (rank.get(r.incarnation, -1), r.lsn))
 
     # -- one pod ------------------------------------------------------------------------------
 

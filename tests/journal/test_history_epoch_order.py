@@ -30,9 +30,9 @@ OLDER, NEWER = "0" * 31 + "b", "0" * 31 + "a"  # the newer epoch's ID sorts firs
 
 def _cycle(epoch: str, lsn: int, at: datetime, result: str, pod: str | None = None) -> records.JournalRecord:
     status = "unschedulable" if result == "unschedulable" else "scheduled"
-    return records.JournalRecord(epoch, lsn, at, "cycle", {"namespace": NS, "run": "r", "run_uid": "u", "status": status,
-                                             "result": result, "chosen": pod, "candidates": [], "rejections": [],
-                                             "message": "full" if pod is None else None})
+    return records.JournalRecord(epoch, lsn, at, "cycle", {
+        "namespace": NS, "run": "r", "run_uid": "u", "status": status, "result": result, "chosen": pod,
+        "candidates": [], "rejections": [], "message": "full" if pod is None else None})
 
 
 def _older() -> list[records.JournalRecord]:
