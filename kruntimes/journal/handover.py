@@ -13,13 +13,21 @@ mark says what the stored head must reach: an end record after a head at or past
 mark says "ended by a crash, nothing missing"; one after a shorter head names the
 records handed over and lost, and ``verify`` reports them.
 
-What a crash can still lose unseen: the records the scheduler had appended but not yet
-sent to the writer process (its sender writes every 25 ms, ``process.LINGER_SECONDS``).
+The scheduler's own mark (``Numbered``): the records it has numbered and not yet sent to
+the writer process (its sender writes every 25 ms, ``process.LINGER_SECONDS``, later if the
+pipe is full) die with it. So the recorder stores each LSN, before it hands the record
+over, in a file mapped into its memory, ``<spool>.numbered.<epoch>``: a store to memory,
+no system call, which the kernel keeps when the process is killed (SIGKILL, the OOM
+killer). The recovered end record takes the higher of the two marks, so verify names
+those records too. Unseen can only be a loss in a crash of the machine itself, whose
+page cache goes with it: then the numbered mark may be older (it is never synced), and
+what the writer process had received is still named by its fdatasync'd mark.
 """
 
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -61,6 +69,66 @@ class Mark:
         os.close(self._fd)
         if ended:
             forget(self.path)
+
+
+def numbered_path_for(spool_path: str | os.PathLike[str], epoch: str) -> Path:
+    return Path(f"{os.fspath(spool_path)}.numbered.{epoch}")
+
+
+class Numbered:
+    """The scheduler's mark of one epoch: ``view[0] = lsn`` before the recorder hands record ``lsn`` over.
+
+    An 8-byte file mapped shared: the store lands in the page cache, which outlives the
+    process. Native byte order: only this machine's recovery reads it (``read_numbered``).
+    """
+
+    def __init__(self, spool_path: str | os.PathLike[str], epoch: str) -> None:
+        self.path = numbered_path_for(spool_path, epoch)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            os.ftruncate(fd, _NUMBERED.itemsize)
+            self._map = mmap.mmap(fd, _NUMBERED.itemsize)
+        finally:
+            os.close(fd)
+        self.view = memoryview(self._map).cast(_NUMBERED.format)
+
+    def close(self, *, ended: bool) -> None:
+        """Unmap; an epoch whose end record was handed over needs no mark any more."""
+        self.view.release()
+        self._map.close()
+        if ended:
+            forget(self.path)
+
+
+_NUMBERED = memoryview(bytes(8)).cast("q")  # the mark's layout: one native int64
+
+
+def read_numbered(spool_path: str | os.PathLike[str], epoch: str) -> int | None:
+    """The highest LSN the scheduler numbered in ``epoch`` (None when there is no mark)."""
+    path = numbered_path_for(spool_path, epoch)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.error("journal: cannot read the numbered mark %s: %s", path, exc)
+        return None
+    if len(data) != _NUMBERED.itemsize:
+        return None
+    value = memoryview(data).cast(_NUMBERED.format)[0]
+    return value if value > 0 else None
+
+
+def handed(spool_path: str | os.PathLike[str], epoch: str) -> int | None:
+    """How far the epoch's records were handed over: the higher of the scheduler's and its writer's marks."""
+    marks = [m for m in (read(spool_path, epoch), read_numbered(spool_path, epoch)) if m is not None]
+    return max(marks) if marks else None
+
+
+def forget_all(spool_path: str | os.PathLike[str], epoch: str) -> None:
+    """Remove both marks of an epoch that is closed."""
+    forget(path_for(spool_path, epoch))
+    forget(numbered_path_for(spool_path, epoch))
 
 
 def read(spool_path: str | os.PathLike[str], epoch: str) -> int | None:

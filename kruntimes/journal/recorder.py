@@ -84,6 +84,9 @@ class JournalRecorder:
         self.state_source: StateSource | None = None
         self.top_candidates = DEFAULT_TOP_CANDIDATES
         self._counted_from = self.lsn  # changes after this LSN count towards the next checkpoint
+        #: The scheduler's numbered mark (``handover.Numbered.view``): each LSN is stored in it before
+        #: its record is handed over, so a kill's loss of records not yet sent is named (SPEC §5).
+        self.numbered: Any = None
 
     @property
     def sink(self) -> Sink:
@@ -130,6 +133,8 @@ class JournalRecorder:
     def record(self, kind: str, data: Any) -> int:
         """Number the change and hand it to the sink; its LSN. Called under the cache lock."""
         self.lsn += 1
+        if self.numbered is not None:
+            self.numbered[0] = self.lsn
         if self._defer:
             # The default clock as integer microseconds: no datetime to build or pickle
             # here; payloads.realize turns it into the same UTC instant. The tuple is

@@ -27,7 +27,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import errors, follow
+from kruntimes.journal import errors, follow, handover
 from kruntimes.journal.backends import Journal
 from kruntimes.journal.child import START_PROBE_SECONDS
 from kruntimes.journal.process import ProcessJournalWriter
@@ -94,6 +94,7 @@ class JournalSession:
         except BaseException:
             self.journal.close()
             raise
+        self._numbered: handover.Numbered | None = None
         try:
             # A new epoch numbers on from the highest LSN this process knows without waiting
             # (``after_lsn``: its previous term), so LSNs stay unique in practice; keys never depend on it.
@@ -101,6 +102,9 @@ class JournalSession:
             self.recorder = JournalRecorder(self.writer, start_lsn=start_lsn, detail=detail,
                                             checkpoint_every=checkpoint_every,
                                             checkpoint_size_ratio=checkpoint_size_ratio, incarnation=self.epoch)
+            # Every LSN is noted before its record is handed over: a kill's unsent tail is named (SPEC §5).
+            self._numbered = handover.Numbered(spool, self.epoch)
+            self.recorder.numbered = self._numbered.view
             self.first_lsn = self.recorder.start(config, top_candidates=top_candidates)
         except BaseException:
             self.close(timeout=5.0, reason=None)
@@ -137,6 +141,11 @@ class JournalSession:
             self.end(reason)
         self.writer.close(timeout)
         self.journal.close()
+        numbered, self._numbered = getattr(self, "_numbered", None), None
+        if numbered is not None:
+            self.recorder.numbered = None
+            # Ended: the end record is durable or counted lost at close; a "kill" leaves the mark for recovery.
+            numbered.close(ended=self.ended_lsn is not None)
 
     def __enter__(self) -> JournalSession:
         return self

@@ -202,7 +202,7 @@ class SpoolDrain:
             head = heads.get(epoch)
             # The handed-over mark: records its process received past the stored head are lost, and the
             # end record comes after them, so that verify names the gap (SPEC §5 "Crash vs loss").
-            handed = handover.read(self._spool.path, epoch)
+            handed = handover.handed(self._spool.path, epoch)
             if head is not None and head.end_lsn is None:
                 payload: dict[str, Any] = {"reason": "recovered"}
                 if handed is not None:
@@ -223,7 +223,7 @@ class SpoolDrain:
             elif head is None:
                 log.warning("journal: epoch %s to recover has no record in the database; nothing to close%s", epoch,
                             "" if handed is None else f" (its records up to LSN {handed} were lost)")
-            handover.forget(handover.path_for(self._spool.path, epoch))
+            handover.forget_all(self._spool.path, epoch)
             self._to_recover.remove(epoch)
             write_note(self._note_path, [*self._to_recover, *([self._epoch] if self._epoch else [])])
 

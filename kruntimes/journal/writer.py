@@ -39,7 +39,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, chain, deadline, errors, intake, metrics, payloads, records, spool, spool_drain
+from kruntimes.journal import (backends, chain, deadline, errors, handover, intake, metrics, payloads, records, spool,
+                               spool_drain)
 
 log = logging.getLogger(__name__)
 
@@ -195,8 +196,12 @@ class JournalWriter(spool_drain.SpoolDrain):
                 known = max(spooled, self._journal.last_lsn(LAST_LSN_PROBE_SECONDS) or 0)
             except errors.JournalError:  # unreachable or slow: the spool's last LSN is enough
                 known = spooled
-        # Each epoch this writer will close takes the LSN after its head for its end record.
-        return known + len(self._to_recover) if known is not None else None
+        # Each epoch this writer will close takes the LSN after its head for its end record - or after
+        # the last one its scheduler handed over (``handover``), when that is higher.
+        if known is None:
+            return None
+        handed = [handover.handed(self._spool.path, epoch) or 0 for epoch in self._to_recover]
+        return max([known + len(self._to_recover), *(lsn + 1 for lsn in handed)])
 
     def append(self, record: Record) -> bool:
         """Queue ``record``; return False if the drop policy dropped it (buffer full).

@@ -1,8 +1,10 @@
-"""A scheduler process killed mid-run loses at most its unflushed buffer.
+"""A scheduler process killed mid-run loses at most its unflushed buffer, and says how far it had numbered.
 
-The next epoch's writer drains whatever the dead one spooled, closes the dead epoch
-with an ``end`` {"reason": "recovered"} after its last durable record, and the new
-epoch numbers on right after that: the journal stays gap-free and ordered across both.
+The next epoch's writer drains whatever the dead one spooled and closes the dead
+epoch with an ``end`` {"reason": "recovered"}: after its last durable record, and
+after every LSN the dead scheduler had numbered (its numbered mark), so that the
+records it had not yet sent to its writer are named lost, not gone unseen. The new
+epoch numbers on right after that end record.
 """
 
 from __future__ import annotations
@@ -65,10 +67,11 @@ def test_a_killed_scheduler_leaves_a_gap_free_prefix_and_the_next_incarnation_co
     session = JournalSession(journal_url, SchedulerConfig(), spool_path=spool)
     session.close()
     after = _lsns(journal_url)
-    lsns = [lsn for lsn, _, _ in after]
-    assert lsns == list(range(1, len(after) + 1))
     dead = [row for row in after if row[1] == durable[0][1]]
     new = [row for row in after if row[1] != durable[0][1]]
+    kept = [lsn for lsn, _, kind in dead if kind != "end"]
+    assert kept == list(range(1, len(kept) + 1)), "the dead epoch's stored records are a gap-free prefix"
     assert dead[-1][2] == "end" and [kind for _, _, kind in dead].count("end") == 1
+    assert dead[-1][0] > kept[-1]  # after the LSNs numbered and never sent, if any: verify names them
     assert [kind for _, _, kind in new] == ["incarnation", "end"]
     assert new[0][0] == dead[-1][0] + 1
