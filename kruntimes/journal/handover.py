@@ -105,15 +105,8 @@ _NUMBERED = memoryview(bytes(8)).cast("q")  # the mark's layout: one native int6
 
 def read_numbered(spool_path: str | os.PathLike[str], epoch: str) -> int | None:
     """The highest LSN the scheduler numbered in ``epoch`` (None when there is no mark)."""
-    path = numbered_path_for(spool_path, epoch)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        log.error("journal: cannot read the numbered mark %s: %s", path, exc)
-        return None
-    if len(data) != _NUMBERED.itemsize:
+    data = _contents(numbered_path_for(spool_path, epoch))
+    if data is None or len(data) != _NUMBERED.itemsize:
         return None
     value = memoryview(data).cast(_NUMBERED.format)[0]
     return value if value > 0 else None
@@ -133,15 +126,19 @@ def forget_all(spool_path: str | os.PathLike[str], epoch: str) -> None:
 
 def read(spool_path: str | os.PathLike[str], epoch: str) -> int | None:
     """The epoch's mark: the highest LSN its writer process received; None when there is none."""
-    path = path_for(spool_path, epoch)
+    data = _contents(path_for(spool_path, epoch))
+    return int(data) if data is not None and data.strip().isdigit() else None
+
+
+def _contents(path: Path) -> bytes | None:
+    """A mark file's bytes; None when there is none (or it cannot be read: logged)."""
     try:
-        text = path.read_text()
+        return path.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as exc:
-        log.error("journal: cannot read the handed-over mark %s: %s", path, exc)
+        log.error("journal: cannot read the mark %s: %s", path, exc)
         return None
-    return int(text) if text.strip().isdigit() else None
 
 
 def forget(path: Path) -> None:

@@ -123,17 +123,15 @@ def _spooled(path: Path, scratch: Path) -> dict[Key, tuple[str, str]]:
         opened.close()
 
 
-class Workload:
-    """Runs created steadily on a thread, so every term has cycles, binds and watch events to journal."""
+class Periodic:
+    """Calls ``tick`` on a thread every ``every`` seconds while the ``with`` block runs."""
 
-    def __init__(self, cluster: Cluster, every: float = 0.1) -> None:
-        self.cluster, self.every = cluster, every
-        self.created = 0
-        self.errors: list[str] = []
+    def __init__(self, every: float, name: str) -> None:
+        self.every = every
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="chaos-workload")
+        self._thread = threading.Thread(target=self._run, name=name)
 
-    def __enter__(self) -> Workload:
+    def __enter__(self) -> Any:
         self._thread.start()
         return self
 
@@ -143,27 +141,50 @@ class Workload:
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
-            try:
-                self.cluster.add_run(f"w-{self.created}")
-                self.created += 1
-            except Exception as exc:  # noqa: BLE001 - reported by the test
-                self.errors.append(repr(exc))
+            self.tick()
+
+    def tick(self) -> None:
+        raise NotImplementedError
+
+
+class Workload(Periodic):
+    """Runs created steadily on a thread, so every term has cycles, binds and watch events to journal."""
+
+    def __init__(self, cluster: Cluster, every: float = 0.1) -> None:
+        super().__init__(every, "chaos-workload")
+        self.cluster = cluster
+        self.created = 0
+        self.errors: list[str] = []
+
+    def tick(self) -> None:
+        try:
+            self.cluster.add_run(f"w-{self.created}")
+            self.created += 1
+        except Exception as exc:  # noqa: BLE001 - reported by the test
+            self.errors.append(repr(exc))
+
+
+def two_replicas(cluster: Cluster, run_scheduler: Any, namespace: str, journal_url: str,
+                 tmp_path: Path) -> tuple[dict[str, Replica], Path]:
+    """Four Runtime Pods, replicas "a" and "b" (not started: a short lease, one binder, the journal at
+    ``journal_url``), and a scratch directory for copies of their spools."""
+    for i in range(4):
+        cluster.add_pod(f"python-{i}", runs=10_000)
+    args = ["--namespace", namespace, "--leader-elect-resource-namespace", namespace,
+            "--leader-elect-lease-duration", "2", "--leader-elect-renew-deadline", "1",
+            "--leader-elect-retry-period", "0.2", "--http-address", "127.0.0.1", "--http-port", "0",
+            "--binders", "1", "--shutdown-timeout", "10", "--journal-url", journal_url,
+            "--journal-migrate", "never"]
+    scratch = tmp_path / "snapshots"
+    scratch.mkdir()
+    return {name: Replica(name, tmp_path / f"{name}.spool", run_scheduler, args) for name in ("a", "b")}, scratch
 
 
 @pytest.mark.postgres
 def test_two_replicas_lose_no_record_through_leader_kills_and_a_20s_database_outage_during_a_failover(
         run_scheduler: Any, cluster_api: Cluster, kube_namespace: str, tmp_path: Path,
         proxied_journal: ProxiedJournal) -> None:
-    for i in range(4):
-        cluster_api.add_pod(f"python-{i}", runs=10_000)
-    args = ["--namespace", kube_namespace, "--leader-elect-resource-namespace", kube_namespace,
-            "--leader-elect-lease-duration", "2", "--leader-elect-renew-deadline", "1",
-            "--leader-elect-retry-period", "0.2", "--http-address", "127.0.0.1", "--http-port", "0",
-            "--binders", "1", "--shutdown-timeout", "10", "--journal-url", proxied_journal.url,
-            "--journal-migrate", "never"]
-    replicas = {name: Replica(name, tmp_path / f"{name}.spool", run_scheduler, args) for name in ("a", "b")}
-    scratch = tmp_path / "snapshots"
-    scratch.mkdir()
+    replicas, scratch = two_replicas(cluster_api, run_scheduler, kube_namespace, proxied_journal.url, tmp_path)
     killed: dict[str, dict[Key, tuple[str, str]]] = {}  # killed epoch -> what was durable when it died
     spooled_at_a_kill = 0
 

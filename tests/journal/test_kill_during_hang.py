@@ -83,20 +83,7 @@ def test_a_replica_killed_during_a_blackhole_keeps_or_names_every_record_it_hand
         producer.wait(WAIT)
     proxied_journal.proxy.restore()
 
-    # The replica restarts as a standby: its recovery drains the spool and closes the killed epoch.
-    recovery = SpoolRecovery(proxied_journal.url, str(spool), migrate=False, retry_interval=0.05,
-                             registry=CollectorRegistry()).start()
-    try:
-        assert recovery.drained.wait(WAIT)
-    finally:
-        recovery.stop()
-    journal = backends.Journal.open(proxied_journal.direct, create=False)
-    try:
-        stored = {r.lsn for r in journal.read_encoded() if r.incarnation == E1 and r.kind != "end"}
-        [report] = integrity.check(journal)
-    finally:
-        journal.close()
-
+    stored, report = recover_and_check(proxied_journal.url, proxied_journal.direct, spool, E1)
     first, last = report.lost_in_crash or (0, -1)
     lost = set(range(first, last + 1))
     assert set(range(1, appended + 1)) <= stored | lost, "records handed over went missing without a word"
@@ -104,3 +91,22 @@ def test_a_replica_killed_during_a_blackhole_keeps_or_names_every_record_it_hand
     assert report.state == ends.ENDED and report.end_reason == ends.RECOVERED
     assert report.ok, "a crash's unacknowledged tail is named, not damage"
     assert report.handed_lsn is not None and report.handed_lsn >= appended
+
+
+def recover_and_check(url: str, direct: str, spool: Path, epoch: str) -> tuple[set[int], integrity.EpochReport]:
+    """The replica restarts as a standby: its recovery drains the spool and closes the killed epoch.
+
+    Returns the LSNs then stored of ``epoch`` (its end record aside) and verify's report of the journal's one epoch.
+    """
+    recovery = SpoolRecovery(url, str(spool), migrate=False, retry_interval=0.05, registry=CollectorRegistry()).start()
+    try:
+        assert recovery.drained.wait(WAIT)
+    finally:
+        recovery.stop()
+    journal = backends.Journal.open(direct, create=False)
+    try:
+        stored = {r.lsn for r in journal.read_encoded() if r.incarnation == epoch and r.kind != "end"}
+        [report] = integrity.check(journal)
+    finally:
+        journal.close()
+    return stored, report

@@ -20,11 +20,9 @@ import textwrap
 import time
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry
-
 from kruntimes.journal import backends
-from kruntimes.journal.recovery import SpoolRecovery
-from replay import ends, integrity
+from replay import ends
+from tests.journal.test_kill_during_hang import recover_and_check
 
 WAIT = 60.0
 KILL_AFTER = 30_000  # records appended before the kill (the first ones reach the writer process before it)
@@ -73,20 +71,7 @@ def test_records_a_killed_scheduler_had_not_sent_are_named_by_verify(journal_url
         assert time.monotonic() < deadline, "the writer process did not exit once the scheduler was gone"
         time.sleep(0.05)
 
-    # The replica restarts as a standby: its recovery closes the killed epoch.
-    recovery = SpoolRecovery(journal_url, str(spool), migrate=False, retry_interval=0.05,
-                             registry=CollectorRegistry()).start()
-    try:
-        assert recovery.drained.wait(WAIT)
-    finally:
-        recovery.stop()
-    journal = backends.Journal.open(journal_url, create=False)
-    try:
-        stored = {r.lsn for r in journal.read_encoded() if r.incarnation == epoch and r.kind != "end"}
-        [report] = integrity.check(journal)
-    finally:
-        journal.close()
-
+    stored, report = recover_and_check(journal_url, journal_url, spool, epoch)  # the replica restarts, a standby
     first, last = report.lost_in_crash or (0, -1)
     lost = set(range(first, last + 1))
     assert set(range(min(stored), appended + 1)) <= stored | lost, "records handed over went missing without a word"
