@@ -9,7 +9,8 @@ container is; the standby takes over with no database. After the blackhole the k
 replica restarts on its spool. It prints what it measured: Runs placed by the
 schedulers during the blackhole, records spooled and how long the spools took to
 drain, the writer processes' peak memory, ``replay verify``'s exit code and the
-records lost. It asserts what SPEC §5 promises: scheduling went on, every spool
+records lost, and whether the history tables are what the records derive (the two
+epochs' LSNs overlap: the standby began its epoch with no database). It asserts what SPEC §5 promises: scheduling went on, every spool
 drained, 0 over-commit, every record the killed replica had made durable is stored,
 any other loss is named by verify (its exit code 0).
 """
@@ -125,6 +126,7 @@ def test_two_replicas_through_a_long_blackhole_with_a_kill_inside_it(
     lost_named = 0 if named is None else named[1] - named[0] + 1
     lost_durable = sum(1 for k, v in durable.items() if stored.get(k) != v)
     verify = cli_main.main(["replay", "verify", "--journal", proxied_journal.direct])
+    history = cli_main.main(["journal", "reindex", "--check", "--journal", proxied_journal.direct])
     overcommit = cluster_api.overcommit()
     print(f"\n{blackhole:.0f} s blackhole, leader SIGKILLed {blackhole / 3:.0f} s in, PostgreSQL behind a proxy, "
           f"2 replicas (`kruntimes scheduler`), load {os.getloadavg()[0]:.1f}\n"
@@ -135,6 +137,7 @@ def test_two_replicas_through_a_long_blackhole_with_a_kill_inside_it(
           f"  records durable at the kill, then missing  {lost_durable:>8,}\n"
           f"  records lost in the kill, named by verify  {lost_named:>8,}\n"
           f"  over-commit                                {overcommit:>8,}\n"
-          f"  replay verify exit code                    {verify:>8}")
+          f"  replay verify exit code                    {verify:>8}\n"
+          f"  journal reindex --check exit code          {history:>8}")
     assert placed_during > 0, "scheduling stopped during the blackhole"
-    assert lost_durable == 0 and overcommit == 0 and verify == 0
+    assert lost_durable == 0 and overcommit == 0 and verify == 0 and history == 0
