@@ -23,8 +23,8 @@ surface and fault injection:
 - Faults: ``fail_next(n)`` answers the next n requests with 500, ``set_latency(s)`` delays
   every request; per request (``faults``): ``delay``, ``drop`` (the connection closed
   without an answer, before or after the request was applied), ``throttle`` (429 with
-  ``Retry-After``, plain text, as API Priority and Fairness answers) and ``answer``
-  (any status), ``silence`` (a watch that stays open and says nothing). ``hits_of(match)`` counts every request that arrived, so a request the
+  ``Retry-After``, plain text, as API Priority and Fairness answers), ``answer``
+  (any status), ``duplicate`` (applied twice, the second answer sent), ``silence`` (a watch that stays open and says nothing). ``hits_of(match)`` counts every request that arrived, so a request the
   client re-sent on its own shows; ``drop_watches()`` ends every open watch (cleanly, or abruptly with
   ``abrupt=True``, like a broken connection), ``compact()`` forgets the event history.
 
@@ -179,6 +179,10 @@ class Emulator:
     def answer(self, code: int, when: faults.Match | None = None, *, count: int = 1) -> None:
         """Answer the next ``count`` matching requests with ``code`` (a Status body), unhandled."""
         self.faults.add(faults.Fault("answer", when, code=code), count)
+
+    def duplicate(self, when: faults.Match | None = None, *, count: int = 1) -> None:
+        """Apply the next ``count`` matching requests twice, answering with the second's outcome."""
+        self.faults.add(faults.Fault("duplicate", when), count)
 
     def silence(self, when: faults.Match | None = None, *, count: int = 1) -> None:
         """Answer the next ``count`` matching watches 200, then send nothing (no event, no bookmark)."""
@@ -335,6 +339,12 @@ class _Handler(BaseHTTPRequestHandler, watches.WatchStreaming):
                     self._watch(route, query)
                 return
             content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            if fault is not None and fault.kind == "duplicate":  # the first copy's answer is lost on its way
+                try:
+                    rest.dispatch(self.emulator.store, method, route, query, body, content_type,
+                                  lambda verb: self._count(verb, route))
+                except ApiError:
+                    pass
             code, result = rest.dispatch(self.emulator.store, method, route, query, body, content_type,
                                          lambda verb: self._count(verb, route))
             self._send(code, result, self.emulator.store.take_warnings())
