@@ -108,6 +108,11 @@ class Faults:
         with self._lock:
             return [(t, kind) for t, method, path, kind in self.arrivals if match(method, path)]
 
+    def clear(self) -> None:
+        """Forget every fault that has not fired yet."""
+        with self._lock:
+            self._pending.clear()
+
     @property
     def pending(self) -> int:
         with self._lock:
