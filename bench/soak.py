@@ -60,7 +60,6 @@ import kubernetes.client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.*, when run as a script
 
-from kruntimes.api import models  # noqa: E402
 from kruntimes.cluster.runner import ClusterScheduler  # noqa: E402
 from kruntimes.controller.runner import ControllerRunner  # noqa: E402
 from tests.emulator import admission, faults  # noqa: E402

@@ -30,6 +30,7 @@ from kruntimes.scheduler import status as st
 from tests.emulator import admission
 from tests.emulator.server import Emulator
 from tests.integration.cluster import Cluster, wait_for
+from tests.realkube.test_identities import heartbeat, write_status
 from tests.realkube.test_runtimed_attacks import ATTACKS
 
 NOW = datetime(2026, 12, 5, tzinfo=timezone.utc)
@@ -58,17 +59,6 @@ def assign(team: Cluster, run: str, pod: dict[str, Any], phase: str = "Scheduled
     status = {**st.scheduled_status(None, pod["name"], pod["uid"], NOW, 0), "phase": phase}
     team.custom.replace_namespaced_custom_object_status(G, V, team.namespace, "runs", run,
                                                         {**current, "status": status})
-
-
-def write_status(api: ApiClient, team: Cluster, run: str, change: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
-    current = team.run(run)
-    return client.CustomObjectsApi(api).replace_namespaced_custom_object_status(
-        G, V, team.namespace, "runs", run, {**current, "status": change(dict(current.get("status") or {}))})
-
-
-def heartbeat(api: ApiClient, team: Cluster, pod: str, **extra: str) -> Any:
-    annotations = {models.HEARTBEAT_ANNOTATION: "2026-12-05T00:00:00Z", **extra}
-    return client.CoreV1Api(api).patch_namespaced_pod(pod, team.namespace, {"metadata": {"annotations": annotations}})
 
 
 def test_runtimed_writes_its_own_runs_and_heartbeat_and_the_emulator_refuses_the_rest(
