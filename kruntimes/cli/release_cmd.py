@@ -13,11 +13,12 @@ import argparse
 import sys
 
 import kubernetes.client
+import urllib3
 from kubernetes.client import ApiException
 
 from kruntimes.api import models
 from kruntimes.cli.kube_args import UsageError, add_kube_options, api_client
-from kruntimes.cluster import errors
+from kruntimes.cluster import decode, errors
 from kruntimes.cluster.sources import RUNS
 from kruntimes.runtimed.lifecycle import RELEASE_ANNOTATION
 
@@ -43,15 +44,19 @@ def run(args: argparse.Namespace) -> int:
         return 2
     custom = kubernetes.client.CustomObjectsApi(api)
     try:
-        obj = custom.get_namespaced_custom_object(models.GROUP, models.VERSION, namespace, RUNS, name)
+        # Read as the informers read (`decode`): a Run nested too deeply for the client's
+        # parser (Kubernetes takes 10,000 levels) keeps the mode and status judged here.
+        obj = decode.response_value(custom.get_namespaced_custom_object(
+            models.GROUP, models.VERSION, namespace, RUNS, name, _preload_content=False))
         problem = _why_not(obj)
         if problem:
             print(f"kruntimes release: Run {namespace}/{name} {problem}", file=sys.stderr)
             return 1
-        custom.patch_namespaced_custom_object(models.GROUP, models.VERSION, namespace, RUNS, name,
-                                              {"metadata": {"annotations": {RELEASE_ANNOTATION: "true"}}},
-                                              _content_type="application/merge-patch+json")
-    except ApiException as exc:
+        decode.drain(custom.patch_namespaced_custom_object(  # the answer is the whole Run: not decoded
+            models.GROUP, models.VERSION, namespace, RUNS, name,
+            {"metadata": {"annotations": {RELEASE_ANNOTATION: "true"}}},
+            _content_type="application/merge-patch+json", _preload_content=False))
+    except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
         print(f"kruntimes release: Run {namespace}/{name}: {errors.describe(exc)}", file=sys.stderr)
         return 1
     finally:

@@ -102,8 +102,11 @@ class KubernetesBinder:
         what = f"status write of Run {run.namespace}/{run.name} at resourceVersion {run.resource_version}"
         started = time.perf_counter()
         try:
-            self._custom.replace_namespaced_custom_object_status(
-                models.GROUP, models.VERSION, run.namespace, RUNS, run.name, body, _request_timeout=self.timeout)
+            # The answer is the whole Run, never decoded: a spec made deeply nested since it
+            # was observed must not turn a landed write into an error (`decode`).
+            decode.drain(self._custom.replace_namespaced_custom_object_status(
+                models.GROUP, models.VERSION, run.namespace, RUNS, run.name, body, _request_timeout=self.timeout,
+                _preload_content=False))
         except ApiException as exc:
             code = errors.status_code(exc)
             if code in (404, 409):
@@ -135,11 +138,7 @@ class KubernetesBinder:
             response = self._custom.get_namespaced_custom_object(
                 models.GROUP, models.VERSION, run.namespace, RUNS, run.name, _request_timeout=self.read_timeout,
                 _preload_content=False)
-            # As the informers read (`decode`): a deeply nested spec never hides the status.
-            try:
-                obj = decode.loads(response.data).value
-            finally:
-                response.release_conn()
+            obj = decode.response_value(response)  # a deeply nested spec never hides the status
         except ApiException as exc:
             if errors.status_code(exc) == 404:
                 return None

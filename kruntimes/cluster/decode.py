@@ -15,6 +15,13 @@ item 6). So:
 
 A hostile object can at worst make itself skipped (by holding the marker string);
 it cannot hide another object.
+
+Every request that can answer with a Run is sent with `_preload_content=False` and
+its answer read by `response_value` (never by the client's own parser, which raises
+`RecursionError` on such a Run): the informers' lists and watches, the reads that
+settle a conflict or an unanswered write, runtimed's start-up probe and `kruntimes
+release`. Run writes, whose answer is the whole Run, are read by `drain` and not
+decoded at all.
 """
 
 from __future__ import annotations
@@ -53,6 +60,26 @@ def loads(data: bytes | str) -> Decoded:
     text = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
     cut_text = _cut_below(text, MAX_DEPTH)
     return Decoded(json.loads(cut_text), cut_text is not text)
+
+
+def response_value(response: Any) -> Any:
+    """The decoded body of a raw client answer (`_preload_content=False`); its connection goes back to the pool.
+
+    Decoded by `loads`, so a deeply nested object keeps its shallow parts (metadata,
+    status) and the caller never meets `RecursionError`.
+    """
+    try:
+        return loads(response.data).value
+    finally:
+        response.release_conn()
+
+
+def drain(response: Any) -> None:
+    """Read a raw client answer whose body is not needed, and give its connection back to the pool."""
+    try:
+        response.data  # noqa: B018 - read whole, so the connection can carry the next request
+    finally:
+        response.release_conn()
 
 
 def nested_too_deeply(value: Any) -> bool:

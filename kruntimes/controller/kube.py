@@ -87,10 +87,7 @@ class KubernetesControllerApi:
             return None
         # Read as the informers read (`decode`): a Run nested too deeply for the client's
         # parser keeps its metadata and status, which is all a RuntimePodLost write needs.
-        try:
-            return dict(decode.loads(response.data).value)
-        finally:
-            response.release_conn()
+        return dict(decode.response_value(response))
 
     def write_run_status(self, run: Mapping[str, Any], status: dict[str, Any]) -> None:
         meta = run["metadata"]
@@ -99,9 +96,10 @@ class KubernetesControllerApi:
                 "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta.get("uid"),
                              "resourceVersion": meta.get("resourceVersion")},
                 "status": status}
-        _call(f"writing the status of Run {meta['namespace']}/{meta['name']}",
-              self._custom.replace_namespaced_custom_object_status, models.GROUP, models.VERSION,
-              meta["namespace"], RUNS, meta["name"], body, _request_timeout=self._timeout)
+        decode.drain(_call(  # the answer is the whole Run, however deep (`decode`): not decoded
+            f"writing the status of Run {meta['namespace']}/{meta['name']}",
+            self._custom.replace_namespaced_custom_object_status, models.GROUP, models.VERSION,
+            meta["namespace"], RUNS, meta["name"], body, _request_timeout=self._timeout, _preload_content=False))
 
     def write_runtime_status(self, runtime: RuntimeSpecView, status: dict[str, Any]) -> None:
         self._may_write(f"writing the status of Runtime {runtime.name}")

@@ -49,7 +49,7 @@ import urllib3
 from kubernetes.client import ApiException
 
 from kruntimes.api import cluster_settings, models
-from kruntimes.cluster import errors, shared_settings
+from kruntimes.cluster import decode, errors, shared_settings
 from kruntimes.cluster.binder import KubernetesBinder
 from kruntimes.cluster.informer import Informer
 from kruntimes.cluster.sources import RUNS, Source
@@ -90,8 +90,11 @@ class _Reader:
 
     def read_run(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            obj = self._custom.get_namespaced_custom_object(models.GROUP, models.VERSION, namespace, RUNS, name,
-                                                            _request_timeout=self._timeout)
+            # As the informers read (`decode`): a spec nested too deeply for the client's
+            # parser keeps the metadata and status a claim or an end is settled by.
+            obj = decode.response_value(self._custom.get_namespaced_custom_object(
+                models.GROUP, models.VERSION, namespace, RUNS, name, _request_timeout=self._timeout,
+                _preload_content=False))
         except ApiException as exc:
             if errors.status_code(exc) == 404:
                 return None
@@ -192,9 +195,10 @@ class Agent:
         if wanted is False:
             return {}
         try:
-            self._custom.list_namespaced_custom_object(models.GROUP, models.VERSION, self.settings.pod_namespace,
-                                                       RUNS, limit=1, _request_timeout=self.settings.request_timeout,
-                                                       **selector)
+            # Only the answer's code matters: its one Run (perhaps a deeply nested one) is never decoded.
+            decode.drain(self._custom.list_namespaced_custom_object(
+                models.GROUP, models.VERSION, self.settings.pod_namespace, RUNS, limit=1,
+                _request_timeout=self.settings.request_timeout, _preload_content=False, **selector))
         except ApiException as exc:
             if exc.status != 400 or wanted:
                 raise errors.ApiError(f"runtimed could not list its Runs: {errors.describe(exc)}") from exc

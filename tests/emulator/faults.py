@@ -12,6 +12,9 @@ re-send") fails a test instead of hiding a fault:
 - ``throttle``: 429 with ``Retry-After`` and a plain-text body, as API Priority and
   Fairness answers;
 - ``answer``: any other status (409, 500, ...) with a ``Status`` body;
+- ``duplicate``: the request is applied twice, as a proxy that re-sends a request whose
+  answer it lost; the client gets the second answer (for a guarded write: 409, though
+  its write landed);
 - ``silence``: a watch answered 200 whose stream then stays open and says nothing, not
   even a bookmark, until the client leaves (a wedged server or a proxy holding the
   connection; issue 23 item 7). Meant for watch requests: any other request it
@@ -36,7 +39,7 @@ THROTTLED_BODY = b"Too many requests, please try again later.\n"
 
 @dataclass(frozen=True)
 class Fault:
-    kind: str                      # "delay", "drop", "throttle", "answer" or "silence"
+    kind: str                      # "delay", "drop", "throttle", "answer", "duplicate" or "silence"
     when: Match | None = None      # (method, path) -> whether this request is hit; None: any
     seconds: float = 0.0           # delay
     apply_first: bool = False      # delay/drop: after the request has been applied
@@ -104,6 +107,11 @@ class Faults:
         """(arrival time, fault kind or None) of each request `match` accepts, in arrival order."""
         with self._lock:
             return [(t, kind) for t, method, path, kind in self.arrivals if match(method, path)]
+
+    def clear(self) -> None:
+        """Forget every fault that has not fired yet."""
+        with self._lock:
+            self._pending.clear()
 
     @property
     def pending(self) -> int:

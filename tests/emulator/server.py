@@ -13,17 +13,22 @@ surface and fault injection:
 - pods bound to a node are deleted gracefully; the emulator removes them when the grace
   period has elapsed, times ``grace_scale``, or at ``finish_terminating()``.
 - an answer the client left before receiving is recorded in ``unanswered``.
-- the scheduler's term fence (``admission``, SPEC §3.6): ``bind_fence(namespace, name)``
-  points the policy's binding at a test's Lease.
+- deploy/'s admission policies (``admission``): runtimed's (SPEC §4.1), the controller's
+  (§4.2) and the scheduler's term fence (§3.6), judged from their CEL; ``bind_fence(namespace,
+  name)`` points the fence's binding at a test's Lease.
+- identities: ``identity(admission.service_account(...))`` gives a bearer token the
+  emulator takes as that user (``api_client(token)``). A request without one (or with a
+  token it did not issue) is the cluster admin's. Only the admission policies read who asks: there is
+  no RBAC.
 - Faults: ``fail_next(n)`` answers the next n requests with 500, ``set_latency(s)`` delays
   every request; per request (``faults``): ``delay``, ``drop`` (the connection closed
   without an answer, before or after the request was applied), ``throttle`` (429 with
-  ``Retry-After``, plain text, as API Priority and Fairness answers) and ``answer``
-  (any status), ``silence`` (a watch that stays open and says nothing). ``hits_of(match)`` counts every request that arrived, so a request the
+  ``Retry-After``, plain text, as API Priority and Fairness answers), ``answer``
+  (any status), ``duplicate`` (applied twice, the second answer sent), ``silence`` (a watch that stays open and says nothing). ``hits_of(match)`` counts every request that arrived, so a request the
   client re-sent on its own shows; ``drop_watches()`` ends every open watch (cleanly, or abruptly with
   ``abrupt=True``, like a broken connection), ``compact()`` forgets the event history.
 
-Known gaps, on purpose: no authentication, no server-side apply, no Foreground deletion
+Known gaps, on purpose: no RBAC, no server-side apply, no Foreground deletion
 propagation (refused with 501), no namespace controller (deleting a namespace removes
 its content at once).
 """
@@ -31,6 +36,7 @@ its content at once).
 from __future__ import annotations
 
 import collections
+import secrets
 import socket
 import threading
 import time
@@ -43,7 +49,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import kubernetes.client
 
-from tests.emulator import deep, faults, resources, rest, schema, selectors, watches
+from tests.emulator import admission, deep, faults, resources, rest, schema, selectors, watches
 from tests.emulator.store import ApiError, Store
 
 _POLL = 0.02  # how often serve_forever looks for shutdown()
@@ -70,6 +76,7 @@ class Emulator:
         self.unanswered: list[tuple[str, str, int | None]] = []
         self.faults = faults.Faults()
         self._lock = threading.Lock()
+        self._tokens: dict[str, admission.Identity] = {}
         self._failures: list[tuple[int, Callable[[str, str], bool] | None]] = []
         self._latency = 0.0
         self._watch_epoch = 0
@@ -125,10 +132,27 @@ class Emulator:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def api_client(self) -> kubernetes.client.ApiClient:
+    def api_client(self, token: str | None = None) -> kubernetes.client.ApiClient:
+        """A client of the admin, or (``token``) of the identity the token names."""
         configuration = kubernetes.client.Configuration()
         configuration.host = self.host
+        if token is not None:
+            configuration.api_key = {"authorization": token}
+            configuration.api_key_prefix = {"authorization": "Bearer"}
         return kubernetes.client.ApiClient(configuration)
+
+    def identity(self, who: admission.Identity) -> str:
+        """A bearer token for ``who`` (``admission.service_account`` builds a ServiceAccount's)."""
+        token = secrets.token_hex(16)
+        with self._lock:
+            self._tokens[token] = who
+        return token
+
+    def _identity_of(self, authorization: str | None) -> admission.Identity | None:
+        """The identity of a token ``identity`` issued; None (the admin) for any other request."""
+        scheme, _, token = (authorization or "").partition(" ")
+        with self._lock:
+            return self._tokens.get(token) if scheme.lower() == "bearer" else None
 
     # --- fault injection -------------------------------------------------------------
 
@@ -156,6 +180,10 @@ class Emulator:
         """Answer the next ``count`` matching requests with ``code`` (a Status body), unhandled."""
         self.faults.add(faults.Fault("answer", when, code=code), count)
 
+    def duplicate(self, when: faults.Match | None = None, *, count: int = 1) -> None:
+        """Apply the next ``count`` matching requests twice, answering with the second's outcome."""
+        self.faults.add(faults.Fault("duplicate", when), count)
+
     def silence(self, when: faults.Match | None = None, *, count: int = 1) -> None:
         """Answer the next ``count`` matching watches 200, then send nothing (no event, no bookmark)."""
         self.faults.add(faults.Fault("silence", when), count)
@@ -163,7 +191,7 @@ class Emulator:
     def bind_fence(self, namespace: str, name: str = "kruntimes-scheduler") -> None:
         """Point the scheduler-fence policy's binding at this Lease (SPEC §3.6; deploy's names another)."""
         with self.store.lock:
-            self.store.fence.lease = (namespace, name)
+            self.store.admission.bind_param(admission.FENCE, namespace, name)
 
     def hits_of(self, match: faults.Match) -> int:
         """Requests that reached the server and ``match`` accepts, faulted or not."""
@@ -267,7 +295,7 @@ class _Handler(BaseHTTPRequestHandler, watches.WatchStreaming):
         query = {key: values[-1] for key, values in parse_qs(url.query, keep_blank_values=True).items()}
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self._fault = fault = self.emulator.faults.arrived(method, url.path)
-        self.emulator.store.begin_request()
+        self.emulator.store.begin_request(self.emulator._identity_of(self.headers.get("Authorization")))
         try:
             self._handle_request(method, url, query, raw, fault)
         finally:
@@ -311,6 +339,12 @@ class _Handler(BaseHTTPRequestHandler, watches.WatchStreaming):
                     self._watch(route, query)
                 return
             content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            if fault is not None and fault.kind == "duplicate":  # the first copy's answer is lost on its way
+                try:
+                    rest.dispatch(self.emulator.store, method, route, query, body, content_type,
+                                  lambda verb: self._count(verb, route))
+                except ApiError:
+                    pass
             code, result = rest.dispatch(self.emulator.store, method, route, query, body, content_type,
                                          lambda verb: self._count(verb, route))
             self._send(code, result, self.emulator.store.take_warnings())

@@ -66,7 +66,7 @@ class Store:
         self._rv = 1
         self._floor = 1  # every event with rv > floor is still in the history
         self.schemas = schemas
-        self.fence = admission.Fence()  # deploy/'s scheduler-fence policy, its binding's Lease
+        self.admission = admission.Admission()  # deploy/'s admission policies, as bound here
         self._clock = clock or (lambda: datetime.now(timezone.utc))
         self._request = threading.local()  # warnings and unpublished events of this thread's request
         self.delivery = Delivery(mutex)
@@ -83,9 +83,11 @@ class Store:
         self._request.warnings = []
         return warnings
 
-    def begin_request(self) -> None:
-        """Changes this thread makes from now on wait for ``end_request`` to reach watches."""
+    def begin_request(self, identity: admission.Identity | None = None) -> None:
+        """Changes this thread makes from now on wait for ``end_request`` to reach watches; the request
+        is ``identity``'s (None: the admin's)."""
         self._request.unpublished = []
+        self._request.identity = identity
 
     def end_request(self) -> None:
         """The request was answered (or abandoned): publish its changes to watches."""
@@ -327,6 +329,7 @@ class Store:
         if schema is None:
             if resource.plural == "pods" and not (obj.get("spec") or {}).get("containers"):
                 raise validation.invalid(resource, obj, ["spec.containers: Required value"])
+            self._validating_admission(resource, obj, old, status)
             return
         if status and old is not None:
             # Only the part this write may change is judged; the rest is the stored
@@ -339,8 +342,20 @@ class Store:
         self._request.warnings = [f'unknown field "{path}"' for path in pruned]
         if problems:
             raise validation.invalid(resource, obj, problems)
-        if status and old is not None and resource.plural == "runs":  # validating admission comes last
-            self.fence.check(obj, old, lambda ns, name: self._objects.get((LEASE.qualified, ns, name)))
+        self._validating_admission(resource, obj, old, status)
+
+    def _validating_admission(self, resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None,
+                              status: bool) -> None:
+        """deploy/'s admission policies, judged last, as the API server does (``admission``)."""
+        meta = (old or obj)["metadata"]
+        self.admission.check("UPDATE" if old is not None else "CREATE", resource.group,
+                             resource.plural + ("/status" if status else ""), resource.plural, meta.get("name", ""),
+                             meta.get("namespace", ""), self.identity(), obj, old,
+                             lambda ns, name: self._objects.get((LEASE.qualified, ns, name)))
+
+    def identity(self) -> admission.Identity:
+        """Who sent this thread's request (``begin_request``); the admin when it carried no token."""
+        return getattr(self._request, "identity", None) or admission.ADMIN
 
     def _check_preconditions(self, resource: Resource, name: str, old: dict[str, Any],
                              wanted: dict[str, Any]) -> None:

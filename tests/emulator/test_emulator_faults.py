@@ -148,3 +148,13 @@ def test_a_throttled_lease_write_is_not_re_sent_by_a_client_with_kruntimes_polic
         coordination.create_namespaced_lease(NS, lease("l", "me"))
     assert caught.value.status == 429
     assert emulator.hits_of(lease_write("POST")) == 1
+
+
+def test_a_duplicated_guarded_write_lands_once_and_answers_the_second_copys_conflict(emulator: Emulator) -> None:
+    current = create_run(emulator)
+    emulator.duplicate(status_write("r"))
+    with pytest.raises(ApiException) as refused:
+        write_status(policy_client(emulator), current, "Running")
+    assert refused.value.status == 409
+    assert phase_of(emulator) == "Running"
+    assert emulator.requests[("update", "runs", "status")] == 2 and emulator.hits_of(status_write("r")) == 1

@@ -10,11 +10,13 @@ the Python client could not encode them either.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 import urllib3
@@ -29,8 +31,10 @@ from kruntimes.cluster.informer_metrics import InformerMetrics
 from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.controller.runner import ControllerRunner
 from kruntimes.runtimed.agent import Agent, Settings
+from kruntimes.runtimed.lifecycle import RELEASE_ANNOTATION
 from tests.emulator.server import Emulator
 from tests.integration.cluster import Cluster, wait_for
+from tests.integration.processes import kubeconfig  # noqa: F401
 from tests.integration.recording import HeldNames
 from tests.integration.test_runtimed_agent import assign
 
@@ -50,6 +54,16 @@ def create_deep_run(emulator: Emulator, namespace: str, name: str, depth: int = 
         "POST", f"{emulator.host}/apis/{models.GROUP}/{models.VERSION}/namespaces/{namespace}/runs",
         body=body.encode(), headers={"Content-Type": "application/json"})
     assert answer.status == 201, answer.data[:300]
+
+
+def make_deep(emulator: Emulator, namespace: str, name: str) -> None:
+    """Nest `spec.mode.function` of an existing Run `DEPTH` levels deep (raw: the client cannot send it)."""
+    nested = '{"a":' * DEPTH + "{}" + "}" * DEPTH
+    answer = urllib3.PoolManager().request(
+        "PATCH", f"{emulator.host}/apis/{models.GROUP}/{models.VERSION}/namespaces/{namespace}/runs/{name}",
+        body=('{"spec":{"mode":{"function":%s}}}' % nested).encode(),
+        headers={"Content-Type": "application/merge-patch+json"})
+    assert answer.status == 200, answer.data[:300]
 
 
 def skipped(registry: CollectorRegistry, kind: str) -> float:
@@ -144,12 +158,7 @@ def test_the_controller_fails_a_run_made_deeply_nested_while_active_when_its_pod
         _content_type="application/merge-patch+json")
     runner = ControllerRunner(kube_api, ns, resync_period=0.2).start(sync_timeout=60)
     try:
-        nested = '{"a":' * DEPTH + "{}" + "}" * DEPTH
-        answer = urllib3.PoolManager().request(
-            "PATCH", f"{emulator.host}/apis/{models.GROUP}/{models.VERSION}/namespaces/{ns}/runs/a",
-            body=('{"spec":{"mode":{"function":%s}}}' % nested).encode(),
-            headers={"Content-Type": "application/merge-patch+json"})
-        assert answer.status == 200, answer.data[:300]
+        make_deep(emulator, ns, "a")
         wait_for(lambda: runner.informers[2].stats.skipped == 1, timeout=60, what="the deep version skipped")
         cluster_api.core.delete_namespaced_pod("python-x", ns, grace_period_seconds=0)
         wait_for(lambda: (read_raw(emulator, ns, "a").get("status") or {}).get("phase") == "Failed", timeout=60,
@@ -168,17 +177,15 @@ def test_the_read_that_settles_a_bind_sees_the_status_of_a_deeply_nested_run(
         models.GROUP, models.VERSION, ns, "runs", "a",
         {"status": {"phase": "Scheduled", "assignment": {"podName": "python-0", "podUID": "uid-0"}}},
         _content_type="application/merge-patch+json")
-    nested = '{"a":' * DEPTH + "{}" + "}" * DEPTH
-    urllib3.PoolManager().request(
-        "PATCH", f"{emulator.host}/apis/{models.GROUP}/{models.VERSION}/namespaces/{ns}/runs/a",
-        body=('{"spec":{"mode":{"function":%s}}}' % nested).encode(),
-        headers={"Content-Type": "application/merge-patch+json"})
+    make_deep(emulator, ns, "a")
     seen = KubernetesBinder(kube_api).observe(run)
     assert seen is not None and (seen.phase, seen.pod_uid, seen.uid) == ("Scheduled", "uid-0", run.uid)
 
 
+@pytest.mark.parametrize("field_selector", [False, None], ids=["namespace", "probed"])
 def test_runtimed_runs_the_runs_of_its_pod_beside_a_deeply_nested_one(
-        emulator: Emulator, kube_api: ApiClient, cluster_api: Cluster, tmp_path: Path) -> None:
+        emulator: Emulator, kube_api: ApiClient, cluster_api: Cluster, tmp_path: Path,
+        field_selector: bool | None) -> None:
     ns = cluster_api.namespace
     pod = cluster_api.add_pod("p1", runs=2)
     create_deep_run(emulator, ns, "deep")
@@ -187,17 +194,66 @@ def test_runtimed_runs_the_runs_of_its_pod_beside_a_deeply_nested_one(
         body=('{"status":{"phase":"Scheduled","assignment":{"podName":"p1","podUID":"%s"}}}' % pod["uid"]).encode(),
         headers={"Content-Type": "application/merge-patch+json"})
     assign(cluster_api, "ok", pod, mode={"task": {"args": [sys.executable, "-c", "pass"]}})
-    # The namespace's Runs, through runtimed's informer. (Its start-up probe of the
-    # selectable field, `run_field_selector` unset, lists through the client's parser
-    # and still fails on a deep Run: runtimed's agent is being reworked elsewhere.)
+    # The namespace's Runs, or (None) the pod's own after a start-up probe of the
+    # selectable field, whose one-item answer is the deep Run.
     agent = Agent(kube_api, Settings(pod_name="p1", pod_namespace=ns, pod_uid=pod["uid"], work_dir=tmp_path / "work",
-                                     heartbeat_period=0.2, run_field_selector=False))
-    thread = threading.Thread(target=agent.run, name="runtimed-test", daemon=True)
-    thread.start()
-    try:
+                                     heartbeat_period=0.2, run_field_selector=field_selector))
+    with running(agent):
         wait_for(lambda: (read_raw(emulator, ns, "ok").get("status") or {}).get("phase") == "Succeeded",
                  timeout=30, what="ok Succeeded")
+    assert agent.run_informer.stats.skipped == 1
+
+
+@contextlib.contextmanager
+def running(agent: Agent) -> Iterator[Agent]:
+    """`agent` running on a thread of its own; the test fails if it stopped by itself (it raised)."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            agent.run(sync_timeout=60)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="runtimed-test", daemon=True)
+    thread.start()
+    try:
+        yield agent
     finally:
         agent.stop()
         thread.join(10)
-    assert agent.run_informer.stats.skipped == 1
+        assert failed == [], f"runtimed stopped by itself: {failed!r}"
+
+
+def test_runtimed_writes_the_end_of_a_run_made_deeply_nested_while_it_runs(
+        emulator: Emulator, kube_api: ApiClient, cluster_api: Cluster, tmp_path: Path) -> None:
+    # runtimed's informer keeps the last version it could take, so the end is first
+    # written at a stale resourceVersion; the read that settles the conflict, and the
+    # write's answer, hold the deep spec and must not choke.
+    ns = cluster_api.namespace
+    pod = cluster_api.add_pod("p1", runs=1)
+    go = tmp_path / "go"
+    assign(cluster_api, "a", pod, mode={"task": {"args": [
+        sys.executable, "-c", f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)"]}})
+    agent = Agent(kube_api, Settings(pod_name="p1", pod_namespace=ns, pod_uid=pod["uid"], work_dir=tmp_path / "work",
+                                     heartbeat_period=0.2))
+    with running(agent):
+        wait_for(lambda: (cluster_api.run("a").get("status") or {}).get("phase") == "Running", timeout=30,
+                 what="a Running")
+        make_deep(emulator, ns, "a")
+        wait_for(lambda: agent.run_informer.stats.skipped == 1, timeout=60, what="the deep version skipped")
+        go.touch()
+        wait_for(lambda: (read_raw(emulator, ns, "a").get("status") or {}).get("phase") == "Succeeded",
+                 timeout=60, what="a's end written")
+        wait_for(lambda: agent.lifecycle.guard.usage() == {}, timeout=30, what="a's capacity freed")
+
+
+def test_kruntimes_release_releases_a_deeply_nested_function_run(
+        emulator: Emulator, cluster_api: Cluster, kubeconfig: str) -> None:
+    ns = cluster_api.namespace
+    create_deep_run(emulator, ns, "deep")
+    released = subprocess.run([sys.executable, "-m", "kruntimes.cli.main", "release", f"{ns}/deep",
+                               "--kubeconfig", kubeconfig], capture_output=True, text=True, timeout=60)
+    assert released.returncode == 0, released.stderr[-2000:]
+    annotations = read_raw(emulator, ns, "deep")["metadata"].get("annotations") or {}
+    assert annotations.get(RELEASE_ANNOTATION) == "true"

@@ -8,8 +8,8 @@ policies beside it). The late write is reproduced as it happens in the field: th
 leader's write, sent with the scheduler's own ServiceAccount token, is held in a proxy
 on its way, the Lease changes hands, the new leader places another Run on the same
 one-slot pod, then the held write lands. The server refuses it; runtimed's write that
-keeps the new assignment passes. Each verdict of the emulator's copy of the check
-(`tests.emulator.admission.refusal`) is compared with the real server's, case by case.
+keeps the new assignment passes. Each verdict of the emulator (`tests.emulator.admission.refusal`,
+the policy's CEL as the emulator evaluates it) is compared with the real server's, case by case.
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from tests.emulator.admission import Decision, judge
 from tests.unit.manifests import DEPLOY, Object
-from tests.unit.test_runtimed_policy import Decision, judge, request
+from tests.unit.test_runtimed_policy import request
 
 celpy = pytest.importorskip("celpy", reason="pip install cel-python (the test extra)")
 

@@ -1,7 +1,8 @@
 """runtimed's admission policies (deploy/base/runtimed-policy.yaml, SPEC §4.1 least privilege),
 evaluated with cel-python against the writes they must allow and refuse.
 
-The harness does what the API server does with a ValidatingAdmissionPolicy: if every
+The harness, `judge` (the API emulator's own evaluator, tests/emulator/admission.py),
+does what the API server does with a ValidatingAdmissionPolicy: if every
 matchCondition holds, it evaluates the variables (in order, as `variables.<name>`) and
 then every validation; a validation that is false refuses the request with its
 message, and one that fails to evaluate refuses it too (`failurePolicy: Fail`). The
@@ -15,11 +16,12 @@ API server fills them: `authentication.kubernetes.io/pod-name` and `.../pod-uid`
 from __future__ import annotations
 
 import copy
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 import yaml
 
+from tests.emulator.admission import Decision, judge
 from tests.unit.manifests import DEPLOY, Object, build, find
 
 celpy = pytest.importorskip("celpy", reason="pip install cel-python (the test extra)")
@@ -30,19 +32,10 @@ HEARTBEAT_KEY = "kruntimes.io/runtimed-heartbeat"
 NS, POD, POD_UID = "team-a", "python-7xk2q", "0b1c-own"
 RUNTIMED = f"system:serviceaccount:{NS}:kruntimes-runtimed"
 
-class Decision(NamedTuple):
-    matched: bool
-    refusals: list[str]
-
 
 def _policies() -> dict[str, Object]:
     return {d["metadata"]["name"]: d for d in yaml.safe_load_all(POLICY_FILE.read_text())
             if d and d["kind"] == "ValidatingAdmissionPolicy"}
-
-
-def _evaluate(expression: str, activation: dict[str, Any]) -> Any:
-    environment = celpy.Environment()
-    return environment.program(environment.compile(expression)).evaluate(activation)
 
 
 def admit(policy: str, request: Object, obj: Object, old: Object) -> Decision:
@@ -50,28 +43,6 @@ def admit(policy: str, request: Object, obj: Object, old: Object) -> Decision:
     activation: dict[str, Any] = {"request": celpy.json_to_cel(request), "object": celpy.json_to_cel(obj),
                                   "oldObject": celpy.json_to_cel(old)}
     return judge(_policies()[policy]["spec"], activation)
-
-
-def judge(spec: Object, activation: dict[str, Any]) -> Decision:
-    """A policy spec's answer given its activation (the other policy tests use it too): matchConditions,
-    then the variables in order, then every validation; an evaluation error refuses (failurePolicy: Fail)."""
-    if not all(_evaluate(c["expression"], activation) for c in spec.get("matchConditions", [])):
-        return Decision(False, [])
-    variables = celpy.celtypes.MapType()
-    for variable in spec.get("variables", []):  # each may use the ones before it
-        activation["variables"] = variables
-        value = _evaluate(variable["expression"], activation)
-        variables = celpy.celtypes.MapType({**variables, celpy.celtypes.StringType(variable["name"]): value})
-    activation["variables"] = variables
-    refusals = []
-    for validation in spec["validations"]:
-        try:
-            allowed = bool(_evaluate(validation["expression"], activation))
-        except celpy.CELEvalError as exc:  # failurePolicy: Fail
-            allowed, validation = False, {"message": f"evaluation error: {exc.args[0]}"}
-        if not allowed:
-            refusals.append(" ".join(validation["message"].split()))
-    return Decision(True, refusals)
 
 
 def request(username: str = RUNTIMED, *, namespace: str = NS, pod: str | None = POD,

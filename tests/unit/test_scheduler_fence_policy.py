@@ -1,5 +1,5 @@
 """The scheduler's term fence (deploy/base/scheduler-fence-policy.yaml, SPEC §3.6), evaluated with cel-python
-and beside the API emulator's copy of the same check, case by case.
+and as the API emulator judges it as bound (the param looked up, a missing one letting writes through).
 
 As the API server runs a ValidatingAdmissionPolicy with a param: the binding's Lease
 is `params`, the variables are evaluated in order, then the validation; false refuses
@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from tests.emulator import admission
+from tests.emulator.admission import judge
 from tests.unit.manifests import DEPLOY, Object, build, find
-from tests.unit.test_runtimed_policy import judge
 
 celpy = pytest.importorskip("celpy", reason="pip install cel-python (the test extra)")
 
