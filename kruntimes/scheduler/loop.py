@@ -42,7 +42,7 @@ from kruntimes.scheduler import outcome as out
 from kruntimes.scheduler import status as st
 from kruntimes.scheduler.binding import Bind, BindSettlement
 from kruntimes.scheduler.cache import ClusterCache, RunKey, Wakeup
-from kruntimes.scheduler.framework import Planner
+from kruntimes.scheduler.planner import Planner
 from kruntimes.scheduler.metrics import SchedulerMetrics
 from kruntimes.scheduler.projection import PodInfo, RunInfo
 from kruntimes.scheduler.queue import QueueShutDown, WorkQueue
@@ -252,9 +252,7 @@ class Scheduler(BindSettlement):
         if cycle.term == self._term:
             planned = cycle.planned
             if planned is not None:
-                if result == "unschedulable" and not self.cache.park(planned.run, planned.wakes_seen,
-                                                                     planned.outcome.rejections,
-                                                                     planned.outcome.waits_for_pods):
+                if result == "unschedulable" and not self._park(planned):
                     self.queue.add(cycle.key)  # its runtime was woken mid-cycle: try again now
                 duration = cycle.duration if cycle.duration is not None else time.perf_counter() - cycle.started
                 self.metrics.cycle_duration.observe(duration)
@@ -264,6 +262,13 @@ class Scheduler(BindSettlement):
                 self.cache.record("cycle", {"outcome": planned.outcome, "result": result, "duration": duration})
         if cycle.answered(result):
             cycle.queue.done(cycle.key)
+
+    def _park(self, planned: Planned) -> bool:
+        """Park an unschedulable Run until an event its rejecting plugins name (`wake_events`) or its
+        Runtime's pods or released capacity can change its answer; False: a wake-up came mid-cycle."""
+        outcome = planned.outcome
+        return self.cache.park(planned.run, planned.wakes_seen, self.planner.wake_events(outcome.rejections),
+                               outcome.waits_for_pods)
 
     def _stale(self, cycle: Cycle) -> bool:
         """An answer for a term that is over: it only lets its key go on the old queue."""
