@@ -71,7 +71,7 @@ def refused_by_fence(exc: ApiException) -> bool:
 
 
 class KubernetesBinder:
-    """Implements `kruntimes.scheduler.loop.Binder`; thread-safe (a binder process's threads send in parallel)."""
+    """Implements `kruntimes.scheduler.writes.Binder`; thread-safe (a binder process's threads send in parallel)."""
 
     def __init__(self, api: kubernetes.client.ApiClient, *, fence: Callable[[], bool] = lambda: True,
                  timeout: float = 30.0, read_timeout: float | None = None,

@@ -125,7 +125,7 @@ class _Link:
 
 
 class BinderProcesses:
-    """Implements `writes.Sender` (the loop's writes) and `loop.Binder` (waited-for calls); thread-safe.
+    """Implements `writes.Sender` (the loop's writes) and `writes.Binder` (waited-for calls); thread-safe.
 
     `configuration_source` builds the client's configuration in each binder process
     (a `Configuration` is copied there; credentials that refresh need a loader).

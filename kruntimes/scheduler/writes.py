@@ -22,19 +22,30 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from kruntimes.scheduler import status as st
 from kruntimes.scheduler.projection import RunInfo
-
-if TYPE_CHECKING:
-    from kruntimes.scheduler.loop import Binder
 
 #: The deadline of a write no fence limits (no leader election, tests).
 NO_DEADLINE = math.inf
 
 WriteDone = Callable[[BaseException | None], None]
 ReadDone = Callable[[st.Observed | None, BaseException | None], None]
+
+
+class Binder(Protocol):
+    """Writes a Run's whole status, guarded by the resourceVersion the Run was read at.
+
+    Raises `status.Conflict` when the Run changed meanwhile (HTTP 409),
+    `status.Ambiguous` when the write may have landed (sent, not answered) and
+    `status.ApiError` (or any exception) for other failures. `observe` reads the Run
+    (None when it is gone); it is only called after an ambiguous bind.
+    """
+
+    def update_status(self, run: RunInfo, status: dict[str, Any]) -> None: ...
+
+    def observe(self, run: RunInfo) -> st.Observed | None: ...
 
 
 class Sender(Protocol):
