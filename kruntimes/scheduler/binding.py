@@ -39,7 +39,8 @@ from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.cycle import Cycle
 from kruntimes.scheduler.metrics import SchedulerMetrics
 from kruntimes.scheduler.parking import RunKey, Wakeup
-from kruntimes.scheduler.projection import ACTIVE_PHASES, RunInfo
+from kruntimes.scheduler.projection import RunInfo
+from kruntimes.wire import ACTIVE_PHASES
 from kruntimes.scheduler.writes import Sender
 
 # The loop's logger: these lines were always the loop's, and are still read as such.
