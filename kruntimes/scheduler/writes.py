@@ -10,11 +10,11 @@ every answer the meaning SPEC §3.2 step 6 gives it, wherever the HTTP request w
 Each write carries a deadline on `time.monotonic()`'s clock, which on Linux is one
 clock for every process of the machine: the moment after which it must not be sent,
 because the leader lease it was handed over under may have been lost by then
-(`kruntimes.cluster.binder`). A write still waiting at its deadline is answered
+(`kruntimes.cluster.binder.kube`). A write still waiting at its deadline is answered
 `status.Late` and never sent.
 
 `Inline` answers at once, in the caller's thread, through a synchronous `Binder`:
-the in-memory API of the tests and the demo. `kruntimes.cluster.binders` sends from
+the in-memory API of the tests and the demo. `kruntimes.cluster.binder.processes` sends from
 binder processes, so the scheduling process's interpreter never waits for HTTP.
 """
 
