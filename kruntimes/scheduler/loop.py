@@ -82,6 +82,8 @@ class Scheduler:
         # the informer shows a newer version, planning that Run again would only earn a
         # 409 (and, woken by each other's releases, two such Runs would ping-pong).
         self._written: dict[RunKey, str] = {}
+        # Sends binds and settles their answers, ending their cycles through this scheduler's
+        # `binding.CycleEnds` side; the sender and deadline are looked up per send (tests swap them).
         self.binds = BindSettlement(cache, self.metrics, lambda: self.sender, lambda: self.deadline(), self)
         self.results: Counter[str] = Counter()
         # Told of an attempt that left a Run Pending for the reason it already shows (no
