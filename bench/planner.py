@@ -48,7 +48,7 @@ from kruntimes.scheduler import outcome as out
 from kruntimes.scheduler import views
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
-from kruntimes.scheduler.framework import Planner
+from kruntimes.scheduler.planner import Planner
 from kruntimes.scheduler.projection import Amounts, PodInfo, RunInfo
 from kruntimes.scheduler.snapshot import Snapshot
 from kruntimes.scheduler.targets import NamespaceTargets

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench.planner, w
 
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
-from kruntimes.scheduler.framework import Planner
+from kruntimes.scheduler.planner import Planner
 from kruntimes.scheduler.outcome import CycleOutcome
 from kruntimes.scheduler.projection import (Affinity, PodInfo, Requirement, RunInfo, Selector, Term,
                                             WeightedTerm)

@@ -50,7 +50,7 @@ from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPO
 from kruntimes.scheduler import outcome as out  # noqa: E402
 from kruntimes.scheduler.cache import ClusterCache  # noqa: E402
 from kruntimes.scheduler.config import SchedulerConfig  # noqa: E402
-from kruntimes.scheduler.framework import Planner  # noqa: E402
+from kruntimes.scheduler.planner import Planner  # noqa: E402
 from kruntimes.scheduler.projection import PodInfo, RunInfo  # noqa: E402
 from replay import source, verify  # noqa: E402
 

@@ -36,7 +36,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from kruntimes import demo_watch
+from kruntimes import demo_watch, wire
 from kruntimes.api import ingest, models
 from kruntimes.controller.reading import runtime_view
 from kruntimes.controller.reconcile import PodDefaults, pod_body
@@ -266,7 +266,7 @@ def run(*, workers: int = 4, conflict_rate: float = 0.02, seed: int = 7, journal
         seconds = time.perf_counter() - started
     report = _report(workload, runs, scheduler, watch, seconds, pod_lost, list(log))
     report.seed = seed
-    report.processes = sum(1 for r in runs.runs() if r.phase in ("Succeeded", "Failed") and _executed(runs, r))
+    report.processes = sum(1 for r in runs.runs() if r.phase in wire.TERMINAL_PHASES and _executed(runs, r))
     if session is not None:
         # The report is for people: it never holds the password, so no line printed from it can show one.
         report.journal = redact.url(journal)

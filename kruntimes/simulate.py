@@ -35,7 +35,7 @@ from kruntimes.controller import reading, reconcile
 from kruntimes.scheduler import outcome as out
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
-from kruntimes.scheduler.framework import Planner
+from kruntimes.scheduler.planner import Planner
 from kruntimes.scheduler.projection import RunInfo
 
 

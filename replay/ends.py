@@ -21,18 +21,27 @@ handed records to its writer (``kruntimes.journal.handover``). So ``verify`` tel
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from replay import errors
-
-if TYPE_CHECKING:
-    from replay.integrity import EpochReport
 
 OPEN = "open"
 ENDED = "ended"
 BEFORE_EPOCHS = "before-epochs"
 #: The end reason a replica's restart writes when it closes the epoch its killed process left open.
 RECOVERED = "recovered"
+
+
+class EpochReport(Protocol):
+    """What this module reads and sets of an epoch's report (`integrity.EpochReport`, which imports this module)."""
+
+    first_lsn: int
+    state: str
+    end_reason: str | None
+    handed_lsn: int | None
+    lost_in_crash: tuple[int, int] | None
+
+    def add(self, problem: errors.JournalDamage) -> None: ...
 
 
 def handed(end_payload: str) -> int | None:

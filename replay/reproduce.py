@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kruntimes.scheduler.config import ConfigError, SchedulerConfig
-from kruntimes.scheduler.framework import Planner
+from kruntimes.scheduler.planner import Planner
 from kruntimes.scheduler.outcome import CycleOutcome
 from replay import compare, errors
 from replay.engine import Context, Replayed

@@ -16,8 +16,9 @@ from typing import Any, Iterable, Mapping
 from kruntimes.memory.api import MemoryApi
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
-from kruntimes.scheduler.framework import Planner
-from kruntimes.scheduler.loop import IN_FLIGHT, Scheduler
+from kruntimes.scheduler.planner import Planner
+from kruntimes.scheduler.cycle import IN_FLIGHT
+from kruntimes.scheduler.loop import Scheduler
 from kruntimes.scheduler.metrics import SchedulerMetrics
 from kruntimes.scheduler.outcome import CycleOutcome
 from kruntimes.scheduler.projection import (NO_AFFINITY, Affinity, PodInfo, Requirement, RunInfo, Selector, Term,

@@ -1,4 +1,4 @@
-"""The building blocks of the API models: wire constants, field types and base classes.
+"""The building blocks of the API models: field types and base classes (wire names from `kruntimes.wire`).
 
 Every rule a single field obeys lives here once - whole-number quantities,
 qualified resource names, label keys and values, affinity weights, the one
@@ -9,7 +9,7 @@ from `scheduler.validation`, the one place PreFilter and the CRD share; issue 12
 """
 
 import re
-from typing import Annotated, Any, Final
+from typing import Annotated, Any
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, Strict,
                       WithJsonSchema, model_validator)
@@ -18,19 +18,10 @@ from pydantic_core import PydanticCustomError
 
 from kruntimes.api import names, quantity
 from kruntimes.scheduler import validation as bounds
-
-GROUP = "kruntimes.io"
-VERSION = "v1alpha1"
-# Final, so that type checkers see the literal the `apiVersion` Literal fields expect.
-API_VERSION: Final = "kruntimes.io/v1alpha1"
-RUNTIME_LABEL = "kruntimes.io/runtime"
-# SPEC §2.1: the controller writes the JSON form; readers also accept per-resource keys.
-CAPACITY_ANNOTATION = "kruntimes.io/capacity"
-CAPACITY_ANNOTATION_PREFIX = "kruntimes.io/capacity."
-HEARTBEAT_ANNOTATION = "kruntimes.io/runtimed-heartbeat"
-RUNTIME_POD_TOPOLOGY = "kruntimes.io/runtime-pod"
-# The built-in resource every Run requests (SPEC §2.2) and every pod declares (§2.3).
-RUNS_RESOURCE = "runs"
+# The wire names, defined once on the ground floor and re-exported for the models' callers.
+from kruntimes.wire import (  # noqa: F401
+    API_VERSION, CAPACITY_ANNOTATION, CAPACITY_ANNOTATION_PREFIX, GROUP, HEARTBEAT_ANNOTATION, RUNS_RESOURCE,
+    RUNTIME_LABEL, RUNTIME_POD_TOPOLOGY, VERSION)
 
 # Schema of a free-form mapping the CRD must keep as written (pod template, function).
 PRESERVE_UNKNOWN: dict[str, Any] = {"x-kubernetes-preserve-unknown-fields": True}

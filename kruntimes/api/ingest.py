@@ -17,12 +17,12 @@ malformed, and its labels always make it a target.
 from __future__ import annotations
 
 import logging
-import re
-from datetime import date, datetime
+from datetime import date
 from typing import Any, Mapping
 
 import pydantic
 
+from kruntimes import wire
 from kruntimes.api import capacity as capacity_annotations
 from kruntimes.api import device_models
 from kruntimes.api import models
@@ -37,36 +37,17 @@ from kruntimes.scheduler.projection import (NO_AFFINITY, Affinity, PodInfo, Requ
 
 log = logging.getLogger(__name__)
 
+#: An RFC 3339 time in an object, or None (runtimed and the simulator read theirs through ingest too).
+parse_time = wire.parse_rfc3339
+
 #: The common start of every bounded capacity reason (`capacity.PROBLEMS`).
 MALFORMED_CAPACITY = capacity_annotations.MALFORMED
 #: The problem of a spec the models could not even judge (never expected; logged).
 UNREADABLE_SPEC = "spec could not be read; check that it is a mapping of the documented fields"
 
-_PHASES = ("Pending", "Scheduled", "Running", "Succeeded", "Failed")
 _AFFINITY = pydantic.TypeAdapter(models.RunAffinitySpec)
 _RUNTIME = pydantic.TypeAdapter(models.RuntimeName)
 _WORKSPACE = pydantic.TypeAdapter(models.WorkspaceName)
-
-
-# RFC 3339 §5.6 date-time, as Kubernetes (Go's time.Parse with time.RFC3339) reads it:
-# seconds required, any fraction, a zone always. `fromisoformat` alone would also take
-# ISO 8601 forms a real server never writes (week dates, basic format, no seconds), and
-# a heartbeat in such a form would count as fresh where SPEC §3.3 says unparsable is stale.
-_RFC3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})",
-                      re.ASCII)
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp as an aware datetime, or None when missing or unparsable."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo else None
-    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else None
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -107,7 +88,7 @@ def pod_info(obj: Any) -> PodInfo | None:
         log.warning("runtime pod %s/%s: %s", _text(meta.get("namespace"))[:253], _text(meta.get("name"))[:253],
                     reading.detail)
     status = _mapping(_mapping(obj).get("status"))
-    ready = any(isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
+    ready = any(isinstance(c, Mapping) and c.get("type") == wire.CONDITION_READY and c.get("status") == "True"
                 for c in _list(status.get("conditions")))
     return PodInfo(
         namespace=_text(meta.get("namespace")) or "default",
@@ -151,10 +132,9 @@ def run_info(obj: Any) -> RunInfo:
         workspace = _valid(_WORKSPACE, raw.get("workspace"))
     assignment = _mapping(status.get("assignment"))
     phase = status.get("phase")
-    pending = next((c.get("message") for c in _list(status.get("conditions"))
-                    if isinstance(c, Mapping) and c.get("type") == "Scheduled" and c.get("status") == "False"),
-                   None)
-    phase = phase if isinstance(phase, str) and phase in _PHASES else "Pending"
+    pending = next((c.get("message") for c in _list(status.get("conditions")) if isinstance(c, Mapping)
+                    and c.get("type") == wire.CONDITION_SCHEDULED and c.get("status") == "False"), None)
+    phase = phase if isinstance(phase, str) and phase in wire.PHASES else wire.PENDING
     ended = status_bodies.ended(phase, status.get("conditions"))
     return RunInfo(
         namespace=_text(meta.get("namespace")) or "default",

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
 
+from kruntimes import wire
 from kruntimes.api import device_models
 from kruntimes.api import quantity
 from kruntimes.api.fields import (  # noqa: F401 - constants and types re-exported for callers
@@ -299,7 +300,7 @@ class Assignment(_Object):
     )
 
 
-RunPhase = Literal["Pending", "Scheduled", "Running", "Succeeded", "Failed"]
+RunPhase = wire.Phase
 
 
 class RunStatus(_Object):

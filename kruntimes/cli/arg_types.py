@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable
 
-from kruntimes.cli import times
+from kruntimes import wire
 
 
 def positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -31,8 +31,8 @@ def seconds(kind: Callable[[str], Any]) -> Callable[[str], Any]:
         except ValueError:
             pass
         try:
-            total = times.duration(value).total_seconds()
-        except times.NotATime as exc:
+            total = wire.parse_duration(value).total_seconds()
+        except wire.NotATime as exc:
             raise argparse.ArgumentTypeError(f"invalid duration {text!r}: give seconds or a duration such as "
                                              "90s, 5m, 1h30m") from exc
         return kind(total) if kind is not int else int(total)

@@ -21,7 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.cli import times
+from kruntimes import wire
 from kruntimes.journal import backends, errors, redact
 
 URL_ENV = "KRUNTIMES_JOURNAL_URL"
@@ -119,8 +119,8 @@ def parse_key(text: str, what: str = "NAMESPACE/NAME") -> tuple[str, str]:
 def parse_time(text: str, *, now: datetime | None = None, what: str = "time") -> datetime:
     """An instant from RFC 3339 / ISO 8601 (no zone means UTC), ``now``, or an age like ``90m``, ``2h``, ``1d``."""
     try:
-        return times.parse(text, now=now, what=what)
-    except times.NotATime as exc:
+        return wire.parse_when(text, now=now, what=what)
+    except wire.NotATime as exc:
         raise UsageError(str(exc)) from None
 
 

@@ -16,6 +16,7 @@ import kubernetes.client
 import urllib3
 from kubernetes.client import ApiException
 
+from kruntimes import wire
 from kruntimes.api import models
 from kruntimes.cli.kube_args import UsageError, add_kube_options, api_client
 from kruntimes.cluster import decode, errors
@@ -72,6 +73,6 @@ def _why_not(obj: dict) -> str | None:  # type: ignore[type-arg]
         return "is not a function Run (only function Runs are released; a task Run ends by itself)"
     if status.get("released"):
         return "is already released"
-    if status.get("phase") in ("Succeeded", "Failed"):
+    if status.get("phase") in wire.TERMINAL_PHASES:
         return f"has already ended ({status['phase']})"
     return None

@@ -45,105 +45,123 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Watch Runs, Runtimes and Runtime Pods and place Pending Runs, with leader "
                                    "election. Each flag also reads the environment variable named in its help.")
     p.set_defaults(run=run)
+    _add_api_options(p)
+    _add_journal_options(p)
+    _add_election_options(p)
+    _add_process_options(p)
 
-    def option(group: Any, flag: str, env: str, default: Any, help_text: str, **kwargs: Any) -> None:
-        shown = "" if default is None else f"; default {default}"
-        group.add_argument(flag, default=kube_args.env(env, default), help=f"{help_text} (env {env}{shown})", **kwargs)
 
+def _option(group: Any, flag: str, env: str, default: Any, help_text: str, **kwargs: Any) -> None:
+    """A flag that also reads `env`, its help naming both and the default."""
+    shown = "" if default is None else f"; default {default}"
+    group.add_argument(flag, default=kube_args.env(env, default), help=f"{help_text} (env {env}{shown})", **kwargs)
+
+
+def _add_api_options(p: argparse.ArgumentParser) -> None:
+    """The API server, the namespace, the binder processes and the cluster settings."""
     api = p.add_argument_group("API server and scheduling")
     add_kube_options(api)
     api.add_argument("--namespace", default=kube_args.env("KRUNTIMES_NAMESPACE"),
                      help="watch and schedule in this namespace only (env KRUNTIMES_NAMESPACE; default: all)")
 
-    option(api, "--binders", "KRUNTIMES_BINDERS", 1,
-           "binder processes sending the status writes (one scheduling loop plans; writes leave it)",
-           type=kube_args.positive(int), metavar="N")
-    option(api, "--bind-concurrency", "KRUNTIMES_BIND_CONCURRENCY", 8,
-           "status writes in flight per binder process", type=kube_args.positive(int), metavar="N")
-    option(api, "--heartbeat-staleness", "KRUNTIMES_HEARTBEAT_STALENESS", 30,
-           "seconds after which a runtimed heartbeat is stale", type=kube_args.seconds(int), metavar="SECONDS")
-    option(api, "--settings-namespace", cluster_settings.NAMESPACE_ENV, cluster_settings.DEFAULT_NAMESPACE,
-           f"where the ConfigMap {cluster_settings.CONFIGMAP} is: the cluster settings the scheduler, every "
-           "runtimed and simulate read alike (the default runs capacity)", metavar="NAMESPACE")
+    _option(api, "--binders", "KRUNTIMES_BINDERS", 1,
+            "binder processes sending the status writes (one scheduling loop plans; writes leave it)",
+            type=kube_args.positive(int), metavar="N")
+    _option(api, "--bind-concurrency", "KRUNTIMES_BIND_CONCURRENCY", 8,
+            "status writes in flight per binder process", type=kube_args.positive(int), metavar="N")
+    _option(api, "--heartbeat-staleness", "KRUNTIMES_HEARTBEAT_STALENESS", 30,
+            "seconds after which a runtimed heartbeat is stale", type=kube_args.seconds(int), metavar="SECONDS")
+    _option(api, "--settings-namespace", cluster_settings.NAMESPACE_ENV, cluster_settings.DEFAULT_NAMESPACE,
+            f"where the ConfigMap {cluster_settings.CONFIGMAP} is: the cluster settings the scheduler, every "
+            "runtimed and simulate read alike (the default runs capacity)", metavar="NAMESPACE")
 
+
+def _add_journal_options(p: argparse.ArgumentParser) -> None:
+    """Where the journal is and how it is written."""
     journal = p.add_argument_group("journal")
     journal.add_argument("--journal-url", "--journal", dest="journal_url", default=kube_args.env(journal_args.URL_ENV),
                          metavar="URL", help=f"journal database, e.g. postgresql+psycopg://USER@HOST/DB or "
                                              f"sqlite:///PATH (env {journal_args.URL_ENV}; default: no journal)")
-    option(journal, "--journal-detail", "KRUNTIMES_JOURNAL_DETAIL", "summary", "cycle records: summary or full",
-           choices=DETAILS)
-    option(journal, "--journal-checkpoint-every", "KRUNTIMES_JOURNAL_CHECKPOINT_EVERY", DEFAULT_CHECKPOINT_EVERY,
-           "fewest records between checkpoints of the cache", type=kube_args.positive(int), metavar="N")
-    option(journal, "--journal-checkpoint-size-ratio", "KRUNTIMES_JOURNAL_CHECKPOINT_SIZE_RATIO",
-           DEFAULT_CHECKPOINT_SIZE_RATIO, "also at least this many records between checkpoints per object in the "
-           "cache (0: every --journal-checkpoint-every records)", type=int, metavar="N")
-    option(journal, "--journal-spool", "KRUNTIMES_JOURNAL_SPOOL", None,
-           "file where records wait while the database is away (default: next to an SQLite journal, "
-           "else ./kruntimes-journal.spool)", metavar="PATH")
-    option(journal, "--journal-writer", "KRUNTIMES_JOURNAL_WRITER", "process",
-           "where records are built and stored: process (its own process, off the scheduler's core) or thread",
-           choices=("process", "thread"))
-    option(journal, "--journal-history", "KRUNTIMES_JOURNAL_HISTORY", follow.DEFAULT_HISTORY,
-           "inline: the history tables are written with each batch of records, in its transaction; follow: "
-           "records only (the writer keeps its full rate) and `kruntimes journal index --follow` writes them after",
-           choices=follow.HISTORY_MODES)
-    option(journal, "--journal-key-file", chain.KEY_FILE_ENV, None,
-           "file holding the HMAC key of the journal's hash chain (at least 32 bytes; e.g. the mounted "
-           "kruntimes-journal-key Secret); without it the chain is plain SHA-256", metavar="PATH")
-    option(journal, "--journal-migrate", "KRUNTIMES_JOURNAL_MIGRATE", None,
-           "auto: migrate the schema on start (one writer); never: only wait for `kruntimes db upgrade` "
-           "(replicas in a cluster; default: auto for SQLite, never for PostgreSQL)", choices=MIGRATE_MODES)
-    option(journal, "--journal-schema-wait", "KRUNTIMES_JOURNAL_SCHEMA_WAIT", 300.0,
-           "with --journal-migrate never: seconds of waiting for the schema's head revision after which an error "
-           "naming the kruntimes-db-upgrade Job is logged (scheduling goes on; records wait in the spool)",
-           type=kube_args.seconds(float), metavar="SECONDS")
-    option(journal, "--journal-write-timeout", "KRUNTIMES_JOURNAL_WRITE_TIMEOUT", 5.0,
-           "seconds the journal writer waits for the database to answer before it spools the batch, like a refused "
-           "one: a record is durable (database or spool) within about this long, whatever the database does",
-           type=kube_args.seconds(float), metavar="SECONDS")
+    _option(journal, "--journal-detail", "KRUNTIMES_JOURNAL_DETAIL", "summary", "cycle records: summary or full",
+            choices=DETAILS)
+    _option(journal, "--journal-checkpoint-every", "KRUNTIMES_JOURNAL_CHECKPOINT_EVERY", DEFAULT_CHECKPOINT_EVERY,
+            "fewest records between checkpoints of the cache", type=kube_args.positive(int), metavar="N")
+    _option(journal, "--journal-checkpoint-size-ratio", "KRUNTIMES_JOURNAL_CHECKPOINT_SIZE_RATIO",
+            DEFAULT_CHECKPOINT_SIZE_RATIO, "also at least this many records between checkpoints per object in the "
+            "cache (0: every --journal-checkpoint-every records)", type=int, metavar="N")
+    _option(journal, "--journal-spool", "KRUNTIMES_JOURNAL_SPOOL", None,
+            "file where records wait while the database is away (default: next to an SQLite journal, "
+            "else ./kruntimes-journal.spool)", metavar="PATH")
+    _option(journal, "--journal-writer", "KRUNTIMES_JOURNAL_WRITER", "process",
+            "where records are built and stored: process (its own process, off the scheduler's core) or thread",
+            choices=("process", "thread"))
+    _option(journal, "--journal-history", "KRUNTIMES_JOURNAL_HISTORY", follow.DEFAULT_HISTORY,
+            "inline: the history tables are written with each batch of records, in its transaction; follow: "
+            "records only (the writer keeps its full rate) and `kruntimes journal index --follow` writes them after",
+            choices=follow.HISTORY_MODES)
+    _option(journal, "--journal-key-file", chain.KEY_FILE_ENV, None,
+            "file holding the HMAC key of the journal's hash chain (at least 32 bytes; e.g. the mounted "
+            "kruntimes-journal-key Secret); without it the chain is plain SHA-256", metavar="PATH")
+    _option(journal, "--journal-migrate", "KRUNTIMES_JOURNAL_MIGRATE", None,
+            "auto: migrate the schema on start (one writer); never: only wait for `kruntimes db upgrade` "
+            "(replicas in a cluster; default: auto for SQLite, never for PostgreSQL)", choices=MIGRATE_MODES)
+    _option(journal, "--journal-schema-wait", "KRUNTIMES_JOURNAL_SCHEMA_WAIT", 300.0,
+            "with --journal-migrate never: seconds of waiting for the schema's head revision after which an error "
+            "naming the kruntimes-db-upgrade Job is logged (scheduling goes on; records wait in the spool)",
+            type=kube_args.seconds(float), metavar="SECONDS")
+    _option(journal, "--journal-write-timeout", "KRUNTIMES_JOURNAL_WRITE_TIMEOUT", 5.0,
+            "seconds the journal writer waits for the database to answer before it spools the batch, like a refused "
+            "one: a record is durable (database or spool) within about this long, whatever the database does",
+            type=kube_args.seconds(float), metavar="SECONDS")
 
+
+def _add_election_options(p: argparse.ArgumentParser) -> None:
+    """Leader election on a Lease."""
     election = p.add_argument_group("leader election")
-    option(election, "--leader-elect", "KRUNTIMES_LEADER_ELECT", True,
-           "elect one active scheduler on a Lease (--no-leader-elect: this one always leads)",
-           type=kube_args.boolean, nargs="?", const=True, metavar="BOOL")
+    _option(election, "--leader-elect", "KRUNTIMES_LEADER_ELECT", True,
+            "elect one active scheduler on a Lease (--no-leader-elect: this one always leads)",
+            type=kube_args.boolean, nargs="?", const=True, metavar="BOOL")
     election.add_argument("--no-leader-elect", dest="leader_elect", action="store_false",
                           help="run without leader election (one replica only)")
-    option(election, "--leader-elect-resource-name", "KRUNTIMES_LEASE_NAME", "kruntimes-scheduler",
-           "the Lease's name", metavar="NAME")
-    option(election, "--leader-elect-resource-namespace", "KRUNTIMES_LEASE_NAMESPACE", None,
-           "the Lease's namespace (default: $POD_NAMESPACE, the pod's own namespace, or 'default')",
-           metavar="NAMESPACE")
-    option(election, "--leader-elect-identity", "KRUNTIMES_LEASE_IDENTITY", None,
-           "this replica's holder identity (default: $POD_NAME, else host name and a nonce)", metavar="ID")
-    option(election, "--leader-elect-lease-duration", "KRUNTIMES_LEASE_DURATION", 15,
-           "seconds a standby waits after the last renewal it saw before taking the lease",
-           type=kube_args.positive(kube_args.seconds(int)), metavar="SECONDS")
-    option(election, "--leader-elect-renew-deadline", "KRUNTIMES_LEASE_RENEW_DEADLINE", 10.0,
-           "seconds the leader keeps trying to renew before it stops scheduling",
-           type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
-    option(election, "--leader-elect-retry-period", "KRUNTIMES_LEASE_RETRY_PERIOD", 2.0,
-           "seconds between attempts to acquire or renew",
-           type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
+    _option(election, "--leader-elect-resource-name", "KRUNTIMES_LEASE_NAME", "kruntimes-scheduler",
+            "the Lease's name", metavar="NAME")
+    _option(election, "--leader-elect-resource-namespace", "KRUNTIMES_LEASE_NAMESPACE", None,
+            "the Lease's namespace (default: $POD_NAMESPACE, the pod's own namespace, or 'default')",
+            metavar="NAMESPACE")
+    _option(election, "--leader-elect-identity", "KRUNTIMES_LEASE_IDENTITY", None,
+            "this replica's holder identity (default: $POD_NAME, else host name and a nonce)", metavar="ID")
+    _option(election, "--leader-elect-lease-duration", "KRUNTIMES_LEASE_DURATION", 15,
+            "seconds a standby waits after the last renewal it saw before taking the lease",
+            type=kube_args.positive(kube_args.seconds(int)), metavar="SECONDS")
+    _option(election, "--leader-elect-renew-deadline", "KRUNTIMES_LEASE_RENEW_DEADLINE", 10.0,
+            "seconds the leader keeps trying to renew before it stops scheduling",
+            type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
+    _option(election, "--leader-elect-retry-period", "KRUNTIMES_LEASE_RETRY_PERIOD", 2.0,
+            "seconds between attempts to acquire or renew",
+            type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
 
+
+def _add_process_options(p: argparse.ArgumentParser) -> None:
+    """The HTTP endpoints, watches, shutdown, Events and logging of the process."""
     process = p.add_argument_group("process")
-    option(process, "--http-address", "KRUNTIMES_HTTP_ADDRESS", "0.0.0.0",
-           "address of /metrics, /healthz and /readyz", metavar="ADDRESS")
-    option(process, "--http-port", "KRUNTIMES_HTTP_PORT", 8080,
-           "port of /metrics, /healthz and /readyz (0: any free port)", type=int, metavar="PORT")
-    option(process, "--watch-timeout", "KRUNTIMES_WATCH_TIMEOUT", 300,
-           "seconds one watch request lasts before it is resumed",
-           type=kube_args.positive(kube_args.seconds(int)), metavar="SECONDS")
-    option(process, "--watch-bookmark-interval", "KRUNTIMES_WATCH_BOOKMARK_INTERVAL", 60.0,
-           "seconds between the API server's watch bookmarks; a watch silent twice as long is restarted",
-           type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
-    option(process, "--shutdown-timeout", "KRUNTIMES_SHUTDOWN_TIMEOUT", 20.0,
-           "seconds for the cycle in flight and the journal flush at shutdown",
-           type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
-    option(process, "--event-interval", "KRUNTIMES_EVENT_INTERVAL", 60.0,
-           "seconds between two writes of one Run's FailedScheduling Event (repeats in between are "
-           "counted into its series); 0 emits no Events", type=kube_args.seconds(float), metavar="SECONDS")
-    option(process, "--log-level", "KRUNTIMES_LOG_LEVEL", "info", "debug, info, warning or error",
-           choices=("debug", "info", "warning", "error"))
+    _option(process, "--http-address", "KRUNTIMES_HTTP_ADDRESS", "0.0.0.0",
+            "address of /metrics, /healthz and /readyz", metavar="ADDRESS")
+    _option(process, "--http-port", "KRUNTIMES_HTTP_PORT", 8080,
+            "port of /metrics, /healthz and /readyz (0: any free port)", type=int, metavar="PORT")
+    _option(process, "--watch-timeout", "KRUNTIMES_WATCH_TIMEOUT", 300,
+            "seconds one watch request lasts before it is resumed",
+            type=kube_args.positive(kube_args.seconds(int)), metavar="SECONDS")
+    _option(process, "--watch-bookmark-interval", "KRUNTIMES_WATCH_BOOKMARK_INTERVAL", 60.0,
+            "seconds between the API server's watch bookmarks; a watch silent twice as long is restarted",
+            type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
+    _option(process, "--shutdown-timeout", "KRUNTIMES_SHUTDOWN_TIMEOUT", 20.0,
+            "seconds for the cycle in flight and the journal flush at shutdown",
+            type=kube_args.positive(kube_args.seconds(float)), metavar="SECONDS")
+    _option(process, "--event-interval", "KRUNTIMES_EVENT_INTERVAL", 60.0,
+            "seconds between two writes of one Run's FailedScheduling Event (repeats in between are "
+            "counted into its series); 0 emits no Events", type=kube_args.seconds(float), metavar="SECONDS")
+    _option(process, "--log-level", "KRUNTIMES_LOG_LEVEL", "info", "debug, info, warning or error",
+            choices=("debug", "info", "warning", "error"))
 
 
 def settings_from(args: argparse.Namespace) -> ClusterSettings:

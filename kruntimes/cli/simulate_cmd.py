@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kruntimes import bounded_yaml
-from kruntimes.cli import output, times
+from kruntimes import bounded_yaml, wire
+from kruntimes.cli import output
 from kruntimes.cli.output import Column, Listing
 from kruntimes.simulate import InputError, load_documents, simulate
 
@@ -26,8 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     try:
-        now = times.parse(args.now or "now", what="--now")
-    except times.NotATime as exc:
+        now = wire.parse_when(args.now or "now", what="--now")
+    except wire.NotATime as exc:
         print(f"kruntimes simulate: {exc}", file=sys.stderr)
         return 2
     try:

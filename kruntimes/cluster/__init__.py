@@ -14,10 +14,10 @@ official `kubernetes` client. One concept per module, from the wire inwards:
 - ``intake``: informer events -> ingest projections -> the Scheduler's handlers while
   leading, straight into the cache while standing by;
 - ``binder``: the `Binder` that writes a Run's status, guarded by its resourceVersion,
-  and tells an unanswered write (it may have landed) from a failed one;
-- ``binders``: the binder processes that send those writes for the scheduling loop,
-  each before the deadline it carries, and bring the answers back (``binder_process``:
-  what runs inside one);
+  and tells an unanswered write (it may have landed) from a failed one (``kube``), and
+  the binder processes that send those writes for the scheduling loop, each before the
+  deadline it carries, and bring the answers back (``processes``; ``child``: what runs
+  inside one);
 - ``leader``: leader election on a coordination.k8s.io/v1 Lease;
 - ``term``: what starts and ends a leadership term (journal, queue, the scheduling loop, assumptions);
 - ``runner``: `ClusterScheduler`, which wires all of the above into one process (and its binders);

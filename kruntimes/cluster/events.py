@@ -37,13 +37,14 @@ import kubernetes.client
 from kubernetes.client import ApiException
 from prometheus_client import CollectorRegistry, Counter
 
+from kruntimes import wire
 from kruntimes.api import models
 from kruntimes.cluster import errors, leader
 from kruntimes.scheduler.projection import RunInfo
 
 log = logging.getLogger("kruntimes.cluster.events")
 
-CONTROLLER = "kruntimes.io/scheduler"
+CONTROLLER = wire.EVENTS_REPORTER
 SCHEDULED, FAILED_SCHEDULING = "Scheduled", "FailedScheduling"
 NOTE_LIMIT = 1024  # bytes, the API server's limit on an Event's note
 
@@ -245,7 +246,7 @@ def _bounded(note: str) -> str:
 def pending_message(status: dict[str, Any]) -> str | None:
     """The Pending message of a status body the scheduler writes (its Scheduled=False condition)."""
     for condition in status.get("conditions") or []:
-        if condition.get("type") == "Scheduled" and condition.get("status") == "False":
+        if condition.get("type") == wire.CONDITION_SCHEDULED and condition.get("status") == "False":
             return str(condition.get("message") or "")
     return None
 
@@ -253,9 +254,9 @@ def pending_message(status: dict[str, Any]) -> str | None:
 def tell(recorder: EventRecorder, run: RunInfo, status: dict[str, Any]) -> None:
     """The Event a status write that landed calls for: ``Scheduled`` or ``FailedScheduling``."""
     phase = status.get("phase")
-    if phase == "Scheduled":
+    if phase == wire.SCHEDULED:
         recorder.scheduled(run, str((status.get("assignment") or {}).get("podName") or "?"))
-    elif phase == "Pending":
+    elif phase == wire.PENDING:
         message = pending_message(status)
         if message:
             recorder.failed_scheduling(run, message)

@@ -122,7 +122,7 @@ class LeaderElector:
     def fence_deadline(self) -> float:
         """Until when (on this elector's clock) `is_leader` is certainly true: -inf when it is not.
 
-        A write handed over now may be sent until then (`binders`); with the default
+        A write handed over now may be sent until then (`binder.processes`); with the default
         clock, `time.monotonic`, the deadline means the same in every process.
         """
         renewed = self._renewed_at

@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from kruntimes.cluster import client, events, sources
 from kruntimes.cluster.backoff import Backoff
-from kruntimes.cluster.binders import BinderProcesses
+from kruntimes.cluster.binder.processes import BinderProcesses
 from kruntimes.cluster.informer import Handler, Informer
 from kruntimes.cluster.informer_metrics import InformerMetrics
 from kruntimes.cluster.intake import Intake, RuntimeStore

@@ -17,7 +17,7 @@ from active Runs"):
    database answers;
 3. start with an empty assumed cache (dropping whatever a previous term left);
 4. route events through the scheduler, enqueue every Pending Run, start the
-   scheduling loop (its writes go to the binder processes, `binders`).
+   scheduling loop (its writes go to the binder processes, `binder.processes`).
 
 End (lost, or shutting down):
 

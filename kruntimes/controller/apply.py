@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping, Protocol
 
+from kruntimes import wire
 from kruntimes.controller import template as templates
 from kruntimes.controller.reconcile import LostRun, Plan, RuntimeSpecView
 from kruntimes.scheduler import status as st
@@ -117,7 +118,7 @@ def _fail_lost(lost: LostRun, api: ControllerApi, now: datetime, done: Applied) 
         return  # gone or recreated: nothing of this Run is active any more
     status = fresh.get("status") or {}
     assignment = status.get("assignment") or {}
-    still_active = status.get("phase") in ("Scheduled", "Running") and not status.get("released")
+    still_active = status.get("phase") in wire.ACTIVE_PHASES and not status.get("released")
     same_pod = assignment.get("podName") == run.pod_name and assignment.get("podUID") == run.pod_uid
     if not (still_active and same_pod):
         return

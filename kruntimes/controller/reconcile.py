@@ -45,17 +45,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
+from kruntimes import wire
 from kruntimes.controller import template as templates
 from kruntimes.controller import tenancy
 from kruntimes.devices import runtime_spec
 from kruntimes.scheduler.status import set_condition
+from kruntimes.wire import (API_VERSION, CAPACITY_ANNOTATION, CAPACITY_ANNOTATION_PREFIX, HEARTBEAT_ANNOTATION,
+                           RUNTIME_LABEL)
 
-RUNTIME_LABEL = "kruntimes.io/runtime"
-CAPACITY_ANNOTATION = "kruntimes.io/capacity"
-CAPACITY_KEY_PREFIX = "kruntimes.io/capacity."
 DEVICES_ANNOTATION = runtime_spec.DEVICES_ANNOTATION
 DEVICE_ENV_ANNOTATION = runtime_spec.DEVICE_ENV_ANNOTATION
-API_VERSION = "kruntimes.io/v1alpha1"
 RUNTIMED_CONTAINER = "runtimed"
 WORK_VOLUME = "kruntimes-work"
 WORK_DIR = "/var/lib/kruntimes/runs"
@@ -68,9 +67,9 @@ POD_ENV = (("KRUNTIMES_POD_NAME", "metadata.name"), ("KRUNTIMES_POD_NAMESPACE", 
            ("KRUNTIMES_POD_UID", "metadata.uid"))
 
 REASON_POD_LOST = "RuntimePodLost"
-CONDITION_CAPACITY = "CapacityValid"
-CONDITION_AVAILABLE = "Available"
-CONDITION_DEVICES = "DevicesValid"
+CONDITION_CAPACITY = wire.CONDITION_CAPACITY_VALID
+CONDITION_AVAILABLE = wire.CONDITION_AVAILABLE
+CONDITION_DEVICES = wire.CONDITION_DEVICES_VALID
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +223,7 @@ def pod_body(runtime: RuntimeSpecView, capacity: Mapping[str, int], defaults: Po
 def capacity_patch(pod: RuntimePod, capacity: Mapping[str, int]) -> dict[str, Any] | None:
     """A JSON merge patch that makes `pod` declare `capacity`; None when it already does."""
     wanted = capacity_annotation(capacity)
-    changes: dict[str, Any] = {k: None for k in sorted(pod.annotations) if k.startswith(CAPACITY_KEY_PREFIX)}
+    changes: dict[str, Any] = {k: None for k in sorted(pod.annotations) if k.startswith(CAPACITY_ANNOTATION_PREFIX)}
     if pod.annotations.get(CAPACITY_ANNOTATION) != wanted:
         changes[CAPACITY_ANNOTATION] = wanted
     return {"metadata": {"annotations": changes}} if changes else None
@@ -320,8 +319,8 @@ def _with_runtimed(containers: list[dict[str, Any]], defaults: PodDefaults) -> l
 
 
 def _owned_annotation(key: str) -> bool:
-    return (key in (CAPACITY_ANNOTATION, DEVICES_ANNOTATION, DEVICE_ENV_ANNOTATION, "kruntimes.io/runtimed-heartbeat")
-            or key.startswith(CAPACITY_KEY_PREFIX))
+    return (key in (CAPACITY_ANNOTATION, DEVICES_ANNOTATION, DEVICE_ENV_ANNOTATION, HEARTBEAT_ANNOTATION)
+            or key.startswith(CAPACITY_ANNOTATION_PREFIX))
 
 
 def _active_counts(runs: list[ActiveRun], pods: list[RuntimePod]) -> dict[str, int]:

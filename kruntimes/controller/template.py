@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-CONDITION_TEMPLATE = "TemplateValid"
+from kruntimes import wire
+
+CONDITION_TEMPLATE = wire.CONDITION_TEMPLATE_VALID
 REASON_VALID = "Valid"
 REASON_INVALID = "InvalidTemplate"
 REASON_REFUSED = "PodRefused"

@@ -37,13 +37,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from kruntimes import wire
 from kruntimes.journal import records
 # The tables live in history_tables; their names stay readable here, where the rows are made.
 from kruntimes.journal.history_tables import (  # noqa: F401
     COLUMNS, COPY_TYPES, ROW_TABLES, TABLE_NAMES, TABLES, binds, candidates, cycles, epochs, left_empty, placements,
     pod_hours, pods, rejection_hours, rejections, runs, waits, written_columns_exist)
 
-TERMINAL_PHASES = {"Succeeded": "succeeded", "Failed": "failed"}
+TERMINAL_PHASES = {phase: phase.lower() for phase in wire.TERMINAL_PHASES}  # phase -> why its Run left the pod
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MAX_INT = 2**63
 

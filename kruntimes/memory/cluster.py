@@ -35,7 +35,7 @@ from kruntimes.memory.pods import MemoryPods
 from kruntimes.runtimed.agent import DEFAULT_HEARTBEAT_PERIOD
 from kruntimes.runtimed.lifecycle import Lifecycle
 from kruntimes.runtimed.reading import pod_capacity
-from kruntimes.scheduler.status import rfc3339
+from kruntimes.wire import rfc3339
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from collections import deque
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from kruntimes.scheduler.status import rfc3339
+from kruntimes.wire import rfc3339
 
 
 class PodHandler(Protocol):

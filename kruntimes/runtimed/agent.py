@@ -50,7 +50,7 @@ from kubernetes.client import ApiException
 
 from kruntimes.api import cluster_settings, models
 from kruntimes.cluster import decode, errors, shared_settings
-from kruntimes.cluster.binder import KubernetesBinder
+from kruntimes.cluster.binder.kube import KubernetesBinder
 from kruntimes.cluster.informer import Informer
 from kruntimes.cluster.sources import RUNS, Source
 from kruntimes.runtimed.admission import Capacity

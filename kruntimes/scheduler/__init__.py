@@ -1,1 +1,1 @@
-"""The pure scheduling core: projections, snapshot, framework, plugins, assumed cache, queue, loop."""
+"""The pure scheduling core: projections, snapshot, plugin interface, planner, plugins, assumed cache, queue, loop."""

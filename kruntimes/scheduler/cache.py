@@ -16,12 +16,12 @@ from __future__ import annotations
 import bisect
 import threading
 from datetime import datetime
-from typing import Any, Iterable, Iterator
+from typing import Any, Collection, Iterator
 
 from kruntimes.scheduler import assumed as assumed_mod, device_state, parking, renewals, wake_rules
 from kruntimes.scheduler.config import SchedulerConfig
+from kruntimes.scheduler.interface import AFFINITY_TARGET
 from kruntimes.scheduler.parking import SOURCE_CAPACITY_RELEASED, SOURCE_RUNTIME_POD, RunKey, Wakeup  # noqa: F401
-from kruntimes.scheduler.plugins.affinity import AFFINITY_UNSATISFIED
 from kruntimes.scheduler.projection import Assumption, PodInfo, RunInfo
 from kruntimes.scheduler.recording import CountingRecorder, Recorder, settles
 from kruntimes.scheduler.snapshot import Snapshot
@@ -256,16 +256,16 @@ class ClusterCache:
         """What the Run's runtime and namespace have seen of wake-ups; read at the start of a cycle."""
         return self._parking.seen(run)
 
-    def park(self, run: RunInfo, wakes_seen: parking.Seen,
-             rejections: Iterable[tuple[str, str] | None] = (), waits_for_pods: bool = False) -> bool:
+    def park(self, run: RunInfo, wakes_seen: parking.Seen, wakes_on: Collection[str] = frozenset(),
+             waits_for_pods: bool = False) -> bool:
         """Park an unschedulable Run until an event that can change its answer wakes it.
 
-        `rejections` are its cycle's (plugin, reason) per pod: a Run some pod rejected for unsatisfied required
-        affinity also waits for a target that satisfies it; with `waits_for_pods` (no pod could ever fit it)
-        only pod events wake it. False when a wake-up happened since the cycle started: the caller requeues."""
+        `wakes_on` are the events beyond its Runtime's pods and released capacity that its rejecting
+        plugins named (`Planner.wake_events`): with `AFFINITY_TARGET` it also waits for a target that
+        satisfies its required affinity; with `waits_for_pods` (no pod could ever fit it) only pod
+        events wake it. False when a wake-up happened since the cycle started: the caller requeues."""
         with self.lock:
-            cohort = any(r is not None and r[1] == AFFINITY_UNSATISFIED for r in rejections)
-            return self._parking.park(run, wakes_seen, cohort, waits_for_pods)
+            return self._parking.park(run, wakes_seen, AFFINITY_TARGET in wakes_on, waits_for_pods)
 
     def _charge(self, run: RunInfo, sign: int) -> None:
         assert run.pod_name is not None

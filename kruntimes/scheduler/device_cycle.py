@@ -14,7 +14,7 @@ from typing import Any
 from kruntimes.devices import allocation, cel_engine
 from kruntimes.scheduler import device_state, outcome as out
 from kruntimes.scheduler.cache import ClusterCache, Wakeup
-from kruntimes.scheduler.framework import Planner
+from kruntimes.scheduler.planner import Planner
 from kruntimes.scheduler.metrics import SchedulerMetrics
 from kruntimes.scheduler.plugins.device_allocation import NAME as ALLOCATION
 from kruntimes.scheduler.plugins.device_allocation import DeviceCycle

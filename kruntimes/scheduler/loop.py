@@ -20,8 +20,9 @@ be sent (`deadline`: the leader fence). The cycle, step by step (SPEC §3.2):
 4. reserve: re-check the chosen pod against every assumption and assume (a
    defensive invariant check; a failure is counted as a reserve conflict);
 5. bind through the sender, and
-6. settle a bind whose outcome is unknown: `binding` (`BindSettlement`, a base of
-   `Scheduler`) tells what each answer means (SPEC §3.2 step 6).
+6. settle a bind whose outcome is unknown: the scheduler's `binding.BindSettlement`
+   tells what each answer means (SPEC §3.2 step 6) and ends the cycle through the
+   scheduler's side of `binding.CycleEnds`, the same steps its other writes end by.
 
 Nothing here reads the journal; the recorder only ever receives.
 """
@@ -33,46 +34,29 @@ import logging
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable
 
 from kruntimes.scheduler import device_cycle
 from kruntimes.scheduler import outcome as out
 from kruntimes.scheduler import status as st
 from kruntimes.scheduler.binding import Bind, BindSettlement
 from kruntimes.scheduler.cache import ClusterCache, RunKey, Wakeup
-from kruntimes.scheduler.framework import Planner
+from kruntimes.scheduler.cycle import IN_FLIGHT, Cycle, Planned
 from kruntimes.scheduler.metrics import SchedulerMetrics
+from kruntimes.scheduler.planner import Planner
 from kruntimes.scheduler.projection import PodInfo, RunInfo
 from kruntimes.scheduler.queue import QueueShutDown, WorkQueue
-from kruntimes.scheduler.writes import NO_DEADLINE, Inline, Sender
-
-#: What `Scheduler.process` returns while the cycle's write is still out.
-IN_FLIGHT = "in-flight"
+from kruntimes.scheduler.writes import NO_DEADLINE, Binder, Inline, Sender
 
 log = logging.getLogger(__name__)
-
-
-class Binder(Protocol):
-    """Writes a Run's whole status, guarded by the resourceVersion the Run was read at.
-
-    Raises `status.Conflict` when the Run changed meanwhile (HTTP 409),
-    `status.Ambiguous` when the write may have landed (sent, not answered) and
-    `status.ApiError` (or any exception) for other failures. `observe` reads the Run
-    (None when it is gone); it is only called after an ambiguous bind.
-    """
-
-    def update_status(self, run: RunInfo, status: dict[str, Any]) -> None: ...
-
-    def observe(self, run: RunInfo) -> st.Observed | None: ...
 
 
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class Scheduler(BindSettlement):
+class Scheduler:
     def __init__(self, cache: ClusterCache, binder: Binder, *, clock: Callable[[], datetime] = utc_now,
                  metrics: SchedulerMetrics | None = None, queue: WorkQueue | None = None,
                  planner: Planner | None = None, sender: Sender | None = None,
@@ -98,8 +82,9 @@ class Scheduler(BindSettlement):
         # the informer shows a newer version, planning that Run again would only earn a
         # 409 (and, woken by each other's releases, two such Runs would ping-pong).
         self._written: dict[RunKey, str] = {}
-        # Binds whose outcome is unknown (their assumption is kept), until settled.
-        self._unsettled: dict[RunKey, Bind] = {}
+        # Sends binds and settles their answers, ending their cycles through this scheduler's
+        # `binding.CycleEnds` side; the sender and deadline are looked up per send (tests swap them).
+        self.binds = BindSettlement(cache, self.metrics, lambda: self.sender, lambda: self.deadline(), self)
         self.results: Counter[str] = Counter()
         # Told of an attempt that left a Run Pending for the reason it already shows (no
         # status write): the cluster layer counts it into the Run's FailedScheduling Event.
@@ -111,23 +96,23 @@ class Scheduler(BindSettlement):
 
     # -- event intake (informer threads): apply, then only enqueue ----------------------
     def on_pod(self, info: PodInfo, event: str = "MODIFIED") -> None:
-        self._enqueue(self.cache.upsert_pod(info, now=self.clock(), event=event))
+        self.wake(self.cache.upsert_pod(info, now=self.clock(), event=event))
 
     def on_pod_deleted(self, namespace: str, name: str) -> None:
-        self._enqueue(self.cache.delete_pod(namespace, name))
+        self.wake(self.cache.delete_pod(namespace, name))
 
     def on_run(self, info: RunInfo, event: str = "MODIFIED") -> None:
-        self._enqueue(self.cache.upsert_run(info, event=event))
+        self.wake(self.cache.upsert_run(info, event=event))
 
     def on_run_deleted(self, namespace: str, name: str) -> None:
-        self._enqueue(self.cache.delete_run(namespace, name))
+        self.wake(self.cache.delete_run(namespace, name))
 
     def on_device_class(self, name: str, generation: Any, spec: Any) -> None:
         """A RuntimeDeviceClass was added or changed (SPEC §7.2): Pending Runs with devices are tried again."""
-        self._enqueue(device_cycle.class_changed(self.cache, name, generation, spec))
+        self.wake(device_cycle.class_changed(self.cache, name, generation, spec))
 
     def on_device_class_deleted(self, name: str) -> None:
-        self._enqueue(device_cycle.class_deleted(self.cache, name))
+        self.wake(device_cycle.class_deleted(self.cache, name))
 
     def enqueue_pending(self) -> None:
         """What a new leader does first: every Pending Run into the queue."""
@@ -135,7 +120,8 @@ class Scheduler(BindSettlement):
         for key in self.cache.pending_keys():
             self.queue.add(key)
 
-    def _enqueue(self, wakeups: Iterable[Wakeup]) -> None:
+    def wake(self, wakeups: Iterable[Wakeup]) -> None:
+        """Enqueue the Pending Runs an event woke, counting each wake-up by its source."""
         for key, source in wakeups:
             if source is not None:
                 self.metrics.wakeup(source)
@@ -184,7 +170,7 @@ class Scheduler(BindSettlement):
         self._threads.clear()
         self._term += 1
         self._written.clear()
-        self._unsettled.clear()  # the term's end drops every assumption
+        self.binds.forget_all()  # the term's end drops every assumption
         self.queue = WorkQueue(on_dequeue=self._dequeued)
         return drained and not stuck
 
@@ -217,7 +203,7 @@ class Scheduler(BindSettlement):
         """
         cycle = Cycle(key, queue if queue is not None else self.queue, self._term, time.perf_counter())
         cache = self.cache
-        if key in self._unsettled and self._settle(cycle):
+        if self.binds.unsettled(key) and self.binds.settle(cycle):
             return cycle.hand_over()
         with cache.lock:
             run = cache.run(key)
@@ -240,7 +226,7 @@ class Scheduler(BindSettlement):
             woken = (cache.reserve_waking(run, outcome.chosen or "", outcome.chosen_uid, **with_devices)
                      if outcome.status == out.SCHEDULED else None)
             reserved = woken is not None
-        self._enqueue(woken or ())
+        self.wake(woken or ())
         for plugin, reason, n in outcome.rejection_counts():
             self.metrics.filter_rejections.labels(plugin=plugin, reason=reason).inc(n)
         cycle.planned = Planned(run, outcome, wakes_seen)
@@ -252,9 +238,7 @@ class Scheduler(BindSettlement):
         if cycle.term == self._term:
             planned = cycle.planned
             if planned is not None:
-                if result == "unschedulable" and not self.cache.park(planned.run, planned.wakes_seen,
-                                                                     planned.outcome.rejections,
-                                                                     planned.outcome.waits_for_pods):
+                if result == "unschedulable" and not self._park(planned):
                     self.queue.add(cycle.key)  # its runtime was woken mid-cycle: try again now
                 duration = cycle.duration if cycle.duration is not None else time.perf_counter() - cycle.started
                 self.metrics.cycle_duration.observe(duration)
@@ -265,19 +249,18 @@ class Scheduler(BindSettlement):
         if cycle.answered(result):
             cycle.queue.done(cycle.key)
 
-    def _stale(self, cycle: Cycle) -> bool:
-        """An answer for a term that is over: it only lets its key go on the old queue."""
-        if cycle.term == self._term:
-            return False
-        self._end(cycle, "aborted")
-        return True
+    def _park(self, planned: Planned) -> bool:
+        """Park an unschedulable Run until an event its rejecting plugins name (`wake_events`) or its
+        Runtime's pods or released capacity can change its answer; False: a wake-up came mid-cycle."""
+        outcome = planned.outcome
+        return self.cache.park(planned.run, planned.wakes_seen, self.planner.wake_events(outcome.rejections),
+                               outcome.waits_for_pods)
 
     def _act(self, cycle: Cycle, run: RunInfo, outcome: out.CycleOutcome, reserved: bool,
              devices: str | None = None) -> None:
         key, now = cycle.key, outcome.now
         if outcome.status == out.ERROR:
-            self.queue.add_rate_limited(key)
-            self._end(cycle, "error")
+            self.requeue(cycle, "error")
             return
         if outcome.status == out.INVALID:
             body = st.terminal_status(None, "Failed", st.REASON_INVALID, outcome.message or "", now)
@@ -295,29 +278,16 @@ class Scheduler(BindSettlement):
         assert outcome.chosen is not None and outcome.chosen_uid is not None
         if not reserved:
             self.metrics.conflict("reserve")
-            self.queue.add_rate_limited(key)
-            self._end(cycle, "conflict")
+            self.requeue(cycle, "conflict")
             return
         body = st.scheduled_status(None, outcome.chosen, outcome.chosen_uid, now, self.lease_term)
         if devices is not None:  # in the assignment's own guarded write (SPEC §7.6)
             body["devices"] = json.loads(devices)
         self._bind(cycle, run, Bind(run.resource_version, run.uid, outcome.chosen, outcome.chosen_uid, body))
 
-    # -- status writes (a bind is sent and settled by binding.BindSettlement) ----------------
-    def _back_off(self, key: RunKey, exc: BaseException) -> None:
-        """Requeue after the key's backoff, or - a throttling server said when - after `retry_after`."""
-        wait = getattr(exc, "retry_after", None)
-        if isinstance(wait, (int, float)) and wait > 0:
-            self.queue.add_after(key, wait)
-        else:
-            self.queue.add_rate_limited(key)
-
-    def _landed(self, run: RunInfo, body: dict[str, Any]) -> None:
-        if self.on_written is not None:
-            try:
-                self.on_written(run, body)
-            except Exception:  # noqa: BLE001 - telling others of a write must never undo it
-                log.exception("a hook told of a status write failed")
+    def _bind(self, cycle: Cycle, run: RunInfo, bind: Bind) -> None:
+        """Step 5: the bind leaves the loop; the scheduler's `BindSettlement` sends it and settles its answer."""
+        self.binds.send(cycle, run, bind)
 
     def _write(self, cycle: Cycle, run: RunInfo, body: dict[str, Any], result: str) -> None:
         """A status write that is not a bind (a Pending message, Failed for an invalid Run)."""
@@ -325,66 +295,48 @@ class Scheduler(BindSettlement):
 
     def _wrote(self, cycle: Cycle, run: RunInfo, body: dict[str, Any], result: str,
                exc: BaseException | None) -> None:
-        if self._stale(cycle):
+        if self.stale(cycle):
             return
-        key = cycle.key
         if isinstance(exc, st.Conflict):
-            self.queue.add_rate_limited(key)  # a newer version is on its way; plan again on it
-            self._end(cycle, "conflict")
+            self.requeue(cycle, "conflict")  # a newer version is on its way; plan again on it
             return
         if exc is not None:
             log.warning("status write for a Run failed; retrying with backoff: %s", exc)
-            self._back_off(key, exc)
-            self._end(cycle, "error")
+            self.retry_later(cycle, exc)
             return
-        self._written[key] = run.resource_version
-        self.queue.forget(key)
+        self.wrote(cycle, run, body, result)
+
+    # -- how a cycle ends once its write is answered (`binding.CycleEnds`, for binds too) ----------
+    def stale(self, cycle: Cycle) -> bool:
+        """An answer for a term that is over: it only lets its key go on the old queue."""
+        if cycle.term == self._term:
+            return False
+        self._end(cycle, "aborted")
+        return True
+
+    def requeue(self, cycle: Cycle, result: str) -> None:
+        self.queue.add_rate_limited(cycle.key)
         self._end(cycle, result)
-        self._landed(run, body)
 
+    def retry_later(self, cycle: Cycle, exc: BaseException) -> None:
+        """Requeue after the key's backoff, or - a throttling server said when - after `retry_after`."""
+        wait = getattr(exc, "retry_after", None)
+        if isinstance(wait, (int, float)) and wait > 0:
+            self.queue.add_after(cycle.key, wait)
+        else:
+            self.queue.add_rate_limited(cycle.key)
+        self._end(cycle, "error")
 
-@dataclass(frozen=True)
-class Planned:
-    """What a cycle planned on and decided: its result is accounted for against it."""
+    def wrote(self, cycle: Cycle, run: RunInfo, body: dict[str, Any], result: str) -> None:
+        self._written[cycle.key] = run.resource_version
+        self.queue.forget(cycle.key)
+        self._end(cycle, result)
+        if self.on_written is not None:
+            try:
+                self.on_written(run, body)
+            except Exception:  # noqa: BLE001 - telling others of a write must never undo it
+                log.exception("a hook told of a status write failed")
 
-    run: RunInfo
-    outcome: out.CycleOutcome
-    wakes_seen: Any
-
-
-class Cycle:
-    """One key's cycle, from its dequeue to the answer of its write.
-
-    The scheduling loop hands the cycle over after planning (`hand_over`); the
-    answer ends it (`answered`), in whichever order the two happen. Whoever comes
-    second lets the key go: the loop by returning the result, the answer by marking
-    the key done on the queue it came from.
-    """
-
-    __slots__ = ("key", "queue", "term", "started", "planned", "duration", "_lock", "_result", "_handed_over")
-
-    def __init__(self, key: RunKey, queue: WorkQueue, term: int, started: float) -> None:
-        self.key = key
-        self.queue = queue
-        self.term = term
-        self.started = started
-        self.planned: Planned | None = None
-        self.duration: float | None = None  # the scheduling part: dequeue to hand-over
-        self._lock = threading.Lock()
-        self._result: str | None = None
-        self._handed_over = False
-
-    def hand_over(self) -> str:
-        """The loop is done with the cycle: its result, or IN_FLIGHT while the answer is out."""
-        with self._lock:
-            if self._result is not None:
-                return self._result
-            self.duration = time.perf_counter() - self.started
-            self._handed_over = True
-            return IN_FLIGHT
-
-    def answered(self, result: str) -> bool:
-        """The cycle's result is known; True when the loop has handed it over (the key is ours to let go)."""
-        with self._lock:
-            self._result = result
-            return self._handed_over
+    def superseded(self, cycle: Cycle, run: RunInfo) -> None:
+        self._written[cycle.key] = run.resource_version
+        self._end(cycle, "conflict")

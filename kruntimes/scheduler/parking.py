@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
+from kruntimes.scheduler import interface
 from kruntimes.scheduler.projection import RunInfo, Selector
 from kruntimes.scheduler.slots import Group
 from kruntimes.scheduler.targets import Target
@@ -38,9 +39,9 @@ RunKey = tuple[str, str]
 #: A wake-up: the Pending Run key to enqueue and the metric source that emitted it
 #: (None when a Run event enqueues that Run itself, which is not a counted wake-up).
 Wakeup = tuple[RunKey, str | None]
-SOURCE_RUNTIME_POD = "runtime_pod"
-SOURCE_CAPACITY_RELEASED = "capacity_released"
-SOURCE_AFFINITY_TARGET = "affinity_target"
+SOURCE_RUNTIME_POD = interface.RUNTIME_POD
+SOURCE_CAPACITY_RELEASED = interface.CAPACITY_RELEASED
+SOURCE_AFFINITY_TARGET = interface.AFFINITY_TARGET
 #: What a cycle saw of the wake-ups before it planned: opaque to the loop.
 Seen = tuple[int, int, int]
 

@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from kruntimes import wire
+
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 Operator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
-Phase = Literal["Pending", "Scheduled", "Running", "Succeeded", "Failed"]
-ACTIVE_PHASES = frozenset({"Scheduled", "Running"})
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 #: Requests and capacities: sorted (resource name, amount) pairs.
 Amounts = tuple[tuple[str, int], ...]
@@ -136,11 +135,11 @@ class RunInfo:
     @property
     def active(self) -> bool:
         """Active = assigned and not terminal or released: it consumes capacity."""
-        return self.phase in ACTIVE_PHASES and self.pod_name is not None and not self.released
+        return self.phase in wire.ACTIVE_PHASES and self.pod_name is not None and not self.released
 
     @property
     def terminal(self) -> bool:
-        return self.phase in TERMINAL_PHASES or self.released
+        return self.phase in wire.TERMINAL_PHASES or self.released
 
     @property
     def eligible(self) -> bool:

@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-SCHEDULED = "Scheduled"
-COMPLETED = "Completed"
+from kruntimes import wire
+from kruntimes.wire import rfc3339  # noqa: F401 - runtimed writes its times with it from here
+
+SCHEDULED = wire.CONDITION_SCHEDULED
+COMPLETED = wire.CONDITION_COMPLETED
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_INVALID = "InvalidConfiguration"
-TERMINAL = ("Succeeded", "Failed")
 
 
 class Conflict(Exception):
@@ -53,10 +55,6 @@ class Observed:
     resource_version: str
     phase: str
     pod_uid: str | None  # status.assignment.podUID, whatever the phase
-
-
-def rfc3339(t: datetime) -> str:
-    return t.isoformat().replace("+00:00", "Z")
 
 
 def set_condition(conditions: list[dict[str, Any]], type_: str, status: str, reason: str,
@@ -98,7 +96,7 @@ def ended(phase: str, conditions: Any) -> tuple[str, str] | None:
     runtimed's ``with_tail``), cut to ``ENDED_MESSAGE_CHARS``: what a Run printed stays in
     the Run, never in the journal. None while the Run is not terminal or says nothing.
     """
-    if phase not in TERMINAL or not isinstance(conditions, list):
+    if phase not in wire.TERMINAL_PHASES or not isinstance(conditions, list):
         return None
     for c in conditions:
         if isinstance(c, dict) and c.get("type") == COMPLETED and isinstance(c.get("reason"), str):
@@ -111,8 +109,8 @@ def ended(phase: str, conditions: Any) -> tuple[str, str] | None:
 def terminal_status(previous: dict[str, Any] | None, phase: str, reason: str, message: str,
                     now: datetime) -> dict[str, Any]:
     """The one helper for every terminal transition (scheduler and runtimed alike)."""
-    if phase not in TERMINAL:
-        raise ValueError(f"terminal phase must be one of {TERMINAL}, not {phase!r}")
+    if phase not in wire.TERMINAL_PHASES:
+        raise ValueError(f"terminal phase must be one of {wire.TERMINAL_PHASES}, not {phase!r}")
     prev = dict(previous or {})
     conditions = set_condition(prev.get("conditions", []), COMPLETED, "True", reason, message, now)
     if phase == "Failed" and reason == REASON_INVALID:

@@ -10,11 +10,11 @@ every answer the meaning SPEC §3.2 step 6 gives it, wherever the HTTP request w
 Each write carries a deadline on `time.monotonic()`'s clock, which on Linux is one
 clock for every process of the machine: the moment after which it must not be sent,
 because the leader lease it was handed over under may have been lost by then
-(`kruntimes.cluster.binder`). A write still waiting at its deadline is answered
+(`kruntimes.cluster.binder.kube`). A write still waiting at its deadline is answered
 `status.Late` and never sent.
 
 `Inline` answers at once, in the caller's thread, through a synchronous `Binder`:
-the in-memory API of the tests and the demo. `kruntimes.cluster.binders` sends from
+the in-memory API of the tests and the demo. `kruntimes.cluster.binder.processes` sends from
 binder processes, so the scheduling process's interpreter never waits for HTTP.
 """
 
@@ -22,19 +22,30 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from kruntimes.scheduler import status as st
 from kruntimes.scheduler.projection import RunInfo
-
-if TYPE_CHECKING:
-    from kruntimes.scheduler.loop import Binder
 
 #: The deadline of a write no fence limits (no leader election, tests).
 NO_DEADLINE = math.inf
 
 WriteDone = Callable[[BaseException | None], None]
 ReadDone = Callable[[st.Observed | None, BaseException | None], None]
+
+
+class Binder(Protocol):
+    """Writes a Run's whole status, guarded by the resourceVersion the Run was read at.
+
+    Raises `status.Conflict` when the Run changed meanwhile (HTTP 409),
+    `status.Ambiguous` when the write may have landed (sent, not answered) and
+    `status.ApiError` (or any exception) for other failures. `observe` reads the Run
+    (None when it is gone); it is only called after an ambiguous bind.
+    """
+
+    def update_status(self, run: RunInfo, status: dict[str, Any]) -> None: ...
+
+    def observe(self, run: RunInfo) -> st.Observed | None: ...
 
 
 class Sender(Protocol):

@@ -20,7 +20,6 @@ from kruntimes.journal import schema
 
 Execute = Callable[[sa.Executable], Sequence[sa.Row[Any]]]
 Key = tuple[str, int]  # (epoch, lsn): the epoch is the record's incarnation
-TERMINAL = ("Failed", "Succeeded")
 
 
 def _table(name: str, *columns: str, times: tuple[str, ...] = ()) -> sa.TableClause:

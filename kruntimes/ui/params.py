@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from kruntimes.cli import times
+from kruntimes import wire
 
 
 class BadParameter(ValueError):
@@ -57,8 +57,8 @@ class Query:
         if not raw:
             return default
         try:
-            return times.parse(raw, now=now or datetime.now(timezone.utc), what=name)
-        except times.NotATime as exc:
+            return wire.parse_when(raw, now=now or datetime.now(timezone.utc), what=name)
+        except wire.NotATime as exc:
             raise BadParameter(str(exc)) from None
 
     def window(self, end: datetime, default: timedelta, start: datetime | None = None) -> tuple[datetime, datetime]:

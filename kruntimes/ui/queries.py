@@ -30,6 +30,7 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
+from kruntimes import wire
 from kruntimes.journal import backends, epoch_order, errors, follow, migrate, schema
 from kruntimes.ui import buckets, indexed
 
@@ -37,7 +38,7 @@ _R = schema.journal_records
 
 #: Parsed checkpoints kept in memory (each ~1 MB of JSON at 1,000 pods and 2,400 placed Runs).
 CHECKPOINTS_KEPT = 4
-TERMINAL = frozenset({"Succeeded", "Failed"})
+TERMINAL = wire.TERMINAL_PHASES
 
 
 class JournalNotFound(errors.JournalError):

@@ -1,6 +1,6 @@
 """Binder processes on the wire: deadlines kept, answers matched, a dead binder's writes ambiguous.
 
-The scheduling loop hands its status writes to binder processes (`kruntimes.cluster.binders`)
+The scheduling loop hands its status writes to binder processes (`kruntimes.cluster.binder.processes`)
 and settles their answers itself. These tests drive the binders directly against the
 API emulator, then the whole scheduler with its binder killed mid-write.
 """
@@ -17,7 +17,7 @@ import kubernetes.client
 import pytest
 
 from kruntimes.cluster import errors
-from kruntimes.cluster.binders import BinderProcesses
+from kruntimes.cluster.binder.processes import BinderProcesses
 from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.scheduler import status as st
 from kruntimes.scheduler.projection import RunInfo

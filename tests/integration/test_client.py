@@ -22,7 +22,7 @@ from kubernetes.client import ApiClient, ApiException
 from kruntimes.cli import scheduler_cmd
 from kruntimes.cluster import client as cluster_client
 from kruntimes.cluster import errors
-from kruntimes.cluster.binder import KubernetesBinder
+from kruntimes.cluster.binder.kube import KubernetesBinder
 from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.scheduler import status as st
 from kruntimes.scheduler.projection import RunInfo

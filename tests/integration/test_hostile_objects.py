@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry
 
 from kruntimes.api import ingest, models
 from kruntimes.cluster import decode, sources
-from kruntimes.cluster.binder import KubernetesBinder
+from kruntimes.cluster.binder.kube import KubernetesBinder
 from kruntimes.cluster.informer import Informer
 from kruntimes.cluster.informer_metrics import InformerMetrics
 from kruntimes.cluster.runner import ClusterScheduler

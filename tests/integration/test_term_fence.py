@@ -20,7 +20,7 @@ from kubernetes.client import ApiClient
 
 from kruntimes.api import ingest
 from kruntimes.cluster import errors
-from kruntimes.cluster.binder import KubernetesBinder
+from kruntimes.cluster.binder.kube import KubernetesBinder
 from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.scheduler import status as st
 from tests.emulator import faults, manifests

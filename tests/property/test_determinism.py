@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 from kruntimes.scheduler.config import SchedulerConfig
-from kruntimes.scheduler.framework import Planner
+from kruntimes.scheduler.planner import Planner
 from tests.builders import NOW, cache_of, random_scenario, single_threaded_placements
 
 ROOT = Path(__file__).resolve().parents[2]

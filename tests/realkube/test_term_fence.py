@@ -24,7 +24,7 @@ from kubernetes import client
 
 from kruntimes.api import ingest
 from kruntimes.cluster import errors
-from kruntimes.cluster.binder import FENCE_POLICY, KubernetesBinder
+from kruntimes.cluster.binder.kube import FENCE_POLICY, KubernetesBinder
 from kruntimes.scheduler import status as st
 from tests.emulator import admission
 from tests.integration.cluster import Cluster, wait_for

@@ -13,7 +13,7 @@ import pytest
 
 from kruntimes.journal.backends import Journal
 from kruntimes.scheduler import registry
-from kruntimes.scheduler.framework import CycleState
+from kruntimes.scheduler.interface import CycleState
 from kruntimes.scheduler.plugins.least_loaded import LeastLoaded
 from kruntimes.scheduler.views import PodView
 from replay import source, verify

@@ -16,7 +16,7 @@ from kruntimes.journal.recorder import JournalRecorder
 from kruntimes.journal.records import JournalRecord
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
-from kruntimes.scheduler.framework import Planner
+from kruntimes.scheduler.planner import Planner
 from replay import source, verify
 from tests.builders import NOW, active, affinity, pod, run, sel
 from tests.replay import journals

@@ -14,7 +14,7 @@ import pytest
 
 from kruntimes.journal.backends import Journal
 from kruntimes.scheduler.config import SchedulerConfig
-from kruntimes.scheduler.framework import Planner
+from kruntimes.scheduler.planner import Planner
 from kruntimes.scheduler.snapshot import Snapshot
 from replay import engine, source, verify
 from tests.replay import journals

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from kruntimes import scores
-from kruntimes.cli import output, times
+from kruntimes import scores, wire
+from kruntimes.cli import output
 from kruntimes.cli.output import Column, Listing
 
 LONG_POD = "python-runtime-with-a-very-long-generated-name-0000000000000042"
@@ -83,15 +83,15 @@ def test_recorded_positional_arrays_become_named_fields() -> None:
 @pytest.mark.parametrize("text,length", [("90s", timedelta(seconds=90)), ("1h30m", timedelta(minutes=90)),
                                          ("1d 12h", timedelta(hours=36)), ("2w", timedelta(days=14))])
 def test_durations_add_up_their_parts(text: str, length: timedelta) -> None:
-    assert times.duration(text) == length
+    assert wire.parse_duration(text) == length
 
 
 @pytest.mark.parametrize("text", ["", "1.5h", "h", "30", "1h-5m"])
 def test_a_duration_needs_a_number_and_a_unit(text: str) -> None:
-    with pytest.raises(times.NotATime, match="is not a duration"):
-        times.duration(text)
+    with pytest.raises(wire.NotATime, match="is not a duration"):
+        wire.parse_duration(text)
 
 
 def test_a_compound_age_counts_back_from_now() -> None:
-    now = times.parse("2026-11-29T12:00:00Z")
-    assert times.parse("1h30m", now=now) == times.parse("2026-11-29T10:30:00+00:00")
+    now = wire.parse_when("2026-11-29T12:00:00Z")
+    assert wire.parse_when("1h30m", now=now) == wire.parse_when("2026-11-29T10:30:00+00:00")

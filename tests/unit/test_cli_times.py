@@ -1,4 +1,4 @@
-"""`kruntimes.cli.times`: every command reads a time the same way (STYLE.md: it was parsed twice)."""
+"""`kruntimes.wire`'s typed times: every command and the UI read a time the same way (STYLE.md: it was parsed twice)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from kruntimes.cli import times
+from kruntimes import wire
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "docs" / "examples"
@@ -32,7 +32,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 ], ids=["RFC 3339 in UTC", "an offset and a fraction", "no zone is UTC", "a date is its midnight UTC", "now",
         "an age in minutes", "an age in days"])
 def test_a_time_is_read_as_the_instant_it_names_in_utc(text: str, expected: datetime) -> None:
-    parsed = times.parse(text, now=NOW)
+    parsed = wire.parse_when(text, now=NOW)
     assert parsed == expected and parsed.utcoffset() == timedelta(0)
 
 
@@ -40,8 +40,8 @@ def test_a_time_is_read_as_the_instant_it_names_in_utc(text: str, expected: date
                          ids=["a word", "nothing", "an unknown unit", "an age beyond the calendar", "no such month",
                               "an instant before year 1 in UTC"])
 def test_text_that_is_not_a_time_is_an_error_naming_the_option(text: str) -> None:
-    with pytest.raises(times.NotATime, match=r"^--since .* is not a time: use RFC 3339"):
-        times.parse(text, now=NOW, what="--since")
+    with pytest.raises(wire.NotATime, match=r"^--since .* is not a time: use RFC 3339"):
+        wire.parse_when(text, now=NOW, what="--since")
 
 
 def test_an_age_beyond_the_calendar_is_a_one_line_error_in_history_not_a_traceback() -> None:

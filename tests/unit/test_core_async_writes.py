@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from kruntimes.scheduler import status as st
-from kruntimes.scheduler.loop import IN_FLIGHT
+from kruntimes.scheduler.cycle import IN_FLIGHT
 from kruntimes.scheduler.projection import RunInfo
 from kruntimes.scheduler.writes import ReadDone, WriteDone
 from tests.builders import Harness, pod, run

@@ -16,7 +16,7 @@ from bench.planner_digest import mixed_cycles
 from kruntimes.scheduler import columns
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
-from kruntimes.scheduler.framework import Planner
+from kruntimes.scheduler.planner import Planner
 from kruntimes.scheduler.outcome import CycleOutcome
 from kruntimes.scheduler.projection import Affinity, RunInfo, Selector, Term
 from tests.builders import NOW, active, pod, run

@@ -9,7 +9,8 @@ import pytest
 
 from kruntimes.scheduler import outcome as out
 from kruntimes.scheduler.config import ConfigError, SchedulerConfig
-from kruntimes.scheduler.framework import CycleState, Planner
+from kruntimes.scheduler.interface import CycleState
+from kruntimes.scheduler.planner import Planner
 from kruntimes.scheduler.plugins import affinity as af
 from kruntimes.scheduler.plugins import availability as av
 from kruntimes.scheduler.registry import REGISTRY, _registry

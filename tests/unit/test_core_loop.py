@@ -11,7 +11,7 @@ import pytest
 from kruntimes.memory.api import MemoryApi
 from kruntimes.scheduler import status as st
 from kruntimes.scheduler.config import SchedulerConfig
-from kruntimes.scheduler.framework import Planner
+from kruntimes.scheduler.planner import Planner
 from kruntimes.scheduler.registry import REGISTRY
 from tests.builders import NOW, Harness, cache_of, plan, pod, run
 from tests.unit.test_core_framework import RaisingScore, StrayReason

@@ -13,6 +13,7 @@ from datetime import timedelta
 
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
+from kruntimes.scheduler.planner import Planner
 from kruntimes.scheduler.recording import CountingRecorder
 from tests.builders import NOW, plan, pod, run, verdicts
 
@@ -54,7 +55,7 @@ def test_a_renewal_of_a_pod_already_stale_is_applied_at_once_and_wakes_parked_ru
     outcome = plan(cache, r)
     assert verdicts(outcome) == {"p": STALE}
     with cache.lock:
-        cache.park(r, cache.wakes(r), outcome.rejections)
+        cache.park(r, cache.wakes(r), Planner(cache.config).wake_events(outcome.rejections))
     before = cache.lsn
     wakeups = cache.upsert_pod(renewed(p, 0, 2), now=NOW)
     assert cache.lsn > before and ("ns", "r") in [key for key, _ in wakeups]

@@ -15,7 +15,10 @@ from typing import Any, Callable
 
 import pytest
 
-from kruntimes.scheduler.framework import Planner
+from kruntimes.scheduler import interface
+from kruntimes.scheduler.config import ConfigError, SchedulerConfig
+from kruntimes.scheduler.planner import Planner
+from kruntimes.scheduler.plugins import affinity as af
 from kruntimes.scheduler.projection import RunInfo
 from tests.builders import Harness, affinity, pod, run, sel
 
@@ -157,3 +160,49 @@ def test_a_cycle_that_overlapped_a_new_target_requeues_its_run_instead_of_parkin
         h.cache.config, h, run("t", phase="Running", on="q", pod_uid="uid-ns-q", labels={"app": "db"}))
     assert h.scheduler.process(("ns", "w")) == "unschedulable"
     assert h.take_all() == [("ns", "w")]  # not parked: the target it waited for has already come
+
+
+class _WaitsForTargets:
+    """Rejects every pod with one reason; declares (or not) that a new affinity target can help."""
+
+    reasons = ("waits for a partner",)
+
+    def __init__(self, name: str, hints: bool) -> None:
+        self.name, self._hints = name, hints
+
+    def filter(self, state: Any, pods: Any) -> list[str | None]:
+        return [self.reasons[0]] * len(pods)
+
+    def wake_events(self) -> dict[str, frozenset[str]]:
+        return {self.reasons[0]: frozenset({interface.AFFINITY_TARGET})} if self._hints else {}
+
+
+@pytest.mark.parametrize("hints", [True, False], ids=["declared", "not declared"])
+def test_a_run_waits_for_a_new_target_only_when_the_plugin_that_rejected_it_says_one_can_help(hints: bool) -> None:
+    # The cache parks by the events a plugin declares (kube's EnqueueExtensions), never by a reason's text.
+    plugin = _WaitsForTargets("Partner", hints)
+    planner = Planner(SchedulerConfig(filters=("Partner",), scores=()), {"Partner": lambda: plugin})
+    h = Harness(planner=planner)
+    h.add_pods(pod("p"))
+    h.create(run("w", affinity=NEEDS_DB))
+    h.drain()
+    assert h.phase("w") == "Pending" and h.take_all() == []
+    h.scheduler.on_run(run("t", phase="Running", on="p", pod_uid="uid-ns-p", labels={"app": "db"}))
+    assert (h.take_all() == [("ns", "w")]) is hints
+
+
+def test_a_plugin_may_declare_wake_up_events_only_for_its_own_reasons_and_known_events() -> None:
+    config = SchedulerConfig(filters=("Partner",), scores=())
+    for hints in ({"not its reason": frozenset({interface.AFFINITY_TARGET})},
+                  {"waits for a partner": frozenset({"the moon rises"})}):
+        plugin = _WaitsForTargets("Partner", True)
+        plugin.wake_events = lambda hints=hints: hints  # type: ignore[method-assign]
+        with pytest.raises(ConfigError, match="wake-up events"):
+            Planner(config, {"Partner": lambda plugin=plugin: plugin})
+
+
+def test_the_required_affinity_rejection_is_the_only_built_in_one_that_waits_for_a_target() -> None:
+    planner = Planner(SchedulerConfig())
+    rejections = [(f.name, r) for f in planner.filters for r in f.reasons]
+    assert {r for r in rejections if planner.wake_events([r])} == {("RunAffinity", af.AFFINITY_UNSATISFIED)}
+    assert planner.wake_events([None, ("RunAffinity", af.AFFINITY_UNSATISFIED)]) == {interface.AFFINITY_TARGET}

@@ -96,7 +96,7 @@ def test_runtimed_is_granted_nothing_cluster_wide() -> None:
 
 
 def test_every_kubernetes_call_in_the_runtimed_code_is_in_its_permission_table() -> None:
-    modules = [*sorted((ROOT / "kruntimes" / "runtimed").glob("*.py")), ROOT / "kruntimes/cluster/binder.py",
+    modules = [*sorted((ROOT / "kruntimes" / "runtimed").glob("*.py")), ROOT / "kruntimes/cluster/binder/kube.py",
                ROOT / "kruntimes/cluster/shared_settings.py"]
     calls = client_calls(modules)
     assert ("", "pods", "patch") in calls, "the scan no longer sees runtimed's calls"

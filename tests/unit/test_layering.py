@@ -22,7 +22,7 @@ def _loaded_after_import(module: str) -> set[str]:
 
 @pytest.mark.parametrize("module", [
     "kruntimes.scheduler.loop", "kruntimes.scheduler.binding", "kruntimes.scheduler.cache",
-    "kruntimes.scheduler.framework", "kruntimes.scheduler.registry", "kruntimes.memory.api",
+    "kruntimes.scheduler.interface", "kruntimes.scheduler.planner", "kruntimes.scheduler.registry", "kruntimes.memory.api",
     "kruntimes.runtimed.admission", "kruntimes.runtimed.outcomes", "kruntimes.runtimed.executor",
     "kruntimes.controller.reconcile", "kruntimes.controller.apply",
 ], ids=lambda m: f"{m} imports no Kubernetes client, SQL, API layer or journal")

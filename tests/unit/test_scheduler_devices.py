@@ -16,7 +16,7 @@ import pytest
 from kruntimes.devices import allocation, inventory_codec
 from kruntimes.scheduler import device_state
 from kruntimes.scheduler.config import SchedulerConfig
-from kruntimes.scheduler.framework import Planner
+from kruntimes.scheduler.planner import Planner
 from tests.builders import NOW, Harness, cache_of, plan, pod, random_scenario, run, verdicts
 
 DRIVER = "gpu.example.com"

@@ -28,10 +28,10 @@ so a cycle's cost grows with the pods holding targets, not with the pods.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from kruntimes.scheduler.columns import PodTable
-from kruntimes.scheduler.framework import CycleState
+from kruntimes.scheduler.interface import AFFINITY_TARGET, CycleState
 from kruntimes.scheduler.projection import Amounts, RunInfo
 from kruntimes.scheduler.snapshot import Snapshot
 from kruntimes.scheduler.views import PodView
@@ -52,6 +52,11 @@ class _State:
 class RunAffinity:
     name = "RunAffinity"
     reasons = (AFFINITY_UNSATISFIED, ANTI_AFFINITY, EXISTING_ANTI_AFFINITY)
+
+    def wake_events(self) -> Mapping[str, frozenset[str]]:
+        """A Run rejected for unsatisfied affinity also waits for a target that satisfies it (SPEC §3.1).
+        Anti-affinity needs no more: its targets only go by ending or moving, which releases capacity."""
+        return {AFFINITY_UNSATISFIED: frozenset({AFFINITY_TARGET})}
 
     def pre_filter(self, snapshot: Snapshot, run: RunInfo) -> _State | None:
         targets, uid, aff = snapshot.targets, run.uid, run.affinity

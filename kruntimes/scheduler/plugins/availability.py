@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Sequence
 
 from kruntimes.scheduler.columns import PodTable
-from kruntimes.scheduler.framework import CycleState
+from kruntimes.scheduler.interface import CycleState
 from kruntimes.scheduler.outcome import Explanation
 from kruntimes.scheduler.projection import Amounts
 from kruntimes.scheduler.projection import RunInfo

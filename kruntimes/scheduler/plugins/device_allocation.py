@@ -23,7 +23,7 @@ from typing import Sequence
 from kruntimes.devices import allocation, cel_engine, claims, inventory, usage
 from kruntimes.scheduler import device_state
 from kruntimes.scheduler.columns import PodTable
-from kruntimes.scheduler.framework import CycleState
+from kruntimes.scheduler.interface import CycleState
 from kruntimes.scheduler.projection import Amounts, RunInfo
 from kruntimes.scheduler.snapshot import Snapshot
 from kruntimes.scheduler.views import PodView

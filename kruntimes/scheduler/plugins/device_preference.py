@@ -13,7 +13,7 @@ from typing import Sequence
 
 from kruntimes.devices import allocation
 from kruntimes.scheduler.columns import PodTable
-from kruntimes.scheduler.framework import CycleState
+from kruntimes.scheduler.interface import CycleState
 from kruntimes.scheduler.plugins.device_allocation import NAME as ALLOCATION
 from kruntimes.scheduler.plugins.device_allocation import DeviceCycle
 from kruntimes.scheduler.projection import Amounts

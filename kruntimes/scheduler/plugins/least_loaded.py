@@ -24,7 +24,7 @@ from math import gcd
 from typing import Sequence
 
 from kruntimes.scheduler.columns import PodTable
-from kruntimes.scheduler.framework import CycleState
+from kruntimes.scheduler.interface import CycleState
 from kruntimes.scheduler.projection import Amounts
 from kruntimes.scheduler.views import PodView
 

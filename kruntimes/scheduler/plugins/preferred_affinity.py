@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from kruntimes.scheduler.columns import PodTable
-from kruntimes.scheduler.framework import CycleState
+from kruntimes.scheduler.interface import CycleState
 from kruntimes.scheduler.projection import Amounts, RunInfo
 from kruntimes.scheduler.snapshot import Snapshot
 from kruntimes.scheduler.views import PodView

@@ -1,16 +1,11 @@
-"""The planner framework: extension points, per-cycle state and the pure cycle.
+"""The planner: runs the configured plugins through one pure scheduling cycle.
 
-One Protocol per extension point, as in kube-scheduler's framework. Plugins work
-on a batch of pods rather than one pod per call: the semantics are kube's (each
-Filter plugin sees only the pods every earlier plugin accepted, so evaluation of a
-pod stops at its first rejection), but one call per plugin per cycle instead of one
-per pod is what lets a Python planner evaluate a thousand pods in about a
-millisecond.
-
-`Planner.plan` is a pure function of the snapshot (and the configuration it
-carries): no clock, no randomness, no I/O, no global state. Plugins receive only
-immutable values and cannot write anything; their results come back as values
-and the framework assembles them into a `CycleOutcome`.
+The runtime half of the framework (the interface half, what plugins implement and
+are handed, is `interface`). `Planner.plan` is a pure function of the snapshot (and
+the configuration it carries): no clock, no randomness, no I/O, no global state.
+Plugins' results come back as values and the planner assembles them into a
+`CycleOutcome`; a plugin that raises or breaks its contract aborts the cycle with
+an error outcome, never the worker.
 
 When every configured plugin offers a column (`columns.ColumnPlugin`, as the
 built-in ones do), a cycle evaluates through pod tables kept between cycles: each
@@ -27,89 +22,21 @@ verdict depends only on its pod and the cycle.
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
 from itertools import compress
 from types import MappingProxyType
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterable, Mapping, Sequence
 
 from kruntimes.scheduler import columns as cols
 from kruntimes.scheduler import outcome as out
 from kruntimes.scheduler import validation
 from kruntimes.scheduler.config import PLANNER_VERSIONS, ConfigError, SchedulerConfig
-from kruntimes.scheduler.projection import Amounts, RunInfo
+from kruntimes.scheduler.interface import (WAKE_EVENTS, CycleState, EnqueueExtensions, FilterExtensions,
+                                           FilterPlugin, PluginError, PreFilterPlugin, ScoreExtensions,
+                                           ScorePlugin)
+from kruntimes.scheduler.projection import RunInfo
+from kruntimes.scheduler.registry import REGISTRY
 from kruntimes.scheduler.snapshot import Snapshot
 from kruntimes.scheduler.views import PodView
-
-
-@dataclass(frozen=True, slots=True)
-class CycleState:
-    """Per-cycle state: written once by PreFilter, then only read by Filter and Score."""
-
-    snapshot: Snapshot
-    run: RunInfo
-    requests: Amounts
-    data: Mapping[str, Any]
-
-    def of(self, plugin: str) -> Any:
-        return self.data.get(plugin)
-
-
-@runtime_checkable
-class PreFilterPlugin(Protocol):
-    """Prepares a plugin's per-cycle data once, from the snapshot and the Run."""
-
-    name: str
-
-    def pre_filter(self, snapshot: Snapshot, run: RunInfo) -> Any: ...
-
-
-@runtime_checkable
-class FilterPlugin(Protocol):
-    """Returns, for each pod handed in, None (feasible) or one reason from `reasons`.
-
-    Unschedulable is a verdict, not an error: the Run stays Pending and the reason
-    is counted in its message and in filter_rejections_total. An exception is an
-    error: the cycle is aborted and the key retried with backoff.
-    """
-
-    name: str
-    reasons: tuple[str, ...]
-
-    def filter(self, state: CycleState, pods: Sequence[PodView]) -> list[str | None]: ...
-
-
-@runtime_checkable
-class ScorePlugin(Protocol):
-    """Returns one raw score per feasible pod (an int, or a tuple of ints)."""
-
-    name: str
-
-    def score(self, state: CycleState, pods: Sequence[PodView]) -> list[out.Raw]: ...
-
-
-@runtime_checkable
-class ScoreExtensions(Protocol):
-    """Optional: maps the raw scores of all feasible pods to 0..100 (framework-owned step)."""
-
-    def normalize(self, state: CycleState, raws: Sequence[out.Raw]) -> list[int]: ...
-
-
-@runtime_checkable
-class FilterExtensions(Protocol):
-    """Optional: the detail a Pending message adds to a Filter plugin's bounded reasons.
-
-    A reason is a metric label and a journal count, so it names no resource; a person
-    still needs to read WHICH resource is short. `explain` gets the plugin's own verdict
-    per pod (None where another plugin rejected the pod, or none did) and names a few
-    things per reason, for the message only, never for a label.
-    """
-
-    def explain(self, state: CycleState, pods: Sequence[PodView],
-                verdicts: Sequence[str | None]) -> out.Explanation: ...
-
-
-class PluginError(RuntimeError):
-    """A plugin broke its contract or raised; the cycle is aborted and retried."""
 
 
 class Planner:
@@ -117,8 +44,7 @@ class Planner:
 
     def __init__(self, config: SchedulerConfig, registry: Mapping[str, Any] | None = None, *,
                  columns: bool = True) -> None:
-        if registry is None:
-            from kruntimes.scheduler.registry import REGISTRY as registry
+        registry = REGISTRY if registry is None else registry
         if config.planner_version not in PLANNER_VERSIONS:
             # Read from a journal a newer kruntimes wrote: a planner-version difference, not damage.
             raise ConfigError(f"planner version {config.planner_version!r} is not one this kruntimes knows "
@@ -157,6 +83,13 @@ class Planner:
         self._tables = cols.Tables()
         # (plugin, reason) -> itself: `keep.get(earlier, later)` is the first rejection, in C.
         self._keep = {r: r for by_reason in self._rejection.values() for r in by_reason.values()}
+        self._wakes = _wake_events(self.filters)
+
+    def wake_events(self, rejections: Iterable[tuple[str, str] | None]) -> frozenset[str]:
+        """The events beyond its Runtime's pods and released capacity that can make a Run with these
+        rejections schedulable: what its Filter plugins declared (`interface.EnqueueExtensions`)."""
+        wakes = self._wakes
+        return frozenset().union(*[wakes[r] for r in set(rejections) if r in wakes]) if wakes else frozenset()
 
     def plan(self, snapshot: Snapshot) -> out.CycleOutcome:
         run = snapshot.run
@@ -343,6 +276,21 @@ class Planner:
             waits_for_pods = waits_for_pods or explained.waits_for_pods
         return out.CycleOutcome(status=out.UNSCHEDULABLE, **common, waits_for_pods=waits_for_pods,
                                 message=out.pending_message(len(pods), rejections, named, notes), **base)
+
+
+def _wake_events(filters: Sequence[FilterPlugin]) -> dict[tuple[str, str], frozenset[str]]:
+    """(plugin, reason) -> the events its plugin declared for it; refuses a hint for a reason the
+    plugin never gives, or an event nothing sends (it would wait for nothing)."""
+    wakes: dict[tuple[str, str], frozenset[str]] = {}
+    for f in filters:
+        if not isinstance(f, EnqueueExtensions):
+            continue
+        for reason, events in f.wake_events().items():
+            if reason not in f.reasons or not set(events) <= set(WAKE_EVENTS):
+                raise ConfigError(f"plugin {f.name} declares wake-up events {sorted(events)} for {reason!r}: "
+                                  f"a reason must be one of its own, an event one of {', '.join(WAKE_EVENTS)}")
+            wakes[(f.name, reason)] = frozenset(events)
+    return wakes
 
 
 def _has_own_column(plugin: Any) -> bool:

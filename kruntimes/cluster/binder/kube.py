@@ -13,7 +13,7 @@ or `observe`, a GET) can tell (SPEC §3.2 step 6). The client never re-sends it
 The fence: immediately before every write it is checked that this instance still
 holds the lease, and the write may take `timeout` at most. In the scheduler the check
 is the write's deadline, taken from the elector when the loop handed the write over
-and compared with the clock by the binder process that sends it (`binders`); `fence`
+and compared with the clock by the binder process that sends it (`processes`); `fence`
 here is the same check for a binder used directly. Why that is enough - a write that
 passes the fence lands, if it ever does, before another scheduler can lead:
 
@@ -71,7 +71,7 @@ def refused_by_fence(exc: ApiException) -> bool:
 
 
 class KubernetesBinder:
-    """Implements `kruntimes.scheduler.loop.Binder`; thread-safe (a binder process's threads send in parallel)."""
+    """Implements `kruntimes.scheduler.writes.Binder`; thread-safe (a binder process's threads send in parallel)."""
 
     def __init__(self, api: kubernetes.client.ApiClient, *, fence: Callable[[], bool] = lambda: True,
                  timeout: float = 30.0, read_timeout: float | None = None,

@@ -1,6 +1,6 @@
 """What runs inside a binder process: requests in from a pipe, sent with the real client, answers out.
 
-The scheduler's side (`binders`) starts these processes and gives the answers their
+The scheduler's side (`processes`) starts these processes and gives the answers their
 meaning; here a request only becomes an HTTP call and whatever happened becomes an
 answer - never an exception, never a re-send. A write is sent only if its deadline
 (the leader fence, on `time.monotonic()`, the same clock in every process of the
@@ -25,7 +25,7 @@ from typing import Any, Callable
 import kubernetes.client
 
 from kruntimes.cluster import client
-from kruntimes.cluster.binder import KubernetesBinder
+from kruntimes.cluster.binder.kube import KubernetesBinder
 from kruntimes.cluster.throttling import Throttling
 from kruntimes.scheduler import status as st
 from kruntimes.scheduler.projection import RunInfo

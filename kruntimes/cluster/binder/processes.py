@@ -33,7 +33,7 @@ The rules across the process boundary:
 
 `update_status` and `observe` are the same requests, waited for: the synchronous
 `Binder` interface, for callers outside the loop. What runs inside a binder process
-is `binder_process`.
+is `child`.
 """
 
 from __future__ import annotations
@@ -48,8 +48,9 @@ from typing import Any, Callable
 
 import kubernetes.client
 
-from kruntimes.cluster import binder_process, errors
-from kruntimes.cluster.binder_process import Answer, ConfigurationSource, Fixed, Outbox
+from kruntimes.cluster import errors
+from kruntimes.cluster.binder import child
+from kruntimes.cluster.binder.child import Answer, ConfigurationSource, Fixed, Outbox
 from kruntimes.cluster.throttling import Throttling
 from kruntimes.scheduler import status as st
 from kruntimes.scheduler.projection import RunInfo
@@ -72,7 +73,7 @@ def forkserver() -> Any:
     or more on a loaded machine, for each replacement and each test's scheduler.
     """
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([binder_process.__name__])
+    context.set_forkserver_preload([child.__name__])
     return context
 
 
@@ -90,12 +91,12 @@ class _Link:
     def __init__(self, pool: BinderProcesses, index: int) -> None:
         self.pool = pool
         context = forkserver()
-        conn, child = context.Pipe()
+        conn, its_end = context.Pipe()
         self.process = context.Process(
-            target=binder_process.serve, name=f"kruntimes-binder-{index}", daemon=True,
-            args=(child, pool.configuration_source, pool.concurrency, pool.timeout, pool.read_timeout))
+            target=child.serve, name=f"kruntimes-binder-{index}", daemon=True,
+            args=(its_end, pool.configuration_source, pool.concurrency, pool.timeout, pool.read_timeout))
         self.process.start()
-        child.close()
+        its_end.close()
         self.conn = conn
         self.outbox = Outbox(conn)
         self.inflight: dict[int, _Pending] = {}
@@ -125,7 +126,7 @@ class _Link:
 
 
 class BinderProcesses:
-    """Implements `writes.Sender` (the loop's writes) and `loop.Binder` (waited-for calls); thread-safe.
+    """Implements `writes.Sender` (the loop's writes) and `writes.Binder` (waited-for calls); thread-safe.
 
     `configuration_source` builds the client's configuration in each binder process
     (a `Configuration` is copied there; credentials that refresh need a loader).
