@@ -34,6 +34,7 @@ from kruntimes import bounded_yaml
 from kruntimes.api import cluster_settings, ingest, models
 from kruntimes.api.quantity import describe_input
 from kruntimes.controller import reading, reconcile
+from kruntimes.devices import results
 from kruntimes.scheduler import device_state, outcome as out
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
@@ -269,13 +270,12 @@ def _shown(devices: str | None) -> tuple[dict[str, list[str]] | None, dict[str, 
     """`status.devices` as `-o json|yaml` shows it: devices per request in result order, and consumed capacity."""
     if devices is None:
         return None, None
-    by_request: dict[str, list[str]] = {}
+    doc = json.loads(devices)
     consumed: dict[str, dict[str, dict[str, str]]] = {}
-    for result in json.loads(devices)["results"]:
-        by_request.setdefault(result["request"], []).append(result["device"])
+    for result in doc["results"]:
         if result.get("consumedCapacity"):
             consumed.setdefault(result["request"], {})[result["device"]] = dict(result["consumedCapacity"])
-    return by_request, consumed or None
+    return results.by_request(doc), consumed or None
 
 
 __all__ = ["InputError", "Placement", "load_documents", "simulate"]

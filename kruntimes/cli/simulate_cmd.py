@@ -8,6 +8,7 @@ import sys
 from kruntimes import bounded_yaml
 from kruntimes.cli import output, times
 from kruntimes.cli.output import Column, Listing
+from kruntimes.devices import results
 from kruntimes.simulate import InputError, load_documents, simulate
 
 
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
                *([Column("DEVICES", wrap=True)] if with_devices else []), Column("REASON", wrap=True)]
     table = Listing(columns, title=f"placements at {now.isoformat()}")
     for p in placements:
-        shown = [", ".join(f"{r}={'+'.join(d)}" for r, d in p.devices.items()) if p.devices else "-"]
+        shown = [results.line(p.devices) if p.devices else "-"]
         table.add(p.namespace, p.name, p.phase, p.pod or "-", *(shown if with_devices else []), p.reason or "")
     output.render(table, args)
     return 0
