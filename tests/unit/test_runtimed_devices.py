@@ -27,10 +27,12 @@ def pod(inventory: Any = INVENTORY, env: dict[str, str] | None = None, runs: int
     annotations = {"kruntimes.io/capacity": json.dumps({"runs": str(runs)})}
     if inventory is not None:
         annotations[devices.DEVICES_ANNOTATION] = inventory if isinstance(inventory, str) else json.dumps(inventory)
-    if env is not None:
-        annotations[devices.DEVICE_ENV_ANNOTATION] = json.dumps(env)
+    runtimed: dict[str, Any] = {"name": devices.RUNTIMED_CONTAINER, "env": [{"name": "KRUNTIMES_WORK_DIR",
+                                                                          "value": "/work"}]}
+    if env is not None:  # as the controller sets it (SPEC §7.7): in runtimed's container env
+        runtimed["env"].append({"name": devices.DEVICE_ENV_VARIABLE, "value": json.dumps(env)})
     return {"metadata": {"name": POD, "uid": POD_UID, "labels": {"kruntimes.io/runtime": "gpu"},
-                         "annotations": annotations}}
+                         "annotations": annotations}, "spec": {"containers": [{"name": "runtime"}, runtimed]}}
 
 
 def run(name: str, *allocated: str, claim: Any = CLAIM, request: str = "gpu", results: Any = "default") -> Any:
@@ -157,3 +159,13 @@ def test_runtimed_serves_its_metrics_when_given_a_port() -> None:
         server.stop()
     assert 'kruntimes_runtimed_device_waits_total{reason="busy"} 1.0' in text
     assert "kruntimes_scheduler" not in text  # runtimed's own registry only
+
+
+def test_runtimed_reads_the_env_mapping_from_the_container_the_controller_names_runtimed() -> None:
+    from kruntimes.controller import reconcile
+
+    assert devices.RUNTIMED_CONTAINER == reconcile.RUNTIMED_CONTAINER
+    assert devices.DEVICE_ENV_VARIABLE == reconcile.DEVICE_ENV_VARIABLE
+    other = pod(env={"GPU_NUMA": "gpu.example.com/numa"})
+    other["spec"]["containers"][1]["name"] = "sidecar"  # the variable on any other container is not the mapping
+    assert pod_capacity(other).devices.env == ()
