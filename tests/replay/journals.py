@@ -68,6 +68,15 @@ def _count_cycles(url: str, incarnation: str) -> tuple[int, int]:
 
 # -- scripted: deterministic, single-threaded -----------------------------------------------------
 
+def _drain(scheduler: Scheduler, api: MemoryApi, runs: list[RunInfo]) -> None:
+    """Process every Pending Run in key order, a few rounds: what a single-threaded worker does."""
+    for _ in range(4):
+        for r in sorted(runs, key=lambda r: r.key):
+            current = api.get(r.key)
+            if current is not None and current.phase == "Pending":
+                scheduler.process(r.key)
+
+
 def scripted(url: str, spool_dir: Path, *, checkpoint_every: int = 40, detail: str = "summary",
              config: SchedulerConfig | None = None, top_candidates: int = 3,
              planner: Any = None, **session_options: Any) -> Written:
@@ -94,11 +103,7 @@ def scripted(url: str, spool_dir: Path, *, checkpoint_every: int = 40, detail: s
                 for j in range(12)]
 
         def drain() -> None:
-            for _ in range(4):
-                for r in sorted(runs, key=lambda r: r.key):
-                    current = api.get(r.key)
-                    if current is not None and current.phase == "Pending":
-                        scheduler.process(r.key)
+            _drain(scheduler, api, runs)
 
         for r in runs:
             api.create(r)
@@ -203,11 +208,7 @@ def scripted_devices(url: str, spool_dir: Path, *, checkpoint_every: int = 15, d
                 for j in range(14)] + [run(f"n{j}", requests={"runs": 1}) for j in range(3)]
 
         def drain() -> None:
-            for _ in range(4):
-                for r in sorted(runs, key=lambda r: r.key):
-                    current = api.get(r.key)
-                    if current is not None and current.phase == "Pending":
-                        scheduler.process(r.key)
+            _drain(scheduler, api, runs)
 
         for r in runs:
             api.create(r)
