@@ -22,11 +22,13 @@ ALLOCATION = "DeviceAllocation"  # the Filter's name (plugins.device_allocation.
 
 def attach(planner: Any, run: RunInfo, outcome: out.CycleOutcome) -> out.CycleOutcome:
     """`outcome` with its device work (`DeviceWork`) when `run` claims devices and the cycle planned them."""
-    if run.devices is None:
+    # An invalid Run or a cycle a plugin aborted planned no devices; and the plugin's state may then
+    # be an earlier cycle's, which replay need not have run: nothing is attached.
+    if run.devices is None or outcome.status not in (out.SCHEDULED, out.UNSCHEDULABLE):
         return outcome
     plugin = next((f for f in planner.filters if f.name == ALLOCATION), None)
     cycle = getattr(plugin, "last", None)
-    if cycle is None or cycle.run_uid != run.uid:
+    if cycle is None or cycle.run_uid != run.uid:  # no DeviceAllocation in this configuration (a what-if)
         return dataclasses.replace(outcome, devices=out.DeviceWork(steps=0, allocations=()))
     steps = sum(r.steps for r in cycle.budget.seen.values())
     allocations = []
