@@ -17,7 +17,10 @@ lifecycle and executor.
 The workload is seeded and has every shape a platform team meets: several Runtimes
 and a second namespace, pods that never become Ready or whose runtimed never starts
 (stale), affinity cohorts, anti-affinity spreading, over-subscribed GPUs and
-licences, Runs asking for more than any pod has, invalid Runs, and tasks that fail.
+licences, Runs asking for more than any pod has, invalid Runs, and tasks that fail;
+and a GPU Runtime whose pods publish five devices each and whose Runs claim them by
+RuntimeDeviceClass, CEL selector and constraint (SPEC §7): one A100, two GPUs on one
+NUMA node, an A100 if one is free and else any GPU, or a 10Gi slice of a shared GPU.
 Most tasks are `true` or `sleep`, so real processes stay cheap on a small machine;
 about eighty start a Python interpreter.
 """
@@ -65,11 +68,37 @@ RUNTIMES = (
 )
 NOT_READY, NO_RUNTIMED = 3, 2
 
+#: The GPU Runtime (SPEC §7.1): each pod publishes four GPUs, two A100 and two T4, one of each per NUMA
+#: node, and one A100 shared in slices of its 40Gi of memory (a multi-allocatable device).
+GPU_DRIVER = "gpu.example.com"
+GPU_RUNTIME = ("demo", "cuda", 8, {"runs": "4"})
+GPU_DEVICES: dict[str, Any] = {
+    "driver": GPU_DRIVER, "env": {"GPU_MODEL": "model"},
+    "devices": [*({"name": f"gpu-{i}", "attributes": {"model": {"string": model}, "numa": {"int": numa}}}
+                  for i, (model, numa) in enumerate((("a100", 0), ("t4", 0), ("a100", 1), ("t4", 1)))),
+                {"name": "shared", "attributes": {"model": {"string": "a100-shared"}, "numa": {"int": 1}},
+                 "allowMultipleAllocations": True, "capacity": {f"{GPU_DRIVER}/memory": {"value": "40Gi"}}}]}
+GPU_CLASS: dict[str, Any] = {
+    "apiVersion": models.API_VERSION, "kind": "RuntimeDeviceClass", "metadata": {"name": "gpu"},
+    "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{GPU_DRIVER}"'}}]}}
+_A100 = {"cel": {"expression": f'device.attributes["{GPU_DRIVER}"].model == "a100"'}}
+#: What the GPU Runs claim, in turn (SPEC §7.3).
+GPU_CLAIMS: tuple[dict[str, Any], ...] = (
+    {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu", "selectors": [_A100]}}]},
+    {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu", "count": 2}}],
+     "constraints": [{"requests": ["gpu"], "matchAttribute": f"{GPU_DRIVER}/numa"}]},
+    {"requests": [{"name": "gpu", "firstAvailable": [{"name": "a100", "deviceClassName": "gpu", "selectors": [_A100]},
+                                                      {"name": "any", "deviceClassName": "gpu"}]}]},
+    {"requests": [{"name": "slice", "exactly": {"deviceClassName": "gpu", "capacity": {
+        "requests": {f"{GPU_DRIVER}/memory": "10Gi"}}}}]},
+)
+
 
 @dataclass
 class Workload:
     runtimes: list[dict[str, Any]] = field(default_factory=list)
     runs: list[dict[str, Any]] = field(default_factory=list)
+    device_classes: list[dict[str, Any]] = field(default_factory=list)  # cluster-scoped RuntimeDeviceClasses
 
     @property
     def pods(self) -> list[dict[str, Any]]:
@@ -97,10 +126,14 @@ class Workload:
         return pods
 
 
-def _runtime(ns: str, name: str, replicas: int, capacity: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": models.API_VERSION, "kind": "Runtime", "metadata": {"name": name, "namespace": ns},
+def _runtime(ns: str, name: str, replicas: int, capacity: dict[str, str],
+             devices: dict[str, Any] | None = None) -> dict[str, Any]:
+    body = {"apiVersion": models.API_VERSION, "kind": "Runtime", "metadata": {"name": name, "namespace": ns},
             "spec": {"replicas": replicas, "capacity": {"resources": capacity},
                      "template": {"spec": {"containers": [{"name": "runtimed", "command": ["kruntimes", "runtimed"]}]}}}}
+    if devices is not None:
+        body["spec"]["devices"] = devices
+    return body
 
 
 def _term(labels: dict[str, str]) -> dict[str, Any]:
@@ -108,8 +141,11 @@ def _term(labels: dict[str, str]) -> dict[str, Any]:
 
 
 def _run(ns: str, name: str, runtime: str, args: list[str], *, labels: dict[str, str] | None = None,
-         requests: dict[str, Any] | None = None, affinity: dict[str, Any] | None = None) -> dict[str, Any]:
+         requests: dict[str, Any] | None = None, affinity: dict[str, Any] | None = None,
+         devices: dict[str, Any] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"runtime": runtime, "mode": {"task": {"args": args}}}
+    if devices is not None:
+        spec["devices"] = devices
     if requests is not None:
         spec["resources"] = {"requests": requests}
     if affinity is not None:
@@ -129,6 +165,9 @@ def generate(seed: int = 7, scale: float = 1.0) -> Workload:
     w = Workload(runtimes=[_runtime(ns, name, _count(replicas, scale) if name != "python" or ns != "demo"
                                     else max(NOT_READY + NO_RUNTIMED + 5, _count(replicas, scale)), capacity)
                            for ns, name, replicas, capacity in RUNTIMES])
+    ns, name, replicas, capacity = GPU_RUNTIME
+    w.runtimes.append(_runtime(ns, name, _count(replicas, scale), capacity, GPU_DEVICES))
+    w.device_classes.append(GPU_CLASS)
     # python: instant tasks, 60 affinity cohorts of 5, 120 Runs spread one per pod.
     for i in range(_count(2700, scale)):
         w.runs.append(_run("demo", f"py-{i:04d}", "python", ["true"], labels={"app": "etl"}))
@@ -150,6 +189,11 @@ def generate(seed: int = 7, scale: float = 1.0) -> Workload:
                            requests={"runs": "1", "example.com/gpu": str(gpus)}))
     for i in range(3):
         w.runs.append(_run("demo", f"train-huge-{i}", "trainer", ["true"], requests={"example.com/gpu": "4"}))
+    # gpu: 48 Runs claim devices (SPEC §7), more than the 32 GPUs at once; each tells what it got.
+    for i in range(_count(48, scale)):
+        args = ([PY, "-c", "import os; print('devices', os.environ['KRUNTIMES_DEVICES'])"] if i % 8 == 0
+                else ["sleep", "0.3"])
+        w.runs.append(_run("demo", f"gpu-{i:02d}", name, args, devices=GPU_CLAIMS[i % len(GPU_CLAIMS)]))
     # batch: 1,500 tasks, 60 of which need one of 50 licences; 30 fail, saying why.
     for i in range(_count(1500, scale)):
         requests = {"example.com/license": "1"} if i % 25 == 0 else None
@@ -249,6 +293,8 @@ def run(*, workers: int = 4, conflict_rate: float = 0.02, seed: int = 7, journal
         try:
             kubelet.start()
             scheduler.start(workers)
+            for obj in workload.device_classes:  # the scheduler's RuntimeDeviceClass informer (SPEC §7.2)
+                scheduler.on_device_class(obj["metadata"]["name"], 1, obj["spec"])
             for obj in workload.runtimes:
                 pods.create_runtime(obj)
             controller.sync_all()

@@ -2,12 +2,13 @@
 
 Reads Kubernetes YAML (Runtime Pods as v1 Pods, Runs as kruntimes.io/v1alpha1, and
 the cluster settings ConfigMap `kruntimes-settings` that the scheduler and runtimed
-read, for the default runs capacity: SPEC §2.3, and Runtimes, which become their
-``replicas`` pods as the controller, kubelet and runtimed would make them), loads them
+read, for the default runs capacity: SPEC §2.3, Runtimes, which become their
+``replicas`` pods as the controller, kubelet and runtimed would make them, with their
+device inventory, and cluster-scoped RuntimeDeviceClasses: SPEC §7.8), loads them
 into a cluster cache exactly as the informers would, then schedules every Pending Run
 once, in creation order, through the same planner and the same reserve/assume path as
-the live scheduler - each Run sees the assumptions of the Runs before it. Nothing is
-bound and nothing is written.
+the live scheduler - each Run sees the assumptions of the Runs before it, devices
+included. Nothing is bound and nothing is written.
 
 Creation order is the order of instants (then namespace, then name), whatever form the
 timestamp takes: RFC 3339 text with any offset or fraction (as ``metav1.Time`` reads it),
@@ -22,6 +23,7 @@ through ``bounded_yaml``, so a hostile file is an error too, never a traceback.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -32,7 +34,8 @@ from kruntimes import bounded_yaml
 from kruntimes.api import cluster_settings, ingest, models
 from kruntimes.api.quantity import describe_input
 from kruntimes.controller import reading, reconcile
-from kruntimes.scheduler import outcome as out
+from kruntimes.devices import results
+from kruntimes.scheduler import device_state, outcome as out
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
 from kruntimes.scheduler.planner import Planner
@@ -41,7 +44,8 @@ from kruntimes.scheduler.projection import RunInfo
 
 #: The most Runtime Pods one Runtime may expand into here: a bound on what a file can make us build.
 MAX_REPLICAS = 10_000
-KINDS = (("v1", "Pod"), (models.API_VERSION, "Run"), (models.API_VERSION, "Runtime"))
+KINDS = (("v1", "Pod"), (models.API_VERSION, "Run"), (models.API_VERSION, "Runtime"),
+         (models.API_VERSION, "RuntimeDeviceClass"))
 # A Run without a creationTimestamp sorts first: Go's zero metav1.Time, as kube would read it.
 ZERO_TIME = datetime.min.replace(tzinfo=timezone.utc)
 _BEYOND_MICROSECONDS = re.compile(r"\.[0-9]{6}([0-9]+)")
@@ -58,10 +62,20 @@ class Placement:
     phase: str          # Scheduled, Pending or Failed
     pod: str | None
     reason: str | None
+    # SPEC §7 (a Run with a claim, once placed): request name ("req", or "req/alt" for a firstAvailable
+    # alternative) → device names in result order, and where capacity was consumed, request → device →
+    # capacity name → quantity. None: no claim, or not placed.
+    devices: dict[str, list[str]] | None = None
+    consumed: dict[str, dict[str, dict[str, str]]] | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return {"namespace": self.namespace, "name": self.name, "phase": self.phase,
-                "pod": self.pod, "reason": self.reason}
+        found: dict[str, Any] = {"namespace": self.namespace, "name": self.name, "phase": self.phase,
+                                 "pod": self.pod, "reason": self.reason}
+        if self.devices is not None:
+            found["devices"] = self.devices
+        if self.consumed:
+            found["consumed"] = self.consumed
+        return found
 
 
 def load_documents(sources: Iterable[tuple[str, str]]) -> list[tuple[str, dict[str, Any]]]:
@@ -103,9 +117,13 @@ def simulate(documents: list[tuple[str, dict[str, Any]]], now: datetime,
         kind, api_version = doc.get("kind"), doc.get("apiVersion")
         if (api_version, kind) not in KINDS:
             raise InputError(f"{where}: unsupported object {_plain(api_version)}/{_plain(kind)}; "
-                             f"expected v1/Pod, {models.API_VERSION}/Run, {models.API_VERSION}/Runtime "
-                             f"or the v1/ConfigMap {cluster_settings.CONFIGMAP}")
+                             f"expected v1/Pod, {models.API_VERSION}/Run, {models.API_VERSION}/Runtime, "
+                             f"{models.API_VERSION}/RuntimeDeviceClass or the v1/ConfigMap {cluster_settings.CONFIGMAP}")
         meta = _metadata(where, doc)
+        if kind == "RuntimeDeviceClass":  # cluster-scoped: one per name, judged as the informer's (SPEC §7.2)
+            _once(seen, (kind, meta["name"]), where, f"RuntimeDeviceClass {_plain(meta['name'])} is already in")
+            cache.upsert_device_class(meta["name"], meta.get("generation"), doc.get("spec") or {})
+            continue
         namespace, name = meta.get("namespace") or "default", meta["name"]
         uid = meta.get("uid") or f"{namespace}/{name}"
         shown = f"{kind} {_plain(namespace)}/{_plain(name)}"
@@ -130,7 +148,8 @@ def simulate(documents: list[tuple[str, dict[str, Any]]], now: datetime,
     for run in sorted((r for r in runs if r.eligible), key=lambda r: (created[r.key], r.namespace, r.name)):
         with cache.lock:
             outcome = planner.plan(cache.snapshot(run, now))
-        results[run.key] = _placement(cache, run, outcome)
+            found = planner.device_results(run, outcome.chosen) if outcome.chosen is not None else None
+        results[run.key] = _placement(cache, run, outcome, None if found is None else device_state.encode(*found))
     return [results.get(r.key) or Placement(r.namespace, r.name, r.phase, r.pod_name, None) for r in runs]
 
 
@@ -236,14 +255,27 @@ def _rfc3339(instant: datetime) -> str:
     return "" if instant == ZERO_TIME else instant.isoformat().replace("+00:00", "Z")
 
 
-def _placement(cache: ClusterCache, run: RunInfo, outcome: out.CycleOutcome) -> Placement:
+def _placement(cache: ClusterCache, run: RunInfo, outcome: out.CycleOutcome, devices: str | None) -> Placement:
     if outcome.status == out.SCHEDULED and outcome.chosen is not None:
-        if cache.reserve(run, outcome.chosen):
-            return Placement(run.namespace, run.name, "Scheduled", outcome.chosen, None)
+        # Reserved with its devices, as the live loop does, so the Runs after it see them taken (§7.6).
+        if cache.reserve_waking(run, outcome.chosen, None, devices) is not None:
+            return Placement(run.namespace, run.name, "Scheduled", outcome.chosen, None, *_shown(devices))
         return Placement(run.namespace, run.name, "Pending", None, "reservation conflict")
     if outcome.status == out.INVALID:
         return Placement(run.namespace, run.name, "Failed", None, outcome.message)
     return Placement(run.namespace, run.name, "Pending", None, outcome.message)
+
+
+def _shown(devices: str | None) -> tuple[dict[str, list[str]] | None, dict[str, dict[str, dict[str, str]]] | None]:
+    """`status.devices` as `-o json|yaml` shows it: devices per request in result order, and consumed capacity."""
+    if devices is None:
+        return None, None
+    doc = json.loads(devices)
+    consumed: dict[str, dict[str, dict[str, str]]] = {}
+    for result in doc["results"]:
+        if result.get("consumedCapacity"):
+            consumed.setdefault(result["request"], {})[result["device"]] = dict(result["consumedCapacity"])
+    return results.by_request(doc), consumed or None
 
 
 __all__ = ["InputError", "Placement", "load_documents", "simulate"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kruntimes.journal import backends
+from kruntimes.scheduler import device_outcome
 from kruntimes.scheduler.outcome import CycleOutcome
 from kruntimes.scheduler.projection import Assumption, RunInfo
 from kruntimes.scheduler.views import PodView
@@ -32,7 +33,8 @@ class Seen:
 
 def _see(ctx: engine.Context) -> Seen:
     snapshot = ctx.snapshot()
-    outcome = reproduce.planner_for(ctx.incarnation.config, ctx.incarnation).plan(snapshot)
+    planner = reproduce.planner_for(ctx.incarnation.config, ctx.incarnation)
+    outcome = device_outcome.attach(planner, ctx.run, planner.plan(snapshot))
     everything = list(ctx.cache.assumed)
     mine = tuple(a for a in everything if a.namespace == ctx.run.namespace)
     return Seen(outcome=outcome, run=ctx.run, pods=snapshot.pods, assumed=mine,

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kruntimes.journal import codec
+from kruntimes.journal import payloads as journal_payloads
 from replay import errors
 from replay.source import Record
 
@@ -26,6 +27,9 @@ from replay.source import Record
 def describe(kind: str, data: dict[str, Any]) -> str:
     """A change as the cache reports it, in words (for error messages)."""
     if kind == "mutation":
+        if data["kind"] in journal_payloads.DEVICE_KINDS:
+            fields = data["fields"]
+            return f"{data['kind']} {data['event']} {fields.get('name') or str(fields.get('digest'))[:12]}"
         obj = data["object"]
         return f"{data['kind']} {data['event']} {obj.namespace}/{obj.name}"
     if kind == "reserve":
@@ -37,6 +41,8 @@ def describe(kind: str, data: dict[str, Any]) -> str:
 def _recorded(record: Record) -> str:
     p = record.payload
     if record.kind == "mutation":
+        if p.get("kind") in journal_payloads.DEVICE_KINDS:
+            return f"{p.get('kind')} {p.get('event')} {p.get('name') or str(p.get('digest'))[:12]}"
         return f"{p.get('kind')} {p.get('event')} {p.get('namespace')}/{p.get('name')}"
     if record.kind == "reserve":
         a = p.get("assumption") or {}
@@ -91,7 +97,9 @@ class LockstepRecorder:
     @staticmethod
     def _check(kind: str, data: dict[str, Any], record: Record) -> None:
         p = record.payload
-        if kind == "mutation":
+        if kind == "mutation" and data["kind"] in journal_payloads.DEVICE_KINDS:
+            same = p == journal_payloads.mutation_payload(data)
+        elif kind == "mutation":
             obj = data["object"]
             same = (p.get("kind"), p.get("event")) == (data["kind"], data["event"])
             if same and data["event"] == "DELETED":

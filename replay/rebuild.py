@@ -54,6 +54,8 @@ class Incarnation:
             self.top_candidates = int(payload["top_candidates"])
             self.detail = str(payload.get("detail", "summary"))
             self.planner_version = str(payload.get("planner_version", ""))
+            # SPEC §7.8: the CEL engine and step budgets the device cycles ran with (absent: written before).
+            self.device_config = payload.get("devices")
             recorded_hash = payload["config_hash"]
         except (KeyError, TypeError, ValueError, ConfigError) as exc:
             raise errors.CorruptRecord(record.lsn, f"the incarnation's configuration cannot be read: {exc!r}") from exc
@@ -66,9 +68,16 @@ class Incarnation:
 def state_of(record: Record) -> dict[str, Any]:
     """A checkpoint's payload as projections."""
     try:
-        return {"pods": [codec.pod_from(d) for d in record.field("pods")],
+        inventories = {str(digest): str(text) for digest, text in record.payload.get("inventories", [])}
+        for digest, text in inventories.items():
+            if codec.inventory_digest(text) != digest:
+                raise ValueError(f"the inventory text under digest {digest[:12]} hashes otherwise")
+        return {"pods": [codec.pod_from(d, inventories) for d in record.field("pods")],
                 "runs": [codec.run_from(d) for d in record.field("runs")],
-                "assumed": [codec.assumption_from(d) for d in record.field("assumed")]}
+                "assumed": [codec.assumption_from(d) for d in record.field("assumed")],
+                "inventories": inventories,
+                "classes": [{"name": c["name"], "generation": c["generation"], "spec": c["spec"]}
+                            for c in record.payload.get("classes", [])]}
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise errors.CorruptRecord(record.lsn, f"the checkpoint's state cannot be decoded: {exc!r}") from exc
 
@@ -156,14 +165,21 @@ class Rebuilder:
     def _mutate(self, record: Record) -> None:
         p = record.payload
         try:
-            kind, event, obj = p["kind"], p["event"], p["object"]
+            kind, event = p["kind"], p["event"]
+            if kind in journal_payloads.DEVICE_KINDS:
+                return self._mutate_devices(record, kind, event, p)
+            obj = p["object"]
             if kind == "Pod":
                 if event == "DELETED":
                     self._require(self.cache.pod((obj["namespace"], obj["name"])) is not None, record,
                                   f"deletes pod {obj['namespace']}/{obj['name']}, which the rebuilt state does not hold")
                     self.cache.delete_pod(obj["namespace"], obj["name"])
                 else:
-                    self.cache.upsert_pod(codec.pod_from(obj), event=event)
+                    digest = obj.get("devices_digest")
+                    self._require(digest is None or digest in self.cache.device_journal.recorded, record,
+                                  f"pod {obj['namespace']}/{obj['name']} names device inventory {str(digest)[:12]}, "
+                                  "which no DeviceInventory record or checkpoint of this epoch before it holds")
+                    self.cache.upsert_pod(codec.pod_from(obj, self.cache.device_journal.recorded), event=event)
             elif kind == "Run":
                 if event == "DELETED":
                     self._require(self.cache.run((obj["namespace"], obj["name"])) is not None, record,
@@ -176,6 +192,21 @@ class Rebuilder:
         except (KeyError, TypeError, AttributeError) as exc:
             raise errors.CorruptRecord(record.lsn, f"the mutation cannot be decoded: {exc!r}") from exc
 
+    def _mutate_devices(self, record: Record, kind: str, event: str, p: dict[str, Any]) -> None:
+        """A DeviceInventory text or a RuntimeDeviceClass change (SPEC §7.8), through the cache as live."""
+        if kind == "DeviceInventory":
+            text = p["text"]
+            if type(text) is not str or codec.inventory_digest(text) != p["digest"]:
+                raise errors.CorruptRecord(record.lsn, "the DeviceInventory text does not hash to its digest")
+            self._require(self.cache.note_inventory(text), record,
+                          f"records device inventory {str(p['digest'])[:12]} again in the same epoch")
+        elif event == "DELETED":
+            self._require(self.cache.delete_device_class(p["name"]), record,
+                          f"deletes RuntimeDeviceClass {p['name']}, which the rebuilt state does not hold")
+        else:
+            self._require(self.cache.upsert_device_class(p["name"], p["generation"], p["spec"]), record,
+                          f"changes RuntimeDeviceClass {p['name']} to what the rebuilt state already holds")
+
     def _require(self, condition: bool, record: Record, message: str) -> None:
         if not condition:
             raise errors.InconsistentHistory(record.lsn, message)
@@ -186,7 +217,8 @@ class Rebuilder:
         except (KeyError, TypeError, AttributeError) as exc:
             raise errors.CorruptRecord(record.lsn, f"the assumption cannot be decoded: {exc!r}") from exc
         run = self.cache.run((a.namespace, a.run_name))
-        if run is None or run.uid != a.run_uid or not self.cache.reserve(run, a.pod_name, a.pod_uid):
+        if run is None or run.uid != a.run_uid or \
+                self.cache.reserve_waking(run, a.pod_name, a.pod_uid, a.device_results) is None:
             why = _why_not(self.cache, run, a) or "the cache refuses it"
             raise errors.InconsistentHistory(
                 record.lsn, f"reserving Run {a.namespace}/{a.run_name} on pod {a.pod_name} cannot succeed on the "
@@ -201,7 +233,8 @@ class Rebuilder:
 
     # -- checkpoints ---------------------------------------------------------------------------
     def _compare_checkpoint(self, record: Record) -> None:
-        rebuilt = journal_payloads.checkpoint_payload(self.cache.state())
+        # `checkpoint_state`, as the live recorder took it: inventories are recorded anew after it (§7.8).
+        rebuilt = journal_payloads.checkpoint_payload(self.cache.checkpoint_state())
         recorded = record.payload
         if rebuilt != recorded:
             raise errors.CheckpointMismatch(record.lsn, state_differences(recorded, rebuilt))
@@ -222,6 +255,8 @@ def _why_not(cache: ClusterCache, run: RunInfo | None, a: Any) -> str | None:
     if view.info.uid != a.pod_uid:
         return f"the pod of that name is uid {view.info.uid}, the assumption names uid {a.pod_uid}"
     short = [f"{r} needs {q}, {view.free.get(r, 0)} free" for r, q in run.requests if view.free.get(r, -1) < q]
+    if not short and run.devices is not None:
+        return "its devices do not pass Reserve's re-check on that pod (SPEC §7.6)"
     return "; ".join(short) if short else None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kruntimes.scheduler import device_outcome
 from kruntimes.scheduler.config import ConfigError, SchedulerConfig
 from kruntimes.scheduler.planner import Planner
 from kruntimes.scheduler.outcome import CycleOutcome
@@ -30,9 +31,11 @@ def planner_for(config: SchedulerConfig, incarnation: Incarnation) -> Planner:
     return found
 
 
-def plan(ctx: Context) -> CycleOutcome:
-    """The cycle again: the incarnation's configuration, the rebuilt snapshot, the same planner code."""
-    return planner_for(ctx.incarnation.config, ctx.incarnation).plan(ctx.snapshot())
+def plan(ctx: Context, config: SchedulerConfig | None = None) -> CycleOutcome:
+    """The cycle again: the incarnation's configuration (or `config`), the rebuilt snapshot, the same planner
+    code, with the device work the live loop attaches (SPEC §7.8)."""
+    planner = planner_for(config or ctx.incarnation.config, ctx.incarnation)
+    return device_outcome.attach(planner, ctx.run, planner.plan(ctx.snapshot(config)))
 
 
 @dataclass
@@ -69,6 +72,11 @@ class CycleResult:
 def judge(replayed: Replayed[CycleOutcome]) -> CycleResult:
     recorded = replayed.record.payload
     mine = compare.replayed_payload(replayed.value, recorded, replayed.incarnation.top_candidates)
+    found = compare.differences(recorded, mine)
+    if "devices" in recorded or "devices" in mine:
+        # Another CEL engine (or budget) may judge devices otherwise: said even when this cycle agrees (§7.8).
+        found[:0] = [compare.Difference(f"devices.{name}", was, now) for name, was, now in
+                     device_outcome.configuration_differences(replayed.incarnation.device_config)]
     return CycleResult(lsn=replayed.cycle.lsn, incarnation=replayed.cycle.incarnation,
                        namespace=replayed.cycle.namespace, run=replayed.cycle.run, recorded=recorded,
-                       outcome=replayed.value, differences=compare.differences(recorded, mine))
+                       outcome=replayed.value, differences=found)

@@ -122,8 +122,8 @@ def what_if(journal: backends.Journal, selection: source.Selection, alternative:
         if config is None:
             config = alternatives[ctx.incarnation.id] = alternative.apply(recorded_config)
             report.configs[ctx.incarnation.id] = config.to_dict()
-        baseline = reproduce.planner_for(recorded_config, ctx.incarnation).plan(ctx.snapshot())
-        changed = reproduce.planner_for(config, ctx.incarnation).plan(ctx.snapshot(config))
+        baseline = reproduce.plan(ctx)
+        changed = reproduce.plan(ctx, config)
         return baseline, changed
 
     cycles, gone = coverage.replayable(coverage.check(journal), engine.select(journal, selection))

@@ -77,6 +77,9 @@ _RESOURCES = (
             _AGE,
             {"name": "Workspace", "type": "string", "jsonPath": ".spec.workspace",
              "priority": 1, "description": "Workspace whose Runs share one Runtime Pod."},
+            # SPEC §7.6: what Bind wrote; kubectl joins the list with commas (`-o wide`).
+            {"name": "Devices", "type": "string", "jsonPath": ".status.devices.results[*].device",
+             "priority": 1, "description": "Devices allocated to the Run on its Runtime Pod, in result order."},
             {"name": "Message", "type": "string", "priority": 1,
              "jsonPath": '.status.conditions[?(@.type=="Scheduled")].message',
              "description": "Why the Run is not placed yet."},

@@ -20,6 +20,7 @@ from kruntimes import scores
 from kruntimes.cli import journal_args as ja
 from kruntimes.cli import output
 from kruntimes.cli.output import Column, Listing
+from kruntimes.devices import results
 from kruntimes.journal import backends, follow, history
 
 
@@ -135,6 +136,8 @@ def _print_run(args: argparse.Namespace, h: dict[str, Any]) -> None:
         print(f"Run {key}: runtime {placed['runtime'] or '?'}, placed on {placed['pod']} at "
               f"{ja.when(placed['decided_at'])} (cycle {placed['lsn']}, total score {placed['total']})"
               if placed else f"Run {key}: never placed in this journal")
+        if placed and placed.get("devices"):
+            print(f"devices: {results.describe({'results': placed['devices']})}")
         ended = h.get("ended")
         if ended:
             print(f"ended {ended['phase']} at {ja.when(ended['recorded_at'])}: " + _why_ended(ended))

@@ -61,6 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help=f"where the ConfigMap {cluster_settings.CONFIGMAP} is: the cluster settings runtimed, the "
                         "scheduler and simulate read alike (the default runs capacity; re-read every minute) "
                         f"(env {cluster_settings.NAMESPACE_ENV}; default {cluster_settings.DEFAULT_NAMESPACE})")
+    p.add_argument("--metrics-port", type=int, default=kube_args.env("KRUNTIMES_METRICS_PORT"), metavar="PORT",
+                   help="serve runtimed's Prometheus metrics at /metrics on this port, e.g. "
+                        "kruntimes_runtimed_device_waits_total (env KRUNTIMES_METRICS_PORT; default: not served)")
     p.add_argument("--log-level", default=kube_args.env("KRUNTIMES_LOG_LEVEL", "info"),
                    choices=["debug", "info", "warning", "error"])
 
@@ -92,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
                                 work_dir=args.work_dir, state_dir=args.state_dir or None,
                                 settings_namespace=args.settings_namespace,
                                 runtime_server=args.runtime_server or None,
-                                heartbeat_period=args.heartbeat_period))
+                                heartbeat_period=args.heartbeat_period,
+                                metrics_port=args.metrics_port))
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, frame: agent.stop())
     try:

@@ -8,6 +8,7 @@ import sys
 from kruntimes import bounded_yaml, wire
 from kruntimes.cli import output
 from kruntimes.cli.output import Column, Listing
+from kruntimes.devices import results
 from kruntimes.simulate import InputError, load_documents, simulate
 
 
@@ -16,8 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Schedule the Pending Runs of YAML files once, in creation order, "
                                    "against the Runtime Pods in the same files.")
     p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
-                   help="YAML file with v1 Pods, kruntimes.io/v1alpha1 Runs and Runtimes (each expanded into its "
-                        "replicas pods with their capacity) ('-' for stdin); repeatable")
+                   help="YAML file with v1 Pods, kruntimes.io/v1alpha1 Runs, Runtimes (each expanded into its "
+                        "replicas pods with their capacity and devices) and RuntimeDeviceClasses ('-' for stdin); "
+                        "repeatable")
     p.add_argument("--now", help="judge runtimed heartbeats at this time: RFC 3339 (no zone means UTC) "
                                  "or an age such as 2h (default: now)")
     output.add_options(p)
@@ -40,10 +42,13 @@ def run(args: argparse.Namespace) -> int:
     if output.structured(args):
         output.print_document(args, [p.as_json() for p in placements])  # a list in input order
         return 0
-    table = Listing([Column("NAMESPACE"), Column("RUN", name=True), Column("PHASE"), Column("POD", name=True),
-                     Column("REASON", wrap=True)], title=f"placements at {now.isoformat()}")
+    with_devices = any(p.devices is not None for p in placements)  # a column only where devices were claimed
+    columns = [Column("NAMESPACE"), Column("RUN", name=True), Column("PHASE"), Column("POD", name=True),
+               *([Column("DEVICES", wrap=True)] if with_devices else []), Column("REASON", wrap=True)]
+    table = Listing(columns, title=f"placements at {now.isoformat()}")
     for p in placements:
-        table.add(p.namespace, p.name, p.phase, p.pod or "-", p.reason or "")
+        shown = [results.line(p.devices) if p.devices else "-"]
+        table.add(p.namespace, p.name, p.phase, p.pod or "-", *(shown if with_devices else []), p.reason or "")
     output.render(table, args)
     return 0
 

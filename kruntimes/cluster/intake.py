@@ -113,7 +113,7 @@ class DeviceClassEvents:
             if intake.leading:
                 intake.scheduler.on_device_class(name, generation, spec)
             else:
-                intake.cache.device_classes.upsert(name, generation, spec)
+                intake.cache.upsert_device_class(name, generation, spec)
 
     def delete(self, namespace: str, name: str) -> None:
         intake = self.intake
@@ -121,7 +121,7 @@ class DeviceClassEvents:
             if intake.leading:
                 intake.scheduler.on_device_class_deleted(name)
             else:
-                intake.cache.device_classes.delete(name)
+                intake.cache.delete_device_class(name)
 
 
 class RuntimeStore:

@@ -24,9 +24,12 @@ Rules:
 - Devices (SPEC §7.1) with `publisher: Controller` are projected like capacity, as
   the canonical `kruntimes.io/devices` annotation, in the same patch; a Runtime that
   declares no devices has the annotation removed; with `publisher: Runtimed` it is
-  runtimed's and left alone. The env mapping goes beside it as `kruntimes.io/device-env`
-  (runtimed reads no Runtime; §7.7), for either publisher. Invalid devices: no pod is created and no pod annotation
-  is touched, and the `DevicesValid` condition says what to fix.
+  runtimed's and left alone. The env mapping reaches runtimed (which reads no Runtime;
+  §7.7) as `KRUNTIMES_DEVICE_ENV` in its container's env, for either publisher: the
+  SPEC's annotations are the inventory alone (§2.1, §7.1), so a mapping changed later
+  applies to pods created after it, and the annotation earlier controllers wrote is
+  removed. Invalid devices: no pod is created and no pod annotation is touched, and
+  the `DevicesValid` condition says what to fix.
 - Invalid capacity (the reader says what is wrong): no pod is created and no pod
   annotation is touched; the `CapacityValid` condition says what to fix.
 - A template whose shape the controller cannot build pods from (`template.problem`):
@@ -54,7 +57,8 @@ from kruntimes.wire import (API_VERSION, CAPACITY_ANNOTATION, CAPACITY_ANNOTATIO
                            RUNTIME_LABEL)
 
 DEVICES_ANNOTATION = runtime_spec.DEVICES_ANNOTATION
-DEVICE_ENV_ANNOTATION = runtime_spec.DEVICE_ENV_ANNOTATION
+DEVICE_ENV_VARIABLE = runtime_spec.DEVICE_ENV_VARIABLE
+LEGACY_DEVICE_ENV_ANNOTATION = runtime_spec.LEGACY_DEVICE_ENV_ANNOTATION
 RUNTIMED_CONTAINER = "runtimed"
 WORK_VOLUME = "kruntimes-work"
 WORK_DIR = "/var/lib/kruntimes/runs"
@@ -92,7 +96,7 @@ class RuntimeSpecView:
     devices: str = "none"
     devices_text: str | None = None
     devices_problem: str | None = None
-    device_env_text: str | None = None  # `kruntimes.io/device-env` for either publisher; None: no mapping
+    device_env_text: str | None = None  # runtimed's `KRUNTIMES_DEVICE_ENV`, either publisher; None: no mapping
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,10 +205,9 @@ def pod_body(runtime: RuntimeSpecView, capacity: Mapping[str, int], defaults: Po
     annotations[CAPACITY_ANNOTATION] = capacity_annotation(capacity)
     if runtime.devices == "controller" and runtime.devices_text is not None:
         annotations[DEVICES_ANNOTATION] = runtime.devices_text
-    if runtime.device_env_text is not None:
-        annotations[DEVICE_ENV_ANNOTATION] = runtime.device_env_text
     spec = dict(template.get("spec") or {})
-    spec["containers"] = _with_runtimed([dict(c) for c in spec.get("containers") or []], defaults)
+    spec["containers"] = _with_runtimed([dict(c) for c in spec.get("containers") or []], defaults,
+                                        runtime.device_env_text)
     volumes = [v for v in spec.get("volumes") or [] if v.get("name") not in (WORK_VOLUME, STATE_VOLUME)]
     spec["volumes"] = volumes + [{"name": WORK_VOLUME, "emptyDir": {}}, {"name": STATE_VOLUME, "emptyDir": {}}]
     tenancy.split(spec, runtimed=RUNTIMED_CONTAINER, work_volume=WORK_VOLUME, work_dir=WORK_DIR)
@@ -239,8 +242,8 @@ def devices_changes(pod: RuntimePod, runtime: RuntimeSpecView) -> dict[str, str 
         changes[DEVICES_ANNOTATION] = runtime.devices_text
     if runtime.devices == "none" and current is not None:
         changes[DEVICES_ANNOTATION] = None
-    if pod.annotations.get(DEVICE_ENV_ANNOTATION) != runtime.device_env_text:
-        changes[DEVICE_ENV_ANNOTATION] = runtime.device_env_text
+    if LEGACY_DEVICE_ENV_ANNOTATION in pod.annotations:  # an earlier controller's; the mapping is in runtimed's env
+        changes[LEGACY_DEVICE_ENV_ANNOTATION] = None
     return changes
 
 
@@ -300,17 +303,20 @@ def _devices_condition(runtime: RuntimeSpecView, conditions: list[dict[str, Any]
     return set_condition(conditions, CONDITION_DEVICES, "True", "Valid", f"the device inventory is {how}", now)
 
 
-def _with_runtimed(containers: list[dict[str, Any]], defaults: PodDefaults) -> list[dict[str, Any]]:
+def _with_runtimed(containers: list[dict[str, Any]], defaults: PodDefaults,
+                   device_env: str | None = None) -> list[dict[str, Any]]:
     runtimed = next((c for c in containers if c.get("name") == RUNTIMED_CONTAINER), None)
     if runtimed is None:
         runtimed = {"name": RUNTIMED_CONTAINER, "image": defaults.runtimed_image}
         containers.append(runtimed)
     runtimed.setdefault("command", ["kruntimes", "runtimed"])
-    ours = {name for name, _ in POD_ENV} | {"KRUNTIMES_WORK_DIR", "KRUNTIMES_STATE_DIR"}
+    ours = {name for name, _ in POD_ENV} | {"KRUNTIMES_WORK_DIR", "KRUNTIMES_STATE_DIR", DEVICE_ENV_VARIABLE}
     env = [e for e in runtimed.get("env") or [] if e.get("name") not in ours]
     env += [{"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}} for name, path in POD_ENV]
     env.append({"name": "KRUNTIMES_WORK_DIR", "value": WORK_DIR})
     env.append({"name": "KRUNTIMES_STATE_DIR", "value": STATE_DIR})
+    if device_env is not None:  # SPEC §7.7: the variables a Run's process gets from its devices' attributes
+        env.append({"name": DEVICE_ENV_VARIABLE, "value": device_env})
     runtimed["env"] = env
     mounts = [m for m in runtimed.get("volumeMounts") or [] if m.get("name") not in (WORK_VOLUME, STATE_VOLUME)]
     runtimed["volumeMounts"] = mounts + [{"name": WORK_VOLUME, "mountPath": WORK_DIR},
@@ -319,7 +325,7 @@ def _with_runtimed(containers: list[dict[str, Any]], defaults: PodDefaults) -> l
 
 
 def _owned_annotation(key: str) -> bool:
-    return (key in (CAPACITY_ANNOTATION, DEVICES_ANNOTATION, DEVICE_ENV_ANNOTATION, HEARTBEAT_ANNOTATION)
+    return (key in (CAPACITY_ANNOTATION, DEVICES_ANNOTATION, LEGACY_DEVICE_ENV_ANNOTATION, HEARTBEAT_ANNOTATION)
             or key.startswith(CAPACITY_ANNOTATION_PREFIX))
 
 

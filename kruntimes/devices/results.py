@@ -63,3 +63,26 @@ def _consumed(entry: dict) -> tuple[tuple[str, int], ...] | None:
             return None
     return tuple(sorted(amounts))
 
+
+
+def by_request(status_devices: object) -> dict[str, list[str]]:
+    """`status.devices` as people read it: request ("req" or "req/alt") → device names, in result order.
+
+    Entries that name no device or no request are left out (they hold nothing a person could look up).
+    """
+    entries = status_devices.get("results") if isinstance(status_devices, dict) else None
+    found: dict[str, list[str]] = {}
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("request"), str) and isinstance(entry.get("device"), str):
+            found.setdefault(entry["request"], []).append(entry["device"])
+    return found
+
+
+def describe(status_devices: object) -> str:
+    """`gpu=gpu-0+gpu-1, nic/fast=nic-0`: one line for tables and pages; "" when it names no device."""
+    return line(by_request(status_devices))
+
+
+def line(devices: dict[str, list[str]]) -> str:
+    """`by_request`'s mapping on one line."""
+    return ", ".join(f"{request}={'+'.join(names)}" for request, names in devices.items())

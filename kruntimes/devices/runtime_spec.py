@@ -17,10 +17,15 @@ from typing import Literal
 
 from kruntimes.devices import inventory, inventory_codec
 
-# The pod annotations the projection writes (SPEC §7.1): the inventory, and the env mapping
-# (canonical JSON, variable → qualified attribute) that runtimed, which reads no Runtime, needs (§7.7).
+# The one pod annotation devices have (SPEC §7.1: `kruntimes.io/devices`, the inventory alone).
 DEVICES_ANNOTATION = "kruntimes.io/devices"
-DEVICE_ENV_ANNOTATION = "kruntimes.io/device-env"
+# The env mapping (§7.1 `env`, canonical JSON: variable → qualified attribute) reaches runtimed,
+# which reads no Runtime (§7.7), as an environment variable of its container in the pod the
+# controller creates: SPEC §2.1 and §7.1 name every annotation kruntimes owns on a Runtime Pod,
+# and a mapping annotation is not among them (§4.2: "runtimed and its ... env present").
+DEVICE_ENV_VARIABLE = "KRUNTIMES_DEVICE_ENV"
+# Written by earlier controllers; removed from the pods they made, never written again.
+LEGACY_DEVICE_ENV_ANNOTATION = "kruntimes.io/device-env"
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 _KEYS = {"driver", "devices", "sharedCounters", "env", "publisher", "discover"}
@@ -77,7 +82,7 @@ def parse(spec: object) -> RuntimeDevices:
 
 
 def env_text(env: tuple[tuple[str, str], ...]) -> str | None:
-    """The `kruntimes.io/device-env` annotation value for a mapping; None when it is empty."""
+    """The `KRUNTIMES_DEVICE_ENV` value of runtimed's container for a mapping; None when it is empty."""
     return inventory_codec.canonical_text(dict(env)) if env else None
 
 

@@ -8,8 +8,9 @@ using only JSON-exact values: lists for tuples, RFC 3339 strings for times.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
-from typing import Any
+from typing import Any, Mapping
 
 from kruntimes.scheduler.projection import (Affinity, Assumption, PodInfo, Requirement, RunInfo, Selector, Term,
                                             WeightedTerm)
@@ -69,18 +70,32 @@ def affinity_from(d: dict[str, Any]) -> Affinity:
     )
 
 
+def inventory_digest(text: str) -> str:
+    """SPEC §7.1's `inventoryDigest`: SHA-256 of the `kruntimes.io/devices` text, the key a pod record carries."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def pod_to(p: PodInfo) -> dict[str, Any]:
-    return {"namespace": p.namespace, "name": p.name, "uid": p.uid, "runtime": p.runtime,
-            "resource_version": p.resource_version, "ready": p.ready, "terminating": p.terminating,
-            "heartbeat": _time(p.heartbeat), "capacity": _pairs(p.capacity),
-            "capacity_problem": p.capacity_problem}
+    encoded = {"namespace": p.namespace, "name": p.name, "uid": p.uid, "runtime": p.runtime,
+               "resource_version": p.resource_version, "ready": p.ready, "terminating": p.terminating,
+               "heartbeat": _time(p.heartbeat), "capacity": _pairs(p.capacity),
+               "capacity_problem": p.capacity_problem}
+    if p.devices is not None:
+        # SPEC §7.8: a pod record carries only the digest; the text is a `DeviceInventory` record of its
+        # own, once per digest per epoch and in checkpoints. Absent for a pod without devices, so the
+        # records of journals written before devices read (and hash) as they always did.
+        encoded["devices_digest"] = inventory_digest(p.devices)
+    return encoded
 
 
-def pod_from(d: dict[str, Any]) -> PodInfo:
+def pod_from(d: dict[str, Any], inventories: Mapping[str, str] | None = None) -> PodInfo:
+    """The pod a record holds; `inventories` (digest → text) resolves its `devices_digest` (KeyError: unknown)."""
+    digest = d.get("devices_digest")
     return PodInfo(namespace=d["namespace"], name=d["name"], uid=d["uid"], runtime=d["runtime"],
                    resource_version=d["resource_version"], ready=d["ready"], terminating=d["terminating"],
                    heartbeat=_parse_time(d["heartbeat"]), capacity=_tuples(d["capacity"]),
-                   capacity_problem=d["capacity_problem"])
+                   capacity_problem=d["capacity_problem"],
+                   devices=None if digest is None else (inventories or {})[digest])
 
 
 def run_to(r: RunInfo) -> dict[str, Any]:
@@ -89,7 +104,11 @@ def run_to(r: RunInfo) -> dict[str, Any]:
             "affinity": affinity_to(r.affinity), "workspace": r.workspace, "phase": r.phase,
             "pod_name": r.pod_name, "pod_uid": r.pod_uid, "released": r.released, "deleting": r.deleting,
             "created": r.created, "pending_message": r.pending_message, "problems": list(r.problems),
-            **({"end_reason": r.end_reason, "end_message": r.end_message} if r.end_reason is not None else {})}
+            **({"end_reason": r.end_reason, "end_message": r.end_message} if r.end_reason is not None else {}),
+            # SPEC §7.8: the claim and the observed allocation, as the canonical JSON text the cache holds;
+            # absent when None, so Runs without devices encode as before devices existed.
+            **({"devices": r.devices} if r.devices is not None else {}),
+            **({"device_results": r.device_results} if r.device_results is not None else {})}
 
 
 def run_from(d: dict[str, Any]) -> RunInfo:
@@ -100,17 +119,19 @@ def run_from(d: dict[str, Any]) -> RunInfo:
                    released=d["released"], deleting=d["deleting"], created=d["created"],
                    pending_message=d["pending_message"], problems=tuple(d["problems"]),
                    # Journals written before a Run's end was projected have neither key.
-                   end_reason=d.get("end_reason"), end_message=d.get("end_message"))
+                   end_reason=d.get("end_reason"), end_message=d.get("end_message"),
+                   devices=d.get("devices"), device_results=d.get("device_results"))
 
 
 def assumption_to(a: Assumption) -> dict[str, Any]:
     return {"namespace": a.namespace, "run_uid": a.run_uid, "run_name": a.run_name, "pod_name": a.pod_name,
             "pod_uid": a.pod_uid, "requests": _pairs(a.requests), "labels": _pairs(a.labels),
-            "affinity": affinity_to(a.affinity), "workspace": a.workspace}
+            "affinity": affinity_to(a.affinity), "workspace": a.workspace,
+            **({"device_results": a.device_results} if a.device_results is not None else {})}
 
 
 def assumption_from(d: dict[str, Any]) -> Assumption:
     return Assumption(namespace=d["namespace"], run_uid=d["run_uid"], run_name=d["run_name"],
                       pod_name=d["pod_name"], pod_uid=d["pod_uid"], requests=_tuples(d["requests"]),
                       labels=_tuples(d["labels"]), affinity=affinity_from(d["affinity"]),
-                      workspace=d["workspace"])
+                      workspace=d["workspace"], device_results=d.get("device_results"))

@@ -149,11 +149,30 @@ def run_ended(journal: backends.Journal, namespace: str, run_uids: Sequence[str]
     return ended
 
 
+def placement_devices(journal: backends.Journal, epoch: str, lsn: int) -> list[dict[str, Any]] | None:
+    """The devices cycle ``lsn`` of ``epoch`` chose (SPEC §7.8: `status.devices` results), None without a claim.
+
+    Read from that cycle record itself, by its key: the history tables hold no devices.
+    """
+    t = schema.journal_records
+    found = _rows(journal, sa.select(t.c.payload).where(t.c.incarnation == epoch, t.c.lsn == lsn, t.c.kind == "cycle"))
+    try:
+        devices = json.loads(found[0]["payload"]).get("devices") if found else None
+    except (ValueError, AttributeError):
+        return None
+    chosen = devices.get("chosen") if isinstance(devices, dict) else None
+    results = chosen.get("results") if isinstance(chosen, dict) else None
+    return results if isinstance(results, list) else None
+
+
 def run_history(journal: backends.Journal, namespace: str, name: str, *, limit: int | None = None) -> dict[str, Any]:
-    """Everything about one Run: its cycles, binds, placement and that cycle's candidates, and how it ended."""
+    """Everything about one Run: its cycles, binds, placement (with the devices it chose) and that cycle's
+    candidates, and how it ended."""
     cycles = run_cycles(journal, namespace, name, limit=limit)
     placement = _placement(journal, namespace, name)
     epoch = placement.pop("epoch") if placement else None
+    if placement is not None and epoch is not None:
+        placement["devices"] = placement_devices(journal, epoch, placement["lsn"])
     uids = [c["run_uid"] for c in cycles] + ([placement["run_uid"]] if placement else [])
     return {
         "namespace": namespace, "run": name, "cycles": cycles, "placement": placement,

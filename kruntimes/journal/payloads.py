@@ -65,12 +65,21 @@ def cycle_payload(data: dict[str, Any], detail: str) -> dict[str, Any]:
         "digest": o.digest(),
         "duration_us": int(data["duration"] * 1_000_000),
     }
+    if o.devices is not None:  # SPEC §7.8: the chosen results and the steps charged (a device claim only)
+        payload["devices"] = {"steps": o.devices.steps, "chosen": o.devices.chosen}
     if detail == "full":
         payload["outcome"] = canonical.plain(o.encode())
     return payload
 
 
+#: Mutations that are no pod or Run (SPEC §7.8): an inventory text once per digest, a RuntimeDeviceClass
+#: change. Their data is already the payload's fields, JSON-exact (`device_journal` builds it).
+DEVICE_KINDS = frozenset({"DeviceInventory", "DeviceClass"})
+
+
 def mutation_payload(data: dict[str, Any]) -> dict[str, Any]:
+    if data["kind"] in DEVICE_KINDS:
+        return {"kind": data["kind"], "event": data["event"], **data["fields"]}
     obj = data["object"]
     encoded = codec.pod_to(obj) if data["kind"] == "Pod" else codec.run_to(obj)
     return {"kind": data["kind"], "event": data["event"], "namespace": obj.namespace, "name": obj.name,
@@ -83,9 +92,16 @@ _BY_RUN_UID = operator.attrgetter("namespace", "run_uid")
 
 def checkpoint_payload(state: dict[str, Any]) -> dict[str, Any]:
     """The cache's objects in key order (``ClusterCache.state``'s), however the state lists them."""
-    return {"pods": [codec.pod_to(p) for p in sorted(state["pods"], key=_BY_NAME)],
-            "runs": [codec.run_to(r) for r in sorted(state["runs"], key=_BY_NAME)],
-            "assumed": [codec.assumption_to(a) for a in sorted(state["assumed"], key=_BY_RUN_UID)]}
+    payload = {"pods": [codec.pod_to(p) for p in sorted(state["pods"], key=_BY_NAME)],
+               "runs": [codec.run_to(r) for r in sorted(state["runs"], key=_BY_NAME)],
+               "assumed": [codec.assumption_to(a) for a in sorted(state["assumed"], key=_BY_RUN_UID)]}
+    # SPEC §7.8: the inventory texts the pods' digests name and the RuntimeDeviceClasses, only when
+    # there are any, so a checkpoint without devices is the one journals always held.
+    if state.get("inventories"):
+        payload["inventories"] = [[digest, text] for digest, text in sorted(state["inventories"].items())]
+    if state.get("classes"):
+        payload["classes"] = [dict(c) for c in sorted(state["classes"], key=lambda c: c["name"])]
+    return payload
 
 
 def _plain(data: dict[str, Any]) -> dict[str, Any]:

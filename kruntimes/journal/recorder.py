@@ -33,6 +33,7 @@ from kruntimes import __version__
 from kruntimes.journal import payloads
 from kruntimes.journal.payloads import DEFAULT_TOP_CANDIDATES, DETAILS, DeferredRecord
 from kruntimes.journal.records import JournalRecord
+from kruntimes.scheduler import device_outcome
 from kruntimes.scheduler.config import PLANNER_VERSION, SchedulerConfig
 #: Records between checkpoints. Replaying one cycle costs restoring its checkpoint
 #: plus ~13 us per record after it; at 5,000 the worst case stays under 200 ms on a
@@ -105,6 +106,7 @@ class JournalRecorder:
             "planner_version": PLANNER_VERSION, "config": config.to_dict(), "config_hash": config.digest(),
             "top_candidates": top_candidates, "detail": self.detail, "checkpoint_every": self.checkpoint_every,
             "checkpoint_size_ratio": self.checkpoint_size_ratio,
+            "devices": device_outcome.configuration(),  # CEL engine and step budgets (SPEC §7.8)
         })
         self._counted_from = lsn  # the incarnation record is no change
         return lsn

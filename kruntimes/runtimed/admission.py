@@ -40,7 +40,7 @@ import itertools
 import threading
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Mapping
+from typing import Callable, Mapping
 
 from kruntimes.devices import admission as device_admission
 from kruntimes.runtimed import devices
@@ -136,6 +136,9 @@ class AdmissionGuard:
         self._waiting: dict[str, tuple[AssignedRun, int]] = {}  # uid -> (run, first-offered sequence)
         self._used: dict[str, int] = {}
         self._sequence = itertools.count()
+        # Told the guard's reason each time a Run starts waiting, or is refused, for its devices
+        # (SPEC §7.8: runtimed's device_waits_total); called under the lock, so it must only count.
+        self.on_device_wait: Callable[[str], None] = _ignore
 
     # -- questions -------------------------------------------------------------------
 
@@ -191,8 +194,11 @@ class AdmissionGuard:
             reason = self._why_not(run)
             if reason in devices.REFUSED_MESSAGES:
                 self._waiting.pop(run.uid, None)
+                self.on_device_wait(reason)
                 return Decision(REFUSED, run, reason)
             if reason is not None:
+                if previous is None and reason in (devices.WAIT_BUSY, devices.WAIT_MALFORMED):
+                    self.on_device_wait(reason)  # once when it starts waiting, not on every event seen since
                 self._waiting[run.uid] = (run, sequence)
                 return Decision(WAITING, run, reason)
             self._waiting.pop(run.uid, None)
@@ -281,6 +287,10 @@ class AdmissionGuard:
                 reserved.append(Decision(RESERVED, run))
             elif reason in devices.REFUSED_MESSAGES:  # e.g. its device left the inventory while it waited
                 del self._waiting[run.uid]
+                self.on_device_wait(reason)
                 reserved.append(Decision(REFUSED, run, reason))
         return reserved
 
+
+def _ignore(reason: str) -> None:
+    pass

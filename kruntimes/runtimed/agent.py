@@ -51,10 +51,13 @@ from kubernetes.client import ApiException
 from kruntimes.api import cluster_settings, models
 from kruntimes.cluster import decode, errors, shared_settings
 from kruntimes.cluster.binder.kube import KubernetesBinder
+from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.informer import Informer
 from kruntimes.cluster.sources import RUNS, Source
+from kruntimes.runtimed import metrics
 from kruntimes.runtimed.admission import Capacity
 from kruntimes.runtimed.lifecycle import Lifecycle
+from kruntimes.runtimed.metrics import RuntimedMetrics
 from kruntimes.runtimed.reading import pod_capacity
 from kruntimes.scheduler.status import rfc3339
 
@@ -81,6 +84,8 @@ class Settings:
     heartbeat_period: float = DEFAULT_HEARTBEAT_PERIOD
     run_field_selector: bool | None = None
     request_timeout: float = 30.0
+    metrics_port: int | None = None  # serve /metrics (`runtimed.metrics`) on this port; None: not at all
+    metrics_address: str = "0.0.0.0"
 
 
 class _Reader:
@@ -175,6 +180,9 @@ class Agent:
                                    _Reader(api, settings.request_timeout), settings.work_dir,
                                    state_dir=settings.state_dir or settings.work_dir / STATE_SUBDIR,
                                    runtime_server=settings.runtime_server)
+        self.metrics = RuntimedMetrics()
+        self.lifecycle.guard.on_device_wait = self._device_wait
+        self._metrics_server: ProbeServer | None = None
         self._runs = _RunEvents(self.lifecycle)
         custom = kubernetes.client.CustomObjectsApi(api)
         self._custom = custom
@@ -187,6 +195,11 @@ class Agent:
         self._api = api
         self._settings_due = 0.0  # when the cluster settings are read again (monotonic seconds)
         self._stopping = threading.Event()
+
+    def _device_wait(self, why: str) -> None:
+        reason = metrics.wait_reason(why)
+        if reason is not None:
+            self.metrics.device_wait(reason)
 
     def _select_runs(self) -> dict[str, str]:
         """The Run list's field selector: this pod's Runs only, where the server can select them."""
@@ -209,6 +222,11 @@ class Agent:
 
     def run(self, sync_timeout: float = 60.0) -> None:
         """Sync, recover, then renew the heartbeat until `stop`; stops every execution on the way out."""
+        if self.settings.metrics_port is not None:
+            # /metrics only matters while runtimed runs: healthy and ready are the process being up.
+            self._metrics_server = ProbeServer(self.metrics.registry, healthy=lambda: True, ready=lambda: True,
+                                               address=self.settings.metrics_address,
+                                               port=self.settings.metrics_port).start()
         try:
             # The cluster's settings first: no capacity is computed with a default of runtimed's own.
             self._pod_events.set_default_runs(shared_settings.read(
@@ -236,6 +254,8 @@ class Agent:
             self.lifecycle.shutdown()
             self.run_informer.stop()
             self.pod_informer.stop()
+            if self._metrics_server is not None:
+                self._metrics_server.stop()
 
     def heartbeat(self) -> None:
         body = {"metadata": {"annotations": {models.HEARTBEAT_ANNOTATION: rfc3339(datetime.now(timezone.utc))}}}

@@ -3,8 +3,8 @@
 runtimed admits by device name, atomically with the capacity check (the guard calls
 `verdict` under its lock), and evaluates no CEL and reads no class: the decision
 itself is `kruntimes.devices.admission`'s. This module only reads what that decision
-needs from API objects (the pod's `kruntimes.io/devices` annotation and the env mapping
-the controller projects beside it, a Run's `spec.devices` and `status.devices`) and
+needs from API objects (its pod's `kruntimes.io/devices` annotation and the env mapping
+the controller put in runtimed's container env, a Run's `spec.devices` and `status.devices`) and
 says what the guard does with each verdict:
 
 - admit: claim the Run (its devices are free);
@@ -24,8 +24,10 @@ from typing import Any, Mapping
 from kruntimes.devices import admission, claims, inventory, inventory_codec, results, runtime_spec, usage
 
 DEVICES_ANNOTATION = runtime_spec.DEVICES_ANNOTATION
-# The Runtime's `spec.devices.env`, projected by the controller: runtimed reads no Runtime (SPEC §7.7).
-DEVICE_ENV_ANNOTATION = runtime_spec.DEVICE_ENV_ANNOTATION
+# The Runtime's `spec.devices.env`, in runtimed's container env of the pod the controller made:
+# runtimed reads no Runtime (SPEC §7.7), and reads it from the pod object it watches anyway.
+DEVICE_ENV_VARIABLE = runtime_spec.DEVICE_ENV_VARIABLE
+RUNTIMED_CONTAINER = "runtimed"  # the controller's name for it (controller.reconcile.RUNTIMED_CONTAINER)
 
 WAIT_BUSY = "a device it was allocated is in use by a Run admitted earlier"
 WAIT_MALFORMED = ("the pod's device inventory (kruntimes.io/devices) is malformed; "
@@ -56,16 +58,29 @@ class RunDevices:
     status: Any  # status.devices as written (judged entry by entry by `kruntimes.devices`)
 
 
-def pod_devices(annotations: Mapping[str, Any]) -> PodDevices:
-    """The pod's device inventory and env mapping from its annotations."""
+def pod_devices(annotations: Mapping[str, Any], env_text: str | None = None) -> PodDevices:
+    """The pod's device inventory from its annotations, with the env mapping (`device_env` of the pod)."""
     text = annotations.get(DEVICES_ANNOTATION)
-    env = _env(annotations.get(DEVICE_ENV_ANNOTATION))
+    env = _env(env_text)
     if text is None:
         return PodDevices(env=env)
     try:
         return PodDevices(inventory_codec.parse_annotation(text), env=env)
     except inventory_codec.InvalidInventory:
         return PodDevices(malformed=True, env=env)
+
+
+def device_env(pod: Mapping[str, Any]) -> str | None:
+    """`KRUNTIMES_DEVICE_ENV` of the pod's runtimed container, as the controller set it; None: no mapping."""
+    spec = pod.get("spec")
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    for container in containers if isinstance(containers, list) else []:
+        if isinstance(container, Mapping) and container.get("name") == RUNTIMED_CONTAINER:
+            for var in container.get("env") or []:
+                if isinstance(var, Mapping) and var.get("name") == DEVICE_ENV_VARIABLE:
+                    value = var.get("value")
+                    return value if isinstance(value, str) else None
+    return None
 
 
 def _env(text: Any) -> tuple[tuple[str, str], ...]:

@@ -31,7 +31,7 @@ def pod_capacity(pod: Mapping[str, Any], default_runs_capacity: int = 1) -> Capa
         return Capacity(problem=NOT_A_RUNTIME_POD)
     meta = pod.get("metadata")
     annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
-    pod_devices = devices.pod_devices(annotations if isinstance(annotations, Mapping) else {})
+    pod_devices = devices.pod_devices(annotations if isinstance(annotations, Mapping) else {}, devices.device_env(pod))
     if info.capacity_problem is not None:
         return Capacity(problem=info.capacity_problem, devices=pod_devices)
     # Zero capacities are kept: a declared 0 admits no positive request (SPEC §2.3).

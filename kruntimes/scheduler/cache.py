@@ -18,7 +18,7 @@ import threading
 from datetime import datetime
 from typing import Any, Collection, Iterator
 
-from kruntimes.scheduler import assumed as assumed_mod, device_state, parking, renewals, wake_rules
+from kruntimes.scheduler import assumed as assumed_mod, device_journal, device_state, parking, renewals, wake_rules
 from kruntimes.scheduler.config import SchedulerConfig
 from kruntimes.scheduler.interface import AFFINITY_TARGET
 from kruntimes.scheduler.parking import SOURCE_CAPACITY_RELEASED, SOURCE_RUNTIME_POD, RunKey, Wakeup  # noqa: F401
@@ -46,6 +46,7 @@ class ClusterCache:
         self._parking = parking.Parking(self._groups)
         self.renewals = renewals.Renewals()  # heartbeat renewals no cycle has needed yet
         self.device_classes = device_state.DeviceClasses()  # from the RuntimeDeviceClass informer (SPEC §7.2)
+        self.device_journal = device_journal.DeviceJournal()  # inventory texts and classes, as recorded (§7.8)
 
     # -- recording ---------------------------------------------------------------
     def _record(self, kind: str, data: dict[str, Any]) -> int:
@@ -159,6 +160,8 @@ class ClusterCache:
             slot.info = info
             self._touch(ns, slot)
             self._ns_targets(ns).pod_seen(info.name, info.uid)
+            if info.devices is not None and (text := self.device_journal.inventory(info.devices)) is not None:
+                self._record("mutation", text)  # the text once per digest per epoch; the pod names its digest
             self._record("mutation", {"kind": "Pod", "event": event, "object": info})
             # A new UID under a known name (a DELETE was missed) is a new pod: nothing that
             # counted on the earlier one counts here, so what fits may have changed.
@@ -186,6 +189,33 @@ class ClusterCache:
     def _leave_group(self, ns: str, info: PodInfo) -> None:
         if (group := self._groups.get((ns, info.runtime))) is not None:
             group.leave(info.name)
+
+    @settles
+    def note_inventory(self, text: str) -> bool:
+        """Record a `DeviceInventory` text ahead of the pod that names it: replay's way through such a record."""
+        with self.lock:
+            data = self.device_journal.inventory(text)
+            if data is not None:
+                self._record("mutation", data)
+            return data is not None
+
+    # -- device classes (SPEC §7.2, §7.8) ---------------------------------------------------
+    @settles
+    def upsert_device_class(self, name: str, generation: Any, spec: Any) -> bool:
+        """Apply a RuntimeDeviceClass add/update; True (and journaled) when what a cycle sees changed."""
+        with self.lock:
+            if not self.device_classes.upsert(name, generation, spec):
+                return False
+            self._record("mutation", self.device_journal.class_changed(name, generation, spec))
+            return True
+
+    @settles
+    def delete_device_class(self, name: str) -> bool:
+        with self.lock:
+            if not self.device_classes.delete(name):
+                return False
+            self._record("mutation", self.device_journal.class_deleted(name))
+            return True
 
     # -- runs ---------------------------------------------------------------------------
     @settles
@@ -368,6 +398,9 @@ class ClusterCache:
                 raise ValueError("restore needs an empty cache")
             recorder, self.recorder = self.recorder, CountingRecorder()
             try:
+                for c in state.get("classes", ()):
+                    self.upsert_device_class(c["name"], c["generation"], c["spec"])
+                self.device_journal.restore(state.get("inventories") or {})
                 for pod in state["pods"]:
                     self.upsert_pod(pod, event="ADDED")
                 for run in state["runs"]:
@@ -385,13 +418,19 @@ class ClusterCache:
     def state(self) -> dict[str, Any]:
         """Every projection and assumption, sorted: what a checkpoint records and tests compare."""
         with self.lock:
-            return {"pods": list(self.pods()), "runs": list(self.runs()), "assumed": list(self.assumed)}
+            pods = list(self.pods())
+            return {"pods": pods, "runs": list(self.runs()), "assumed": list(self.assumed),
+                    "inventories": self.device_journal.held(p.devices for p in pods),
+                    "classes": self.device_journal.classes()}
 
     def checkpoint_state(self) -> dict[str, Any]:
         """`state()` unsorted, copied under the lock: its payload sorts it (~40 ms at 100,000 objects)."""
         with self.lock:
-            return {"pods": [s.info for s in self._slots.values() if s.info is not None],
-                    "runs": list(self._runs.values()), "assumed": self.assumed.entries()}
+            pods = [s.info for s in self._slots.values() if s.info is not None]
+            return {"pods": pods, "runs": list(self._runs.values()), "assumed": self.assumed.entries(),
+                    # From here on an inventory is recorded again the first time a pod names it (§7.8).
+                    "inventories": self.device_journal.checkpointed(p.devices for p in pods),
+                    "classes": self.device_journal.classes()}
 
     def usage(self, namespace: str, pod_name: str) -> dict[str, int]:
         """Effective usage of a pod (active + assumed), for tests and summaries."""

@@ -45,13 +45,13 @@ def allocated(planner: Planner, metrics: SchedulerMetrics, run: RunInfo, outcome
 
 
 def class_changed(cache: ClusterCache, name: str, generation: Any, spec: Any) -> list[Wakeup]:
-    with cache.lock:
-        return _device_runs(cache) if cache.device_classes.upsert(name, generation, spec) else []
+    with cache.lock:  # the change is journaled by the cache (§7.8), so replay plans with the same classes
+        return _device_runs(cache) if cache.upsert_device_class(name, generation, spec) else []
 
 
 def class_deleted(cache: ClusterCache, name: str) -> list[Wakeup]:
     with cache.lock:
-        return _device_runs(cache) if cache.device_classes.delete(name) else []
+        return _device_runs(cache) if cache.delete_device_class(name) else []
 
 
 def _device_runs(cache: ClusterCache) -> list[Wakeup]:

@@ -37,7 +37,7 @@ from collections import Counter
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
-from kruntimes.scheduler import device_cycle
+from kruntimes.scheduler import device_cycle, device_outcome
 from kruntimes.scheduler import outcome as out
 from kruntimes.scheduler import status as st
 from kruntimes.scheduler.binding import Bind, BindSettlement
@@ -218,7 +218,7 @@ class Scheduler:
                 return "skipped"
             wakes_seen = cache.wakes(run)
             snapshot = cache.snapshot(run, self.clock())
-            outcome = self.planner.plan(snapshot)
+            outcome = device_outcome.attach(self.planner, run, self.planner.plan(snapshot))
             devices = device_cycle.allocated(self.planner, self.metrics, run, outcome)
             # The new assumption is an affinity target: it wakes the Runs waiting for it (§3.1).
             # Devices (SPEC §7.6) only for a Run with a claim: a Run without one reserves exactly as before.

@@ -55,6 +55,18 @@ class Explanation:
     waits_for_pods: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceWork:
+    """A device cycle's work: steps charged, each feasible pod's `status.devices` results, the chosen ones."""
+
+    steps: int
+    allocations: tuple[tuple[str, Any], ...]  # (pod, results as JSON values), aligned with CycleOutcome.feasible
+    chosen: Any = None  # the chosen pod's results (JSON values), None when nothing was chosen
+
+    def encode(self) -> dict[str, Any]:
+        return {"steps": self.steps, "allocations": [[pod, results] for pod, results in self.allocations]}
+
+
 @dataclass(frozen=True)
 class CycleOutcome:
     namespace: str
@@ -77,6 +89,10 @@ class CycleOutcome:
     # (the message says so; the queue then waits for pod or capacity events only).
     planner_version: str = PLANNER_VERSION
     waits_for_pods: bool = False
+    # SPEC §7.8, for a Run with a device claim only (`device_outcome.attach`): the steps the cycle's
+    # searches were charged and each feasible pod's allocation; inside the digest, so replay proves
+    # every pod's devices and steps, and absent otherwise, so device-free digests never changed.
+    devices: DeviceWork | None = None
 
     def rejection_counts(self) -> tuple[tuple[str, str, int], ...]:
         """(plugin, reason, count), sorted by plugin then reason."""
@@ -123,6 +139,7 @@ class CycleOutcome:
                        for s in self.scores],
             "totals": self.totals, "chosen": self.chosen, "chosen_uid": self.chosen_uid,
             "message": self.message,
+            **({"devices": self.devices.encode()} if self.devices is not None else {}),
         }
 
     def digest(self) -> str:

@@ -120,6 +120,6 @@ def terminal_status(previous: dict[str, Any] | None, phase: str, reason: str, me
         status["assignment"] = prev["assignment"]
     if prev.get("released"):
         status["released"] = True
-    if prev.get("devices"):  # the devices it held stay on record with the assignment (SPEC §7.6)
+    if "devices" in prev:  # the devices it held stay on record with the assignment (SPEC §7.6), as written
         status["devices"] = prev["devices"]
     return status

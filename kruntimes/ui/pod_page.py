@@ -13,6 +13,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
+from kruntimes.devices import results
 from kruntimes.ui import markup as m
 from kruntimes.ui import params, queries, timeline
 
@@ -73,8 +74,10 @@ def render(reader: queries.Reader, q: params.Query, namespace: str, name: str) -
     }
     rows = [(resource, capacity.get(resource, 0), used.get(resource, 0), capacity.get(resource, 0) - used[resource])
             for resource in sorted(set(capacity) | set(used))]
+    devices = reader.held_devices(namespace, name, at) if held else {}
     held_rows = [(m.link(f"{b.namespace}/{b.run}", timeline.run_href(b.namespace, b.run)),
                   m.when(b.start) if b.start else "before the checkpoint", _capacity(b.requests),
+                  results.describe(devices.get(b.run_uid)) or "-",
                   f"{m.when(b.end)} ({b.ended})" if b.end else "-") for b in held]
     span = timedelta(seconds=30)
     around = m.url("/timeline", since=at - span, until=at + span, runtime=obj.get("runtime"))
@@ -84,7 +87,7 @@ def render(reader: queries.Reader, q: params.Query, namespace: str, name: str) -
         m.h("h2", "Capacity and use"),
         m.table(("resource", "capacity", "held", "free"), rows, id="capacity"),
         m.h("h2", f"Runs held at T ({len(held)})"),
-        m.table(("Run", "placed", "requests", "ended"), held_rows, id="held") if held_rows
+        m.table(("Run", "placed", "requests", "devices", "ended"), held_rows, id="held") if held_rows
         else m.h("p", "none", class_="note"),
         m.h("p", m.link("this Runtime's timeline around T", around)),
     ]

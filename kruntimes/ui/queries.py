@@ -341,6 +341,22 @@ class Reader:
             stmt = stmt.where(_R.c.incarnation == epoch)
         return next(self._records(stmt.order_by(_R.c.incarnation)), None)
 
+    def held_devices(self, namespace: str, name: str, at: datetime) -> dict[str, Any]:
+        """Run uid → the devices its placing cycle chose (SPEC §7.8), for the Runs the pod held at ``at``.
+
+        The placements ``pod_runs`` reads, then their cycle records by key; a Run without a claim is absent."""
+        p = indexed.PLACEMENTS
+        keys = {(epoch, lsn): uid for uid, epoch, lsn in self._execute(
+            sa.select(p.c.run_uid, p.c.epoch, p.c.lsn)
+            .where(p.c.namespace == namespace, p.c.pod == name, p.c.outcome == "scheduled", p.c.decided_at <= at,
+                   sa.or_(p.c.ended_at.is_(None), p.c.ended_at > at)))}
+        found: dict[str, Any] = {}
+        for rec in self._by_keys(keys):
+            devices = rec.payload.get("devices") if rec.kind == "cycle" else None
+            if isinstance(devices, dict) and devices.get("chosen") is not None:
+                found[keys[(rec.incarnation, rec.lsn)]] = devices["chosen"]
+        return found
+
     def records_at(self, lsn: int) -> list[Record]:
         """Every record at ``lsn``, one per epoch that has one."""
         return list(self._records(self._select().where(_R.c.lsn == lsn).order_by(_R.c.incarnation)))

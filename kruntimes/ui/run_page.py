@@ -10,10 +10,12 @@ differed; the page fetches it in place, and the link works on its own for a tick
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
 from kruntimes import scores
+from kruntimes.devices import results
 from kruntimes.ui import markup as m
 from kruntimes.ui import params, queries
 from replay import errors as replay_errors
@@ -56,6 +58,7 @@ def _summary(records: list[queries.Record]) -> m.Html:
         "requests": ", ".join(f"{k} {v}" for k, v in latest.get("requests") or ()) or "-",
         "phase (last seen)": latest.get("phase", "-"),
         "ran on": where,
+        "devices": _devices(runs, records),
         "until": (f"{m.when(ended.at)} ({'deleted' if ended.payload.get('event') == 'DELETED' else latest.get('phase')})"
                   if ended else "still there at the journal's end"),
         "why it ended": _why_ended(ended, records) if ended else "-",
@@ -63,6 +66,21 @@ def _summary(records: list[queries.Record]) -> m.Html:
         "binds": ", ".join(f"{n} {k}" for k, n in sorted(binds.items())) or "-",
     }
     return m.definition(items, id="summary")
+
+
+def _devices(runs: list[queries.Record], records: list[queries.Record]) -> str:
+    """What the Run was allocated (SPEC §7.6): its observed `status.devices`, else its latest placing cycle's."""
+    for r in reversed(runs):
+        text = (r.payload.get("object") or {}).get("device_results")
+        if isinstance(text, str):
+            try:
+                return results.describe(json.loads(text)) or "-"
+            except ValueError:
+                break
+    chosen = next((r.payload["devices"].get("chosen") for r in reversed(records)
+                   if r.kind == "cycle" and isinstance(r.payload.get("devices"), dict)
+                   and r.payload["devices"].get("chosen")), None)
+    return results.describe(chosen) or "-"
 
 
 def _why_ended(ended: queries.Record, records: list[queries.Record]) -> str:
@@ -88,7 +106,9 @@ def _event(rec: queries.Record) -> str:
         why = f" ({obj['end_reason']}: {obj.get('end_message') or ''})" if obj.get("end_reason") else ""
         return f"Run {str(p.get('event', '')).lower()}: {obj.get('phase', '-')}{where}{pending}{why}"
     if rec.kind == "cycle":
-        chosen = f" → {p['chosen']} (total {p.get('total')})" if p.get("chosen") else ""
+        devices = results.describe((p.get("devices") or {}).get("chosen")) if isinstance(p.get("devices"), dict) else ""
+        chosen = (f" → {p['chosen']} (total {p.get('total')}{'; devices ' + devices if devices else ''})"
+                  if p.get("chosen") else "")
         message = f": {p['message']}" if p.get("message") else ""
         return f"cycle {p.get('result')}{chosen}{message}"
     if rec.kind == "reserve":
@@ -117,6 +137,10 @@ def _cycle(rec: queries.Record) -> m.Html:
                      f"{p.get('pods_feasible')} of {p.get('pods_evaluated')} pods feasible; "
                      f"{p.get('duration_us')} µs", class_="note")
     parts: list[Any] = [head, facts]
+    if isinstance(p.get("devices"), dict):  # a Run with a device claim (SPEC §7.8)
+        chosen = results.describe(p["devices"].get("chosen"))
+        parts.append(m.h("p", f"devices: {chosen or 'none allocated'}; {p['devices'].get('steps')} search steps",
+                         class_="devices"))
     if p.get("message"):
         parts.append(m.h("p", "Pending: ", m.h("strong", p["message"]), class_="pending"))
     if p.get("rejections"):

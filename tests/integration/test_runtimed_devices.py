@@ -23,8 +23,10 @@ from kruntimes.api import models
 from kruntimes.controller.reconcile import DEVICES_ANNOTATION
 from kruntimes.controller.runner import ControllerRunner
 from kruntimes.devices import inventory_codec
+from kruntimes.journal.backends import Journal
 from kruntimes.runtimed.agent import Agent, Settings
 from kruntimes.scheduler import status as st
+from replay import source, verify
 from tests.emulator import manifests
 from tests.integration import cluster
 
@@ -119,7 +121,9 @@ def test_the_scheduler_allocates_a_device_the_run_gets_and_its_process_is_told(
                                          settings_namespace=kube_namespace, settings_period=0.2))
         thread = threading.Thread(target=agent.run, name="runtimed-test", daemon=True)
         thread.start()
-        start_scheduler()
+        # The scheduler journals what it sees and decides; its journal must replay identically (SPEC §7.8).
+        url = f"sqlite:///{tmp_path / 'journal.db'}"
+        scheduler = start_scheduler(journal_url=url, journal_spool=str(tmp_path / "journal.spool"))
         code = "import os, sys; open(sys.argv[1], 'w').write(os.environ['KRUNTIMES_DEVICES'] + ' ' + os.environ['GPU_NUMA'])"
         claim = {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu", "selectors": [numa1]}}]}
         cluster_api.add_run("r", runtime="gpu", devices=claim,
@@ -129,6 +133,19 @@ def test_the_scheduler_allocates_a_device_the_run_gets_and_its_process_is_told(
         written = cluster_api.run("r")["status"]["devices"]
         assert written["results"] == [{"request": "gpu", "device": "gpu-1"}]
         assert len(written["inventoryDigest"]) == 64
+        # A second Run asks for the same device, which is not free until the first ended: it gets gpu-1 too.
+        cluster_api.add_run("r2", runtime="gpu", devices=claim, mode={"task": {"args": [PY, "-c", "pass"]}})
+        cluster.wait_for(lambda: cluster_api.phases()["r2"] == "Succeeded", timeout=60, what="r2 Succeeded")
+        scheduler.stop()
+        journal = Journal.open(url, create=False)
+        try:
+            report = verify.verify(journal)
+            cycles = [r for r in source.cycles(journal, source.Selection()) if "devices" in r.payload]
+            chosen = [r.payload["devices"]["chosen"]["results"] for r in cycles if r.payload["devices"]["chosen"]]
+        finally:
+            journal.close()
+        assert report.ok and report.identical == report.selected >= 2, report.problems
+        assert chosen == [[{"request": "gpu", "device": "gpu-1"}]] * 2
     finally:
         if agent is not None and thread is not None:
             agent.stop()

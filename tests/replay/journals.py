@@ -68,6 +68,15 @@ def _count_cycles(url: str, incarnation: str) -> tuple[int, int]:
 
 # -- scripted: deterministic, single-threaded -----------------------------------------------------
 
+def _drain(scheduler: Scheduler, api: MemoryApi, runs: list[RunInfo]) -> None:
+    """Process every Pending Run in key order, a few rounds: what a single-threaded worker does."""
+    for _ in range(4):
+        for r in sorted(runs, key=lambda r: r.key):
+            current = api.get(r.key)
+            if current is not None and current.phase == "Pending":
+                scheduler.process(r.key)
+
+
 def scripted(url: str, spool_dir: Path, *, checkpoint_every: int = 40, detail: str = "summary",
              config: SchedulerConfig | None = None, top_candidates: int = 3,
              planner: Any = None, **session_options: Any) -> Written:
@@ -94,11 +103,7 @@ def scripted(url: str, spool_dir: Path, *, checkpoint_every: int = 40, detail: s
                 for j in range(12)]
 
         def drain() -> None:
-            for _ in range(4):
-                for r in sorted(runs, key=lambda r: r.key):
-                    current = api.get(r.key)
-                    if current is not None and current.phase == "Pending":
-                        scheduler.process(r.key)
+            _drain(scheduler, api, runs)
 
         for r in runs:
             api.create(r)
@@ -132,6 +137,99 @@ def scripted(url: str, spool_dir: Path, *, checkpoint_every: int = 40, detail: s
             other = "p2" if bound.pod_name != "p2" else "p0"
             scheduler.on_run(replace(bound, pod_name=other, pod_uid=f"uid-ns-{other}"))
         api.watchers.append(scheduler.on_run)
+        drain()
+    finally:
+        session.close()
+    cycles, records = _count_cycles(url, session.recorder.incarnation)
+    return Written(url, session.recorder.incarnation, cycles, records)
+
+
+# -- devices: claims, classes and inventories (SPEC §7.8) ------------------------------------------
+
+DEVICE_DRIVER = "gpu.example.com"
+
+
+def device_inventory(models: list[str], *, shared: bool = False) -> str:
+    """A `kruntimes.io/devices` text: one GPU per model, NUMA alternating; `shared` adds a sliceable GPU."""
+    from kruntimes.devices import inventory_codec
+
+    devices: list[dict[str, Any]] = [
+        {"name": f"gpu-{i}", "attributes": {"model": {"string": m}, "numa": {"int": i % 2}}}
+        for i, m in enumerate(models)]
+    if shared:
+        devices.append({"name": "slice", "allowMultipleAllocations": True,
+                        "capacity": {f"{DEVICE_DRIVER}/memory": {"value": "40"}}})
+    return inventory_codec.canonical_text({"driver": DEVICE_DRIVER, "devices": devices})
+
+
+def device_claim(doc: dict[str, Any]) -> str:
+    from kruntimes.devices import inventory_codec
+
+    return inventory_codec.canonical_text(doc)
+
+
+def scripted_devices(url: str, spool_dir: Path, *, checkpoint_every: int = 15, detail: str = "summary",
+                     planner: Any = None, **session_options: Any) -> Written:
+    """A deterministic history with device claims: shared and distinct inventories, classes added, changed
+    and deleted, exact, firstAvailable, constrained and capacity claims, completions freeing devices, and an
+    inventory re-projected with a device fewer. Checkpoints fall between the inventories' first records."""
+    config = SchedulerConfig()
+    session = _session(url, spool_dir, config, checkpoint_every=checkpoint_every, detail=detail,
+                       top_candidates=3, **session_options)
+    try:
+        cache = ClusterCache(config, session.recorder)
+        session.attach(cache)
+        api = MemoryApi(conflict_rate=0.2, seed=5)
+        scheduler = Scheduler(cache, api, clock=lambda: NOW, queue=WorkQueue(clock=FakeClock()), planner=planner)
+        api.watchers.append(scheduler.on_run)
+        model = {"cel": {"expression": f'device.attributes["{DEVICE_DRIVER}"].model == "a100"'}}
+        scheduler.on_device_class("gpu", 1, {"selectors": [{"cel": {"expression":
+                                                                     f'device.driver == "{DEVICE_DRIVER}"'}}]})
+        scheduler.on_device_class("broken", 1, {"selectors": [{"cel": {"expression": "device.attributes.all(x, true)"}}]})
+        big, small = device_inventory(["a100", "a100", "t4", "t4"], shared=True), device_inventory(["t4"])
+        for i in range(5):
+            scheduler.on_pod(replace(pod(f"g{i}", capacity={"runs": 3}, heartbeat=NOW),
+                                     devices=big if i < 3 else small), event="ADDED")
+        scheduler.on_pod(pod("plain", capacity={"runs": 3}, heartbeat=NOW), event="ADDED")
+        claims = [
+            {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu", "count": 1}}]},
+            {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu", "count": 2, "selectors": [model]}}]},
+            {"requests": [{"name": "gpu", "firstAvailable": [
+                {"name": "fast", "deviceClassName": "gpu", "selectors": [model]},
+                {"name": "any", "deviceClassName": "gpu"}]}]},
+            {"requests": [{"name": "a", "exactly": {"deviceClassName": "gpu"}},
+                          {"name": "b", "exactly": {"deviceClassName": "gpu"}}],
+             "constraints": [{"requests": ["a", "b"], "matchAttribute": f"{DEVICE_DRIVER}/numa"}]},
+            {"requests": [{"name": "mem", "exactly": {"deviceClassName": "gpu", "capacity": {
+                "requests": {f"{DEVICE_DRIVER}/memory": "10"}}}}]},
+            {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "broken"}}]},
+        ]
+        runs = [replace(run(f"d{j:02d}", requests={"runs": 1}), devices=device_claim(claims[j % len(claims)]))
+                for j in range(14)] + [run(f"n{j}", requests={"runs": 1}) for j in range(3)]
+
+        def drain() -> None:
+            _drain(scheduler, api, runs)
+
+        for r in runs:
+            api.create(r)
+        drain()
+        for r in api.runs()[:6]:
+            if r.active:
+                api.finish(r.key, "Succeeded", NOW)
+        # The class is fixed and another changes; a pod's inventory loses a device (re-projection).
+        scheduler.on_device_class("broken", 2, {"selectors": [{"cel": {"expression": "device.driver != \"\""}}]})
+        scheduler.on_pod(replace(pod("g4", capacity={"runs": 3}, heartbeat=NOW), resource_version="2",
+                                 devices=device_inventory([])))
+        scheduler.on_pod(replace(pod("g5", capacity={"runs": 3}, heartbeat=NOW), devices=small), event="ADDED")
+        drain()
+        scheduler.on_device_class_deleted("broken")
+        for r in api.runs():
+            if r.terminal:
+                scheduler.on_run_deleted(r.namespace, r.name)
+        extra = [replace(run(f"e{j}", requests={"runs": 1}), devices=device_claim(claims[j])) for j in range(4)]
+        runs += extra
+        for r in extra:
+            api.create(r)
         drain()
     finally:
         session.close()

@@ -92,11 +92,27 @@ def test_the_devices_condition_is_only_there_for_runtimes_with_devices(devices: 
     assert next((c["status"] for c in plan.status["conditions"] if c["type"] == CONDITION_DEVICES), None) == status
 
 
-def test_the_env_mapping_is_projected_qualified_beside_the_inventory_for_either_publisher() -> None:
-    from kruntimes.controller.reconcile import DEVICE_ENV_ANNOTATION
-    wanted = '{"GPU_NUMA":"gpu.example.com/numa"}'
-    plan = reconcile(runtime({**INVENTORY, "env": {"GPU_NUMA": "numa"}}), [], [], NOW)
-    assert plan.create[0]["metadata"]["annotations"][DEVICE_ENV_ANNOTATION] == wanted
-    runtimed = {"driver": "gpu.example.com", "publisher": "Runtimed", "discover": ["/bin/x"], "env": {"GPU_NUMA": "numa"}}
-    plan = reconcile(runtime(runtimed), [pod({CAPACITY_ANNOTATION: CAPACITY})], [], NOW)
-    assert plan.patch[0][1] == {"metadata": {"annotations": {DEVICE_ENV_ANNOTATION: wanted}}}
+def _runtimed_env(body: dict[str, Any]) -> dict[str, Any]:
+    from kruntimes.controller.reconcile import RUNTIMED_CONTAINER
+    [runtimed] = [c for c in body["spec"]["containers"] if c["name"] == RUNTIMED_CONTAINER]
+    return {e["name"]: e.get("value") for e in runtimed["env"]}
+
+
+@pytest.mark.parametrize("spec", [
+    {**INVENTORY, "env": {"GPU_NUMA": "numa"}},
+    {"driver": "gpu.example.com", "publisher": "Runtimed", "discover": ["/bin/x"], "env": {"GPU_NUMA": "numa"}},
+], ids=["publisher Controller", "publisher Runtimed"])
+def test_the_env_mapping_reaches_runtimed_qualified_in_its_env_and_no_annotation_but_the_spec_s(spec: Any) -> None:
+    # SPEC §2.1 and §7.1 name the annotations kruntimes owns on a Runtime Pod: the inventory is the
+    # only device one. The mapping goes in runtimed's container env (§4.2, §7.7).
+    from kruntimes.controller.reconcile import DEVICE_ENV_VARIABLE, LEGACY_DEVICE_ENV_ANNOTATION
+    plan = reconcile(runtime(spec), [], [], NOW)
+    body = plan.create[0]
+    assert _runtimed_env(body)[DEVICE_ENV_VARIABLE] == '{"GPU_NUMA":"gpu.example.com/numa"}'
+    assert set(body["metadata"]["annotations"]) <= {CAPACITY_ANNOTATION, DEVICES_ANNOTATION}
+    # A pod an earlier controller gave the mapping annotation loses it; nothing else is written for the mapping.
+    old = pod({CAPACITY_ANNOTATION: CAPACITY, LEGACY_DEVICE_ENV_ANNOTATION: '{"GPU_NUMA":"gpu.example.com/numa"}',
+               **({DEVICES_ANNOTATION: plan.create[0]["metadata"]["annotations"][DEVICES_ANNOTATION]}
+                  if DEVICES_ANNOTATION in body["metadata"]["annotations"] else {})})
+    plan = reconcile(runtime(spec), [old], [], NOW)
+    assert plan.patch[0][1] == {"metadata": {"annotations": {LEGACY_DEVICE_ENV_ANNOTATION: None}}}

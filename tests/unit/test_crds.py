@@ -146,10 +146,11 @@ def test_kubectl_get_runs_shows_phase_runtime_pod_and_age() -> None:
                        ("Pod", ".status.assignment.podName"), ("Age", ".metadata.creationTimestamp")]
 
 
-def test_kubectl_get_runs_wide_says_why_a_run_waits_and_why_it_ended() -> None:
+def test_kubectl_get_runs_wide_says_why_a_run_waits_and_why_it_ended_and_which_devices_it_got() -> None:
     columns = _crd_by_kind("Run")["spec"]["versions"][0]["additionalPrinterColumns"]
     wide = [(c["name"], c["jsonPath"]) for c in columns if c.get("priority", 0) == 1]
     assert wide == [("Workspace", ".spec.workspace"),
+                    ("Devices", ".status.devices.results[*].device"),
                     ("Message", '.status.conditions[?(@.type=="Scheduled")].message'),
                     ("Reason", '.status.conditions[?(@.type=="Completed")].reason'),
                     ("Ended", '.status.conditions[?(@.type=="Completed")].message')]

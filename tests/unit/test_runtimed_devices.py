@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kruntimes.runtimed import devices
+from kruntimes.runtimed import devices, metrics
 from kruntimes.runtimed.admission import REFUSED, RESERVED, WAITING, AdmissionGuard
 from kruntimes.runtimed.reading import assigned_run, pod_capacity
 
@@ -27,10 +27,12 @@ def pod(inventory: Any = INVENTORY, env: dict[str, str] | None = None, runs: int
     annotations = {"kruntimes.io/capacity": json.dumps({"runs": str(runs)})}
     if inventory is not None:
         annotations[devices.DEVICES_ANNOTATION] = inventory if isinstance(inventory, str) else json.dumps(inventory)
-    if env is not None:
-        annotations[devices.DEVICE_ENV_ANNOTATION] = json.dumps(env)
+    runtimed: dict[str, Any] = {"name": devices.RUNTIMED_CONTAINER, "env": [{"name": "KRUNTIMES_WORK_DIR",
+                                                                          "value": "/work"}]}
+    if env is not None:  # as the controller sets it (SPEC §7.7): in runtimed's container env
+        runtimed["env"].append({"name": devices.DEVICE_ENV_VARIABLE, "value": json.dumps(env)})
     return {"metadata": {"name": POD, "uid": POD_UID, "labels": {"kruntimes.io/runtime": "gpu"},
-                         "annotations": annotations}}
+                         "annotations": annotations}, "spec": {"containers": [{"name": "runtime"}, runtimed]}}
 
 
 def run(name: str, *allocated: str, claim: Any = CLAIM, request: str = "gpu", results: Any = "default") -> Any:
@@ -119,3 +121,51 @@ def test_the_terminal_helper_keeps_status_devices(previous: dict[str, Any], kept
     ended = st.terminal_status({"phase": "Running", **previous}, "Succeeded", "Completed", "exit 0",
                                datetime(2026, 12, 5, tzinfo=timezone.utc))
     assert ("devices" in ended) is kept and ended.get("devices") == previous.get("devices")
+
+
+def _counted(m: Any) -> dict[str, float]:
+    return {reason: m.registry.get_sample_value("kruntimes_runtimed_device_waits_total", {"reason": reason})
+            for reason in metrics.WAIT_REASONS}
+
+
+def test_device_waits_are_counted_by_reason_once_per_run_that_starts_waiting() -> None:
+    m = metrics.RuntimedMetrics()
+    g = guard()
+    g.on_device_wait = lambda why: m.device_wait(metrics.wait_reason(why) or "unexpected")
+    assert _counted(m) == {"busy": 0.0, "missing": 0.0, "malformed_inventory": 0.0}  # every series from the start
+    g.offer(run("a", "gpu-0"))
+    g.offer(run("b", "gpu-0"))
+    g.offer(run("b", "gpu-0"))  # the same Run seen again while it waits: not a second wait
+    g.offer(run("c", "gpu-9"))  # a device the inventory lacks
+    g.offer(run("d", claim=None))  # no claim: never a device wait
+    bad = guard(inventory="{not json")
+    bad.on_device_wait = g.on_device_wait
+    bad.offer(run("e", "gpu-0"))
+    assert _counted(m) == {"busy": 1.0, "missing": 1.0, "malformed_inventory": 1.0}
+
+
+def test_runtimed_serves_its_metrics_when_given_a_port() -> None:
+    import urllib.request
+
+    from kruntimes.cluster.probes import ProbeServer
+
+    m = metrics.RuntimedMetrics()
+    m.device_wait(metrics.BUSY)
+    server = ProbeServer(m.registry, healthy=lambda: True, ready=lambda: True, address="127.0.0.1", port=0).start()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+    finally:
+        server.stop()
+    assert 'kruntimes_runtimed_device_waits_total{reason="busy"} 1.0' in text
+    assert "kruntimes_scheduler" not in text  # runtimed's own registry only
+
+
+def test_runtimed_reads_the_env_mapping_from_the_container_the_controller_names_runtimed() -> None:
+    from kruntimes.controller import reconcile
+
+    assert devices.RUNTIMED_CONTAINER == reconcile.RUNTIMED_CONTAINER
+    assert devices.DEVICE_ENV_VARIABLE == reconcile.DEVICE_ENV_VARIABLE
+    other = pod(env={"GPU_NUMA": "gpu.example.com/numa"})
+    other["spec"]["containers"][1]["name"] = "sidecar"  # the variable on any other container is not the mapping
+    assert pod_capacity(other).devices.env == ()

@@ -172,6 +172,11 @@ RUN_CASES = [
 ]
 
 
+DEVICES = "a runtimed keeps a Run's status.devices as the scheduler's Bind wrote it"
+GPU_0 = {"inventoryDigest": "d" * 64, "results": [{"request": "gpu", "device": "gpu-0"}]}
+GPU_1 = {"inventoryDigest": "d" * 64, "results": [{"request": "gpu", "device": "gpu-1"}]}
+
+
 def with_status(obj: Object, **fields: Any) -> Object:
     new = copy.deepcopy(obj)
     new["status"].update(fields)
@@ -203,6 +208,17 @@ TRANSITIONS = [
      ["a runtimed marks a Run released only as it ends it Succeeded"]),
     ("an assignment changed back to Pending is refused on every count", request(),
      moved(run("Running"), "Pending", podName=None), run("Running"), [KEPT, BACK]),
+    # SPEC §7.6: status.devices is the scheduler's, written with the assignment; runtimed keeps it.
+    ("claiming a Run keeping the devices Bind wrote is allowed", request(),
+     moved(with_status(run(), devices=GPU_0), "Running"), with_status(run(), devices=GPU_0), []),
+    ("ending a Run keeping its devices is allowed", request(),
+     moved(with_status(run("Running"), devices=GPU_0), "Succeeded"), with_status(run("Running"), devices=GPU_0), []),
+    ("giving a Run other devices is refused", request(),
+     moved(with_status(run(), devices=GPU_1), "Running"), with_status(run(), devices=GPU_0), [DEVICES]),
+    ("giving a Run devices Bind never wrote is refused", request(),
+     moved(with_status(run(), devices=GPU_1), "Running"), run(), [DEVICES]),
+    ("dropping a Run's devices is refused", request(), moved(run(), "Running"), with_status(run(), devices=GPU_0),
+     [DEVICES]),
 ]
 
 

@@ -241,3 +241,37 @@ def test_simulate_reads_the_runtime_example_from_the_command_line(capsys: pytest
                  "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == [
         {"namespace": "default", "name": "train-0", "phase": "Scheduled", "pod": "python-0", "reason": None}]
+
+
+def test_the_demos_gpu_runtime_example_places_devices_as_the_docs_show() -> None:
+    result = _cli("simulate", "-f", str(EXAMPLES / "demo-gpu.yaml"), "--now", "2026-11-29T12:00:00Z", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    placed = json.loads(result.stdout)
+    assert placed == json.loads((EXAMPLES / "demo-gpu.expected.json").read_text())
+    by_name = {p["name"]: p for p in placed}
+    assert by_name["a100-or-any-1"]["devices"] == {"gpu/a100": ["gpu-2"]}  # request/alternative → devices
+    assert by_name["slice-1"]["consumed"] == {"slice": {"shared": {"gpu.example.com/memory": "10737418240"}}}
+    assert "consumed" not in by_name["one-a100-1"] and "devices" in by_name["one-a100-1"]
+
+
+def test_the_gpu_example_is_the_demos_own_runtime_class_and_claims() -> None:
+    from kruntimes import demo
+
+    docs = [doc for _, doc in load_documents([("demo-gpu.yaml", (EXAMPLES / "demo-gpu.yaml").read_text())])]
+    [runtime] = [d for d in docs if d["kind"] == "Runtime"]
+    assert runtime["spec"]["devices"] == demo.GPU_DEVICES and [d for d in docs if d["kind"] == "RuntimeDeviceClass"] \
+        == [demo.GPU_CLASS]
+    claims = [d["spec"]["devices"] for d in docs if d["kind"] == "Run"]
+    assert all(c in demo.GPU_CLAIMS for c in claims) and len({json.dumps(c) for c in claims}) == len(demo.GPU_CLAIMS)
+
+
+def test_without_its_device_class_a_claim_waits_saying_so_and_a_class_given_twice_is_an_error() -> None:
+    text = (EXAMPLES / "demo-gpu.yaml").read_text()
+    without = "---".join(part for part in text.split("---") if "kind: RuntimeDeviceClass" not in part)
+    placed = simulate(load_documents([("f.yaml", without)]), NOW)
+    assert {p.phase for p in placed} == {"Pending"} and all("device class not found" in (p.reason or "")
+                                                            for p in placed)
+    assert all(p.devices is None for p in placed)
+    first = text.split("---")[0]
+    with pytest.raises(InputError, match="RuntimeDeviceClass gpu is already in"):
+        simulate(load_documents([("f.yaml", text), ("g.yaml", first)]), NOW)
