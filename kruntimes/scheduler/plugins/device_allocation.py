@@ -48,7 +48,9 @@ class DeviceCycle:
     engine: cel_engine.Engine | None = None
     kept: device_state.KeptPods = field(default_factory=device_state.KeptPods)  # kept_for(targets)
     use_kept: bool = True  # False when the Run holds devices itself (`device_state.careful`)
-    by_usage: dict[int, allocation.Allocation | allocation.Rejection] = field(default_factory=dict)  # this cycle's
+    prefers: bool = True  # whether a request has firstAvailable: else every DevicePreference raw is 0
+    # This cycle's answer per usage id: the pod's verdict and, when allocated, its `found` entry.
+    by_usage: dict[int, tuple[str | None, tuple[str, allocation.Allocation] | None]] = field(default_factory=dict)
 
 
 class DeviceAllocation:
@@ -72,14 +74,31 @@ class DeviceAllocation:
         self.last = DeviceCycle(run.uid, prepared, snapshot.targets, memo_hits=self.memo.hits,
                                 evaluations=dict(engine.evaluations_by_result), engine=engine,
                                 kept=device_state.kept_for(snapshot.targets),
-                                use_kept=not device_state.careful(snapshot.targets, run.uid))
+                                use_kept=not device_state.careful(snapshot.targets, run.uid),
+                                prefers=any(r.first_available for r in claim.requests))
         return self.last
 
     def filter(self, state: CycleState, pods: Sequence[PodView]) -> list[str | None]:
         cycle: DeviceCycle | None = state.of(self.name)
         if cycle is None:
             return [None] * len(pods)
-        return [self._on_pod(cycle, view) for view in pods]
+        if not cycle.use_kept or isinstance(cycle.prepared, allocation.Rejection):
+            return [self._on_pod(cycle, view) for view in pods]
+        # `_on_pod` inlined for the common pod: kept devices whose usage this cycle has already
+        # answered. Two dictionary look-ups; anything else takes `_on_pod`, which fills both.
+        kept, by_usage, found, on_pod = cycle.kept.by_uid.get, cycle.by_usage.get, cycle.found, self._on_pod
+        verdicts: list[str | None] = []
+        for view in pods:
+            info = view.info
+            entry = kept(info.uid)
+            if entry is None or entry[2] is None or entry[1] != info.devices or entry[0] != info.name or \
+                    (known := by_usage(entry[2].usage_id)) is None:
+                verdicts.append(on_pod(cycle, view))
+                continue
+            if known[1] is not None:
+                found[info.name] = known[1]
+            verdicts.append(known[0])
+        return verdicts
 
     def _on_pod(self, cycle: DeviceCycle, view: PodView) -> str | None:
         info = view.info
@@ -90,15 +109,15 @@ class DeviceAllocation:
             return allocation.INVALID_INVENTORY
         if isinstance(cycle.prepared, allocation.Rejection):
             return cycle.prepared.reason
-        outcome = cycle.by_usage.get(pod.usage_id)
-        if outcome is None:  # the first pod of its usage key this cycle: the search (or its memo)
+        known = cycle.by_usage.get(pod.usage_id)
+        if known is None:  # the first pod of its usage key this cycle: the search (or its memo)
             outcome = allocation.on_pod(cycle.prepared, pod.inventory, pod.holders, cycle.engine,  # type: ignore[arg-type]
                                         cycle.budget, self.memo, pod.fingerprint)
-            cycle.by_usage[pod.usage_id] = outcome
-        if isinstance(outcome, allocation.Rejection):
-            return outcome.reason
-        cycle.found[info.name] = (pod.inventory.digest, outcome)
-        return None
+            known = cycle.by_usage[pod.usage_id] = (outcome.reason, None) if isinstance(outcome, allocation.Rejection) \
+                else (None, (pod.inventory.digest, outcome))
+        if known[1] is not None:
+            cycle.found[info.name] = known[1]
+        return known[0]
 
     def column(self, requests: Amounts) -> _Column:
         return _Column(self)
