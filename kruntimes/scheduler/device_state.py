@@ -214,14 +214,20 @@ def reserve_fits(pod: PodInfo, targets: NamespaceTargets, run: RunInfo, device_r
     if device_results is None or pod.devices is None:
         return False
     inv = inventory_of(pod.devices)
-    doc: dict[str, Any] = json.loads(device_results)
-    if inv is None or doc.get("inventoryDigest") != inv.digest:
+    digest, chosen = _results_of(device_results)
+    if inv is None or digest != inv.digest:
         return False
-    chosen = tuple(allocation.Result(r["request"], r["device"],
-                                     tuple(sorted((k, int(v)) for k, v in r["consumedCapacity"].items()))
-                                     if "consumedCapacity" in r else None) for r in doc["results"])
     holders = holders_on(targets, pod.name, pod.uid, run.uid)
     return allocation.recheck(inv, holders, claim_of(run.devices), chosen)
+
+
+@functools.lru_cache(maxsize=4096)  # a Run's results repeat whenever the same devices are free again
+def _results_of(text: str) -> tuple[Any, tuple[allocation.Result, ...]]:
+    """(inventoryDigest, results) of the `status.devices` text the cycle encoded, as Reserve re-checks them."""
+    doc: dict[str, Any] = json.loads(text)
+    return doc.get("inventoryDigest"), tuple(
+        allocation.Result(r["request"], r["device"], tuple(sorted((k, int(v)) for k, v in r["consumedCapacity"].items()))
+                          if "consumedCapacity" in r else None) for r in doc["results"])
 
 
 class DeviceClasses:

@@ -184,7 +184,10 @@ def test_planner_cycles_decide_as_the_filter_that_walked_every_target(seed: int)
             add_pod(rng.choice(names))  # a new inventory, or the pod replaced under a new UID
         elif roll < 0.12 and placed:
             cache.delete_run("ns", placed.pop(rng.randrange(len(placed))).name)
-        elif roll < 0.16 and placed:  # an assumption observed as Running, by UID or by name only
+        elif roll < 0.19:  # the class changes: a new view, so no Filter may keep what it prepared
+            selectors = rng.choice([f"has({A}.model)", f'{A}.model == "a100"', f"{A}.numa == 0"])
+            cache.device_classes.upsert("gpu", i, {"selectors": [{"cel": {"expression": selectors}}]})
+        elif roll < 0.22 and placed:  # an assumption observed as Running, by UID or by name only
             done = placed.pop(rng.randrange(len(placed)))
             a = cache.assumed.get(("ns", done.uid))
             if a is not None:

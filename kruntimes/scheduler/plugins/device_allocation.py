@@ -62,6 +62,7 @@ class DeviceAllocation:
     def __init__(self) -> None:
         self.memo = allocation.SearchMemo()
         self.last: DeviceCycle | None = None  # the latest cycle's, read by the loop right after planning
+        self._prepared: tuple[object, object, object, allocation.Prepared | allocation.Rejection] | None = None
 
     def pre_filter(self, snapshot: Snapshot, run: RunInfo) -> DeviceCycle | None:
         self.last = None
@@ -69,8 +70,15 @@ class DeviceAllocation:
             return None
         claim: claims.DeviceClaim = device_state.claim_of(run.devices)
         classes = snapshot.device_classes if snapshot.device_classes is not None else device_state.NO_CLASSES
-        prepared = allocation.prepare(claim, classes, cel_engine.shared())
         engine = cel_engine.shared()
+        # The same claim object under the same classes view (replaced on every class change) and
+        # engine is prepared the same: keep the latest, as a Run retried or its twins come again.
+        last = self._prepared
+        if last is not None and last[0] is claim and last[1] is classes and last[2] is engine:
+            prepared = last[3]
+        else:
+            prepared = allocation.prepare(claim, classes, engine)
+            self._prepared = (claim, classes, engine, prepared)
         self.last = DeviceCycle(run.uid, prepared, snapshot.targets, memo_hits=self.memo.hits,
                                 evaluations=dict(engine.evaluations_by_result), engine=engine,
                                 kept=device_state.kept_for(snapshot.targets),
