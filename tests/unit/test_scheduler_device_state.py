@@ -203,3 +203,36 @@ def test_planner_cycles_decide_as_the_filter_that_walked_every_target(seed: int)
         if got[0] == "scheduled" and cache.reserve_waking(run, got[1], None, **(
                 {"device_results": got[6]} if got[6] is not None else {})) is not None:
             placed.append(run)
+
+
+def test_a_holder_that_changes_without_any_view_changing_is_seen_by_the_next_cycle() -> None:
+    config = SchedulerConfig()
+    cache = ClusterCache(config)
+    cache.device_classes.upsert("gpu", 1, {"selectors": []})
+    text = inventory(2)
+    for name in ("a", "b"):
+        cache.upsert_pod(PodInfo("ns", name, f"uid-{name}", "rt", ready=True, heartbeat=NOW,
+                                 capacity=(("runs", 10),), devices=text))
+    # One target, so that the snapshot carries the cache's own targets (which know the pods).
+    cache.upsert_run(RunInfo("ns", "plain", "uid-plain", "rt", phase="Running", requests=(("runs", 1),),
+                             pod_name="a", pod_uid="uid-a"))
+    claim = inventory_codec.canonical_text({"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu",
+                                                                                     "count": 2}}]})
+    first, second = (RunInfo("ns", n, f"uid-{n}", "rt", requests=(("runs", 1),), devices=claim) for n in ("r1", "r2"))
+    new, walking = Planner(config), Planner(config, registry={**REGISTRY, "DeviceAllocation": WalkingDeviceAllocation})
+    with cache.lock:
+        snapshot = cache.snapshot(first, NOW)
+    assert new.plan(snapshot).feasible == ("a", "b")
+    snapshot.targets.put(Target(uid="holder", name="holder", labels={}, pod_name="b", pod_uid=None, required_anti=(),
+                                workspace=None, assumed=False, device_results=results("gpu-1")))
+    again = replace(snapshot, run=second)  # the very same views: only the targets' log says b changed
+    got, want = new.plan(again), walking.plan(again)
+    assert got.feasible == want.feasible == ("a",)
+    assert got.rejections == want.rejections
+    # A pod's view replaced by one with another inventory, the targets' log silent: the view decides.
+    a, b = again.pods
+    grown = replace(b, info=replace(b.info, devices=inventory(4)))
+    third = replace(again, run=replace(second, name="r3", uid="uid-r3"), pods=(a, grown))
+    got, want = new.plan(third), walking.plan(third)
+    assert got.feasible == want.feasible == ("a", "b")
+    assert got.rejections == want.rejections
