@@ -153,6 +153,7 @@ def reset_caches() -> None:
     """Forget every kept `PodDevices` and usage id (a cold start, for benchmarks and tests)."""
     _KEPT.clear()
     _USAGE_IDS.clear()
+    _shared_pod_devices.cache_clear()
 
 
 def kept_for(targets: NamespaceTargets) -> KeptPods:
@@ -182,21 +183,26 @@ def pod_devices(targets: NamespaceTargets, kept: KeptPods, pod: PodInfo, exclude
         entry = kept.by_uid.get(uid)
         if entry is not None and entry[0] == pod.name and entry[1] == text:
             return entry[2]
-    inv = inventory_of(text)
-    result = None
-    if inv is not None:
-        holders = tuple(holders_on(targets, pod.name, uid, exclude_uid))
-        fingerprint = usage.fingerprint(inv, holders)
-        usage_key = (inv.digest, fingerprint)
-        usage_id = _USAGE_IDS.get(usage_key)
-        if usage_id is None:
-            if len(_USAGE_IDS) >= KEPT_LIMIT:
-                _USAGE_IDS.clear()
-            usage_id = _USAGE_IDS[usage_key] = next(_NEXT_ID)
-        result = PodDevices(inv, holders, fingerprint, usage_id)
+    holders = tuple(holders_on(targets, pod.name, uid, exclude_uid))
+    result = _shared_pod_devices(text, holders)
     if use_kept and targets.current(pod.name, None) == uid:
         kept.keep(uid, pod.name, text, result)
     return result
+
+
+@functools.lru_cache(maxsize=KEPT_LIMIT)  # pods of one inventory and the same holders (most hold none) share one
+def _shared_pod_devices(text: str, holders: tuple[usage.Holder, ...]) -> PodDevices | None:
+    inv = inventory_of(text)
+    if inv is None:
+        return None
+    fingerprint = usage.fingerprint(inv, holders)
+    usage_key = (inv.digest, fingerprint)
+    usage_id = _USAGE_IDS.get(usage_key)
+    if usage_id is None:
+        if len(_USAGE_IDS) >= KEPT_LIMIT:
+            _USAGE_IDS.clear()
+        usage_id = _USAGE_IDS[usage_key] = next(_NEXT_ID)
+    return PodDevices(inv, holders, fingerprint, usage_id)
 
 
 def encode(inventory_digest: str, outcome: allocation.Allocation) -> str:
