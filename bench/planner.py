@@ -19,6 +19,7 @@ handed, as before the planner kept pod tables (`kruntimes.scheduler.columns`).
     python bench/planner.py --quick            # a small subset, for smoke runs
     python bench/planner.py --cells 1000x10000,5000x100000 --budget 1
     python bench/planner.py --cells 1000x10000 --profile   # cProfile the real cycle
+    python bench/planner.py --devices --before /tmp/main   # SPEC §7.9 table, two checkouts side by side
 
 Each figure is the median rate of about twenty batches of cycles timed within
 `--budget` seconds per planner (after a short untimed warm-up); the Pending Runs of
@@ -42,6 +43,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Iterator, Sequence
 
 from kruntimes.scheduler import outcome as out
@@ -424,6 +426,21 @@ def profile_real(pods: int, active: int, cycles: int, top: int = 25) -> str:
     return f"cProfile, {cycles} real cycles at {pods:,} pods x {active:,} active Runs\n" + text.getvalue()
 
 
+def device_targets(before: Path | None, rounds: int, budget: float, quick: bool) -> int:
+    """Print the §7.9 table: each target, its figure per checkout (before first), met or not."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: `bench` is a package
+    from bench import planner_devices
+    roots = ([("before", before.resolve())] if before is not None else []) + [("after", planner_devices.ROOT)]
+    results = planner_devices.compare(roots, rounds, budget, quick,
+                                      progress=lambda m: print(f"  {m}", file=sys.stderr) if sys.stderr.isatty() else None)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"SPEC §7.9 device targets: whole cycles (snapshot + plan + reserve), medians of {rounds} alternating"
+          f" rounds, budget {budget:g}s, {os.cpu_count()} CPUs, load avg {load:.1f}")
+    for line in planner_devices.table(results):
+        print(line)
+    return 0
+
+
 # -- command line ---------------------------------------------------------------------------------
 def parse_cells(text: str) -> list[tuple[int, int]]:
     cells = []
@@ -446,7 +463,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--setup-budget", type=float, default=30.0,
                         help="skip a cell whose cache setup would take longer (seconds)")
     parser.add_argument("--profile", action="store_true", help="cProfile the real cycle of the first cell")
+    parser.add_argument("--devices", action="store_true",
+                        help="the SPEC §7.9 device targets (bench/planner_devices.py) instead of the cells")
+    parser.add_argument("--before", type=Path, help="with --devices: another checkout, measured alternately beside this one")
+    parser.add_argument("--rounds", type=int, default=3, help="with --devices: alternating processes per checkout")
     args = parser.parse_args(argv)
+    if args.devices:
+        return device_targets(args.before, args.rounds, args.budget if args.budget is not None else 1.0, args.quick)
     cells = args.cells or (QUICK_CELLS if args.quick else DEFAULT_CELLS)
     budget = args.budget if args.budget is not None else (0.3 if args.quick else 2.0)
 

@@ -9,7 +9,11 @@ the same object every cycle.
 Pod device usage is the `status.devices` of the active Runs on the pod of their
 podUID plus the assumed results: exactly the namespace's affinity targets
 (`targets`, which already place every active or assumed Run on its current pod
-by UID), read entry by entry by `kruntimes.devices.results`.
+by UID), read entry by entry by `kruntimes.devices.results`. The targets index the
+ones holding devices by the pod they name, so one pod's holders are two look-ups
+(`holders_on`), and what a search needs of a pod (`PodDevices`: its inventory, the
+holders that count, their usage key) is kept per pod until its inventory text or
+one of its two index keys changes: a cycle after a reservation recomputes one pod.
 
 Classes are cluster-wide and come from the RuntimeDeviceClass informer; a cycle
 plans with the classes of its snapshot (`DeviceClasses.view`, a value replaced
@@ -19,13 +23,16 @@ on every change, never edited).
 from __future__ import annotations
 
 import functools
+import itertools
 import json
+import weakref
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping
 
 from kruntimes.devices import allocation, claims, inventory, inventory_codec, results, usage
 from kruntimes.scheduler.projection import PodInfo, RunInfo
-from kruntimes.scheduler.targets import NamespaceTargets
+from kruntimes.scheduler.targets import NamespaceTargets, Target
 
 ClassMap = Mapping[str, "claims.DeviceClass | claims.InvalidDeviceClass"]
 NO_CLASSES: ClassMap = MappingProxyType({})
@@ -64,6 +71,140 @@ def holders_by_pod(targets: NamespaceTargets, exclude_uid: str) -> dict[str, lis
     return found
 
 
+def holders_on(targets: NamespaceTargets, pod_name: str, pod_uid: str, exclude_uid: str) -> list[usage.Holder]:
+    """The holders of one pod's devices, as `holders_by_pod(targets, exclude_uid).get(pod_uid, [])`."""
+    found = _targets_on(targets, pod_name, pod_uid)
+    if found is None:
+        return holders_by_pod(targets, exclude_uid).get(pod_uid, [])
+    return [h for uid in sorted(found) if uid != exclude_uid for h in _holders(found[uid].device_results)]  # type: ignore[arg-type]
+
+
+def _targets_on(targets: NamespaceTargets, pod_name: str, pod_uid: str) -> dict[str, Target] | None:
+    """The device-holding targets on the current pod (`pod_name`, `pod_uid`); None when it is not current
+    (then only a walk over every target answers, as `pod_of` decides)."""
+    if targets.current(pod_name, None) != pod_uid:
+        return None
+    by_uid = targets.device_holders.get((True, pod_uid))
+    by_name = targets.device_holders.get((False, pod_name))
+    if by_name is None:
+        return by_uid or {}
+    return by_name if by_uid is None else {**by_uid, **by_name}
+
+
+@dataclass(frozen=True, slots=True)
+class PodDevices:
+    """One pod's devices as a search sees them; pods with the same `usage_id` get the same search."""
+
+    inventory: inventory.Inventory
+    holders: tuple[usage.Holder, ...]
+    fingerprint: tuple  # type: ignore[type-arg]
+    usage_id: int  # stands for (inventory digest, fingerprint) in this process: a per-cycle dict key
+
+
+_USAGE_IDS: dict[tuple, int] = {}  # type: ignore[type-arg]
+_NEXT_ID = itertools.count()  # never reused, so clearing the table cannot make two usages one
+KEPT_LIMIT = 1 << 16
+
+
+class KeptPods:
+    """`PodDevices` kept per pod for one namespace's targets, dropped as the targets' device log says.
+
+    An entry is kept only for a current pod and without the excluded Run among its holders,
+    so it holds while neither of the pod's index keys (its UID's, its name's) is logged: the
+    log names every change of their holders and of which pod is current. The inventory
+    text is compared on each read (a new annotation is a new text).
+    """
+
+    def __init__(self) -> None:
+        self.seen = 0  # absolute position in the targets' device log read so far
+        self.by_uid: dict[str, tuple[str, str, PodDevices | None]] = {}  # pod UID -> (name, text, devices)
+        self.uid_of: dict[str, str] = {}  # pod name -> the UID its entry is under
+
+    def catch_up(self, targets: NamespaceTargets) -> None:
+        start, log = targets.device_log_start, targets.device_log
+        if self.seen < start:
+            self.by_uid.clear()
+            self.uid_of.clear()
+        else:
+            for by_uid, key in log[self.seen - start:]:
+                uid = key if by_uid else self.uid_of.pop(key, None)
+                if uid is not None and (entry := self.by_uid.pop(uid, None)) is not None:
+                    self.uid_of.pop(entry[0], None)
+        self.seen = start + len(log)
+
+    def keep(self, uid: str, name: str, text: str, devices: PodDevices | None) -> None:
+        if len(self.by_uid) >= KEPT_LIMIT:
+            self.by_uid.clear()
+            self.uid_of.clear()
+        old = self.by_uid.get(uid)
+        if old is not None:
+            self.uid_of.pop(old[0], None)
+        stale = self.uid_of.get(name)
+        if stale is not None:
+            self.by_uid.pop(stale, None)
+        self.by_uid[uid] = (name, text, devices)
+        self.uid_of[name] = uid
+
+
+_KEPT: weakref.WeakKeyDictionary[NamespaceTargets, KeptPods] = weakref.WeakKeyDictionary()
+
+
+def reset_caches() -> None:
+    """Forget every kept `PodDevices` and usage id (a cold start, for benchmarks and tests)."""
+    _KEPT.clear()
+    _USAGE_IDS.clear()
+    _shared_pod_devices.cache_clear()
+
+
+def kept_for(targets: NamespaceTargets) -> KeptPods:
+    """The kept `PodDevices` of one namespace's targets, caught up with its log (once per cycle)."""
+    kept = _KEPT.get(targets)
+    if kept is None:
+        kept = _KEPT[targets] = KeptPods()
+    kept.catch_up(targets)
+    return kept
+
+
+def careful(targets: NamespaceTargets, exclude_uid: str) -> bool:
+    """Whether the excluded Run holds devices itself: then no pod's kept entry may answer for it."""
+    target = targets.targets.get(exclude_uid)
+    return target is not None and target.device_results is not None
+
+
+def pod_devices(targets: NamespaceTargets, kept: KeptPods, pod: PodInfo, exclude_uid: str,
+                use_kept: bool = True) -> PodDevices | None:
+    """What a search needs of ``pod`` (which has an inventory annotation); None when it is malformed.
+
+    ``use_kept`` False (see `careful`) computes it afresh and keeps nothing.
+    """
+    text: str = pod.devices  # type: ignore[assignment]
+    uid = pod.uid
+    if use_kept:
+        entry = kept.by_uid.get(uid)
+        if entry is not None and entry[0] == pod.name and entry[1] == text:
+            return entry[2]
+    holders = tuple(holders_on(targets, pod.name, uid, exclude_uid))
+    result = _shared_pod_devices(text, holders)
+    if use_kept and targets.current(pod.name, None) == uid:
+        kept.keep(uid, pod.name, text, result)
+    return result
+
+
+@functools.lru_cache(maxsize=KEPT_LIMIT)  # pods of one inventory and the same holders (most hold none) share one
+def _shared_pod_devices(text: str, holders: tuple[usage.Holder, ...]) -> PodDevices | None:
+    inv = inventory_of(text)
+    if inv is None:
+        return None
+    fingerprint = usage.fingerprint(inv, holders)
+    usage_key = (inv.digest, fingerprint)
+    usage_id = _USAGE_IDS.get(usage_key)
+    if usage_id is None:
+        if len(_USAGE_IDS) >= KEPT_LIMIT:
+            _USAGE_IDS.clear()
+        usage_id = _USAGE_IDS[usage_key] = next(_NEXT_ID)
+    return PodDevices(inv, holders, fingerprint, usage_id)
+
+
 def encode(inventory_digest: str, outcome: allocation.Allocation) -> str:
     """`status.devices` as canonical JSON: what the assumption holds and Bind writes."""
     return inventory_codec.canonical_text(results.encode(inventory_digest, outcome))
@@ -79,14 +220,20 @@ def reserve_fits(pod: PodInfo, targets: NamespaceTargets, run: RunInfo, device_r
     if device_results is None or pod.devices is None:
         return False
     inv = inventory_of(pod.devices)
-    doc: dict[str, Any] = json.loads(device_results)
-    if inv is None or doc.get("inventoryDigest") != inv.digest:
+    digest, chosen = _results_of(device_results)
+    if inv is None or digest != inv.digest:
         return False
-    chosen = tuple(allocation.Result(r["request"], r["device"],
-                                     tuple(sorted((k, int(v)) for k, v in r["consumedCapacity"].items()))
-                                     if "consumedCapacity" in r else None) for r in doc["results"])
-    holders = holders_by_pod(targets, run.uid).get(pod.uid, [])
+    holders = holders_on(targets, pod.name, pod.uid, run.uid)
     return allocation.recheck(inv, holders, claim_of(run.devices), chosen)
+
+
+@functools.lru_cache(maxsize=4096)  # a Run's results repeat whenever the same devices are free again
+def _results_of(text: str) -> tuple[Any, tuple[allocation.Result, ...]]:
+    """(inventoryDigest, results) of the `status.devices` text the cycle encoded, as Reserve re-checks them."""
+    doc: dict[str, Any] = json.loads(text)
+    return doc.get("inventoryDigest"), tuple(
+        allocation.Result(r["request"], r["device"], tuple(sorted((k, int(v)) for k, v in r["consumedCapacity"].items()))
+                          if "consumedCapacity" in r else None) for r in doc["results"])
 
 
 class DeviceClasses:

@@ -51,6 +51,13 @@ class NamespaceTargets:
         self._workspace_pods: defaultdict[str, Counter[tuple[str, str | None]]] = defaultdict(Counter)
         self._pod_uids: dict[str, str] = {}  # name -> UID of the namespace's current pods (every runtime)
         self._uids: set[str] = set()  # the same UIDs, to tell whether an assignment's UID is current
+        # SPEC §7.6: the targets holding devices, by the pod their assignment names (`device_key`), so a
+        # cycle reads one pod's holders without walking every target; and the log of keys whose
+        # holders or pod changed (oldest first; `device_log_start` is the absolute position of its
+        # first entry), so what a reader derived per pod is dropped only for the pods that changed.
+        self.device_holders: dict[tuple[bool, str], dict[str, Target]] = {}
+        self.device_log: list[tuple[bool, str]] = []
+        self.device_log_start = 0
 
     def __len__(self) -> int:
         return len(self.targets)
@@ -60,11 +67,17 @@ class NamespaceTargets:
         old = self._pod_uids.get(name)
         if old is not None:
             self._uids.discard(old)
+            self._device_touched((True, old))
         self._pod_uids[name] = uid
         self._uids.add(uid)
+        self._device_touched((True, uid))
+        self._device_touched((False, name))
 
     def pod_gone(self, name: str) -> None:
-        self._uids.discard(self._pod_uids.pop(name, ""))
+        old = self._pod_uids.pop(name, "")
+        self._uids.discard(old)
+        self._device_touched((True, old))
+        self._device_touched((False, name))
 
     def current(self, pod_name: str, pod_uid: str | None) -> str | None:
         """The UID of the current pod an assignment is on: its UID's pod, else (no UID) its name's."""
@@ -89,6 +102,10 @@ class NamespaceTargets:
             self._anti_holders.add(target.uid)
         if target.workspace is not None:
             self._workspace_pods[target.workspace][(target.pod_name, target.pod_uid)] += 1
+        if target.device_results is not None:
+            key = device_key(target.pod_name, target.pod_uid)
+            self.device_holders.setdefault(key, {})[target.uid] = target
+            self._device_touched(key)
         on = self.pod_of(target)
         return on is not None and (before is None or before.labels != target.labels or self.pod_of(before) != on)
 
@@ -108,7 +125,24 @@ class NamespaceTargets:
                 del pods[at]
             if not pods:
                 del self._workspace_pods[target.workspace]
+        if target.device_results is not None:
+            key = device_key(target.pod_name, target.pod_uid)
+            holders = self.device_holders[key]
+            del holders[uid]
+            if not holders:
+                del self.device_holders[key]
+            self._device_touched(key)
         return target
+
+    DEVICE_LOG_LIMIT = 4096
+
+    def _device_touched(self, key: tuple[bool, str]) -> None:
+        log = self.device_log
+        if len(log) >= self.DEVICE_LOG_LIMIT:  # a reader further behind starts afresh
+            half = len(log) // 2
+            del log[:half]
+            self.device_log_start += half
+        log.append(key)
 
     def select(self, selector: Selector | None, exclude_uid: str) -> list[Target]:
         """Targets on a current pod matching `selector` (Kubernetes semantics), never the excluded Run."""
@@ -177,6 +211,16 @@ class NamespaceTargets:
             if current is not None:
                 found.add(current)
         return frozenset(found)
+
+
+def device_key(pod_name: str, pod_uid: str | None) -> tuple[bool, str]:
+    """The device-holder index's key of an assignment: (True, its pod UID), else (False, its pod name).
+
+    A target with a UID is on the pod of that UID when it is current; one without is on
+    the current pod of its name. So a current pod's holders are those under its UID's
+    key and under its name's, and nothing else.
+    """
+    return (True, pod_uid) if pod_uid is not None else (False, pod_name)
 
 
 def _narrow(current: set[str] | None, found: set[str]) -> set[str]:

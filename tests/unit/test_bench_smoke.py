@@ -44,3 +44,13 @@ def test_a_quick_run_prints_the_table_and_the_growth_line(capsys: pytest.Capture
 
 def test_cells_parse_from_the_command_line() -> None:
     assert bench.parse_cells("1000x10000, 5_000x100_000") == [(1000, 10000), (5000, 100000)]
+
+
+def test_the_device_targets_child_measures_every_figure_the_table_prints() -> None:
+    from bench import planner_devices
+    figures = planner_devices.child(0.01, quick=True)
+    assert figures["cold evals"] <= figures["distinct pairs"]
+    lines = planner_devices.table({"before": figures, "after": figures})
+    assert [line.split("  ")[0] for line in lines[1:1 + len(planner_devices.TARGETS)]] == \
+        [name for name, *_ in planner_devices.TARGETS]
+    assert all(line.rstrip().endswith(("yes", ")")) for line in lines[1:1 + len(planner_devices.TARGETS)])

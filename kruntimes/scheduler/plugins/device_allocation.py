@@ -3,12 +3,14 @@
 Third Filter, after RuntimePodAvailability and RunAffinity. A Run without
 `spec.devices` passes untouched: no per-cycle state, every pod feasible, so it
 decides exactly as before devices existed. For a Run with a claim, PreFilter parses
-it, compiles its classes' and its own selectors once and gathers every pod's device
-holders (active and assumed results); Filter then allocates on each pod it is handed,
-in pod-name order, charging one step budget for the cycle (`allocation.CycleBudget`),
-with a search memo kept across cycles (replay-identical, §7.5 step 4). The allocation
-found on each feasible pod is kept for DevicePreference and for Reserve and Bind
-(`Planner.device_results`).
+it and compiles its classes' and its own selectors once; Filter then allocates on
+each pod it is handed, in pod-name order, charging one step budget for the cycle
+(`allocation.CycleBudget`), with a search memo kept across cycles (replay-identical,
+§7.5 step 4). A pod's inventory, device holders and usage key come from
+`device_state.pod_devices`, kept per pod across cycles; pods of one usage key get one
+search per cycle, so after the first the Filter is a dictionary look-up per pod. The
+allocation found on each feasible pod is kept for DevicePreference and for Reserve
+and Bind (`Planner.device_results`).
 
 Through a column a Run without a claim costs nothing; a Run with one is planned pod
 by pod (`Planner.plan`), so that the budget is charged only for the pods earlier
@@ -20,12 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from kruntimes.devices import allocation, cel_engine, claims, inventory, usage
+from kruntimes.devices import allocation, cel_engine, claims
 from kruntimes.scheduler import device_state
 from kruntimes.scheduler.columns import PodTable
 from kruntimes.scheduler.interface import CycleState
 from kruntimes.scheduler.projection import Amounts, RunInfo
 from kruntimes.scheduler.snapshot import Snapshot
+from kruntimes.scheduler.targets import NamespaceTargets
 from kruntimes.scheduler.views import PodView
 
 NAME = "DeviceAllocation"
@@ -37,11 +40,17 @@ class DeviceCycle:
 
     run_uid: str
     prepared: allocation.Prepared | allocation.Rejection
-    holders: dict[str, list[usage.Holder]]
+    targets: NamespaceTargets  # the snapshot's: each pod's device holders
     budget: allocation.CycleBudget = field(default_factory=allocation.CycleBudget)
     found: dict[str, tuple[str, allocation.Allocation]] = field(default_factory=dict)  # pod name → (digest, allocation)
     memo_hits: int = 0  # the memo's and the engine's counts when the cycle began: its own work is the difference
     evaluations: dict[str, int] = field(default_factory=dict)
+    engine: cel_engine.Engine | None = None
+    kept: device_state.KeptPods = field(default_factory=device_state.KeptPods)  # kept_for(targets)
+    use_kept: bool = True  # False when the Run holds devices itself (`device_state.careful`)
+    prefers: bool = True  # whether a request has firstAvailable: else every DevicePreference raw is 0
+    # This cycle's answer per usage id: the pod's verdict and, when allocated, its `found` entry.
+    by_usage: dict[int, tuple[str | None, tuple[str, allocation.Allocation] | None]] = field(default_factory=dict)
 
 
 class DeviceAllocation:
@@ -53,6 +62,7 @@ class DeviceAllocation:
     def __init__(self) -> None:
         self.memo = allocation.SearchMemo()
         self.last: DeviceCycle | None = None  # the latest cycle's, read by the loop right after planning
+        self._prepared: tuple[object, object, object, allocation.Prepared | allocation.Rejection] | None = None
 
     def pre_filter(self, snapshot: Snapshot, run: RunInfo) -> DeviceCycle | None:
         self.last = None
@@ -60,33 +70,62 @@ class DeviceAllocation:
             return None
         claim: claims.DeviceClaim = device_state.claim_of(run.devices)
         classes = snapshot.device_classes if snapshot.device_classes is not None else device_state.NO_CLASSES
-        prepared = allocation.prepare(claim, classes, cel_engine.shared())
         engine = cel_engine.shared()
-        self.last = DeviceCycle(run.uid, prepared, device_state.holders_by_pod(snapshot.targets, run.uid),
-                                memo_hits=self.memo.hits, evaluations=dict(engine.evaluations_by_result))
+        # The same claim object under the same classes view (replaced on every class change) and
+        # engine is prepared the same: keep the latest, as a Run retried or its twins come again.
+        last = self._prepared
+        if last is not None and last[0] is claim and last[1] is classes and last[2] is engine:
+            prepared = last[3]
+        else:
+            prepared = allocation.prepare(claim, classes, engine)
+            self._prepared = (claim, classes, engine, prepared)
+        self.last = DeviceCycle(run.uid, prepared, snapshot.targets, memo_hits=self.memo.hits,
+                                evaluations=dict(engine.evaluations_by_result), engine=engine,
+                                kept=device_state.kept_for(snapshot.targets),
+                                use_kept=not device_state.careful(snapshot.targets, run.uid),
+                                prefers=any(r.first_available for r in claim.requests))
         return self.last
 
     def filter(self, state: CycleState, pods: Sequence[PodView]) -> list[str | None]:
         cycle: DeviceCycle | None = state.of(self.name)
         if cycle is None:
             return [None] * len(pods)
-        return [self._on_pod(cycle, view) for view in pods]
+        if not cycle.use_kept or isinstance(cycle.prepared, allocation.Rejection):
+            return [self._on_pod(cycle, view) for view in pods]
+        # `_on_pod` inlined for the common pod: kept devices whose usage this cycle has already
+        # answered. Two dictionary look-ups; anything else takes `_on_pod`, which fills both.
+        kept, by_usage, found, on_pod = cycle.kept.by_uid.get, cycle.by_usage.get, cycle.found, self._on_pod
+        verdicts: list[str | None] = []
+        for view in pods:
+            info = view.info
+            entry = kept(info.uid)
+            if entry is None or entry[2] is None or entry[1] != info.devices or entry[0] != info.name or \
+                    (known := by_usage(entry[2].usage_id)) is None:
+                verdicts.append(on_pod(cycle, view))
+                continue
+            if known[1] is not None:
+                found[info.name] = known[1]
+            verdicts.append(known[0])
+        return verdicts
 
     def _on_pod(self, cycle: DeviceCycle, view: PodView) -> str | None:
-        text = view.info.devices
-        if text is None:
+        info = view.info
+        if info.devices is None:
             return allocation.NO_INVENTORY
-        inv: inventory.Inventory | None = device_state.inventory_of(text)
-        if inv is None:
+        pod = device_state.pod_devices(cycle.targets, cycle.kept, info, cycle.run_uid, cycle.use_kept)
+        if pod is None:
             return allocation.INVALID_INVENTORY
         if isinstance(cycle.prepared, allocation.Rejection):
             return cycle.prepared.reason
-        outcome = allocation.on_pod(cycle.prepared, inv, cycle.holders.get(view.info.uid, []), cel_engine.shared(),
-                                    cycle.budget, self.memo)
-        if isinstance(outcome, allocation.Rejection):
-            return outcome.reason
-        cycle.found[view.info.name] = (inv.digest, outcome)
-        return None
+        known = cycle.by_usage.get(pod.usage_id)
+        if known is None:  # the first pod of its usage key this cycle: the search (or its memo)
+            outcome = allocation.on_pod(cycle.prepared, pod.inventory, pod.holders, cycle.engine,  # type: ignore[arg-type]
+                                        cycle.budget, self.memo, pod.fingerprint)
+            known = cycle.by_usage[pod.usage_id] = (outcome.reason, None) if isinstance(outcome, allocation.Rejection) \
+                else (None, (pod.inventory.digest, outcome))
+        if known[1] is not None:
+            cycle.found[info.name] = known[1]
+        return known[0]
 
     def column(self, requests: Amounts) -> _Column:
         return _Column(self)

@@ -25,7 +25,7 @@ class DevicePreference:
 
     def score(self, state: CycleState, pods: Sequence[PodView]) -> list[int]:
         cycle: DeviceCycle | None = state.of(ALLOCATION)
-        if cycle is None:
+        if cycle is None or not cycle.prefers:  # without firstAvailable every raw is −0
             return [0] * len(pods)
         return [cycle.found[view.info.name][1].preference if view.info.name in cycle.found else 0 for view in pods]
 
