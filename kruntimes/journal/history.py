@@ -309,7 +309,16 @@ WAITS_LEGEND = ("In queue: from the Run's first observation to its first cycle (
 
 
 def longest_waits(journal: backends.Journal, *, limit: int = 10, waiting: bool = True) -> list[dict[str, Any]]:
-    """The Runs that waited longest from first seen to placement, longest first, with the two waits named apart.
+    """The ``limit`` Runs that waited longest from first seen to placement (``waits``), each wait also in seconds."""
+    found = waits(journal, waiting=waiting)[:limit]
+    for row in found:
+        for what in ("queued", "unschedulable", "waited"):
+            row[f"{what}_s"] = round(row[f"{what}_us"] / 1_000_000, 3)
+    return found
+
+
+def waits(journal: backends.Journal, *, waiting: bool = True) -> list[dict[str, Any]]:
+    """Every Run placed (or, with ``waiting``, still Pending), longest wait first, the two waits named apart.
 
     A Pending Run waits in one of two ways, and each row says how long in each:
 
@@ -372,10 +381,7 @@ def longest_waits(journal: backends.Journal, *, limit: int = 10, waiting: bool =
             "state": "placed" if placement else "unschedulable" if cycled else "in queue",
         })
     found.sort(key=lambda row: (-row["waited_us"], row["first_seen_at"], row["namespace"], row["run"]))
-    for row in found[:limit]:
-        for what in ("queued", "unschedulable", "waited"):
-            row[f"{what}_s"] = round(row[f"{what}_us"] / 1_000_000, 3)
-    return found[:limit]
+    return found
 
 
 def run_waits(journal: backends.Journal, namespace: str, run_uids: Sequence[str]) -> dict[str, Any] | None:

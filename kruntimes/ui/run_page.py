@@ -15,7 +15,7 @@ from typing import Any
 
 from kruntimes import scores
 from kruntimes.ui import markup as m
-from kruntimes.ui import params, queries
+from kruntimes.ui import params, queries, waits_page
 from replay import errors as replay_errors
 from replay import source, verify
 
@@ -28,7 +28,7 @@ def render(reader: queries.Reader, q: params.Query, namespace: str, name: str) -
         raise LookupError(f"the journal holds nothing about a Run {namespace}/{name}")
     title = f"Run {namespace}/{name}"
     cycles = [r for r in records if r.kind == "cycle"]
-    body: list[Any] = [_summary(records), m.h("h2", "Story"), _story(records)]
+    body: list[Any] = [_summary(records, _waits(reader, namespace, records)), m.h("h2", "Story"), _story(records)]
     body += [m.h("h2", f"Cycles ({len(cycles)})"), m.h("p", scores.LEGEND, class_="note", id="legend")]
     if len(cycles) > MAX_CYCLES:
         body.append(m.h("p", f"the newest {MAX_CYCLES} of {len(cycles)} cycles", class_="note"))
@@ -36,7 +36,22 @@ def render(reader: queries.Reader, q: params.Query, namespace: str, name: str) -
     return m.page(title, *body)
 
 
-def _summary(records: list[queries.Record]) -> m.Html:
+def _waits(reader: queries.Reader, namespace: str, records: list[queries.Record]) -> dict[str, str]:
+    """The Run's two waits, named as the Waits page names them (``Reader.run_waits``)."""
+    uids = sorted({str(r.payload.get("uid") or r.payload.get("run_uid")) for r in records
+                   if r.kind in ("mutation", "cycle") and (r.payload.get("uid") or r.payload.get("run_uid"))})
+    w = reader.run_waits(namespace, uids)
+    if w is None:
+        return {}
+    queued = ("no cycle has evaluated it yet" if w["queued_us"] is None else
+              f"{waits_page.seconds(w['queued_us'])} (first seen {m.when(w['first_seen_at'])}, "
+              f"first cycle {m.when(w['first_cycle_at'])})")
+    return {"waited in queue": queued,
+            "unschedulable": waits_page.seconds(w["unschedulable_us"])
+            + (" so far (still unschedulable)" if w["still_unschedulable"] else "")}
+
+
+def _summary(records: list[queries.Record], waits: dict[str, str]) -> m.Html:
     runs = [r for r in records if r.kind == "mutation"]
     latest = runs[-1].payload.get("object") or {} if runs else {}
     ran = [(r, (r.payload.get("object") or {}).get("pod_name")) for r in runs]
@@ -59,6 +74,7 @@ def _summary(records: list[queries.Record]) -> m.Html:
         "until": (f"{m.when(ended.at)} ({'deleted' if ended.payload.get('event') == 'DELETED' else latest.get('phase')})"
                   if ended else "still there at the journal's end"),
         "why it ended": _why_ended(ended, records) if ended else "-",
+        **waits,
         "cycles": ", ".join(f"{n} {k}" for k, n in sorted(results.items())) or "-",
         "binds": ", ".join(f"{n} {k}" for k, n in sorted(binds.items())) or "-",
     }

@@ -27,7 +27,8 @@ from urllib.parse import parse_qs, unquote
 from wsgiref import simple_server
 
 from kruntimes.journal import errors, follow
-from kruntimes.ui import busy, integrity_page, markup, params, pod_page, queries, run_page, timeline, whatif_page
+from kruntimes.ui import (busy, integrity_page, markup, params, pod_page, queries, run_page, timeline, waits_page,
+                          whatif_page)
 
 log = logging.getLogger("kruntimes.ui")
 
@@ -40,6 +41,7 @@ ROUTES: tuple[tuple[re.Pattern[str], Page], ...] = (
     (re.compile(r"/timeline"), timeline.render),
     (re.compile(r"/run/([^/]+)/([^/]+)"), run_page.render),
     (re.compile(r"/replay/([0-9]{1,18})"), run_page.render_replay),
+    (re.compile(r"/waits"), waits_page.render),
     (re.compile(r"/whatif"), whatif_page.render),
     (re.compile(r"/pod"), pod_page.render_picker),
     (re.compile(r"/pod/([^/]+)/([^/]+)"), pod_page.render),

@@ -76,7 +76,10 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
         m.figure("lanes", lanes_figure(w, bars, shown, palette), height=max(160, 60 + 22 * len(shown))),
         m.h("h2", f"Utilisation per resource ({runtime + ' pods' if runtime else 'all pods'})"),
         m.figure("utilisation", utilisation_figure(b, held, chosen), height=240),
-        m.h("h2", "Pending Runs by reason (all Runtimes)"),
+        m.h("h2", "Unschedulable Runs by reason (all Runtimes)"),
+        m.h("p", "Runs a cycle left Pending, by the reason it gave. Runs waiting in queue (no cycle yet) are not "
+                 "counted here: the ", m.link("Waits", "/waits"), " page names both waits.", class_="note",
+            id="pending-note"),
         m.figure("pending", pending_figure(b, reader.pending_counts(b)), height=240),
         m.h("h2", "Binds and conflicts per second"),
         m.figure("binds", binds_figure(b, binds), height=220),
@@ -188,7 +191,7 @@ def utilisation_figure(b: buckets.Buckets, held: buckets.Held, lanes: list[queri
 def pending_figure(b: buckets.Buckets, runs: dict[str, list[int]]) -> dict[str, Any]:
     xs = _xs(b)
     data = [{"type": "bar", "name": reason, "x": xs, "y": counts} for reason, counts in sorted(runs.items())]
-    layout = _layout(b, "Pending Runs", barmode="stack", bargap=0)
+    layout = _layout(b, "unschedulable Runs", barmode="stack", bargap=0)
     if not data:
         layout["annotations"] = [{"text": "no cycle left a Run Pending in this window", "showarrow": False,
                                   "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5}]

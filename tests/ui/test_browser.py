@@ -24,7 +24,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from bench import replay as generator
 from kruntimes.journal import backends, history
-from kruntimes.ui import markup, queries, server, timeline, whatif_page
+from kruntimes.ui import markup, queries, server, timeline, waits_page, whatif_page
 from replay import source, whatif
 from tests.ui import browser
 from tests.ui.conftest import DemoJournal, Served
@@ -268,3 +268,32 @@ def test_a_thousand_pods_are_paged_forty_lanes_at_a_time_and_every_page_of_lanes
     _open(driver, thousand_pods, "/timeline?lanes=960")
     assert "lanes 961–1,000 of 1,000 pods" in _text(driver, ".pager")
     assert not driver.find_elements(By.ID, "lanes-next")
+
+
+def test_the_waits_page_names_the_queue_wait_apart_from_the_unschedulable_one(
+        driver: Any, served: Served, journal: backends.Journal, demo_journal: DemoJournal) -> None:
+    found = history.waits(journal)
+    _open(driver, served, "/waits?limit=500")
+    assert browser.console_errors(driver) == []
+    summary = _text(driver, "#waits-summary")
+    still = [w for w in found if w["outcome"] is None]
+    queued = sum(w["state"] == "in queue" for w in still)
+    # The demo's own count of Runs Pending at its end is the page's, split in two.
+    assert f"Pending at the journal's end\n{len(still)}" in summary
+    assert len(still) == demo_journal.report.phases.get("Pending", 0)
+    assert f"waiting in queue (no cycle yet)\n{queued}" in summary
+    assert f"unschedulable (a cycle found no pod)\n{len(still) - queued}" in summary
+    rows = driver.find_elements(By.CSS_SELECTOR, "#waits tbody tr")
+    assert [r.find_element(By.TAG_NAME, "td").text for r in rows] == [f"{w['namespace']}/{w['run']}" for w in found[:500]]
+    cells = [td.text for td in rows[0].find_elements(By.TAG_NAME, "td")]
+    assert cells[2] == waits_page.seconds(found[0]["queued_us"])
+    assert cells[3] == waits_page.seconds(found[0]["unschedulable_us"])
+    assert "In queue: from the Run's first observation" in _text(driver, "#waits-legend")
+    _open(driver, served, "/waits?limit=15")
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#waits tbody tr")) == 15
+    browser.screenshot(driver, "waits")
+    waiting = next(w for w in still if w["state"] == "unschedulable")
+    _open(driver, served, f"/run/{waiting['namespace']}/{waiting['run']}")
+    summary = _text(driver, "#summary")
+    assert f"waited in queue\n{waits_page.seconds(waiting['queued_us'])} (first seen" in summary
+    assert "so far (still unschedulable)" in summary

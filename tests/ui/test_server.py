@@ -9,6 +9,7 @@ import urllib.request
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -30,7 +31,7 @@ def _get(served: Served, path: str, method: str = "GET") -> tuple[int, dict[str,
         return exc.code, dict(exc.headers), exc.read().decode("utf-8")
 
 
-PAGES = ("/", "/timeline", "/whatif", "/pod", "/integrity")
+PAGES = ("/", "/timeline", "/waits", "/whatif", "/pod", "/integrity")
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -147,6 +148,11 @@ class _HostileReader:
                  "status": "unschedulable", "message": HOSTILE, "rejections": [[HOSTILE, HOSTILE, 3]],
                  "candidates": [{"pod": HOSTILE, "total": 1, "scores": [[HOSTILE, HOSTILE, 1]]}], "chosen": HOSTILE}
         return [queries.Record(1, at, "mutation", "i", run), queries.Record(2, at, "cycle", "i", cycle)]
+
+    def run_waits(self, namespace: str, run_uids: list[str]) -> dict[str, Any]:
+        at = datetime(2026, 12, 1, tzinfo=timezone.utc)
+        return {"first_seen_at": at, "first_cycle_at": at, "queued_us": 0, "unschedulable_us": 5,
+                "still_unschedulable": True}
 
 
 def test_names_and_messages_from_the_journal_are_shown_as_text_never_as_markup() -> None:
