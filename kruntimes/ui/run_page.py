@@ -30,10 +30,52 @@ def render(reader: queries.Reader, q: params.Query, namespace: str, name: str) -
     cycles = [r for r in records if r.kind == "cycle"]
     body: list[Any] = [_summary(records, _waits(reader, namespace, records)), m.h("h2", "Story"), _story(records)]
     body += [m.h("h2", f"Cycles ({len(cycles)})"), m.h("p", scores.LEGEND, class_="note", id="legend")]
-    if len(cycles) > MAX_CYCLES:
-        body.append(m.h("p", f"the newest {MAX_CYCLES} of {len(cycles)} cycles", class_="note"))
-    body += [_cycle(c) for c in cycles[-MAX_CYCLES:]]
+    cards = alike(cycles)
+    if len(cards) > MAX_CYCLES:
+        body.append(m.h("p", f"the newest {MAX_CYCLES} of {len(cards)} cycle cards", class_="note"))
+    body += [_cycle(group[0]) if len(group) == 1 else _repeated(group) for group in cards[-MAX_CYCLES:]]
     return m.page(title, *body)
+
+
+#: What makes two cycles the same decision for a reader: not their LSN, time, snapshot or duration.
+_DECISION = ("result", "status", "chosen", "message", "rejections", "candidates", "pods_evaluated", "pods_feasible")
+
+
+def alike(cycles: list[queries.Record]) -> list[list[queries.Record]]:
+    """The records in order, consecutive cycles with the same decision grouped: a Pending Run retried 46 times
+    for the same reason is one card, not 46 identical ones (any other record stands alone)."""
+    groups: list[list[queries.Record]] = []
+    for rec in cycles:
+        if groups and rec.kind == "cycle" and groups[-1][-1].kind == "cycle" and \
+                all(groups[-1][-1].payload.get(k) == rec.payload.get(k) for k in _DECISION):
+            groups[-1].append(rec)
+        else:
+            groups.append([rec])
+    return groups
+
+
+def _repeated(group: list[queries.Record]) -> m.Html:
+    """One card for consecutive identical cycles: how many, from when to when, and what they all said."""
+    first, last = group[0], group[-1]
+    p = last.payload
+    said = p.get("message") or str(p.get("result"))
+    head = m.h("h3", f"cycles {first.lsn} to {last.lsn} · ", m.h("span", str(p.get("result")), class_="result"))
+    parts: list[Any] = [
+        *(m.h("a", "", id=f"cycle-{rec.lsn}", class_="anchor") for rec in group),  # the story links to each
+        head,
+        m.h("p", f"{len(group)} cycles from {m.when(first.at)} to {m.when(last.at)}: ", m.h("strong", said),
+            class_="pending repeated"),
+        m.h("p", f"each decided the same: {p.get('pods_feasible')} of {p.get('pods_evaluated')} pods feasible",
+            class_="note"),
+    ]
+    if p.get("rejections"):
+        parts.append(m.table(("plugin", "reason", "pods rejected"),
+                             [(plugin, reason, pods) for plugin, reason, pods in p["rejections"]], class_="rejections"))
+    target = f"verdict-{last.lsn}"
+    parts.append(m.h("p", m.link("replay the last of them", m.url(f"/replay/{last.lsn}", epoch=last.incarnation),
+                                 data_verdict=target, class_="replay"),
+                     " ", m.h("span", id=target, class_="verdict-slot")))
+    return m.h("section", *parts, class_="cycle repeated", data_cycles=str(len(group)))
 
 
 def _waits(reader: queries.Reader, namespace: str, records: list[queries.Record]) -> dict[str, str]:
@@ -119,8 +161,16 @@ def _event(rec: queries.Record) -> str:
 
 
 def _story(records: list[queries.Record]) -> m.Html:
-    rows = [(m.link(r.lsn, f"#cycle-{r.lsn}") if r.kind == "cycle" else r.lsn, m.when(r.at), r.kind, _event(r))
-            for r in records]
+    """One row per record; consecutive identical cycles (``alike``) are one row saying how many and until when."""
+    rows: list[tuple[Any, ...]] = []
+    for group in alike(records):
+        r = group[0]
+        if r.kind != "cycle" or len(group) == 1:
+            rows += [(m.link(x.lsn, f"#cycle-{x.lsn}") if x.kind == "cycle" else x.lsn, m.when(x.at), x.kind, _event(x))
+                     for x in group]
+            continue
+        rows.append((m.link(r.lsn, f"#cycle-{r.lsn}"), m.when(r.at), f"{len(group)} cycles",
+                     f"{_event(group[-1])} (the same {len(group)} times, until {m.when(group[-1].at)})"))
     return m.table(("LSN", "recorded at", "kind", "what happened"), rows, id="story")
 
 

@@ -115,6 +115,49 @@ def test_clicking_a_bar_opens_the_story_of_that_run(driver: Any, served: Served)
     assert driver.find_element(By.ID, "summary")
 
 
+def _cards(cycles: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The history's cycles grouped as the Run page should show them: consecutive identical decisions together."""
+    cards: list[list[dict[str, Any]]] = []
+    same = ("result", "chosen", "total", "message", "pods_feasible", "pods_evaluated")
+    for c in cycles:
+        if cards and all(cards[-1][-1][k] == c[k] for k in same):
+            cards[-1].append(c)
+        else:
+            cards.append([c])
+    return cards
+
+
+def test_a_pending_runs_page_shows_its_identical_cycles_as_one_card(
+        driver: Any, served: Served, journal: backends.Journal) -> None:
+    with journal.engine.connect() as conn:
+        name = conn.execute(sa.text(
+            "SELECT run FROM history_cycles WHERE status = 'unschedulable' GROUP BY run ORDER BY COUNT(*) DESC, run "
+            "LIMIT 1")).scalar_one()
+    cycles = history.run_cycles(journal, "demo", name)
+    cards = _cards(cycles)
+    longest = max(cards, key=len)
+    assert len(longest) > 2, "the demo retries some Pending Run for the same reason"
+    _open(driver, served, f"/run/demo/{name}")
+    assert browser.console_errors(driver) == []
+    assert _text(driver, "h2:nth-of-type(2)") == f"Cycles ({len(cycles)})"
+    sections = driver.find_elements(By.CSS_SELECTOR, "section.cycle")
+    assert len(sections) == len(cards) < len(cycles)
+    repeated = driver.find_elements(By.CSS_SELECTOR, "section.cycle.repeated")
+    assert [int(s.get_attribute("data-cycles")) for s in repeated] == [len(c) for c in cards if len(c) > 1]
+    shown = next(s for s in repeated if int(s.get_attribute("data-cycles")) == len(longest))
+    says = (f"{len(longest)} cycles from {markup.when(longest[0]['decided_at'])} to "
+            f"{markup.when(longest[-1]['decided_at'])}: {longest[-1]['message']}")
+    assert shown.find_element(By.CSS_SELECTOR, "p.repeated").text == says
+    # Every cycle the story links to still has its anchor.
+    anchors = {a.get_attribute("id") for a in driver.find_elements(By.CSS_SELECTOR, "section.cycle [id^=cycle-], "
+                                                                                   "section.cycle[id^=cycle-]")}
+    assert {f"cycle-{c['lsn']}" for c in cycles} <= anchors
+    shown.find_element(By.CSS_SELECTOR, "a.replay").click()
+    WebDriverWait(driver, 60).until(lambda d: "identical" in shown.find_element(By.CSS_SELECTOR, ".verdict-slot").text)
+    driver.execute_script("arguments[0].scrollIntoView()", shown)
+    browser.screenshot(driver, "run-repeated-cycles")
+
+
 def _run_with_a_conflict(journal: backends.Journal) -> tuple[str, str]:
     with journal.engine.connect() as conn:
         row = conn.execute(sa.text(
@@ -131,9 +174,10 @@ def test_a_runs_page_tells_its_story_and_replays_a_cycle_on_demand(
     _open(driver, served, f"/run/{namespace}/{name}")
     assert browser.console_errors(driver) == []
     sections = driver.find_elements(By.CSS_SELECTOR, "section.cycle")
-    assert len(sections) == len(story["cycles"])
+    cards = _cards(story["cycles"])
+    assert len(sections) == len(cards)
     results = [s.find_element(By.CSS_SELECTOR, ".result").text for s in sections]
-    assert results == [c["result"] for c in story["cycles"]]
+    assert results == [card[0]["result"] for card in cards]
     assert story["placement"]["pod"] in _text(driver, "#summary")
     bind_results = [b["result"] for b in story["binds"]]
     shown = [row.find_elements(By.TAG_NAME, "td")[3].text for row in driver.find_elements(By.CSS_SELECTOR, "#story tbody tr")
