@@ -48,6 +48,9 @@ ROUTES: tuple[tuple[re.Pattern[str], Page], ...] = (
     (re.compile(r"/integrity"), integrity_page.render),
 )
 
+#: Health paths for probes (deploy/ui): answered before the pages, in plain text.
+HEALTH = ("/healthz", "/readyz")
+
 SECURITY_HEADERS = [
     ("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
                                 "img-src 'self' data:; connect-src 'self'; font-src 'self' data:; "
@@ -92,6 +95,8 @@ class App:
         if method not in ("GET", "HEAD"):
             return "405 Method Not Allowed", [("Allow", "GET, HEAD"), ("Content-Type", "text/plain")], \
                 b"this view is read-only: GET only\n"
+        if path in HEALTH:
+            return self._health(path)
         if path.startswith("/static/"):
             name = path[len("/static/"):]
             body = self._static_cache.get(name) or _static(name)
@@ -105,6 +110,17 @@ class App:
             if match:
                 return self._page(page, [unquote(g) for g in match.groups()], query)
         return self._error("404 Not Found", f"no page at {path}")
+
+    def _health(self, path: str) -> tuple[str, list[tuple[str, str]], bytes]:
+        """``/healthz``: the process answers (liveness: nothing else, so a database away restarts nothing);
+        ``/readyz``: the journal answers too (one small query on ``journal_epochs``, as every page's banner)."""
+        plain = [("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", "no-store")]
+        if path == "/readyz":
+            try:
+                self.reader.history_lag()
+            except errors.JournalError as exc:
+                return "503 Service Unavailable", plain, f"the journal does not answer: {exc}\n".encode()
+        return "200 OK", plain, b"ok\n"
 
     def _page(self, page: Page, args: list[str], query: str) -> tuple[str, list[tuple[str, str]], bytes]:
         started = time.perf_counter()

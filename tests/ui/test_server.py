@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from kruntimes.cli import main as cli
 from kruntimes.cli import ui_cmd
+from kruntimes.journal import errors
 from kruntimes.ui import busy, markup, queries, run_page, server, timeline
 from tests.ui.conftest import DemoJournal, Served
 
@@ -251,3 +252,18 @@ def test_the_run_page_prints_scores_as_the_cli_does(served: Served, demo_journal
     shown = re.findall(r"\d+ \([0-9/]+ Σ[0-9/]+\)", card)
     assert status == 200 and shown and all(s in cli_out for s in shown)  # LeastLoaded's "5/4 Σ7/4" form
     assert "(raw [" not in body and "scores: normalised 0-100 (raw) ×weight" in body
+
+
+def test_the_health_paths_answer_liveness_without_the_journal_and_readiness_with_it(served: Served) -> None:
+    for path in server.HEALTH:
+        status, headers, body = _get(served, path)
+        assert (status, body) == (200, "ok\n") and headers["Content-Type"].startswith("text/plain")
+
+    class _Away:
+        def history_lag(self) -> list[Any]:
+            raise errors.JournalUnavailable("cannot read the history's progress (sqlite): gone")
+
+    app = server.App(_Away())  # type: ignore[arg-type]
+    assert app.respond("GET", "/healthz", "")[0] == "200 OK"
+    status, _, body = app.respond("GET", "/readyz", "")
+    assert status == "503 Service Unavailable" and b"the journal does not answer" in body
