@@ -341,3 +341,51 @@ def test_the_waits_page_names_the_queue_wait_apart_from_the_unschedulable_one(
     summary = _text(driver, "#summary")
     assert f"waited in queue\n{waits_page.seconds(waiting['queued_us'])} (first seen" in summary
     assert "so far (still unschedulable)" in summary
+
+
+def test_the_pod_list_is_paged_and_says_whether_each_pod_is_ready_and_its_heartbeat_fresh(
+        driver: Any, served: Served, journal: backends.Journal) -> None:
+    bounds = served.app.reader.bounds()
+    assert bounds is not None
+    _open(driver, served, markup.url("/pod", at=bounds.last_at, per=5))
+    assert browser.console_errors(driver) == []
+    pods = _scalar(journal, "SELECT COUNT(*) FROM (SELECT DISTINCT namespace, name FROM pod_observations) p")
+    deleted = _scalar(journal, "SELECT COUNT(*) FROM history_pods WHERE event = 'DELETED'")
+    total = pods - deleted
+    assert _text(driver, "#pods-pager").startswith(f"pods 1–5 of {total}")
+    first = [r.find_elements(By.TAG_NAME, "td") for r in driver.find_elements(By.CSS_SELECTOR, "#pods tbody tr")]
+    assert len(first) == 5
+    assert [c.text for c in driver.find_elements(By.CSS_SELECTOR, "#pods thead th")] == [
+        "pod", "Runtime", "state", "heartbeat", "capacity"]
+    for cells in first:  # each row as the history says the pod was last seen
+        namespace, name = cells[0].text.split("/")
+        seen = history.pod_observations(journal, namespace, name, at=bounds.last_at, limit=1)[0]
+        assert cells[1].text == f"{namespace}/{seen['runtime']}"
+        assert cells[2].text.startswith("ready" if seen["ready"] else "not ready")
+        assert cells[3].text.split(":")[0] in ("fresh", "stale") and seen["heartbeat"] in cells[3].text
+    shown = {cells[0].text for cells in first}
+    driver.find_element(By.ID, "pods-next").click()
+    WebDriverWait(driver, 20).until(lambda d: "offset=5" in d.current_url)
+    assert _text(driver, "#pods-pager").startswith(f"pods 6–10 of {total}")
+    second = [r.find_element(By.TAG_NAME, "td").text for r in driver.find_elements(By.CSS_SELECTOR, "#pods tbody tr")]
+    assert len(second) == 5 and not set(second) & shown
+    assert driver.find_element(By.ID, "pods-previous")
+    browser.screenshot(driver, "pod-list")
+
+
+def test_the_legend_keeps_runtimes_of_the_same_name_in_two_namespaces_apart(driver: Any, served: Served) -> None:
+    _open(driver, served, "/timeline?per=200")
+    legend = [k.text for k in driver.find_elements(By.CSS_SELECTOR, ".legend .key")]
+    python = [k for k in legend if "/python (" in k]
+    assert len(python) == 2 and python[0].startswith("demo/python (") and python[1].startswith("team-b/python (")
+    colours = driver.execute_script("return document.getElementById('lanes').data.map(t => [t.name, t.marker.color])")
+    named = dict(colours)
+    assert named["demo/python"] != named["team-b/python"]
+    driver.find_element(By.LINK_TEXT, python[1]).click()
+    WebDriverWait(driver, 20).until(lambda d: "runtime=team-b" in d.current_url)
+    browser.wait_until_drawn(driver)
+    lanes = driver.execute_script("return document.getElementById('lanes').layout.yaxis.categoryarray")
+    assert lanes and all(lane.startswith("team-b/") for lane in lanes)
+    assert f"of {python[1].split('(')[1].split()[0]} pods" in _text(driver, ".pager")
+    assert browser.console_errors(driver) == []
+    browser.screenshot(driver, "timeline-team-b")
