@@ -83,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signum, lambda signum, frame: stop.set())
     registry = CollectorRegistry()
     runner = ControllerRunner(api, args.namespace or None, defaults=PodDefaults(runtimed_image=args.runtimed_image),
-                              resync_period=args.resync_period, lease=lease, informer_metrics=InformerMetrics(registry))
+                              resync_period=args.resync_period, lease=lease, informer_metrics=InformerMetrics(registry),
+                              instance=lease.identity if lease else default_identity())
     for collector in (ProcessCollector, PlatformCollector, GCCollector):
         collector(registry=registry)
     try:
