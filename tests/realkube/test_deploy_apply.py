@@ -77,7 +77,7 @@ def _yaml_docs(text: str) -> list[dict[str, Any]]:
 # subresources, so it would pass our policies (runs/status, apiVersions "*") without
 # looking at a single field. A probe is the same policy matching the main resource at
 # the served version, which it does type-check: a subresource's object is the whole Run.
-SERVED_VERSIONS = {"kruntimes.io": models.VERSION, "": "v1"}
+SERVED_VERSIONS = {"kruntimes.io": models.VERSION, "": "v1", "events.k8s.io": "v1"}
 
 
 def typecheck_probe(policy: dict[str, Any], name: str) -> dict[str, Any]:
