@@ -19,9 +19,11 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client import ApiClient
+from prometheus_client import CollectorRegistry
 
 from kruntimes.api import models
 from kruntimes.controller import runner as controller_runner
+from kruntimes.controller.metrics import ControllerMetrics
 from kruntimes.controller.runner import ControllerRunner
 from kruntimes.runtimed import agent as runtimed_agent
 from kruntimes.runtimed.agent import Agent, Settings
@@ -52,14 +54,21 @@ def reasons(kube_api: ApiClient, namespace: str, kind: str, name: str) -> list[s
 
 
 @pytest.fixture
-def controller(kube_api: ApiClient, kube_namespace: str) -> Iterator[ControllerRunner]:
-    runner = ControllerRunner(kube_api, kube_namespace, resync_period=0.3, instance="controller-a").start()
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@pytest.fixture
+def controller(kube_api: ApiClient, kube_namespace: str, registry: CollectorRegistry) -> Iterator[ControllerRunner]:
+    runner = ControllerRunner(kube_api, kube_namespace, resync_period=0.3, instance="controller-a",
+                              metrics=ControllerMetrics(registry)).start()
     yield runner
     runner.stop()
 
 
 def test_the_controller_tells_a_runtime_which_pods_it_created_and_deleted(
-        cluster_api: cluster.Cluster, kube_api: ApiClient, controller: ControllerRunner) -> None:
+        cluster_api: cluster.Cluster, kube_api: ApiClient, controller: ControllerRunner,
+        registry: CollectorRegistry) -> None:
     ns = cluster_api.namespace
     create_runtime(cluster_api, "python", 2, [CONTAINER])
     def creates() -> list[Any]:
@@ -78,6 +87,11 @@ def test_the_controller_tells_a_runtime_which_pods_it_created_and_deleted(
     deleted = cluster.wait_for(lambda: [e for e in described(kube_api, ns, "Runtime", "python")
                                         if e.reason == "SuccessfulDelete"], timeout=20, what="a SuccessfulDelete")
     assert len(deleted) == 1 and deleted[0].note.removeprefix("Deleted Runtime Pod: ") in pods
+    # The same, counted for the dashboard (deploy/monitoring: the controller's panels).
+    assert registry.get_sample_value("kruntimes_controller_runtime_pods_total", {"action": "created"}) == 2
+    assert registry.get_sample_value("kruntimes_controller_runtime_pods_total", {"action": "deleted"}) == 1
+    assert registry.get_sample_value("kruntimes_controller_reconciles_total", {"result": "ok"}) >= 2
+    assert registry.get_sample_value("kruntimes_controller_leader") == 1
 
 
 def test_a_template_the_controller_cannot_build_from_is_one_warning_not_one_per_pass(
