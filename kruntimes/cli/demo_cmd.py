@@ -221,8 +221,9 @@ def _follow_ups(console: Console, r: demo.Report, journal: str) -> None:
                   f"  kruntimes replay cycle {placed['lsn']}{journal}"]
     lines += [f"  kruntimes replay cycle --last{journal}",
               f"  kruntimes history cycles --outcome unschedulable{journal}",
+              f"  kruntimes history waits{journal}   (in queue apart from unschedulable)",
               "  or plain SQL over the views in docs/journal.md",
-              "See it in a browser (read-only; Timeline, each Run's story, replay, what-if, integrity):",
+              "See it in a browser (read-only; Timeline, Waits, each Run's story, replay, what-if, integrity):",
               f"  kruntimes ui{journal}   then open http://127.0.0.1:8080/"]
     console.print("\n".join(lines), markup=False, soft_wrap=True)
 
