@@ -216,6 +216,10 @@ def generate(seed: int = 7, scale: float = 1.0) -> Workload:
     return w
 
 
+#: The reason of a Pending Run no cycle has evaluated yet: it waits in queue, it is not unschedulable.
+NOT_YET_EVALUATED = "not yet evaluated (waiting in queue)"
+
+
 @dataclass
 class Report:
     runs: int
@@ -407,7 +411,7 @@ def _report(w: Workload, runs: MemoryApi, scheduler: Scheduler, watch: demo_watc
             pod_lost: str | None, pod_log: list[str]) -> Report:
     final = runs.runs()
     phases = Counter(r.phase for r in final)
-    pending = Counter((f"{r.namespace}/{r.runtime}", r.pending_message or "not yet evaluated")
+    pending = Counter((f"{r.namespace}/{r.runtime}", r.pending_message or NOT_YET_EVALUATED)
                       for r in final if r.phase == "Pending")
     failed = Counter(_failure(runs, r) for r in final if r.phase == "Failed")
     wakeups = {s.labels["source"]: int(s.value) for m in scheduler.metrics.wakeups.collect()

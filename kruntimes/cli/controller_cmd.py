@@ -25,6 +25,7 @@ from kruntimes.cluster import logs
 from kruntimes.cluster.informer_metrics import InformerMetrics
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.settings import LeaseSettings, default_identity
+from kruntimes.controller.metrics import ControllerMetrics
 from kruntimes.controller.reconcile import PodDefaults
 from kruntimes.controller.runner import ControllerRunner
 from kruntimes.scheduler.config import ConfigError
@@ -83,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signum, lambda signum, frame: stop.set())
     registry = CollectorRegistry()
     runner = ControllerRunner(api, args.namespace or None, defaults=PodDefaults(runtimed_image=args.runtimed_image),
-                              resync_period=args.resync_period, lease=lease, informer_metrics=InformerMetrics(registry))
+                              resync_period=args.resync_period, lease=lease, informer_metrics=InformerMetrics(registry),
+                              instance=lease.identity if lease else default_identity(),
+                              metrics=ControllerMetrics(registry))
     for collector in (ProcessCollector, PlatformCollector, GCCollector):
         collector(registry=registry)
     try:

@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 def _print(console: Console, r: demo.Report, *, from_env: bool = False, note: str | None = None) -> None:
     console.print(f"\n[bold]{r.runs} Runs on {r.pods} Runtime Pods[/bold] (created by the Runtime controller, "
                   f"each with its runtimed): {r.phases.get('Succeeded', 0)} succeeded, "
-                  f"{r.phases.get('Failed', 0)} failed, {r.phases.get('Pending', 0)} still pending; "
+                  f"{r.phases.get('Failed', 0)} failed, {_still_pending(r)}; "
                   f"{r.processes} executed by runtimed in {r.seconds:.1f}s")
     console.print(_timeline(r.timeline))
     console.print(_pending(r))
@@ -135,6 +135,18 @@ def _print(console: Console, r: demo.Report, *, from_env: bool = False, note: st
             else:
                 _journal_agrees(console, r, rows)
         _follow_ups(console, r, option)
+
+
+def _queued(r: demo.Report) -> int:
+    """Pending Runs no cycle has evaluated yet: waiting in queue, not unschedulable."""
+    return sum(n for (_, reason), n in r.pending_reasons.items() if reason == demo.NOT_YET_EVALUATED)
+
+
+def _still_pending(r: demo.Report) -> str:
+    """The Pending count, split as history and the UI split it: unschedulable apart from waiting in queue."""
+    pending = r.phases.get("Pending", 0)
+    return (f"{pending} still pending ({pending - _queued(r)} unschedulable, {_queued(r)} waiting in queue)"
+            if pending else "none still pending")
 
 
 def _pending(r: demo.Report) -> Table:
@@ -173,10 +185,11 @@ def _score_cell(plugin: str, text: str) -> str:
 
 def _journal_agrees(console: Console, r: demo.Report, rows: list[dict[str, object]]) -> None:
     from_journal = sum(int(str(row.get("runs", 0))) for row in rows)
-    pending = sum(r.pending_reasons.values())
-    verdict = "agrees" if from_journal == pending else f"DISAGREES ({from_journal} Pending by the journal)"
-    console.print(f"the journal {verdict}: {pending} Runs Pending, as of each Run's latest cycle "
-                  "(`kruntimes history cycles --outcome unschedulable`)", markup=False)
+    unschedulable = sum(r.pending_reasons.values()) - _queued(r)
+    verdict = "agrees" if from_journal == unschedulable else f"DISAGREES ({from_journal} by the journal)"
+    console.print(f"the journal {verdict}: {unschedulable} Runs unschedulable at the end, as of each Run's latest "
+                  f"cycle, and {_queued(r)} waiting in queue (`kruntimes history waits` names the two waits apart)",
+                  markup=False)
 
 
 def _journal_option(shown: str, *, from_env: bool) -> tuple[str, str | None]:
@@ -208,14 +221,17 @@ def _follow_ups(console: Console, r: demo.Report, journal: str) -> None:
                   f"  kruntimes replay cycle {placed['lsn']}{journal}"]
     lines += [f"  kruntimes replay cycle --last{journal}",
               f"  kruntimes history cycles --outcome unschedulable{journal}",
+              f"  kruntimes history waits{journal}   (in queue apart from unschedulable)",
               "  or plain SQL over the views in docs/journal.md",
-              "See it in a browser (read-only; Timeline, each Run's story, replay, what-if, integrity):",
+              "See it in a browser (read-only; Timeline, Waits, each Run's story, replay, what-if, integrity):",
               f"  kruntimes ui{journal}   then open http://127.0.0.1:8080/"]
     console.print("\n".join(lines), markup=False, soft_wrap=True)
 
 
 def _timeline(timeline: list[tuple[float, Counter[str]]]) -> Table:
-    table = Table(title="Runs by phase over time")
+    table = Table(title="Runs by phase over time", caption_justify="left",
+                  caption="Pending counts both waits: Runs waiting in queue (no cycle has evaluated them yet) and "
+                          "unschedulable ones (a cycle found no pod); `kruntimes history waits` names them apart")
     table.add_column("at", justify="right")
     for phase in demo_watch.PHASES:
         table.add_column(phase, justify="right")

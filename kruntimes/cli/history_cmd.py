@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     h.add_argument("--at", metavar="TIME", required=True, help="RFC 3339 (no zone means UTC) or an age such as 30m")
     h.set_defaults(run=run_held)
 
-    w = leaves.add_parser("waits", parents=[common], help="the longest waits from first Pending to placement, and why")
+    w = leaves.add_parser("waits", parents=[common], help="the longest waits to placement: in queue and unschedulable, named apart, and why")
     w.add_argument("--limit", type=int, default=10, metavar="N", help="the N longest (10)")
     w.add_argument("--placed-only", action="store_true", help="leave out Runs still waiting")
     w.set_defaults(run=run_waits)
@@ -141,6 +141,8 @@ def _print_run(args: argparse.Namespace, h: dict[str, Any]) -> None:
         ended = h.get("ended")
         if ended:
             print(f"ended {ended['phase']} at {ja.when(ended['recorded_at'])}: " + _why_ended(ended))
+        if h.get("waits"):
+            print(waits_line(h["waits"]))
     cycles = Listing([Column("LSN", right=True), Column("DECIDED AT"), Column("RESULT"), Column("POD", name=True),
                       Column("TOTAL", right=True), Column("FEASIBLE", right=True, optional=True),
                       Column("SNAPSHOT", right=True, wide_only=True), Column("REASON", wrap=True)], title="Cycles")
@@ -157,6 +159,20 @@ def _print_run(args: argparse.Namespace, h: dict[str, Any]) -> None:
         for b in h["binds"]:
             binds.add(b["lsn"], ja.when(b["recorded_at"]), b["result"], b["error"] or "")
         output.render(binds, args)
+
+
+def waits_line(w: dict[str, Any]) -> str:
+    """A Run's two waits in one line, named as `history waits` names them."""
+    queued = ("not yet evaluated by any cycle" if w["queued_us"] is None
+              else f"{_seconds(w['queued_us'])} (first seen {ja.when(w['first_seen_at'])}, first cycle "
+                   f"{ja.when(w['first_cycle_at'])})")
+    unschedulable = _seconds(w["unschedulable_us"]) + (" so far" if w["still_unschedulable"] else "")
+    return f"waited in queue {queued}; unschedulable {unschedulable}"
+
+
+def _seconds(us: int) -> str:
+    """A wait for people: milliseconds under a second, else the ``_duration`` form."""
+    return f"{us / 1000:.0f} ms" if us < 1_000_000 else _duration(round(us / 1_000_000))
 
 
 def _why_ended(ended: dict[str, Any]) -> str:
@@ -337,12 +353,16 @@ def _before_start(at: datetime | None, extent: tuple[datetime | None, bool]) -> 
 def run_waits(args: argparse.Namespace) -> int:
     limit = _limit(args.limit) or 10
     found = _read(args, lambda j: history.longest_waits(j, limit=limit, waiting=not args.placed_only))
-    table = _table(f"The {limit} longest waits from first Pending to placement",
-                   [Column("RUN", name=True), Column("WAITED", right=True), Column("FIRST PENDING"), Column("PLACED AT"), Column("POD", name=True),
-                    Column("PENDING CYCLES", right=True, optional=True), Column("FIRST REASON", optional=True, wrap=True), Column("LATEST REASON", wrap=True)])
-    return _listing(args, found, "no Run waited in this journal (every Run was placed on its first cycle)", table,
-                    lambda w: (f"{w['namespace']}/{w['run']}", _duration(w["waited_s"]), ja.when(w["first_pending_at"]),
-                               ja.when(w["placed_at"]) if w["placed_at"] else f"({w['outcome'] or 'still waiting'})",
+    table = Listing([Column("RUN", name=True), Column("WAITED", right=True), Column("IN QUEUE", right=True),
+                     Column("UNSCHEDULABLE", right=True), Column("FIRST SEEN"), Column("PLACED AT"),
+                     Column("POD", name=True), Column("PENDING CYCLES", right=True, optional=True),
+                     Column("FIRST REASON", optional=True, wrap=True), Column("LATEST REASON", wrap=True)],
+                    title=f"The {limit} longest waits from first seen to placement",
+                    legend=history.WAITS_LEGEND)
+    return _listing(args, found, "no Run in this journal (nothing was seen waiting)", table,
+                    lambda w: (f"{w['namespace']}/{w['run']}", _seconds(w["waited_us"]), _seconds(w["queued_us"]),
+                               _seconds(w["unschedulable_us"]), ja.when(w["first_seen_at"]),
+                               ja.when(w["placed_at"]) if w["placed_at"] else f"(still {w['state']})",
                                w["pod"] or "-", str(w["pending_cycles"]), w["first_reason"] or "",
                                w["last_reason"] or ""))
 

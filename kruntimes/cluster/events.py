@@ -1,4 +1,8 @@
-"""Kubernetes Events on Runs, as kube-scheduler emits them for pods: `kubectl describe run` tells the story.
+"""Kubernetes Events, as kube-scheduler emits them for pods: `kubectl describe run` tells the story.
+
+The scheduler's, on Runs, are below; the Runtime controller and runtimed use the same
+recorder (``emit``: one Event per occurrence, each reporter named in
+``reportingController``), see ``kruntimes.controller.telling`` and runtimed's lifecycle.
 
 ``Scheduled`` (Normal, "Successfully assigned NS/RUN to POD") after an assignment is
 written, ``FailedScheduling`` (Warning, the Run's bounded Pending message) after a
@@ -47,14 +51,42 @@ log = logging.getLogger("kruntimes.cluster.events")
 CONTROLLER = wire.EVENTS_REPORTER
 SCHEDULED, FAILED_SCHEDULING = "Scheduled", "FailedScheduling"
 NOTE_LIMIT = 1024  # bytes, the API server's limit on an Event's note
+NORMAL, WARNING = "Normal", "Warning"
+
+
+@dataclass(frozen=True)
+class Regarding:
+    """The object an Event is about (``regarding``): a Run, a Runtime, a pod."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ""
+
+    def body(self) -> dict[str, str]:
+        return {"apiVersion": self.api_version, "kind": self.kind, "namespace": self.namespace, "name": self.name,
+                **({"uid": self.uid} if self.uid else {})}
+
+
+def run(namespace: str, name: str, uid: str = "") -> Regarding:
+    return Regarding(f"{models.GROUP}/{models.VERSION}", "Run", namespace, name, uid)
+
+
+def runtime(namespace: str, name: str, uid: str = "") -> Regarding:
+    return Regarding(f"{models.GROUP}/{models.VERSION}", "Runtime", namespace, name, uid)
 
 
 @dataclass(frozen=True)
 class Occurrence:
-    run: RunInfo
+    run: RunInfo | None
     reason: str
     note: str
     at: datetime
+    #: Any other Event (the controller's, runtimed's): one Event per occurrence, never a series.
+    regarding: Regarding | None = None
+    type: str = NORMAL
+    action: str = ""
 
 
 @dataclass
@@ -69,14 +101,21 @@ class _Series:
 
 
 class EventRecorder:
-    """Emits Events from a background thread; ``scheduled``/``failed_scheduling`` never block."""
+    """Emits Events from a background thread; ``scheduled``/``failed_scheduling``/``emit`` never block.
 
-    def __init__(self, api: kubernetes.client.ApiClient, *, instance: str, capacity: int = 1000,
+    The scheduler's Run Events aggregate into series (above). ``emit`` serves the other
+    reporters (``controller``: the Runtime controller, runtimed): their Events are rare
+    (a pod created, a Run admitted or ended), so each is one Event, created once.
+    """
+
+    def __init__(self, api: kubernetes.client.ApiClient, *, instance: str, controller: str = CONTROLLER,
+                 capacity: int = 1000,
                  min_interval: float = 60.0, max_runs: int = 10_000, timeout: float = 10.0,
                  registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.monotonic,
                  now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
         self._events = kubernetes.client.EventsV1Api(api)
         self.instance = instance[:128]
+        self.controller = controller
         self.min_interval = min_interval
         self.max_runs = max_runs
         self.timeout = timeout
@@ -99,6 +138,11 @@ class EventRecorder:
 
     def failed_scheduling(self, run: RunInfo, message: str) -> None:
         self._offer(Occurrence(run, FAILED_SCHEDULING, message, self._now()))
+
+    def emit(self, regarding: Regarding, reason: str, note: str, *, type: str = NORMAL,  # noqa: A002 - the API's
+             action: str = "") -> None:
+        """One Event about ``regarding`` (``type`` Normal or Warning; ``action`` defaults to ``reason``)."""
+        self._offer(Occurrence(None, reason, note, self._now(), regarding, type, action or reason))
 
     def _offer(self, occurrence: Occurrence) -> None:
         try:
@@ -148,6 +192,9 @@ class EventRecorder:
 
     def handle(self, o: Occurrence) -> None:
         """Turn one occurrence into a create, a patch, or a count to send later."""
+        if o.run is None:
+            self._create(o, count=1)
+            return
         run_key = (o.run.namespace, o.run.name, o.run.uid)
         if o.reason == SCHEDULED:
             self._series.pop(run_key, None)  # it waits no more: its FailedScheduling series ends
@@ -186,25 +233,30 @@ class EventRecorder:
         return any(now - s.last_write < self.min_interval for s in by_note.values())
 
     def _create(self, o: Occurrence, count: int) -> str | None:
-        run = o.run
-        name = f"{run.name}.{time.time_ns():x}"[:253]
+        if o.run is not None:
+            run = o.run
+            regarding = {"apiVersion": f"{models.GROUP}/{models.VERSION}", "kind": "Run",
+                         "namespace": run.namespace, "name": run.name, "uid": run.uid,
+                         **({"resourceVersion": run.resource_version} if run.resource_version else {})}
+            action = "Binding" if o.reason == SCHEDULED else "Scheduling"
+            kind = NORMAL if o.reason == SCHEDULED else WARNING
+        else:
+            assert o.regarding is not None
+            regarding, action, kind = o.regarding.body(), o.action or o.reason, o.type
+        namespace, about = regarding["namespace"], f"{regarding['kind']} {regarding['namespace']}/{regarding['name']}"
+        name = f"{regarding['name']}.{time.time_ns():x}"[:253]
         body = {
             "apiVersion": "events.k8s.io/v1", "kind": "Event",
-            "metadata": {"name": name, "namespace": run.namespace},
+            "metadata": {"name": name, "namespace": namespace},
             "eventTime": _micro_time(o.at),
-            "reportingController": CONTROLLER, "reportingInstance": self.instance,
-            "action": "Binding" if o.reason == SCHEDULED else "Scheduling",
-            "reason": o.reason, "type": "Normal" if o.reason == SCHEDULED else "Warning",
-            "note": _bounded(o.note),
-            "regarding": {"apiVersion": f"{models.GROUP}/{models.VERSION}", "kind": "Run",
-                          "namespace": run.namespace, "name": run.name, "uid": run.uid,
-                          **({"resourceVersion": run.resource_version} if run.resource_version else {})},
+            "reportingController": self.controller, "reportingInstance": self.instance,
+            "action": action, "reason": o.reason, "type": kind, "note": _bounded(o.note), "regarding": regarding,
         }
         try:
-            self._events.create_namespaced_event(run.namespace, body, _request_timeout=self.timeout)
+            self._events.create_namespaced_event(namespace, body, _request_timeout=self.timeout)
         except Exception as exc:  # noqa: BLE001 - a courtesy: logged, never raised
             self.failed += 1
-            log.warning("could not create the %s Event of Run %s/%s: %s", o.reason, run.namespace, run.name,
+            log.warning("could not create the %s Event of %s: %s", o.reason, about,
                         errors.describe(exc) if isinstance(exc, ApiException) else exc)
             return None
         self.created += 1

@@ -61,6 +61,8 @@ class Applied:
     failed_runs: list[str] = field(default_factory=list)
     status_written: bool = False
     errors: list[str] = field(default_factory=list)
+    lost: list[LostRun] = field(default_factory=list)  # the Runs of `failed_runs`, with why
+    status: dict[str, Any] = field(default_factory=dict)  # the status this pass wanted (written if it changed)
 
 
 def apply(plan: Plan, runtime: RuntimeSpecView, current_status: Mapping[str, Any] | None, api: ControllerApi,
@@ -87,6 +89,7 @@ def apply(plan: Plan, runtime: RuntimeSpecView, current_status: Mapping[str, Any
     for lost in plan.lost:
         _try(done, f"failing Run {lost.run.namespace}/{lost.run.name}", lambda x=lost: _fail_lost(x, api, now, done))
     status = _with_creates(plan.status, runtime, refused, bool(done.created), now)
+    done.status = status
     if _changed(status, current_status or {}):
         _try(done, "writing the Runtime's status",
              lambda: (api.write_runtime_status(runtime, status), setattr(done, "status_written", True)))
@@ -127,6 +130,7 @@ def _fail_lost(lost: LostRun, api: ControllerApi, now: datetime, done: Applied) 
     except st.Conflict:
         return  # it changed meanwhile; the next pass sees the new version
     done.failed_runs.append(f"{run.namespace}/{run.name}")
+    done.lost.append(lost)
 
 
 def _changed(wanted: Mapping[str, Any], observed: Mapping[str, Any]) -> bool:

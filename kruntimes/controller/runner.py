@@ -28,12 +28,14 @@ from typing import Any, Callable
 import kubernetes.client
 
 from kruntimes.api import models
-from kruntimes.cluster import sources
+from kruntimes.cluster import events, sources
 from kruntimes.cluster.informer import BOOKMARK_INTERVAL, Informer
 from kruntimes.cluster.informer_metrics import InformerMetrics
 from kruntimes.cluster.leader import LeaderElector
 from kruntimes.cluster.settings import LeaseSettings
 from kruntimes.controller import apply as applying
+from kruntimes.controller import telling
+from kruntimes.controller.metrics import ERROR, OK, ControllerMetrics
 from kruntimes.controller.kube import KubernetesControllerApi
 from kruntimes.controller.reading import active_run, runtime_pod, runtime_view
 from kruntimes.controller.reconcile import PodDefaults, reconcile
@@ -83,6 +85,10 @@ def _run_runtime(obj: dict[str, Any]) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+#: The reporting controller of the Runtime controller's Events.
+CONTROLLER = "kruntimes.io/runtime-controller"
+
+
 class ControllerRunner:
     """Watches one namespace (or all) and keeps every Runtime's pods, capacity, lost Runs and status."""
 
@@ -90,8 +96,13 @@ class ControllerRunner:
                  defaults: PodDefaults = PodDefaults(), resync_period: float = 30.0,
                  expectation_ttl: float = 300.0, clock: Callable[[], float] = time.monotonic,
                  lease: LeaseSettings | None = None, bookmark_interval: float = BOOKMARK_INTERVAL,
-                 informer_metrics: InformerMetrics | None = None) -> None:
+                 informer_metrics: InformerMetrics | None = None, instance: str = "",
+                 metrics: ControllerMetrics | None = None) -> None:
         self.lock = threading.Lock()
+        self.metrics = metrics
+        # Events on Runtimes and Runs (`telling`): sent from their own thread, never waited for.
+        self.events = events.EventRecorder(api, instance=instance or (lease.identity if lease else "controller"),
+                                           controller=CONTROLLER)
         self.queue: WorkQueue[Key] = WorkQueue(base_delay=0.1, max_delay=30.0)
         self.elector = None if lease is None else LeaderElector(
             api, lease, on_started=lambda record: self.start_work(), on_stopped=lambda reason: self.stop_work())
@@ -117,6 +128,7 @@ class ControllerRunner:
 
     def start(self, sync_timeout: float = 60.0) -> ControllerRunner:
         """Start the informers, wait for their first lists, then work (or campaign for the lease)."""
+        self.events.start()
         for informer in self.informers:
             informer.start()
         for informer in self.informers:
@@ -146,12 +158,16 @@ class ControllerRunner:
         for obj in self.runtimes.values():
             meta = obj.get("metadata") or {}
             self.queue.add((str(meta.get("namespace") or "default"), str(meta.get("name"))))
+        if self.metrics is not None:
+            self.metrics.leader.set(1)
         self._threads = [threading.Thread(target=self._work, name="kruntimes-controller-worker", daemon=True),
                          threading.Thread(target=self._resync, name="kruntimes-controller-resync", daemon=True)]
         for thread in self._threads:
             thread.start()
 
     def stop_work(self) -> None:
+        if self.metrics is not None:
+            self.metrics.leader.set(0)
         self._stop.set()
         self.queue.poke()
         for thread in self._threads:
@@ -165,6 +181,7 @@ class ControllerRunner:
         self.queue.shut_down()
         for informer in self.informers:
             informer.stop()
+        self.events.stop()
 
     # -- the loop --------------------------------------------------------------------
 
@@ -209,6 +226,14 @@ class ControllerRunner:
         plan = reconcile(runtime, pods, runs, now, unobserved_creates=self._unobserved(key, {p.name for p in pods}),
                          defaults=self.defaults)
         applied = applying.apply(plan, runtime, obj.get("status"), self.api, now)
+        if self.metrics is not None:
+            self.metrics.passes.labels(ERROR if applied.errors else OK).inc()
+            self.metrics.pods.labels("created").inc(len(applied.created))
+            self.metrics.pods.labels("deleted").inc(len(applied.deleted))
+            self.metrics.lost.inc(len(applied.lost))
+        for t in telling.tell(runtime, applied, obj.get("status")):
+            about = (events.runtime if t.kind == "Runtime" else events.run)(t.namespace, t.name, t.uid)
+            self.events.emit(about, t.reason, t.note, type=t.type)
         expected = self._expected.setdefault(key, {})
         for created in applied.created:
             expected[created] = self._clock()

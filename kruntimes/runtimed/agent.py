@@ -49,7 +49,7 @@ import urllib3
 from kubernetes.client import ApiException
 
 from kruntimes.api import cluster_settings, models
-from kruntimes.cluster import decode, errors, shared_settings
+from kruntimes.cluster import decode, errors, events, shared_settings
 from kruntimes.cluster.binder.kube import KubernetesBinder
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.informer import Informer
@@ -58,6 +58,7 @@ from kruntimes.runtimed import metrics
 from kruntimes.runtimed.admission import Capacity
 from kruntimes.runtimed.lifecycle import Lifecycle
 from kruntimes.runtimed.metrics import RuntimedMetrics
+from kruntimes.runtimed.outcomes import RunRef
 from kruntimes.runtimed.reading import pod_capacity
 from kruntimes.scheduler.status import rfc3339
 
@@ -68,6 +69,7 @@ DEFAULT_HEARTBEAT_PERIOD = 10.0  # seconds; a third of the scheduler's default 3
 NOT_READ_YET = "the pod's capacity has not been read yet"
 # One GET of the settings ConfigMap per pod per minute: a thousand pods cost the API server ~17 reads a second.
 DEFAULT_SETTINGS_PERIOD = 60.0
+CONTROLLER = "kruntimes.io/runtimed"  # the reporting controller of its Events
 STATE_SUBDIR = ".runtimed"  # never a namespace (a DNS label), so never a Run's working directory
 
 
@@ -174,12 +176,15 @@ class Agent:
     def __init__(self, api: kubernetes.client.ApiClient, settings: Settings) -> None:
         self.settings = settings
         self._core = kubernetes.client.CoreV1Api(api)
+        # Events on its Runs (Admitted, Started, Completed, Failed, Lost): `kubectl describe run`.
+        self.events = events.EventRecorder(api, instance=settings.pod_name, controller=CONTROLLER,
+                                           timeout=settings.request_timeout)
         # Nothing is admitted before the pod informer has read the capacity (it syncs before recovery).
         self.lifecycle = Lifecycle(settings.pod_name, settings.pod_uid, Capacity(problem=NOT_READ_YET),
                                    KubernetesBinder(api, timeout=settings.request_timeout),
                                    _Reader(api, settings.request_timeout), settings.work_dir,
                                    state_dir=settings.state_dir or settings.work_dir / STATE_SUBDIR,
-                                   runtime_server=settings.runtime_server)
+                                   runtime_server=settings.runtime_server, tell=self._tell)
         self.metrics = RuntimedMetrics()
         self.lifecycle.guard.on_device_wait = self._device_wait
         self._metrics_server: ProbeServer | None = None
@@ -233,6 +238,7 @@ class Agent:
                 self._api, self.settings.settings_namespace, self.settings.request_timeout).default_runs_capacity)
             self._settings_due = time.monotonic() + self.settings.settings_period
             self._run_selector = self._select_runs()
+            self.events.start()
             self.pod_informer.start()
             self.run_informer.start()
             synced = self.pod_informer.wait_synced(sync_timeout) and self.run_informer.wait_synced(sync_timeout)
@@ -256,6 +262,7 @@ class Agent:
             self.pod_informer.stop()
             if self._metrics_server is not None:
                 self._metrics_server.stop()
+            self.events.stop()  # what is queued (the ends just written) is sent within its timeout
 
     def heartbeat(self) -> None:
         body = {"metadata": {"annotations": {models.HEARTBEAT_ANNOTATION: rfc3339(datetime.now(timezone.utc))}}}
@@ -290,6 +297,10 @@ class Agent:
             return
         if pod.metadata.uid != self.settings.pod_uid or pod.metadata.deletion_timestamp is not None:
             self.lifecycle.pod_leaving()
+
+    def _tell(self, run: RunRef, reason: str, note: str, warning: bool) -> None:
+        self.events.emit(events.run(run.namespace, run.name, run.uid), reason, note,
+                         type=events.WARNING if warning else events.NORMAL)
 
     def stop(self) -> None:
         """Ask `run` to return (from any thread or a signal handler); it cleans up on its own thread."""

@@ -104,8 +104,10 @@ class Lifecycle:
                  work_root: Path, *, clock: Callable[[], datetime] = utcnow,
                  log_line: Callable[[str], None] = pod_log, stop_grace_seconds: float = 10.0,
                  backoff: claims.Backoff = claims.Backoff(), wait: Callable[[float], bool] | None = None,
-                 state_dir: Path | None = None, runtime_server: Path | None = None) -> None:
+                 state_dir: Path | None = None, runtime_server: Path | None = None,
+                 tell: Tell | None = None) -> None:
         self.guard = AdmissionGuard(pod_name, pod_uid, capacity)
+        self._tell: Tell = tell or (lambda run, reason, note, warning: None)
         # Deployed, Runs execute in the runtime container's Runtime Server (their own users, no
         # API token); without its socket (`kruntimes demo`, tests) as runtimed's own children.
         self.executor: Executor | RemoteExecutor
@@ -339,12 +341,15 @@ class Lifecycle:
         ref = _ref(run)
         # SPEC §7.7: the process is told its devices (the inventory of now, that admitted them).
         env = devices.process_env(self.guard.capacity().devices, run.devices) if run.devices is not None else None
+        self._tell(ref, ADMITTED, f"Admitted on Runtime Pod {self.guard.pod_name} by its runtimed", False)
         if mode is None:
             self._finish(Ended(ref, "Failed", REASON_NO_MODE, NO_MODE))
-        elif mode[0] == "task":
+            return
+        if mode[0] == "task":
             self.executor.start_task(ref, mode[1] or [], env=env)
         else:
             self.executor.start_function(ref, mode[1], env=env)
+        self._tell(ref, STARTED, f"Started the {mode[0]} on Runtime Pod {self.guard.pod_name}", False)
 
     def _spawn(self, name: str, target: Callable[..., None], *args: Any) -> None:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -371,6 +376,7 @@ class Lifecycle:
         if ended.reason == outcomes.REASON_INTERRUPTED and self._pod_leaving:
             ended = outcomes.pod_lost(run, self.guard.pod_name)
         self._ends.write(PendingEnd(ended, self._clock()))
+        self._tell(ended.run, *end_event(ended))
 
     def _end_written(self, uid: str) -> None:
         with self._lock:
@@ -400,6 +406,20 @@ class Lifecycle:
     def _release_requested(obj: Mapping[str, Any]) -> bool:
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         return annotations.get(RELEASE_ANNOTATION) == "true"
+
+
+#: What runtimed tells `kubectl describe run` (Events on the Run): (run, reason, note, warning).
+Tell = Callable[[RunRef, str, str, bool], None]
+ADMITTED, STARTED, COMPLETED, FAILED, LOST = "Admitted", "Started", "Completed", "Failed", "Lost"
+_LOST_REASONS = (outcomes.REASON_EXECUTION_LOST, outcomes.REASON_POD_LOST)
+
+
+def end_event(ended: Ended) -> tuple[str, str, bool]:
+    """The Event of a Run's end: Completed (Normal), Failed, or Lost (its process or pod went; Warnings)."""
+    note = f"{ended.reason}: {ended.message}" if ended.message else ended.reason
+    if ended.phase == "Succeeded":
+        return COMPLETED, note, False
+    return (LOST if ended.reason in _LOST_REASONS else FAILED), note, True
 
 
 def _ref(run: AssignedRun) -> RunRef:

@@ -94,7 +94,8 @@ def figure(figure_id: str, spec: dict[str, Any], *, height: int = 300) -> Html:
                  Html(f'<script type="application/json" id="{esc(figure_id)}-spec">{data}</script>')))
 
 
-NAV = (("Timeline", "/timeline"), ("What-if", "/whatif"), ("Pod at T", "/pod"), ("Integrity", "/integrity"))
+NAV = (("Timeline", "/timeline"), ("Waits", "/waits"), ("What-if", "/whatif"), ("Pod at T", "/pod"),
+       ("Integrity", "/integrity"))
 
 
 def page(title: str, *body: Any, active: str = "", journal: str = "") -> bytes:

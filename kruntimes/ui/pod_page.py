@@ -30,11 +30,44 @@ def render_picker(reader: queries.Reader, q: params.Query) -> bytes:
     if bounds is None:
         return m.page("Pod at T", m.h("p", "The journal holds no records yet."), active="Pod at T")
     at = q.time("at", bounds.last_at, now=bounds.last_at) or bounds.last_at
-    lanes = sorted(reader.window(at, at).lanes.values(), key=lambda lane: (lane.runtime, lane.name))
+    per = q.integer("per", PODS_PER_PAGE, low=1, high=MAX_PODS_PER_PAGE)
+    lanes = sorted((lane for lane in reader.window(at, at).lanes.values()
+                    if lane.deleted_at is None or lane.deleted_at >= at),
+                   key=lambda lane: (timeline.natural(timeline.runtime_key(lane)), lane.name))
+    offset = min(q.integer("offset", 0), max(0, len(lanes) - 1) // per * per)  # past the end: the last page
+    staleness = int(reader.config_at(reader.lsn_at(at)).get("heartbeat_staleness_seconds") or 0)
     rows = [(m.link(f"{lane.namespace}/{lane.name}", m.url(f"/pod/{m.seg(lane.namespace)}/{m.seg(lane.name)}", at=at)),
-             lane.runtime, _capacity(lane.capacity)) for lane in lanes[:2000]]
+             timeline.runtime_key(lane), _state(lane.ready, lane.terminating),
+             _heartbeat(lane.heartbeat, at, staleness), _capacity(lane.capacity))
+            for lane in lanes[offset:offset + per]]
+    ready = sum(1 for lane in lanes if lane.ready and not lane.terminating)
     return m.page("Pod at T", _form("", at), m.h("h2", f"Runtime Pods at {m.when(at)}"),
-                  m.table(("pod", "Runtime", "capacity"), rows, id="pods"), active="Pod at T")
+                  m.h("p", f"{len(lanes):,} pods, {ready:,} ready; heartbeats judged as a cycle at T would judge them "
+                           f"(stale after {staleness} s)", class_="note"),
+                  _pods_pager(at, offset, per, len(lanes)),
+                  m.table(("pod", "Runtime", "state", "heartbeat", "capacity"), rows, id="pods"), active="Pod at T")
+
+
+PODS_PER_PAGE = 100
+MAX_PODS_PER_PAGE = 1000
+
+
+def _pods_pager(at: datetime, offset: int, per: int, total: int) -> m.Html:
+    """Where this page of pods is in the list, and links to the pages beside it."""
+    if total == 0:
+        return m.h("p", "No Runtime Pods at T.", class_="note pager")
+    base = {"at": at, "per": per if per != PODS_PER_PAGE else None}
+    parts: list[Any] = [f"pods {offset + 1:,}–{min(total, offset + per):,} of {total:,}"]
+    if offset > 0:
+        parts += [" · ", m.link("previous", m.url("/pod", **base, offset=max(0, offset - per) or None),
+                                id="pods-previous")]
+    if offset + per < total:
+        parts += [" · ", m.link("next", m.url("/pod", **base, offset=offset + per), id="pods-next")]
+    return m.h("p", *parts, class_="pager", id="pods-pager")
+
+
+def _state(ready: bool | None, terminating: bool | None) -> str:
+    return ", ".join([("ready" if ready else "not ready")] + (["terminating"] if terminating else []))
 
 
 def _form(pod: str, at: datetime) -> m.Html:
@@ -67,8 +100,7 @@ def render(reader: queries.Reader, q: params.Query, namespace: str, name: str) -
         "at": m.when(at),
         "observed": f"{seen.payload.get('event', '').lower()} at {m.when(seen.at)} (LSN {seen.lsn})",
         "Runtime": obj.get("runtime", "-"),
-        "state": "deleted" if deleted else ", ".join(
-            [("ready" if obj.get("ready") else "not ready")] + (["terminating"] if obj.get("terminating") else [])),
+        "state": "deleted" if deleted else _state(obj.get("ready"), obj.get("terminating")),
         "heartbeat": _heartbeat(obj.get("heartbeat"), at, staleness),
         "capacity problem": obj.get("capacity_problem") or "-",
     }
@@ -80,7 +112,8 @@ def render(reader: queries.Reader, q: params.Query, namespace: str, name: str) -
                   results.describe(devices.get(b.run_uid)) or "-",
                   f"{m.when(b.end)} ({b.ended})" if b.end else "-") for b in held]
     span = timedelta(seconds=30)
-    around = m.url("/timeline", since=at - span, until=at + span, runtime=obj.get("runtime"))
+    around = m.url("/timeline", since=at - span, until=at + span,
+                   runtime=f"{namespace}/{obj['runtime']}" if obj.get("runtime") else None)
     body: list[Any] = [
         _form(f"{namespace}/{name}", at),
         m.definition(items, id="pod-state"),

@@ -31,7 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from kruntimes import wire
-from kruntimes.journal import backends, epoch_order, errors, follow, migrate, schema
+from kruntimes.journal import backends, epoch_order, errors, follow, history, migrate, schema
 from kruntimes.ui import buckets, indexed
 
 _R = schema.journal_records
@@ -333,6 +333,10 @@ class Reader:
         """Every record about the Run(s) named ``namespace/name``, epoch by epoch in LSN order (the newest ``limit``):
         its cycles, observations and binds, and the records that ended its placements."""
         return self._by_keys(indexed.run_keys(self._execute, namespace, name, limit))[-limit:]
+
+    def run_waits(self, namespace: str, run_uids: list[str]) -> dict[str, Any] | None:
+        """The Run's wait in queue and unschedulable, as ``kruntimes history run`` reads them."""
+        return history.run_waits(self.journal, namespace, run_uids)
 
     def record(self, lsn: int, epoch: str | None = None) -> Record | None:
         """The record at ``lsn`` (of ``epoch`` when given: LSNs are unique only within an epoch)."""

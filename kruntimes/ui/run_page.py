@@ -17,7 +17,7 @@ from typing import Any
 from kruntimes import scores
 from kruntimes.devices import results
 from kruntimes.ui import markup as m
-from kruntimes.ui import params, queries
+from kruntimes.ui import params, queries, waits_page
 from replay import errors as replay_errors
 from replay import source, verify
 
@@ -30,15 +30,72 @@ def render(reader: queries.Reader, q: params.Query, namespace: str, name: str) -
         raise LookupError(f"the journal holds nothing about a Run {namespace}/{name}")
     title = f"Run {namespace}/{name}"
     cycles = [r for r in records if r.kind == "cycle"]
-    body: list[Any] = [_summary(records), m.h("h2", "Story"), _story(records)]
+    body: list[Any] = [_summary(records, _waits(reader, namespace, records)), m.h("h2", "Story"), _story(records)]
     body += [m.h("h2", f"Cycles ({len(cycles)})"), m.h("p", scores.LEGEND, class_="note", id="legend")]
-    if len(cycles) > MAX_CYCLES:
-        body.append(m.h("p", f"the newest {MAX_CYCLES} of {len(cycles)} cycles", class_="note"))
-    body += [_cycle(c) for c in cycles[-MAX_CYCLES:]]
+    cards = alike(cycles)
+    if len(cards) > MAX_CYCLES:
+        body.append(m.h("p", f"the newest {MAX_CYCLES} of {len(cards)} cycle cards", class_="note"))
+    body += [_cycle(group[0]) if len(group) == 1 else _repeated(group) for group in cards[-MAX_CYCLES:]]
     return m.page(title, *body)
 
 
-def _summary(records: list[queries.Record]) -> m.Html:
+#: What makes two cycles the same decision for a reader: not their LSN, time, snapshot or duration.
+_DECISION = ("result", "status", "chosen", "message", "rejections", "candidates", "pods_evaluated", "pods_feasible")
+
+
+def alike(cycles: list[queries.Record]) -> list[list[queries.Record]]:
+    """The records in order, consecutive cycles with the same decision grouped: a Pending Run retried 46 times
+    for the same reason is one card, not 46 identical ones (any other record stands alone)."""
+    groups: list[list[queries.Record]] = []
+    for rec in cycles:
+        if groups and rec.kind == "cycle" and groups[-1][-1].kind == "cycle" and \
+                all(groups[-1][-1].payload.get(k) == rec.payload.get(k) for k in _DECISION):
+            groups[-1].append(rec)
+        else:
+            groups.append([rec])
+    return groups
+
+
+def _repeated(group: list[queries.Record]) -> m.Html:
+    """One card for consecutive identical cycles: how many, from when to when, and what they all said."""
+    first, last = group[0], group[-1]
+    p = last.payload
+    said = p.get("message") or str(p.get("result"))
+    head = m.h("h3", f"cycles {first.lsn} to {last.lsn} · ", m.h("span", str(p.get("result")), class_="result"))
+    parts: list[Any] = [
+        *(m.h("a", "", id=f"cycle-{rec.lsn}", class_="anchor") for rec in group),  # the story links to each
+        head,
+        m.h("p", f"{len(group)} cycles from {m.when(first.at)} to {m.when(last.at)}: ", m.h("strong", said),
+            class_="pending repeated"),
+        m.h("p", f"each decided the same: {p.get('pods_feasible')} of {p.get('pods_evaluated')} pods feasible",
+            class_="note"),
+    ]
+    if p.get("rejections"):
+        parts.append(m.table(("plugin", "reason", "pods rejected"),
+                             [(plugin, reason, pods) for plugin, reason, pods in p["rejections"]], class_="rejections"))
+    target = f"verdict-{last.lsn}"
+    parts.append(m.h("p", m.link("replay the last of them", m.url(f"/replay/{last.lsn}", epoch=last.incarnation),
+                                 data_verdict=target, class_="replay"),
+                     " ", m.h("span", id=target, class_="verdict-slot")))
+    return m.h("section", *parts, class_="cycle repeated", data_cycles=str(len(group)))
+
+
+def _waits(reader: queries.Reader, namespace: str, records: list[queries.Record]) -> dict[str, str]:
+    """The Run's two waits, named as the Waits page names them (``Reader.run_waits``)."""
+    uids = sorted({str(r.payload.get("uid") or r.payload.get("run_uid")) for r in records
+                   if r.kind in ("mutation", "cycle") and (r.payload.get("uid") or r.payload.get("run_uid"))})
+    w = reader.run_waits(namespace, uids)
+    if w is None:
+        return {}
+    queued = ("no cycle has evaluated it yet" if w["queued_us"] is None else
+              f"{waits_page.seconds(w['queued_us'])} (first seen {m.when(w['first_seen_at'])}, "
+              f"first cycle {m.when(w['first_cycle_at'])})")
+    return {"waited in queue": queued,
+            "unschedulable": waits_page.seconds(w["unschedulable_us"])
+            + (" so far (still unschedulable)" if w["still_unschedulable"] else "")}
+
+
+def _summary(records: list[queries.Record], waits: dict[str, str]) -> m.Html:
     runs = [r for r in records if r.kind == "mutation"]
     latest = runs[-1].payload.get("object") or {} if runs else {}
     ran = [(r, (r.payload.get("object") or {}).get("pod_name")) for r in runs]
@@ -62,6 +119,7 @@ def _summary(records: list[queries.Record]) -> m.Html:
         "until": (f"{m.when(ended.at)} ({'deleted' if ended.payload.get('event') == 'DELETED' else latest.get('phase')})"
                   if ended else "still there at the journal's end"),
         "why it ended": _why_ended(ended, records) if ended else "-",
+        **waits,
         "cycles": ", ".join(f"{n} {k}" for k, n in sorted(results.items())) or "-",
         "binds": ", ".join(f"{n} {k}" for k, n in sorted(binds.items())) or "-",
     }
@@ -123,8 +181,16 @@ def _event(rec: queries.Record) -> str:
 
 
 def _story(records: list[queries.Record]) -> m.Html:
-    rows = [(m.link(r.lsn, f"#cycle-{r.lsn}") if r.kind == "cycle" else r.lsn, m.when(r.at), r.kind, _event(r))
-            for r in records]
+    """One row per record; consecutive identical cycles (``alike``) are one row saying how many and until when."""
+    rows: list[tuple[Any, ...]] = []
+    for group in alike(records):
+        r = group[0]
+        if r.kind != "cycle" or len(group) == 1:
+            rows += [(m.link(x.lsn, f"#cycle-{x.lsn}") if x.kind == "cycle" else x.lsn, m.when(x.at), x.kind, _event(x))
+                     for x in group]
+            continue
+        rows.append((m.link(r.lsn, f"#cycle-{r.lsn}"), m.when(r.at), f"{len(group)} cycles",
+                     f"{_event(group[-1])} (the same {len(group)} times, until {m.when(group[-1].at)})"))
     return m.table(("LSN", "recorded at", "kind", "what happened"), rows, id="story")
 
 

@@ -27,7 +27,8 @@ from urllib.parse import parse_qs, unquote
 from wsgiref import simple_server
 
 from kruntimes.journal import errors, follow
-from kruntimes.ui import busy, integrity_page, markup, params, pod_page, queries, run_page, timeline, whatif_page
+from kruntimes.ui import (busy, integrity_page, markup, params, pod_page, queries, run_page, timeline, waits_page,
+                          whatif_page)
 
 log = logging.getLogger("kruntimes.ui")
 
@@ -40,11 +41,15 @@ ROUTES: tuple[tuple[re.Pattern[str], Page], ...] = (
     (re.compile(r"/timeline"), timeline.render),
     (re.compile(r"/run/([^/]+)/([^/]+)"), run_page.render),
     (re.compile(r"/replay/([0-9]{1,18})"), run_page.render_replay),
+    (re.compile(r"/waits"), waits_page.render),
     (re.compile(r"/whatif"), whatif_page.render),
     (re.compile(r"/pod"), pod_page.render_picker),
     (re.compile(r"/pod/([^/]+)/([^/]+)"), pod_page.render),
     (re.compile(r"/integrity"), integrity_page.render),
 )
+
+#: Health paths for probes (deploy/ui): answered before the pages, in plain text.
+HEALTH = ("/healthz", "/readyz")
 
 SECURITY_HEADERS = [
     ("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
@@ -90,6 +95,8 @@ class App:
         if method not in ("GET", "HEAD"):
             return "405 Method Not Allowed", [("Allow", "GET, HEAD"), ("Content-Type", "text/plain")], \
                 b"this view is read-only: GET only\n"
+        if path in HEALTH:
+            return self._health(path)
         if path.startswith("/static/"):
             name = path[len("/static/"):]
             body = self._static_cache.get(name) or _static(name)
@@ -103,6 +110,17 @@ class App:
             if match:
                 return self._page(page, [unquote(g) for g in match.groups()], query)
         return self._error("404 Not Found", f"no page at {path}")
+
+    def _health(self, path: str) -> tuple[str, list[tuple[str, str]], bytes]:
+        """``/healthz``: the process answers (liveness: nothing else, so a database away restarts nothing);
+        ``/readyz``: the journal answers too (one small query on ``journal_epochs``, as every page's banner)."""
+        plain = [("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", "no-store")]
+        if path == "/readyz":
+            try:
+                self.reader.history_lag()
+            except errors.JournalError as exc:
+                return "503 Service Unavailable", plain, f"the journal does not answer: {exc}\n".encode()
+        return "200 OK", plain, b"ok\n"
 
     def _page(self, page: Page, args: list[str], query: str) -> tuple[str, list[tuple[str, str]], bytes]:
         started = time.perf_counter()

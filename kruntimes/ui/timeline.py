@@ -38,6 +38,17 @@ def colours(runtimes: list[str]) -> dict[str, str]:
     return {rt: PALETTE[i % len(PALETTE)] for i, rt in enumerate(sorted(set(runtimes), key=natural))}
 
 
+def runtime_key(lane: queries.Lane) -> str:
+    """A lane's Runtime as ``namespace/name``: Runtimes are namespaced, so ``demo/python`` and
+    ``team-b/python`` are two Runtimes with two colours, two legend entries and two filters."""
+    return f"{lane.namespace}/{lane.runtime}"
+
+
+def of_runtime(lane: queries.Lane, runtime: str) -> bool:
+    """Whether the lane is a pod of ``runtime``: ``namespace/name``, or a bare name in any namespace."""
+    return not runtime or (runtime_key(lane) if "/" in runtime else lane.runtime) == runtime
+
+
 def run_href(namespace: str, name: str) -> str:
     return f"/run/{m.seg(namespace)}/{m.seg(name)}"
 
@@ -57,10 +68,10 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
     per = q.integer("per", DEFAULT_LANES, low=1, high=MAX_LANES)
     w = reader.window(since, until)
     alive = [lane for lane in w.lanes.values() if lane.deleted_at is None or lane.deleted_at >= since]
-    palette = colours([lane.runtime for lane in alive])
-    chosen = sorted((lane for lane in alive if not runtime or lane.runtime == runtime),
+    palette = colours([runtime_key(lane) for lane in alive])
+    chosen = sorted((lane for lane in alive if of_runtime(lane, runtime)),
                     # Pod names are compared as text: generated suffixes are zero-padded, and often hex.
-                    key=lambda lane: (natural(lane.runtime), lane.namespace, lane.name))
+                    key=lambda lane: (natural(runtime_key(lane)), lane.name))
     offset = min(offset, max(0, len(chosen) - 1) // per * per)  # past the last lane: its last page
     shown = chosen[offset:offset + per]
     b = buckets.Buckets.of(since, until)
@@ -76,7 +87,10 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
         m.figure("lanes", lanes_figure(w, bars, shown, palette), height=max(160, 60 + 22 * len(shown))),
         m.h("h2", f"Utilisation per resource ({runtime + ' pods' if runtime else 'all pods'})"),
         m.figure("utilisation", utilisation_figure(b, held, chosen), height=240),
-        m.h("h2", "Pending Runs by reason (all Runtimes)"),
+        m.h("h2", "Unschedulable Runs by reason (all Runtimes)"),
+        m.h("p", "Runs a cycle left Pending, by the reason it gave. Runs waiting in queue (no cycle yet) are not "
+                 "counted here: the ", m.link("Waits", "/waits"), " page names both waits.", class_="note",
+            id="pending-note"),
         m.figure("pending", pending_figure(b, reader.pending_counts(b)), height=240),
         m.h("h2", "Binds and conflicts per second"),
         m.figure("binds", binds_figure(b, binds), height=220),
@@ -110,7 +124,7 @@ def _controls(since: datetime, until: datetime, runtime: str, offset: int, per: 
 
 
 def _legend(alive: list[queries.Lane], palette: dict[str, str], base: dict[str, Any]) -> m.Html:
-    pods = Counter(lane.runtime for lane in alive)
+    pods = Counter(runtime_key(lane) for lane in alive)
     items = [m.h("span", m.h("i", style=f"background:{colour}"),
                   m.link(f"{rt} ({pods[rt]} pods)", m.url("/timeline", **{**base, "runtime": rt})), class_="key")
              for rt, colour in palette.items()]
@@ -138,7 +152,7 @@ def _clip(bar: queries.Bar, since: datetime, until: datetime) -> tuple[datetime,
 def lanes_figure(w: queries.Window, bars: list[queries.Bar], shown: list[queries.Lane],
                  palette: dict[str, str]) -> dict[str, Any]:
     names = {(lane.namespace, lane.name): f"{lane.namespace}/{lane.name}" for lane in shown}
-    runtime_of = {(lane.namespace, lane.name): lane.runtime for lane in shown}
+    runtime_of = {(lane.namespace, lane.name): runtime_key(lane) for lane in shown}
     traces: dict[str, dict[str, Any]] = {}
     for bar in bars:
         key = (bar.namespace, bar.pod)
@@ -188,7 +202,7 @@ def utilisation_figure(b: buckets.Buckets, held: buckets.Held, lanes: list[queri
 def pending_figure(b: buckets.Buckets, runs: dict[str, list[int]]) -> dict[str, Any]:
     xs = _xs(b)
     data = [{"type": "bar", "name": reason, "x": xs, "y": counts} for reason, counts in sorted(runs.items())]
-    layout = _layout(b, "Pending Runs", barmode="stack", bargap=0)
+    layout = _layout(b, "unschedulable Runs", barmode="stack", bargap=0)
     if not data:
         layout["annotations"] = [{"text": "no cycle left a Run Pending in this window", "showarrow": False,
                                   "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5}]

@@ -114,7 +114,52 @@ def test_history_waits_puts_the_runs_that_waited_ninety_minutes_first(history_ur
     waiting = {w["run"] for w in json.loads(out) if w["outcome"] is None}
     assert code == 0 and waiting == set(generated.truth.pending)
     code, out, _ = kruntimes(capsys, "history", "waits", "--journal", history_url)
-    assert code == 0 and "1h30m" in out and "insufficient capacity" in out
+    assert code == 0 and "1h30m" in out and "insufficient" in out
+    assert "IN QUEUE" in out and "UNSCHEDULABLE" in out and "In queue: from the Run's first observation" in out
+
+
+def _first_times(generated: Generated) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each Run's first observation and first cycle, read from the records themselves."""
+    seen: dict[str, Any] = {}
+    cycled: dict[str, Any] = {}
+    for r in generated.records:
+        if r.kind == "mutation" and r.payload.get("kind") == "Run":
+            seen.setdefault(r.payload["name"], r.recorded_at)
+        elif r.kind == "cycle":
+            cycled.setdefault(r.payload["run"], r.recorded_at)
+    return seen, cycled
+
+
+def test_history_waits_names_the_queue_wait_apart_from_the_unschedulable_one(
+        history_url: str, generated: Generated, capsys: pytest.CaptureFixture[str]) -> None:
+    seen, cycled = _first_times(generated)
+    code, out, _ = kruntimes(capsys, "history", "waits", "--limit", "100", "--journal", history_url, "--json")
+    rows = {w["run"]: w for w in json.loads(out)}
+    assert code == 0
+    # Every Run placed or still Pending is listed, those placed on their first cycle too (a queue wait only).
+    assert set(rows) == set(generated.truth.placed) | set(generated.truth.pending)
+    for run, w in rows.items():
+        assert w["queued_us"] == (cycled[run] - seen[run]) // timedelta(microseconds=1) > 0, run
+        assert w["waited_us"] == w["queued_us"] + w["unschedulable_us"]
+    late = generated.truth.pending_after_phase1 & set(generated.truth.placed)
+    for run in late:  # queued a few ms, then unschedulable ninety minutes
+        assert rows[run]["queued_us"] < 1_000_000 and 5399 <= rows[run]["unschedulable_us"] / 1e6 <= 5401
+        assert rows[run]["state"] == "placed" and rows[run]["pod"] == generated.truth.placed[run]
+    first_try = set(generated.truth.placed) - late - generated.truth.pending_after_phase1
+    assert first_try and all(rows[run]["unschedulable_us"] == 0 for run in first_try if rows[run]["pending_cycles"] == 0)
+    assert {run for run, w in rows.items() if w["state"] == "unschedulable"} == set(generated.truth.pending)
+
+
+def test_history_run_says_how_long_the_run_waited_in_queue_and_unschedulable(
+        history_url: str, generated: Generated, capsys: pytest.CaptureFixture[str]) -> None:
+    seen, cycled = _first_times(generated)
+    run = sorted(generated.truth.pending_after_phase1 & set(generated.truth.placed))[0]
+    code, out, _ = kruntimes(capsys, "history", "run", f"{NS}/{run}", "--journal", history_url, "--json")
+    waits = json.loads(out)["waits"]
+    assert code == 0 and waits["queued_us"] == (cycled[run] - seen[run]) // timedelta(microseconds=1)
+    assert 5399 <= waits["unschedulable_us"] / 1e6 <= 5401 and waits["still_unschedulable"] is False
+    code, out, _ = kruntimes(capsys, "history", "run", f"{NS}/{run}", "--journal", history_url)
+    assert code == 0 and "waited in queue " in out and "; unschedulable 1h30m00s" in out
 
 
 def test_history_decisions_churn_and_conflicts_answer_for_a_window(history_url: str, generated: Generated,

@@ -28,10 +28,10 @@ from kruntimes.api import models
 from tests.realkube.controlplane import ControlPlane
 from tests.realkube.fixtures import DEPLOY, apply, kubectl
 
-# runtimed's two (SPEC §4.1), the controller's (§4.2) and the scheduler's term fence (§3.6),
-# whose param is a Lease.
-POLICIES = ("kruntimes-runtimed-run-status", "kruntimes-runtimed-heartbeat", "kruntimes-controller-run-status",
-            "kruntimes-scheduler-fence")
+# runtimed's three (SPEC §4.1: its Runs' status, its heartbeat, its Events), the controller's
+# (§4.2) and the scheduler's term fence (§3.6), whose param is a Lease.
+POLICIES = ("kruntimes-runtimed-run-status", "kruntimes-runtimed-heartbeat", "kruntimes-runtimed-events",
+            "kruntimes-controller-run-status", "kruntimes-scheduler-fence")
 
 
 def composed(directory: Path, overlay: str, *components: str) -> Path:
@@ -77,7 +77,7 @@ def _yaml_docs(text: str) -> list[dict[str, Any]]:
 # subresources, so it would pass our policies (runs/status, apiVersions "*") without
 # looking at a single field. A probe is the same policy matching the main resource at
 # the served version, which it does type-check: a subresource's object is the whole Run.
-SERVED_VERSIONS = {"kruntimes.io": models.VERSION, "": "v1"}
+SERVED_VERSIONS = {"kruntimes.io": models.VERSION, "": "v1", "events.k8s.io": "v1"}
 
 
 def typecheck_probe(policy: dict[str, Any], name: str) -> dict[str, Any]:

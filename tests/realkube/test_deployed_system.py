@@ -108,3 +108,15 @@ def test_a_runtime_gets_its_pods_and_its_runs_are_placed_run_and_ended_with_depl
     assert {r["status"]["assignment"]["podUID"] for r in runs} <= {p.metadata.uid for p in runtime_pods}
     heartbeats = [(p.metadata.annotations or {}).get(models.HEARTBEAT_ANNOTATION) for p in pods(team)]
     assert all(heartbeats), heartbeats  # each runtimed renewed its own pod's
+    # Each component's Events went through its RBAC and (runtimed's) its policy: none refused.
+    assert [a.events.failed for a, _ in agents] == [0] * len(agents) and controller.events.failed == 0
+    told = client.EventsV1Api(team.core.api_client).list_namespaced_event(team.namespace).items
+    by_run: dict[str, list[str]] = {}
+    for e in sorted(told, key=lambda e: e.event_time):
+        if e.regarding.kind == "Run" and e.reporting_controller == "kruntimes.io/runtimed":
+            by_run.setdefault(e.regarding.name, []).append(e.reason)
+            assert e.reporting_instance == team.run(e.regarding.name)["status"]["assignment"]["podName"]
+    assert by_run == {"ok-1": ["Admitted", "Started", "Completed"], "ok-2": ["Admitted", "Started", "Completed"],
+                      "ok-3": ["Admitted", "Started", "Completed"], "fails": ["Admitted", "Started", "Failed"]}
+    created = [e for e in told if e.regarding.kind == "Runtime" and e.reason == "SuccessfulCreate"]
+    assert len(created) == 2 and {e.reporting_controller for e in created} == {"kruntimes.io/runtime-controller"}

@@ -100,3 +100,39 @@ def test_the_writes_runtimed_makes_itself_pass_claim_then_end(team: Team) -> Non
     assert team.as_runtimed("claimed", {"phase": "Running"}).returncode == 0
     done = team.as_runtimed("claimed", {"phase": "Succeeded"})
     assert done.returncode == 0, done.stderr
+
+
+def _event(team: Team, *, kind: str = "Run", api_version: str = "kruntimes.io/v1alpha1",
+           controller: str = "kruntimes.io/runtimed", instance: str = POD) -> subprocess.CompletedProcess[str]:
+    """An Event created with the runtimed token, as its recorder builds one (kruntimes.cluster.events)."""
+    body = {"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": f"e-{uuid.uuid4().hex[:8]}", "namespace": team.namespace},
+            "eventTime": "2026-12-01T10:00:00.500000Z", "reportingController": controller,
+            "reportingInstance": instance, "action": "Admitted", "reason": "Admitted", "type": "Normal",
+            "note": "n", "regarding": {"apiVersion": api_version, "kind": kind, "namespace": team.namespace,
+                                       "name": "claimed"}}
+    argv = [str(team.plane.bin_dir / "kubectl"), "--kubeconfig", "/dev/null", "--server", team.plane.server,
+            "--token", team.token, "--insecure-skip-tls-verify=true", "-n", team.namespace, "create", "-f", "-"]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, input=json.dumps(body))
+
+
+EVENT_ATTACKS = [
+    ("an Event about a pod", {"kind": "Pod", "api_version": "v1"},
+     "a runtimed writes Events about Runs of its namespace only"),
+    ("an Event speaking for the scheduler", {"controller": "kruntimes.io/scheduler"},
+     "a runtimed reports Events as kruntimes.io/runtimed, instance its own pod"),
+    ("an Event in another pod's name", {"instance": "python-other"},
+     "a runtimed reports Events as kruntimes.io/runtimed, instance its own pod"),
+]
+
+
+@pytest.mark.parametrize("why,fields,refusal", EVENT_ATTACKS, ids=[a[0] for a in EVENT_ATTACKS])
+def test_an_event_runtimed_never_writes_is_refused_by_the_server(team: Team, why: str, fields: dict[str, str],
+                                                                  refusal: str) -> None:
+    done = _event(team, **fields)
+    assert done.returncode != 0 and "kruntimes-runtimed-events" in done.stderr and refusal in done.stderr
+
+
+def test_the_events_runtimed_writes_itself_pass(team: Team) -> None:
+    done = _event(team)
+    assert done.returncode == 0, done.stderr

@@ -24,7 +24,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from bench import replay as generator
 from kruntimes.journal import backends, history
-from kruntimes.ui import markup, queries, server, timeline, whatif_page
+from kruntimes.ui import markup, queries, server, timeline, waits_page, whatif_page
 from replay import source, whatif
 from tests.ui import browser
 from tests.ui.conftest import DemoJournal, Served
@@ -115,6 +115,49 @@ def test_clicking_a_bar_opens_the_story_of_that_run(driver: Any, served: Served)
     assert driver.find_element(By.ID, "summary")
 
 
+def _cards(cycles: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The history's cycles grouped as the Run page should show them: consecutive identical decisions together."""
+    cards: list[list[dict[str, Any]]] = []
+    same = ("result", "chosen", "total", "message", "pods_feasible", "pods_evaluated")
+    for c in cycles:
+        if cards and all(cards[-1][-1][k] == c[k] for k in same):
+            cards[-1].append(c)
+        else:
+            cards.append([c])
+    return cards
+
+
+def test_a_pending_runs_page_shows_its_identical_cycles_as_one_card(
+        driver: Any, served: Served, journal: backends.Journal) -> None:
+    with journal.engine.connect() as conn:
+        name = conn.execute(sa.text(
+            "SELECT run FROM history_cycles WHERE status = 'unschedulable' GROUP BY run ORDER BY COUNT(*) DESC, run "
+            "LIMIT 1")).scalar_one()
+    cycles = history.run_cycles(journal, "demo", name)
+    cards = _cards(cycles)
+    longest = max(cards, key=len)
+    assert len(longest) > 2, "the demo retries some Pending Run for the same reason"
+    _open(driver, served, f"/run/demo/{name}")
+    assert browser.console_errors(driver) == []
+    assert _text(driver, "h2:nth-of-type(2)") == f"Cycles ({len(cycles)})"
+    sections = driver.find_elements(By.CSS_SELECTOR, "section.cycle")
+    assert len(sections) == len(cards) < len(cycles)
+    repeated = driver.find_elements(By.CSS_SELECTOR, "section.cycle.repeated")
+    assert [int(s.get_attribute("data-cycles")) for s in repeated] == [len(c) for c in cards if len(c) > 1]
+    shown = next(s for s in repeated if int(s.get_attribute("data-cycles")) == len(longest))
+    says = (f"{len(longest)} cycles from {markup.when(longest[0]['decided_at'])} to "
+            f"{markup.when(longest[-1]['decided_at'])}: {longest[-1]['message']}")
+    assert shown.find_element(By.CSS_SELECTOR, "p.repeated").text == says
+    # Every cycle the story links to still has its anchor.
+    anchors = {a.get_attribute("id") for a in driver.find_elements(By.CSS_SELECTOR, "section.cycle [id^=cycle-], "
+                                                                                   "section.cycle[id^=cycle-]")}
+    assert {f"cycle-{c['lsn']}" for c in cycles} <= anchors
+    shown.find_element(By.CSS_SELECTOR, "a.replay").click()
+    WebDriverWait(driver, 60).until(lambda d: "identical" in shown.find_element(By.CSS_SELECTOR, ".verdict-slot").text)
+    driver.execute_script("arguments[0].scrollIntoView()", shown)
+    browser.screenshot(driver, "run-repeated-cycles")
+
+
 def _run_with_a_conflict(journal: backends.Journal) -> tuple[str, str]:
     with journal.engine.connect() as conn:
         row = conn.execute(sa.text(
@@ -131,9 +174,10 @@ def test_a_runs_page_tells_its_story_and_replays_a_cycle_on_demand(
     _open(driver, served, f"/run/{namespace}/{name}")
     assert browser.console_errors(driver) == []
     sections = driver.find_elements(By.CSS_SELECTOR, "section.cycle")
-    assert len(sections) == len(story["cycles"])
+    cards = _cards(story["cycles"])
+    assert len(sections) == len(cards)
     results = [s.find_element(By.CSS_SELECTOR, ".result").text for s in sections]
-    assert results == [c["result"] for c in story["cycles"]]
+    assert results == [card[0]["result"] for card in cards]
     assert story["placement"]["pod"] in _text(driver, "#summary")
     bind_results = [b["result"] for b in story["binds"]]
     shown = [row.find_elements(By.TAG_NAME, "td")[3].text for row in driver.find_elements(By.CSS_SELECTOR, "#story tbody tr")
@@ -268,3 +312,80 @@ def test_a_thousand_pods_are_paged_forty_lanes_at_a_time_and_every_page_of_lanes
     _open(driver, thousand_pods, "/timeline?lanes=960")
     assert "lanes 961–1,000 of 1,000 pods" in _text(driver, ".pager")
     assert not driver.find_elements(By.ID, "lanes-next")
+
+
+def test_the_waits_page_names_the_queue_wait_apart_from_the_unschedulable_one(
+        driver: Any, served: Served, journal: backends.Journal, demo_journal: DemoJournal) -> None:
+    found = history.waits(journal)
+    _open(driver, served, "/waits?limit=500")
+    assert browser.console_errors(driver) == []
+    summary = _text(driver, "#waits-summary")
+    still = [w for w in found if w["outcome"] is None]
+    queued = sum(w["state"] == "in queue" for w in still)
+    # The demo's own count of Runs Pending at its end is the page's, split in two.
+    assert f"Pending at the journal's end\n{len(still)}" in summary
+    assert len(still) == demo_journal.report.phases.get("Pending", 0)
+    assert f"waiting in queue (no cycle yet)\n{queued}" in summary
+    assert f"unschedulable (a cycle found no pod)\n{len(still) - queued}" in summary
+    rows = driver.find_elements(By.CSS_SELECTOR, "#waits tbody tr")
+    assert [r.find_element(By.TAG_NAME, "td").text for r in rows] == [f"{w['namespace']}/{w['run']}" for w in found[:500]]
+    cells = [td.text for td in rows[0].find_elements(By.TAG_NAME, "td")]
+    assert cells[2] == waits_page.seconds(found[0]["queued_us"])
+    assert cells[3] == waits_page.seconds(found[0]["unschedulable_us"])
+    assert "In queue: from the Run's first observation" in _text(driver, "#waits-legend")
+    _open(driver, served, "/waits?limit=15")
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#waits tbody tr")) == 15
+    browser.screenshot(driver, "waits")
+    waiting = next(w for w in still if w["state"] == "unschedulable")
+    _open(driver, served, f"/run/{waiting['namespace']}/{waiting['run']}")
+    summary = _text(driver, "#summary")
+    assert f"waited in queue\n{waits_page.seconds(waiting['queued_us'])} (first seen" in summary
+    assert "so far (still unschedulable)" in summary
+
+
+def test_the_pod_list_is_paged_and_says_whether_each_pod_is_ready_and_its_heartbeat_fresh(
+        driver: Any, served: Served, journal: backends.Journal) -> None:
+    bounds = served.app.reader.bounds()
+    assert bounds is not None
+    _open(driver, served, markup.url("/pod", at=bounds.last_at, per=5))
+    assert browser.console_errors(driver) == []
+    pods = _scalar(journal, "SELECT COUNT(*) FROM (SELECT DISTINCT namespace, name FROM pod_observations) p")
+    deleted = _scalar(journal, "SELECT COUNT(*) FROM history_pods WHERE event = 'DELETED'")
+    total = pods - deleted
+    assert _text(driver, "#pods-pager").startswith(f"pods 1–5 of {total}")
+    first = [r.find_elements(By.TAG_NAME, "td") for r in driver.find_elements(By.CSS_SELECTOR, "#pods tbody tr")]
+    assert len(first) == 5
+    assert [c.text for c in driver.find_elements(By.CSS_SELECTOR, "#pods thead th")] == [
+        "pod", "Runtime", "state", "heartbeat", "capacity"]
+    for cells in first:  # each row as the history says the pod was last seen
+        namespace, name = cells[0].text.split("/")
+        seen = history.pod_observations(journal, namespace, name, at=bounds.last_at, limit=1)[0]
+        assert cells[1].text == f"{namespace}/{seen['runtime']}"
+        assert cells[2].text.startswith("ready" if seen["ready"] else "not ready")
+        assert cells[3].text.split(":")[0] in ("fresh", "stale") and seen["heartbeat"] in cells[3].text
+    shown = {cells[0].text for cells in first}
+    driver.find_element(By.ID, "pods-next").click()
+    WebDriverWait(driver, 20).until(lambda d: "offset=5" in d.current_url)
+    assert _text(driver, "#pods-pager").startswith(f"pods 6–10 of {total}")
+    second = [r.find_element(By.TAG_NAME, "td").text for r in driver.find_elements(By.CSS_SELECTOR, "#pods tbody tr")]
+    assert len(second) == 5 and not set(second) & shown
+    assert driver.find_element(By.ID, "pods-previous")
+    browser.screenshot(driver, "pod-list")
+
+
+def test_the_legend_keeps_runtimes_of_the_same_name_in_two_namespaces_apart(driver: Any, served: Served) -> None:
+    _open(driver, served, "/timeline?per=200")
+    legend = [k.text for k in driver.find_elements(By.CSS_SELECTOR, ".legend .key")]
+    python = [k for k in legend if "/python (" in k]
+    assert len(python) == 2 and python[0].startswith("demo/python (") and python[1].startswith("team-b/python (")
+    colours = driver.execute_script("return document.getElementById('lanes').data.map(t => [t.name, t.marker.color])")
+    named = dict(colours)
+    assert named["demo/python"] != named["team-b/python"]
+    driver.find_element(By.LINK_TEXT, python[1]).click()
+    WebDriverWait(driver, 20).until(lambda d: "runtime=team-b" in d.current_url)
+    browser.wait_until_drawn(driver)
+    lanes = driver.execute_script("return document.getElementById('lanes').layout.yaxis.categoryarray")
+    assert lanes and all(lane.startswith("team-b/") for lane in lanes)
+    assert f"of {python[1].split('(')[1].split()[0]} pods" in _text(driver, ".pager")
+    assert browser.console_errors(driver) == []
+    browser.screenshot(driver, "timeline-team-b")

@@ -47,7 +47,8 @@ def _pages(url: str) -> dict[str, str]:
         assert bounds is not None
         window = f"since={bounds.first_at.isoformat()}&until={bounds.last_at.isoformat()}".replace("+", "%2B")
         out = {}
-        for path, query in (("/timeline", window + "&per=200"), ("/integrity", ""), ("/pod", ""), ("/whatif", "")):
+        for path, query in (("/timeline", window + "&per=200"), ("/integrity", ""), ("/pod", ""), ("/whatif", ""),
+                            ("/waits", "limit=500")):
             status, _, body = app.respond("GET", path, query)
             assert status.startswith("200"), (path, body[:300])
             out[path] = body.decode()
@@ -67,6 +68,19 @@ def test_postgresql_and_sqlite_draw_the_same_timeline(postgres_copy: str, demo_j
     for figure in ("lanes", "utilisation", "pending", "binds"):
         assert _figure(on_postgres["/timeline"], figure) == _figure(on_sqlite["/timeline"], figure)
     assert "postgresql" in on_postgres["/integrity"]
+
+
+def test_postgresql_and_sqlite_list_the_same_waits_in_queue_and_unschedulable(
+        postgres_copy: str, demo_journal: DemoJournal) -> None:
+    on_postgres, on_sqlite = _pages(postgres_copy), _pages(demo_journal.url)
+
+    def waits(page: str) -> str:
+        found = re.search(r'<dl id="waits-summary">.*?</dl>.*?<table id="waits">.*?</table>', page, re.S)
+        assert found is not None
+        return found.group(0)
+
+    assert waits(on_postgres["/waits"]) == waits(on_sqlite["/waits"])
+    assert "waiting in queue" in on_postgres["/waits"]
 
 
 def test_the_views_postgresql_sessions_are_read_only(postgres_copy: str) -> None:

@@ -9,12 +9,14 @@ import urllib.request
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from kruntimes.cli import main as cli
 from kruntimes.cli import ui_cmd
+from kruntimes.journal import errors
 from kruntimes.ui import busy, markup, queries, run_page, server, timeline
 from tests.ui.conftest import DemoJournal, Served
 
@@ -30,7 +32,7 @@ def _get(served: Served, path: str, method: str = "GET") -> tuple[int, dict[str,
         return exc.code, dict(exc.headers), exc.read().decode("utf-8")
 
 
-PAGES = ("/", "/timeline", "/whatif", "/pod", "/integrity")
+PAGES = ("/", "/timeline", "/waits", "/whatif", "/pod", "/integrity")
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -148,6 +150,11 @@ class _HostileReader:
                  "candidates": [{"pod": HOSTILE, "total": 1, "scores": [[HOSTILE, HOSTILE, 1]]}], "chosen": HOSTILE}
         return [queries.Record(1, at, "mutation", "i", run), queries.Record(2, at, "cycle", "i", cycle)]
 
+    def run_waits(self, namespace: str, run_uids: list[str]) -> dict[str, Any]:
+        at = datetime(2026, 12, 1, tzinfo=timezone.utc)
+        return {"first_seen_at": at, "first_cycle_at": at, "queued_us": 0, "unschedulable_us": 5,
+                "still_unschedulable": True}
+
 
 def test_names_and_messages_from_the_journal_are_shown_as_text_never_as_markup() -> None:
     page = run_page.render(_HostileReader(), None, "demo", HOSTILE).decode()  # type: ignore[arg-type]
@@ -245,3 +252,18 @@ def test_the_run_page_prints_scores_as_the_cli_does(served: Served, demo_journal
     shown = re.findall(r"\d+ \([0-9/]+ Σ[0-9/]+\)", card)
     assert status == 200 and shown and all(s in cli_out for s in shown)  # LeastLoaded's "5/4 Σ7/4" form
     assert "(raw [" not in body and "scores: normalised 0-100 (raw) ×weight" in body
+
+
+def test_the_health_paths_answer_liveness_without_the_journal_and_readiness_with_it(served: Served) -> None:
+    for path in server.HEALTH:
+        status, headers, body = _get(served, path)
+        assert (status, body) == (200, "ok\n") and headers["Content-Type"].startswith("text/plain")
+
+    class _Away:
+        def history_lag(self) -> list[Any]:
+            raise errors.JournalUnavailable("cannot read the history's progress (sqlite): gone")
+
+    app = server.App(_Away())  # type: ignore[arg-type]
+    assert app.respond("GET", "/healthz", "")[0] == "200 OK"
+    status, _, body = app.respond("GET", "/readyz", "")
+    assert status == "503 Service Unavailable" and b"the journal does not answer" in body

@@ -139,6 +139,10 @@ def test_the_demo_summary_explains_a_tie_and_prints_the_pending_table_once(
     demo_cmd._print(Console(width=200), report)
     out = capsys.readouterr().out
     assert out.count("Pending Runs") == 1 and "demo/trainer" in out and "the journal agrees" in out
+    # "Pending" is explained as history and the UI split it: unschedulable apart from waiting in queue.
+    pending = report.phases.get("Pending", 0)
+    assert f"{pending} still pending ({pending} unschedulable, 0 waiting in queue)" in out
+    assert f"{pending} Runs unschedulable at the end" in out and "Pending counts both waits" in out
     (_, candidates), _ = report.history
     if len(candidates) > 1 and candidates[0]["total"] == candidates[1]["total"]:
         assert "ties go to the smallest pod name" in out

@@ -34,9 +34,15 @@ CONTROLLER_CALLS = [
     Call("leader election may read its Lease", NAMESPACE, "coordination.k8s.io", "leases", "get", LEASE),
     Call("leader election may create its Lease", NAMESPACE, "coordination.k8s.io", "leases", "create"),
     Call("leader election may renew its Lease", NAMESPACE, "coordination.k8s.io", "leases", "update", LEASE),
+    Call("Events on Runtimes and on the Runs it fails are created in their namespace", ALL_NAMESPACES,
+         "events.k8s.io", "events", "create"),
+    Call("the shared Event recorder may patch an Event's series", ALL_NAMESPACES, "events.k8s.io", "events",
+         "patch"),
 ]
 
 FORBIDDEN = [
+    *(Call(f"the controller never {verb}s Events", "team-a", "events.k8s.io", "events", verb)
+      for verb in ("get", "list", "delete", "update")),
     Call("the controller never creates Runs", "team-a", "kruntimes.io", "runs", "create"),
     Call("the controller never changes a Run's spec", "team-a", "kruntimes.io", "runs", "update"),
     Call("the controller never deletes Runs", "team-a", "kruntimes.io", "runs", "delete"),
@@ -81,7 +87,8 @@ def test_what_the_controller_must_never_do_is_denied(call: Call) -> None:
 
 def test_every_kubernetes_call_in_the_controller_code_is_in_its_permission_table() -> None:
     modules = [*sorted((ROOT / "kruntimes" / "controller").glob("*.py")),
-               ROOT / "kruntimes/cluster/sources.py", ROOT / "kruntimes/cluster/leader.py"]
+               ROOT / "kruntimes/cluster/sources.py", ROOT / "kruntimes/cluster/leader.py",
+               ROOT / "kruntimes/cluster/events.py"]
     calls = client_calls(modules)
     assert ("", "pods", "create") in calls, "the scan no longer sees the controller's calls"
     table = {(c.group, c.resource, c.verb) for c in CONTROLLER_CALLS}

@@ -145,3 +145,10 @@ def test_the_indexer_may_reach_the_database_and_dns_and_only_monitoring_may_reac
     for other in set(workloads) - {INDEXER}:
         assert [p["metadata"]["name"] for p in selecting(other)] == ["kruntimes"], other
         assert ("TCP", 443) in _egress_ports(selecting(other))
+
+
+def test_the_indexers_probes_ask_its_metrics_server_on_the_port_it_binds(tmp_path: Path) -> None:
+    indexer = container(_pod(with_component(tmp_path), INDEXER), "history-indexer")
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert indexer[probe]["httpGet"] == {"path": "/metrics", "port": "metrics"}, probe
+    assert indexer["livenessProbe"]["failureThreshold"] * indexer["livenessProbe"]["periodSeconds"] >= 60

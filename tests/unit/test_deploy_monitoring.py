@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.cluster.settings import ClusterSettings
 from kruntimes.cli import journal_index
+from kruntimes.controller.metrics import ControllerMetrics
 from kruntimes.journal import metrics as journal_metrics
 from tests.unit.manifests import NAMESPACE, ROOT, build, find, kustomize, kustomize_command
 
@@ -27,11 +28,13 @@ METRIC = re.compile(r"\bkruntimes_[a-z0-9_]+\b")
 
 @pytest.fixture(scope="module")
 def served() -> set[str]:
-    """Every sample name a scheduler's /metrics serves (a journal attached), and the history indexer's."""
+    """Every sample name a scheduler's /metrics serves (a journal attached), the history indexer's and the
+    Runtime controller's (its informers' are the scheduler's own kind)."""
     registry = CollectorRegistry()
     ClusterScheduler(kubernetes.client.ApiClient(), ClusterSettings(), registry=registry)
     journal_metrics.for_registry(registry)
     journal_index.Metrics(registry)  # the history indexer's (deploy/components/history-follow)
+    ControllerMetrics(registry)  # the Runtime controller's (deploy/monitoring/podmonitor-controller.yaml)
     # From the TYPE lines: a labelled counter serves no sample until its first increment.
     suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
     names = set()
@@ -150,3 +153,26 @@ def test_the_network_policy_admits_metrics_from_monitoring_only_and_egress_to_ap
     assert ingress["ports"] == [{"protocol": "TCP", "port": _metrics_port(scheduler)}]
     egress = {(p["protocol"], p["port"]) for rule in spec["egress"] for p in rule["ports"]}
     assert egress == {("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 6443), ("TCP", 5432)}
+
+
+def test_the_dashboard_shows_the_controller_and_runtimed() -> None:
+    dashboard = json.loads((MONITORING / "grafana-dashboard.json").read_text())
+    by_title = {p["title"]: [t["expr"] for t in p.get("targets", [])] for p in dashboard["panels"]}
+    controller = [e for title, es in by_title.items() if title.startswith("Runtime controller:") for e in es]
+    assert {m for e in controller for m in METRIC.findall(e)} == {
+        "kruntimes_controller_reconciles_total", "kruntimes_controller_runtime_pods_total",
+        "kruntimes_controller_runs_lost_total", "kruntimes_controller_leader"}
+    (runtimed,) = [es for title, es in by_title.items() if title.startswith("runtimed ")]
+    assert "runtimed stale" in runtimed[0] and "kruntimes_scheduler_filter_rejections_total" in runtimed[0]
+    panels = sorted((p["gridPos"]["y"], p["gridPos"]["x"]) for p in dashboard["panels"])
+    assert len(panels) == len(set(panels)), "two panels in one place"
+
+
+def test_a_pod_monitor_scrapes_the_controllers_metrics_port() -> None:
+    monitor = yaml.safe_load((MONITORING / "podmonitor-controller.yaml").read_text())
+    pod = find(build("base"), "Deployment", "kruntimes-controller")["spec"]["template"]
+    assert all(pod["metadata"]["labels"].get(k) == v for k, v in monitor["spec"]["selector"]["matchLabels"].items())
+    assert [e["port"] for e in monitor["spec"]["podMetricsEndpoints"]] == [
+        p["name"] for c in pod["spec"]["containers"] for p in c["ports"]] == ["metrics"]
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [NAMESPACE]
+    assert "podmonitor-controller.yaml" in (MONITORING / "kustomization.yaml").read_text()

@@ -37,6 +37,9 @@ RUNTIMED_CALLS = [
     Call("the heartbeat is a merge patch of its pod", TEAM, "", "pods", "patch"),
     Call("the cluster settings (SPEC §2.3) are read at start-up and every minute", NAMESPACE, "",
          "configmaps", "get", "kruntimes-settings"),
+    Call("Events on its Runs (Admitted, Started, Completed, Failed, Lost) are created", TEAM, "events.k8s.io",
+         "events", "create"),
+    Call("the shared Event recorder may patch an Event's series", TEAM, "events.k8s.io", "events", "patch"),
 ]
 
 FORBIDDEN = [
@@ -56,6 +59,9 @@ FORBIDDEN = [
     Call("runtimed never execs into pods", TEAM, "", "pods/exec", "create"),
     Call("runtimed never reads Secrets", TEAM, "", "secrets", "get"),
     Call("runtimed never creates tokens", TEAM, "", "serviceaccounts/token", "create"),
+    Call("runtimed never creates Events in another namespace", "team-b", "events.k8s.io", "events", "create"),
+    *(Call(f"runtimed never {verb}s Events", TEAM, "events.k8s.io", "events", verb)
+      for verb in ("get", "list", "delete", "update")),
     Call("runtimed never touches Leases", TEAM, "coordination.k8s.io", "leases", "update", "kruntimes-scheduler"),
 ]
 
@@ -97,7 +103,7 @@ def test_runtimed_is_granted_nothing_cluster_wide() -> None:
 
 def test_every_kubernetes_call_in_the_runtimed_code_is_in_its_permission_table() -> None:
     modules = [*sorted((ROOT / "kruntimes" / "runtimed").glob("*.py")), ROOT / "kruntimes/cluster/binder/kube.py",
-               ROOT / "kruntimes/cluster/shared_settings.py"]
+               ROOT / "kruntimes/cluster/shared_settings.py", ROOT / "kruntimes/cluster/events.py"]
     calls = client_calls(modules)
     assert ("", "pods", "patch") in calls, "the scan no longer sees runtimed's calls"
     table = {(c.group, c.resource, c.verb) for c in RUNTIMED_CALLS}

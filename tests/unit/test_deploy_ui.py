@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kruntimes.cli import main as cli
+from kruntimes.ui import server
 from tests.unit.manifests import K8S_VERSION, ROOT, assemble, container, env, find
 
 OBJECTS = assemble(ROOT / "deploy" / "ui")
@@ -31,3 +34,19 @@ def test_nothing_in_the_cluster_can_reach_it_and_it_holds_no_api_token() -> None
     assert pod["automountServiceAccountToken"] is False
     assert find(OBJECTS, "ServiceAccount", "kruntimes-ui")["automountServiceAccountToken"] is False
     assert container(pod, "ui")["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_its_probes_ask_the_health_paths_the_view_answers_on_the_address_it_listens_on() -> None:
+    pod = find(OBJECTS, "Deployment", "kruntimes-ui")["spec"]["template"]["spec"]
+    ui = container(pod, "ui")
+    listen = cli.build_parser().parse_args(ui["command"][1:]).listen
+    asked = {}
+    for probe in ("livenessProbe", "readinessProbe"):
+        command = ui[probe]["exec"]["command"]
+        assert command[:2] == ["python", "-c"]  # the image's interpreter: no curl in a slim image
+        compile(command[2], probe, "exec")
+        (url,) = re.findall(r"'(http://[^']+)'", command[2])
+        assert url.startswith(f"http://{listen}/")  # loopback: the kubelet's httpGet could not reach it
+        asked[probe] = url.removeprefix(f"http://{listen}")
+    assert asked == {"livenessProbe": "/healthz", "readinessProbe": "/readyz"}
+    assert set(asked.values()) == set(server.HEALTH)

@@ -28,6 +28,7 @@ celpy = pytest.importorskip("celpy", reason="pip install cel-python (the test ex
 
 POLICY_FILE = DEPLOY / "base" / "runtimed-policy.yaml"
 RUN_STATUS, HEARTBEAT = "kruntimes-runtimed-run-status", "kruntimes-runtimed-heartbeat"
+EVENTS = "kruntimes-runtimed-events"
 HEARTBEAT_KEY = "kruntimes.io/runtimed-heartbeat"
 NS, POD, POD_UID = "team-a", "python-7xk2q", "0b1c-own"
 RUNTIMED = f"system:serviceaccount:{NS}:kruntimes-runtimed"
@@ -274,7 +275,7 @@ def test_nobody_else_is_affected(username: str) -> None:
 
 def test_each_policy_is_bound_to_deny() -> None:
     objects = build("base")
-    for name in (RUN_STATUS, HEARTBEAT):
+    for name in (RUN_STATUS, HEARTBEAT, EVENTS):
         find(objects, "ValidatingAdmissionPolicy", name)
         binding = find(objects, "ValidatingAdmissionPolicyBinding", name)
         assert binding["spec"]["policyName"] == name and binding["spec"]["validationActions"] == ["Deny"]
@@ -282,15 +283,17 @@ def test_each_policy_is_bound_to_deny() -> None:
 
 
 def test_every_write_runtimed_may_make_is_under_a_policy() -> None:
-    # What RBAC lets runtimed write, the policies must cover; a PATCH is admitted as UPDATE.
+    # What RBAC lets runtimed write, the policies must cover, operation by operation; a PATCH is admitted as UPDATE.
     role = find(build("base"), "ClusterRole", "kruntimes-runtimed")
-    writes = {(group, resource) for rule in role["rules"] if set(rule["verbs"]) - {"get", "list", "watch"}
-              for group in rule["apiGroups"] for resource in rule["resources"]}
-    covered = {(group, resource) for policy in _policies().values()
-               for rule in policy["spec"]["matchConstraints"]["resourceRules"] if rule["operations"] == ["UPDATE"]
+    operation = {"update": "UPDATE", "patch": "UPDATE", "create": "CREATE"}
+    assert {verb for rule in role["rules"] for verb in rule["verbs"]} <= {"get", "list", "watch", *operation}
+    writes = {(group, resource, operation[verb]) for rule in role["rules"] for verb in rule["verbs"]
+              if verb in operation for group in rule["apiGroups"] for resource in rule["resources"]}
+    covered = {(group, resource, op) for policy in _policies().values()
+               for rule in policy["spec"]["matchConstraints"]["resourceRules"] for op in rule["operations"]
                for group in rule["apiGroups"] for resource in rule["resources"]}
-    assert writes == covered == {("kruntimes.io", "runs/status"), ("", "pods")}
-    assert {verb for rule in role["rules"] for verb in rule["verbs"]} <= {"get", "list", "watch", "update", "patch"}
+    assert writes <= covered
+    assert {(g, r) for g, r, _ in writes} == {("kruntimes.io", "runs/status"), ("", "pods"), ("events.k8s.io", "events")}
 
 
 def test_a_heartbeat_far_ahead_is_beyond_what_a_policy_can_bound() -> None:
@@ -299,3 +302,60 @@ def test_a_heartbeat_far_ahead_is_beyond_what_a_policy_can_bound() -> None:
     # Only runtimed holds the token that can write it (the Runtime Server split).
     far = changed(OWN, ("metadata", "annotations", HEARTBEAT_KEY), "2099-01-01T00:00:00Z")
     assert admit(HEARTBEAT, request(), far, OWN) == Decision(True, [])
+
+
+# --- its Events --------------------------------------------------------------------------------
+
+def event(*, kind: str = "Run", api_version: str = "kruntimes.io/v1alpha1", namespace: str = NS,
+          controller: str = "kruntimes.io/runtimed", instance: str = POD) -> Object:
+    """An Event as runtimed's recorder creates it (``kruntimes.cluster.events``)."""
+    return {"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "batch-1.18a", "namespace": NS},
+            "eventTime": "2026-12-01T10:00:00.500000Z", "reportingController": controller,
+            "reportingInstance": instance, "action": "Admitted", "reason": "Admitted", "type": "Normal",
+            "note": f"Admitted on Runtime Pod {POD} by its runtimed",
+            "regarding": {"apiVersion": api_version, "kind": kind, "namespace": namespace, "name": "batch-1",
+                          "uid": "run-1"}}
+
+
+EVENT_CASES = [
+    ("its Event about a Run of its namespace, as itself", request(), event(), []),
+    ("an Event about a pod", request(), event(kind="Pod", api_version="v1"),
+     ["a runtimed writes Events about Runs of its namespace only"]),
+    ("an Event about a Run of another namespace", request(), event(namespace="team-b"),
+     ["a runtimed writes Events about Runs of its namespace only"]),
+    ("an Event speaking for the scheduler", request(), event(controller="kruntimes.io/scheduler"),
+     ["a runtimed reports Events as kruntimes.io/runtimed, instance its own pod"]),
+    ("an Event in another pod's name", request(), event(instance="python-other"),
+     ["a runtimed reports Events as kruntimes.io/runtimed, instance its own pod"]),
+    ("a token bound to no pod", request(pod=None, pod_uid=None), event(),
+     ["a runtimed reports Events as kruntimes.io/runtimed, instance its own pod"]),
+    ("an Event in another namespace", request(namespace="team-b"), event(),
+     ["a runtimed writes Events in its own namespace only", "a runtimed writes Events about Runs of its namespace only"]),
+]
+
+
+@pytest.mark.parametrize("why,req,new,refusals", EVENT_CASES, ids=[c[0] for c in EVENT_CASES])
+def test_the_events_policy(why: str, req: Object, new: Object, refusals: list[str]) -> None:
+    create = {**req, "operation": "CREATE"}
+    assert admit(EVENTS, create, new, None) == Decision(True, refusals)  # type: ignore[arg-type]
+
+
+def test_the_events_policy_leaves_everyone_else_alone() -> None:
+    scheduler = request("system:serviceaccount:kruntimes-system:kruntimes-scheduler", pod=None, pod_uid=None)
+    assert admit(EVENTS, scheduler, event(controller="kruntimes.io/scheduler"), None).matched is False  # type: ignore[arg-type]
+
+
+def test_the_events_runtimed_emits_pass_its_policy() -> None:
+    # The body the recorder builds, for an Event runtimed's lifecycle emits, is what the policy admits.
+    from unittest import mock
+
+    from kruntimes.cluster import events
+    from kruntimes.runtimed import agent
+
+    sent: list[Object] = []
+    recorder = events.EventRecorder(mock.MagicMock(), instance=POD, controller=agent.CONTROLLER)
+    recorder._events = mock.MagicMock(create_namespaced_event=lambda ns, body, **kw: sent.append(body))
+    recorder.emit(events.run(NS, "batch-1", "run-1"), "Completed", "Succeeded: exit code 0")
+    recorder.handle(recorder._queue.get_nowait())
+    (body,) = sent
+    assert admit(EVENTS, {**request(), "operation": "CREATE"}, body, None) == Decision(True, [])  # type: ignore[arg-type]
