@@ -33,6 +33,7 @@ their threads); the informer threads applying watch events.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import cProfile
 import functools
@@ -202,18 +203,23 @@ class Timer:
     def __init__(self) -> None:
         self.seconds = 0.0
         self.calls = 0
+        self.returned: collections.Counter[str] = collections.Counter()  # what the calls returned, when a word
         self._lock = threading.Lock()
 
     def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
+            result = None
             try:
-                return fn(*args, **kwargs)
+                result = fn(*args, **kwargs)
+                return result
             finally:
                 elapsed = time.perf_counter() - started
                 with self._lock:
                     self.seconds += elapsed
                     self.calls += 1
+                    if isinstance(result, str):
+                        self.returned[result] += 1
         return timed
 
 
@@ -309,6 +315,7 @@ def measure(host: str, args: argparse.Namespace, namespace: str, runs: int, jour
             "observed": observed - leading, "binds": binder.writes, "conflicts": binder.conflicts,
             "failures": binder.failures, "results": dict(scheduler.scheduler.results),
             "plan": plan.seconds, "process": process.seconds, "cycles": process.calls, "client": binder.seconds,
+            "returned": dict(process.returned),
             "informers": informers.seconds, "events": informers.calls, "profiles": profiles,
             "cpu": (used.user + used.system) - (cpu.user + cpu.system)}
 
@@ -328,6 +335,8 @@ def report(args: argparse.Namespace, label: str, pods: int, r: dict[str, Any]) -
         ("binds/s (end to end, observed)", f"{r['binds'] / wall:,.0f}"),
         ("cycles / binds / conflicts / errors",
          f"{r['cycles']:,} / {r['binds']:,} / {r['conflicts']} / {r['failures']}"),
+        ("cycles by what Scheduler.process returned", ", ".join(f"{k} {v:,}" for k, v in sorted(r["returned"].items()))),
+        ("cycles by how they ended", ", ".join(f"{k} {v:,}" for k, v in sorted(r["results"].items()))),
         ("scheduler process CPU while leading", f"{r['cpu']:.2f} s ({r['cpu'] / wall:.2f} of a core)"),
         ("scheduling loop in Scheduler.process", f"{r['process']:.2f} s ({1e3 * r['process'] / cycles:.3f} ms/cycle,"
                                                  f" {r['process'] / wall:.2f} of the wall time)"),
