@@ -33,6 +33,7 @@ their threads); the informer threads applying watch events.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import cProfile
 import functools
@@ -166,33 +167,79 @@ class Watchers:
         return events
 
 
-def ceiling(host: str, threads: list[int], writes: int) -> dict[int, float]:
-    """Status replaces/s from the real client at each thread count, with watches running."""
-    api = api_client(host, pool=max(threads) + 2)
+def ceiling(host: str, shapes: list[str], writes: int) -> dict[str, float]:
+    """Status replaces/s from the real client at each shape, with watches running.
+
+    A shape is `T` (T threads of this process) or `PxT` (P processes of T threads each,
+    each writing its own share of the Runs): one Python process's client is a limit of
+    its own, which a server with room to spare shows only to several.
+    """
+    api = api_client(host, pool=2 + max(_shape(s)[1] for s in shapes))
     runs = populate(api, "ceiling", 1, writes, 1)
-    custom = kubernetes.client.CustomObjectsApi(client.without_write_retries(api))
     objects = [dict(r) for r in runs]
     watchers = Watchers(host)
-    rates: dict[int, float] = {}
+    rates: dict[str, float] = {}
     try:
-        for n in threads:
-            def write(i: int) -> None:
-                obj = objects[i]
-                body = {"apiVersion": obj["apiVersion"], "kind": "Run",
-                        "metadata": {"name": obj["metadata"]["name"], "namespace": "ceiling",
-                                     "uid": obj["metadata"]["uid"],
-                                     "resourceVersion": obj["metadata"]["resourceVersion"]},
-                        "status": {"phase": "Pending", "conditions": [], "message": f"ceiling {n}"}}
-                objects[i] = custom.replace_namespaced_custom_object_status(
-                    models.GROUP, models.VERSION, "ceiling", "runs", obj["metadata"]["name"], body)
-            started = time.perf_counter()
-            with ThreadPoolExecutor(n) as pool:
-                list(pool.map(write, range(writes)))
-            rates[n] = writes / (time.perf_counter() - started)
+        for shape in shapes:
+            processes, threads = _shape(shape)
+            if processes == 1:
+                started = time.perf_counter()
+                objects = _replace_all(api, objects, threads, shape)
+            else:
+                context = multiprocessing.get_context("spawn")
+                go, answers = context.Event(), context.Queue()
+                workers = [context.Process(target=_replace_share, args=(host, objects[i::processes], threads, shape,
+                                                                        go, answers, i)) for i in range(processes)]
+                for worker in workers:
+                    worker.start()
+                time.sleep(3.0)  # every process has built its client
+                started = time.perf_counter()
+                go.set()
+                shares = dict(answers.get() for _ in workers)
+                for worker in workers:
+                    worker.join()
+                objects = [obj for i in range(processes) for obj in shares[i]]
+            rates[shape] = writes / (time.perf_counter() - started)
     finally:
         watchers.stop()
         api.close()
     return rates
+
+
+def _shape(shape: str) -> tuple[int, int]:
+    processes, _, threads = shape.rpartition("x")
+    return int(processes or 1), int(threads)
+
+
+def _replace_all(api: kubernetes.client.ApiClient, objects: list[dict[str, Any]], threads: int,
+                 label: str) -> list[dict[str, Any]]:
+    """Replace each Run's status once, guarded by its resourceVersion as a bind is; returns the Runs after."""
+    custom = kubernetes.client.CustomObjectsApi(client.without_write_retries(api))
+    objects = list(objects)
+
+    def write(i: int) -> None:
+        obj = objects[i]
+        body = {"apiVersion": obj["apiVersion"], "kind": "Run",
+                "metadata": {"name": obj["metadata"]["name"], "namespace": "ceiling",
+                             "uid": obj["metadata"]["uid"], "resourceVersion": obj["metadata"]["resourceVersion"]},
+                "status": {"phase": "Pending", "conditions": [], "message": f"ceiling {label}"}}
+        objects[i] = custom.replace_namespaced_custom_object_status(
+            models.GROUP, models.VERSION, "ceiling", "runs", obj["metadata"]["name"], body)
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(write, range(len(objects))))
+    return objects
+
+
+def _replace_share(host: str, objects: list[dict[str, Any]], threads: int, label: str, go: Any, answers: Any,
+                   index: int) -> None:
+    """One process of a `PxT` ceiling: its own client, its share of the Runs, started on `go`."""
+    api = api_client(host, pool=threads + 2)
+    try:
+        go.wait()
+        answers.put((index, _replace_all(api, objects, threads, label)))
+    finally:
+        api.close()
 
 
 # -- timers -----------------------------------------------------------------------------------
@@ -202,18 +249,23 @@ class Timer:
     def __init__(self) -> None:
         self.seconds = 0.0
         self.calls = 0
+        self.returned: collections.Counter[str] = collections.Counter()  # what the calls returned, when a word
         self._lock = threading.Lock()
 
     def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
+            result = None
             try:
-                return fn(*args, **kwargs)
+                result = fn(*args, **kwargs)
+                return result
             finally:
                 elapsed = time.perf_counter() - started
                 with self._lock:
                     self.seconds += elapsed
                     self.calls += 1
+                    if isinstance(result, str):
+                        self.returned[result] += 1
         return timed
 
 
@@ -309,6 +361,7 @@ def measure(host: str, args: argparse.Namespace, namespace: str, runs: int, jour
             "observed": observed - leading, "binds": binder.writes, "conflicts": binder.conflicts,
             "failures": binder.failures, "results": dict(scheduler.scheduler.results),
             "plan": plan.seconds, "process": process.seconds, "cycles": process.calls, "client": binder.seconds,
+            "returned": dict(process.returned),
             "informers": informers.seconds, "events": informers.calls, "profiles": profiles,
             "cpu": (used.user + used.system) - (cpu.user + cpu.system)}
 
@@ -328,6 +381,8 @@ def report(args: argparse.Namespace, label: str, pods: int, r: dict[str, Any]) -
         ("binds/s (end to end, observed)", f"{r['binds'] / wall:,.0f}"),
         ("cycles / binds / conflicts / errors",
          f"{r['cycles']:,} / {r['binds']:,} / {r['conflicts']} / {r['failures']}"),
+        ("cycles by what Scheduler.process returned", ", ".join(f"{k} {v:,}" for k, v in sorted(r["returned"].items()))),
+        ("cycles by how they ended", ", ".join(f"{k} {v:,}" for k, v in sorted(r["results"].items()))),
         ("scheduler process CPU while leading", f"{r['cpu']:.2f} s ({r['cpu'] / wall:.2f} of a core)"),
         ("scheduling loop in Scheduler.process", f"{r['process']:.2f} s ({1e3 * r['process'] / cycles:.3f} ms/cycle,"
                                                  f" {r['process'] / wall:.2f} of the wall time)"),
@@ -363,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--journal", metavar="URL", help="the PostgreSQL server of the postgres mode (each "
                                                          "measurement uses a fresh schema)")
     parser.add_argument("--sweep", metavar="PODS,...", help="instead: one SQLite measurement per pod count")
-    parser.add_argument("--ceiling-threads", default="1,4,8")
+    parser.add_argument("--ceiling-threads", default="1,4,8", help="shapes: T threads, or PxT processes x threads")
     parser.add_argument("--ceiling-writes", type=int, default=3000)
     parser.add_argument("--no-ceiling", action="store_true")
     parser.add_argument("--in-process", action="store_true", help="run the emulator in this process")
@@ -382,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     emulator: Any = Emulator(history_size=history, bookmark_interval=1.0).start() if args.in_process \
         else EmulatorProcess(history)
     results: list[tuple[str, int, str, dict[str, Any]]] = []
-    rates: dict[int, float] = {}
+    rates: dict[str, float] = {}
     try:
         api = api_client(emulator.host, pool=16)
         started = time.perf_counter()
@@ -391,8 +446,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"setup (create pods and Runs, untimed): {time.perf_counter() - started:.1f} s", flush=True)
         api.close()
         if not args.no_ceiling:
-            rates = ceiling(emulator.host, [int(t) for t in args.ceiling_threads.split(",")], args.ceiling_writes)
-            print("ceiling: " + ", ".join(f"{n} threads {r:,.0f}/s" for n, r in rates.items()), flush=True)
+            rates = ceiling(emulator.host, args.ceiling_threads.split(","), args.ceiling_writes)
+            print("ceiling: " + ", ".join(f"{n} {r:,.0f}/s" for n, r in rates.items()), flush=True)
         with tempfile.TemporaryDirectory() as journal_dir:
             for namespace, pods, mode in plan:
                 with contextlib.ExitStack() as stack:
@@ -410,14 +465,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def summary(rates: dict[int, float], results: list[tuple[str, int, str, dict[str, Any]]]) -> None:
+def summary(rates: dict[str, float], results: list[tuple[str, int, str, dict[str, Any]]]) -> None:
     print(f"\nbench/cluster.py - {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f} (1 min average, at the end)")
     best = max(rates.values()) if rates else None
     if rates:
         best_n = max(rates, key=lambda n: rates[n])
         print("  emulator's raw ceiling, status replaces/s (real client, watches running): "
-              + " / ".join(f"{rates[n]:,.0f}" for n in rates) + f" at {' / '.join(map(str, rates))} threads"
-              + f"; best {best:,.0f} ({best_n} threads)")
+              + " / ".join(f"{rates[n]:,.0f}" for n in rates) + f" at {' / '.join(rates)} (threads, or processes x threads)"
+              + f"; best {best:,.0f} ({best_n})")
     print(f"  {'pods':>6} {'Runs':>7}  {'journal':<44} {'binds/s':>8} {'x ceiling':>9}")
     off = next((r["binds"] / r["observed"] for _, _, label, r in results if label == "off"), None)
     for _, pods, label, r in results:

@@ -188,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--binders", type=int, default=ClusterSettings.binders)
     parser.add_argument("--bind-concurrency", type=int, default=ClusterSettings.bind_concurrency)
     parser.add_argument("--journal-writer", choices=("process", "thread"), default="process")
-    parser.add_argument("--ceiling-threads", default="1,4,8")
+    parser.add_argument("--ceiling-threads", default="1,4,8,2x8,4x8",
+                        help="shapes: T threads of one process, or PxT processes x threads")
     parser.add_argument("--ceiling-writes", type=int, default=3000)
     parser.add_argument("--kube-qps", type=int, default=5000, help="kube-scheduler's client QPS and burst")
     parser.add_argument("--timeout", type=float, default=900)
@@ -216,8 +217,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{time.perf_counter() - started:.1f} s", flush=True)
             rates = {}
             if "a" in parts:
-                rates = cluster.ceiling(host, [int(t) for t in args.ceiling_threads.split(",")], args.ceiling_writes)
-                print("(a) ceiling: " + ", ".join(f"{n} threads {r:,.0f}/s" for n, r in rates.items()), flush=True)
+                rates = cluster.ceiling(host, args.ceiling_threads.split(","), args.ceiling_writes)
+                print("(a) ceiling: " + ", ".join(f"{n} {r:,.0f}/s" for n, r in rates.items()), flush=True)
             results = []
             for mode in modes:
                 url = f"sqlite:///{directory}/journal-{mode}.db" if mode == "sqlite" else None
@@ -230,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def summary(args: argparse.Namespace, rates: dict[int, float], results: list[tuple[str, dict[str, Any]]],
+def summary(args: argparse.Namespace, rates: dict[str, float], results: list[tuple[str, dict[str, Any]]],
             kube: dict[str, Any] | None) -> None:
     best = max(rates.values()) if rates else float("nan")
     kube_rate = kube["pods"] / kube["first_to_last"] if kube else float("nan")
@@ -238,7 +239,7 @@ def summary(args: argparse.Namespace, rates: dict[int, float], results: list[tup
           f"load {os.getloadavg()[0]:.2f} (1 min average, at the end)")
     if rates:
         print(f"  (a) the server's ceiling, Run status replaces/s (real client, watches running): "
-              + " / ".join(f"{rates[n]:,.0f}" for n in rates) + f" at {' / '.join(map(str, rates))} threads")
+              + " / ".join(f"{rates[n]:,.0f}" for n in rates) + f" at {' / '.join(rates)} (threads, or processes x threads)")
     print(f"  {'':3} {'what':<58} {'per s':>8} {'x ceiling':>9} {'x kube-scheduler':>16}")
     for label, r in results:
         rate = r["binds"] / r["observed"]

@@ -49,6 +49,8 @@ from kruntimes.scheduler.projection import PodInfo, RunInfo
 from kruntimes.scheduler.queue import QueueShutDown, WorkQueue
 from kruntimes.scheduler.writes import NO_DEADLINE, Binder, Inline, Sender
 
+ROOM_POLL = 0.2  # seconds between looks at shutting down while the sender has no room
+
 log = logging.getLogger(__name__)
 
 
@@ -178,6 +180,11 @@ class Scheduler:
         # The queue is bound per thread: after `pause` swaps in a new one, a cycle still
         # finishing must mark its key done on the queue it took it from.
         while True:
+            # Plan no faster than writes leave (kube-scheduler's binding cycles wait on the
+            # client's rate limit the same way): a write queued behind too many others would
+            # pass its deadline unsent, and its Run would be planned a second time.
+            while not queue.shutting_down and not self.sender.wait_for_room(ROOM_POLL):
+                pass
             try:
                 key = queue.get()
             except QueueShutDown:

@@ -58,6 +58,13 @@ class Sender(Protocol):
         """Read the Run: `done(observed, None)` (observed is None when the Run is gone),
         or `done(None, exc)` when the read failed."""
 
+    def wait_for_room(self, timeout: float) -> bool:
+        """Wait at most `timeout` seconds until another write can be handed over without queueing
+        behind more than the sender can send soon; False if there is still no room.
+
+        The loop asks before each cycle, so that it plans no faster than writes leave: a write
+        queued too long would pass its deadline unsent and its Run be planned again."""
+
 
 class Inline:
     """A `Sender` that calls a synchronous `Binder` in the caller's thread and answers at once.
@@ -80,6 +87,9 @@ class Inline:
             done(exc)
             return
         done(None)
+
+    def wait_for_room(self, timeout: float) -> bool:
+        return True  # every write is answered before `write` returns
 
     def read(self, run: RunInfo, done: ReadDone) -> None:
         try:

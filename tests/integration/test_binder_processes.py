@@ -91,6 +91,29 @@ def test_a_write_whose_deadline_passes_while_it_waits_for_a_binder_is_never_sent
     assert (pool.refused, pool.writes, pool.sent["late"]) == (1, 1, 0)
 
 
+def test_there_is_room_for_another_write_only_while_fewer_than_the_backlog_are_unanswered(
+        emulator: Emulator, binders: Callable[..., BinderProcesses]) -> None:
+    pool = binders(concurrency=1, backlog=2)
+    first, second = created(emulator, "first"), created(emulator, "second")
+    emulator.delay(1.0, status_write("first"))
+    answers = Answers()
+    assert pool.wait_for_room(0.0)
+    pool.write(first, SCHEDULED, NO_DEADLINE, answers.to("first"))
+    assert pool.wait_for_room(0.0)
+    pool.write(second, SCHEDULED, NO_DEADLINE, answers.to("second"))
+    assert not pool.wait_for_room(0.1)  # two unanswered: the loop would wait before planning more
+    assert pool.wait_for_room(30.0)  # the first answer makes room
+    wait_for(lambda: len(answers.got) == 2, what="both answers")
+    assert answers.of("first") is None and answers.of("second") is None
+
+
+def test_the_default_backlog_is_twice_what_the_binders_send_at_once(emulator: Emulator) -> None:
+    pool = BinderProcesses(emulator.api_client().configuration, processes=2, concurrency=8)
+    assert pool.backlog == 32
+    with pytest.raises(ValueError, match="backlog"):
+        BinderProcesses(emulator.api_client().configuration, backlog=0)
+
+
 def test_a_write_whose_deadline_has_passed_is_refused_before_it_leaves_this_process(
         emulator: Emulator, binders: Callable[..., BinderProcesses]) -> None:
     pool = binders()

@@ -36,6 +36,9 @@ class ConcurrentWriter:
     def read(self, run: RunInfo, done: ReadDone) -> None:
         self.inner.read(run, done)
 
+    def wait_for_room(self, timeout: float) -> bool:
+        return self.inner.wait_for_room(timeout)
+
 
 def test_a_concurrent_write_to_the_run_makes_the_bind_conflict_and_the_run_is_placed_on_its_newer_version(
         cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler]) -> None:

@@ -200,6 +200,9 @@ class BlindBind:
     def read(self, run: RunInfo, done: ReadDone) -> None:
         self.inner.read(run, done)
 
+    def wait_for_room(self, timeout: float) -> bool:
+        return self.inner.wait_for_room(timeout)
+
 
 def test_a_leader_that_cannot_renew_stops_within_the_renew_deadline_and_a_new_term_starts_empty(
         emulator: Emulator, cluster_api: Cluster, start_scheduler: Callable[..., ClusterScheduler],

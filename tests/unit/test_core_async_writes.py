@@ -9,6 +9,7 @@ waited for it (SPEC §3.2 step 6).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from kruntimes.scheduler import status as st
@@ -35,6 +36,13 @@ class Held:
 
     def read(self, run: RunInfo, done: ReadDone) -> None:
         done(self.h.api.observe(run), None)
+
+    room = True  # what `wait_for_room` answers: a test closes it to hold the loop
+
+    def wait_for_room(self, timeout: float) -> bool:
+        if not self.room:
+            time.sleep(min(timeout, 0.01))
+        return self.room
 
     def out(self) -> list[str]:
         return [r.name for r, _, _ in self.writes]
@@ -128,3 +136,21 @@ def test_an_answer_for_a_term_that_ended_changes_nothing_in_the_next() -> None:
     assert ("ns", "uid-ns-a") in h.cache.assumed and h.sample(CONFLICTS, stage="bind") == 0  # ... and is ignored
     held.answer("a")
     assert h.placement("a") is not None and h.queue.processing_count() == 0
+
+
+def test_the_loop_takes_no_run_while_the_sender_has_no_room_for_its_write() -> None:
+    h = two_pods()
+    held = Held(h)
+    held.room = False
+    h.scheduler.start()
+    try:
+        h.create(run("a"))
+        time.sleep(0.3)  # the loop thread is running, waiting for room
+        assert held.out() == [] and len(h.queue) == 1 and h.queue.processing_count() == 0
+        held.room = True
+        deadline = time.monotonic() + 30
+        while held.out() != ["a"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert held.out() == ["a"] and len(h.cache.assumed) == 1
+    finally:
+        h.scheduler.stop(timeout=5)

@@ -139,9 +139,12 @@ class BinderProcesses:
     def __init__(self, configuration_source: ConfigurationSource | kubernetes.client.Configuration, *,
                  processes: int = 1,
                  concurrency: int = 16, timeout: float = 30.0, read_timeout: float | None = None,
-                 deadline: Callable[[], float] = lambda: NO_DEADLINE, throttling: Throttling | None = None) -> None:
+                 deadline: Callable[[], float] = lambda: NO_DEADLINE, throttling: Throttling | None = None,
+                 backlog: int | None = None) -> None:
         if processes < 1 or concurrency < 1:
             raise ValueError("need at least one binder process and one request in flight")
+        if backlog is not None and backlog < 1:
+            raise ValueError("the backlog must allow at least one request")
         # Called in each binder process (so it must pickle): a `Configuration` stands for `Fixed(it)`.
         self.configuration_source = Fixed(configuration_source) \
             if isinstance(configuration_source, kubernetes.client.Configuration) else configuration_source
@@ -151,7 +154,11 @@ class BinderProcesses:
         self.read_timeout = read_timeout if read_timeout is not None else timeout
         self.deadline = deadline
         self.throttling = throttling if throttling is not None else Throttling()
+        # Requests handed over and not answered, beyond which `wait_for_room` says wait: twice
+        # what the binders send at once, so each has its next requests queued and none waits long.
+        self.backlog = backlog if backlog is not None else 2 * processes * concurrency
         self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)  # notified whenever a request is answered
         self._ids = itertools.count(1)
         self._links: list[_Link] = []
         self._closing = False
@@ -172,6 +179,7 @@ class BinderProcesses:
         """Stop taking requests; the binders answer what they hold, then exit."""
         with self._lock:
             self._closing = True
+            self._room.notify_all()
             links = list(self._links)
         for link in links:
             link.outbox.put(None)  # after every request already queued
@@ -182,6 +190,7 @@ class BinderProcesses:
         """Crash, for tests: the binders die at once; what they held is answered as lost."""
         with self._lock:
             self._closing = True
+            self._room.notify_all()
             links = list(self._links)
         for link in links:
             link.process.kill()
@@ -219,7 +228,16 @@ class BinderProcesses:
 
     def inflight(self) -> int:
         with self._lock:
-            return sum(len(link.inflight) for link in self._links)
+            return self._unanswered()
+
+    def _unanswered(self) -> int:
+        return sum(len(link.inflight) for link in self._links)
+
+    def wait_for_room(self, timeout: float) -> bool:
+        """True once fewer than `backlog` requests are unanswered (or when closing: a write
+        handed over then is answered at once); False after `timeout` seconds without room."""
+        with self._room:
+            return self._room.wait_for(lambda: self._closing or self._unanswered() < self.backlog, timeout)
 
     # -- writes.Sender -------------------------------------------------------------------------
     def write(self, run: RunInfo, body: dict[str, Any], deadline: float, done: WriteDone) -> None:
@@ -249,6 +267,7 @@ class BinderProcesses:
             pending = link.inflight.pop(rid, None)
             if pending is None:
                 return
+            self._room.notify_all()
             self.seconds += seconds
             if pending.kind == "w":
                 counter = {"ok": "writes", "conflict": "conflicts", "ambiguous": "ambiguous",
@@ -285,6 +304,7 @@ class BinderProcesses:
         with self._lock:
             link.alive = False
             lost, link.inflight = list(link.inflight.values()), {}
+            self._room.notify_all()
             self.lost += len(lost)
             replace = not self._closing and link in self._links
         link.outbox.close()
