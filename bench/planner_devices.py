@@ -70,6 +70,16 @@ TARGETS = (
 
 
 # -- the child: measures one checkout ---------------------------------------------------------
+
+def planner_class() -> Any:
+    """The planner of the tree being measured: `scheduler.planner` now, `scheduler.framework` in a tree
+    from before the framework was split (a before/after run measures both)."""
+    try:
+        from kruntimes.scheduler.planner import Planner
+    except ImportError:
+        from kruntimes.scheduler.framework import Planner  # type: ignore[no-redef]
+    return Planner
+
 class DeviceBench:
     """A cache and planner over one cell; cycles as the loop runs them, minus the binder."""
 
@@ -117,8 +127,7 @@ class DeviceBench:
         self.serial = 0
 
     def new_planner(self) -> Any:
-        from kruntimes.scheduler.framework import Planner
-        return Planner(self.config)
+        return planner_class()(self.config)
 
     def runs(self, n: int, claim: dict[str, Any] | None) -> list[Any]:
         text = None if claim is None else self.canonical(claim)
@@ -152,8 +161,7 @@ class DeviceBench:
         costs on the path every Run with a claim takes (the framework plans those pod by pod).
         """
         if planner == "pod-by-pod":
-            from kruntimes.scheduler.framework import Planner
-            planner = self.pod_by_pod = getattr(self, "pod_by_pod", None) or Planner(self.config, columns=False)
+            planner = self.pod_by_pod = getattr(self, "pod_by_pod", None) or planner_class()(self.config, columns=False)
         todo = self.runs(n, claim)
         placed, each = 0, []
         clock = time.perf_counter

@@ -21,8 +21,9 @@ from kruntimes.devices import allocation, cel_engine, inventory_codec
 from kruntimes.scheduler import device_cycle, device_state
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
-from kruntimes.scheduler.framework import CycleState, Planner
+from kruntimes.scheduler.interface import CycleState
 from kruntimes.scheduler.metrics import SchedulerMetrics
+from kruntimes.scheduler.planner import Planner
 from kruntimes.scheduler.plugins.device_allocation import DeviceAllocation, DeviceCycle
 from kruntimes.scheduler.projection import PodInfo, RunInfo
 from kruntimes.scheduler.registry import REGISTRY
