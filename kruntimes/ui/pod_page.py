@@ -94,7 +94,7 @@ def render(reader: queries.Reader, q: params.Query, namespace: str, name: str) -
     used: Counter[str] = Counter()
     for bar in held:
         used.update(bar.requests)
-    staleness = int(reader.config_at(seen.lsn).get("heartbeat_staleness_seconds") or 0)
+    staleness = int(reader.config_at(seen.lsn, seen.incarnation).get("heartbeat_staleness_seconds") or 0)
     deleted = seen.payload.get("event") == "DELETED"
     items = {
         "at": m.when(at),

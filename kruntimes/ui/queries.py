@@ -203,13 +203,22 @@ class Reader:
         return _at(found[0][0]) if found else None
 
     def incarnations(self) -> list[Record]:
-        """Every scheduler incarnation's first record (its version and configuration), oldest first."""
-        stmt = self._select().where(_R.c.kind == "incarnation").order_by(_R.c.lsn)
+        """Every scheduler incarnation's first record (its version and configuration), oldest first.
+
+        By time, then epoch: LSNs overlap between epochs begun while the database was away.
+        """
+        stmt = self._select().where(_R.c.kind == "incarnation").order_by(_R.c.recorded_at, _R.c.incarnation)
         return list(self._records(stmt))
 
-    def config_at(self, lsn: int) -> dict[str, Any]:
-        """The scheduler configuration of the incarnation that wrote LSN ``lsn`` (or the first one)."""
-        found = [r for r in self.incarnations() if r.lsn <= lsn] or self.incarnations()
+    def config_at(self, lsn: int, epoch: str | None = None) -> dict[str, Any]:
+        """The scheduler configuration of the incarnation that wrote (``epoch``, ``lsn``).
+
+        Without the epoch, the newest incarnation at or below ``lsn`` (or the first one):
+        a guess where epochs' LSNs overlap.
+        """
+        every = self.incarnations()
+        found = [r for r in every if r.incarnation == epoch] if epoch is not None else []
+        found = found or [r for r in every if r.lsn <= lsn] or every
         return dict(found[-1].payload.get("config") or {}) if found else {}
 
     def kind_counts(self) -> dict[str, int]:
@@ -217,7 +226,8 @@ class Reader:
         return {kind: n for kind, n in self._execute(stmt)}
 
     def leader_records(self, limit: int = 200) -> list[Record]:
-        stmt = self._select().where(_R.c.kind == "leader").order_by(_R.c.lsn.desc()).limit(limit)
+        stmt = (self._select().where(_R.c.kind == "leader")
+                .order_by(_R.c.recorded_at.desc(), _R.c.incarnation.desc(), _R.c.lsn.desc()).limit(limit))
         return list(reversed(list(self._records(stmt))))
 
     def history_lag(self) -> list[follow.Lag]:
