@@ -268,10 +268,20 @@ class Soak:
                 "over_commit_seen": self.over_commit_seen[:20],
                 "ends_lost": ends_lost, "never_ended": never, "settled": settled,
                 "probe_seconds": round(admitted_by, 1),
-                "phases": dict(Counter(runs.values()))}
+                "phases": dict(Counter(runs.values())), "failed": self._failed_reasons()}
 
     def _phases(self) -> dict[str, str]:
         return {n: (r.get("status") or {}).get("phase", "Pending") for n, r in self.c.runs().items()}
+
+    def _failed_reasons(self) -> dict[str, int]:
+        """How many Runs ended Failed, by their Completed condition's reason."""
+        reasons: Counter[str] = Counter()
+        for run in self.c.runs().values():
+            status = run.get("status") or {}
+            if status.get("phase") == "Failed":
+                completed = [c for c in status.get("conditions") or [] if c.get("type") == "Completed"]
+                reasons[completed[0].get("reason", "?") if completed else "?"] += 1
+        return dict(reasons)
 
     def _wait(self, done: Any, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
