@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from kruntimes import wire
+# Names, not the module: `active` and `terminal` are read on every usage update and cycle.
+from kruntimes.wire import ACTIVE_PHASES, TERMINAL_PHASES
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 Operator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
@@ -135,11 +136,11 @@ class RunInfo:
     @property
     def active(self) -> bool:
         """Active = assigned and not terminal or released: it consumes capacity."""
-        return self.phase in wire.ACTIVE_PHASES and self.pod_name is not None and not self.released
+        return self.phase in ACTIVE_PHASES and self.pod_name is not None and not self.released
 
     @property
     def terminal(self) -> bool:
-        return self.phase in wire.TERMINAL_PHASES or self.released
+        return self.phase in TERMINAL_PHASES or self.released
 
     @property
     def eligible(self) -> bool:
