@@ -41,8 +41,10 @@ HEARTBEAT_ANNOTATION = "kruntimes.io/runtimed-heartbeat"
 RUNTIME_POD_TOPOLOGY = "kruntimes.io/runtime-pod"
 #: The built-in resource every Run requests (SPEC §2.2) and every pod declares (§2.3).
 RUNS_RESOURCE = "runs"
-#: The reporting controller of the scheduler's Events (events.k8s.io/v1).
+#: The reporting controllers of each component's Events (events.k8s.io/v1); runtimed's policy names its own.
 EVENTS_REPORTER = "kruntimes.io/scheduler"
+CONTROLLER_EVENTS_REPORTER = "kruntimes.io/runtime-controller"
+RUNTIMED_EVENTS_REPORTER = "kruntimes.io/runtimed"
 
 # -- Run phases (SPEC §2.2) ---------------------------------------------------------------------------
 PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED = "Pending", "Scheduled", "Running", "Succeeded", "Failed"

@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 import kubernetes.client
 
+from kruntimes import wire
 from kruntimes.api import models
 from kruntimes.cluster import events, sources
 from kruntimes.cluster.informer import BOOKMARK_INTERVAL, Informer
@@ -86,7 +87,6 @@ def _run_runtime(obj: dict[str, Any]) -> str | None:
 
 
 #: The reporting controller of the Runtime controller's Events.
-CONTROLLER = "kruntimes.io/runtime-controller"
 
 
 class ControllerRunner:
@@ -102,7 +102,7 @@ class ControllerRunner:
         self.metrics = metrics
         # Events on Runtimes and Runs (`telling`): sent from their own thread, never waited for.
         self.events = events.EventRecorder(api, instance=instance or (lease.identity if lease else "controller"),
-                                           controller=CONTROLLER)
+                                           controller=wire.CONTROLLER_EVENTS_REPORTER)
         self.queue: WorkQueue[Key] = WorkQueue(base_delay=0.1, max_delay=30.0)
         self.elector = None if lease is None else LeaderElector(
             api, lease, on_started=lambda record: self.start_work(), on_stopped=lambda reason: self.stop_work())

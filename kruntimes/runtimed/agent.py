@@ -48,11 +48,12 @@ import kubernetes.client
 import urllib3
 from kubernetes.client import ApiException
 
+from kruntimes import wire
 from kruntimes.api import cluster_settings, models
 from kruntimes.cluster import decode, errors, events, shared_settings
 from kruntimes.cluster.binder.kube import KubernetesBinder
-from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.informer import Informer
+from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.sources import RUNS, Source
 from kruntimes.runtimed import metrics
 from kruntimes.runtimed.admission import Capacity
@@ -69,7 +70,6 @@ DEFAULT_HEARTBEAT_PERIOD = 10.0  # seconds; a third of the scheduler's default 3
 NOT_READ_YET = "the pod's capacity has not been read yet"
 # One GET of the settings ConfigMap per pod per minute: a thousand pods cost the API server ~17 reads a second.
 DEFAULT_SETTINGS_PERIOD = 60.0
-CONTROLLER = "kruntimes.io/runtimed"  # the reporting controller of its Events
 STATE_SUBDIR = ".runtimed"  # never a namespace (a DNS label), so never a Run's working directory
 
 
@@ -177,7 +177,7 @@ class Agent:
         self.settings = settings
         self._core = kubernetes.client.CoreV1Api(api)
         # Events on its Runs (Admitted, Started, Completed, Failed, Lost): `kubectl describe run`.
-        self.events = events.EventRecorder(api, instance=settings.pod_name, controller=CONTROLLER,
+        self.events = events.EventRecorder(api, instance=settings.pod_name, controller=wire.RUNTIMED_EVENTS_REPORTER,
                                            timeout=settings.request_timeout)
         # Nothing is admitted before the pod informer has read the capacity (it syncs before recovery).
         self.lifecycle = Lifecycle(settings.pod_name, settings.pod_uid, Capacity(problem=NOT_READ_YET),

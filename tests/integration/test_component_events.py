@@ -21,11 +21,10 @@ from kubernetes import client
 from kubernetes.client import ApiClient
 from prometheus_client import CollectorRegistry
 
+from kruntimes import wire
 from kruntimes.api import models
-from kruntimes.controller import runner as controller_runner
 from kruntimes.controller.metrics import ControllerMetrics
 from kruntimes.controller.runner import ControllerRunner
-from kruntimes.runtimed import agent as runtimed_agent
 from kruntimes.runtimed.agent import Agent, Settings
 from kruntimes.scheduler import status as st
 from tests.emulator import manifests
@@ -79,7 +78,7 @@ def test_the_controller_tells_a_runtime_which_pods_it_created_and_deleted(
     assert {e.note.removeprefix("Created Runtime Pod: ") for e in created} == pods
     for e in created:
         assert (e.type, e.reporting_controller, e.reporting_instance) == (
-            "Normal", controller_runner.CONTROLLER, "controller-a")
+            "Normal", wire.CONTROLLER_EVENTS_REPORTER, "controller-a")
         assert e.regarding.api_version == f"{models.GROUP}/{models.VERSION}" and e.regarding.uid
     cluster_api.custom.patch_namespaced_custom_object(models.GROUP, models.VERSION, ns, "runtimes", "python",
                                                       {"spec": {"replicas": 1}},
@@ -137,7 +136,7 @@ def test_runtimed_tells_each_run_it_was_admitted_started_and_how_it_ended(
         assert ok[0].note == f"Admitted on Runtime Pod {pod['name']} by its runtimed"
         assert failed[-1].note.startswith("ProcessFailed: ") and "code 3" in failed[-1].note
         assert {(e.reporting_controller, e.reporting_instance) for e in ok + failed} == {
-            (runtimed_agent.CONTROLLER, pod["name"])}
+            (wire.RUNTIMED_EVENTS_REPORTER, pod["name"])}
         assert ok[0].regarding.uid == cluster_api.run("ok")["metadata"]["uid"]
     finally:
         agent.stop()

@@ -349,11 +349,11 @@ def test_the_events_runtimed_emits_pass_its_policy() -> None:
     # The body the recorder builds, for an Event runtimed's lifecycle emits, is what the policy admits.
     from unittest import mock
 
+    from kruntimes import wire
     from kruntimes.cluster import events
-    from kruntimes.runtimed import agent
 
     sent: list[Object] = []
-    recorder = events.EventRecorder(mock.MagicMock(), instance=POD, controller=agent.CONTROLLER)
+    recorder = events.EventRecorder(mock.MagicMock(), instance=POD, controller=wire.RUNTIMED_EVENTS_REPORTER)
     recorder._events = mock.MagicMock(create_namespaced_event=lambda ns, body, **kw: sent.append(body))
     recorder.emit(events.run(NS, "batch-1", "run-1"), "Completed", "Succeeded: exit code 0")
     recorder.handle(recorder._queue.get_nowait())
