@@ -103,9 +103,11 @@ class KubernetesControllerApi:
 
     def write_runtime_status(self, runtime: RuntimeSpecView, status: dict[str, Any]) -> None:
         self._may_write(f"writing the status of Runtime {runtime.name}")
-        _call(f"writing the status of Runtime {runtime.namespace}/{runtime.name}",
-              self._custom.patch_namespaced_custom_object_status, models.GROUP, models.VERSION, runtime.namespace,
-              RUNTIMES, runtime.name, {"status": status}, _content_type=MERGE_PATCH, _request_timeout=self._timeout)
+        decode.drain(_call(  # the answer is the whole Runtime, however deep (`decode`): not decoded
+            f"writing the status of Runtime {runtime.namespace}/{runtime.name}",
+            self._custom.patch_namespaced_custom_object_status, models.GROUP, models.VERSION, runtime.namespace,
+            RUNTIMES, runtime.name, {"status": status}, _content_type=MERGE_PATCH, _request_timeout=self._timeout,
+            _preload_content=False))
 
 
 class PlainJsonPods:

@@ -257,3 +257,46 @@ def test_kruntimes_release_releases_a_deeply_nested_function_run(
     assert released.returncode == 0, released.stderr[-2000:]
     annotations = read_raw(emulator, ns, "deep")["metadata"].get("annotations") or {}
     assert annotations.get(RELEASE_ANNOTATION) == "true"
+
+
+def make_runtime_deep(emulator: Emulator, namespace: str, name: str) -> None:
+    """Nest an unknown field of a Runtime's pod template `DEPTH` levels deep (raw: the client cannot send it)."""
+    nested = '{"a":' * DEPTH + "{}" + "}" * DEPTH
+    answer = urllib3.PoolManager().request(
+        "PATCH", f"{emulator.host}/apis/{models.GROUP}/{models.VERSION}/namespaces/{namespace}/runtimes/{name}",
+        body=('{"spec":{"template":{"deep":%s}}}' % nested).encode(),
+        headers={"Content-Type": "application/merge-patch+json"})
+    assert answer.status == 200, answer.data[:300]
+
+
+def test_the_controller_writes_the_status_of_a_runtime_made_deeply_nested_and_keeps_reconciling_the_others(
+        emulator: Emulator, kube_api: ApiClient, cluster_api: Cluster, caplog: pytest.LogCaptureFixture) -> None:
+    # The Runtime's status patch is answered with the whole Runtime, however deep: the
+    # controller reads that answer without the client's parser, so its pass ends well.
+    def runtime(name: str, replicas: int) -> dict[str, Any]:
+        return {"apiVersion": f"{models.GROUP}/{models.VERSION}", "kind": "Runtime", "metadata": {"name": name},
+                "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "runtime", "image": "x"}]}},
+                         "capacity": {"resources": {"runs": "1"}}}}
+
+    def pods(name: str) -> list[Any]:
+        return list(cluster_api.core.list_namespaced_pod(
+            cluster_api.namespace, label_selector=f"{models.RUNTIME_LABEL}={name}").items)
+
+    ns = cluster_api.namespace
+    cluster_api.custom.create_namespaced_custom_object(models.GROUP, models.VERSION, ns, "runtimes",
+                                                       runtime("deep", 1))
+    runner = ControllerRunner(kube_api, ns, resync_period=0.5).start(sync_timeout=60)
+    try:
+        wait_for(lambda: pods("deep"), timeout=60, what="the first Runtime's pod")
+        make_runtime_deep(emulator, ns, "deep")
+        (first,) = pods("deep")
+        cluster_api.core.delete_namespaced_pod(first.metadata.name, ns)  # its status changes, and is patched
+        wait_for(lambda: [p.metadata.uid for p in pods("deep")] not in ([], [first.metadata.uid]), timeout=60,
+                 what="the deep Runtime's pod replaced")
+        cluster_api.custom.create_namespaced_custom_object(models.GROUP, models.VERSION, ns, "runtimes",
+                                                           runtime("python", 2))
+        wait_for(lambda: len(pods("python")) == 2, timeout=60, what="the other Runtime's pods")
+    finally:
+        runner.stop()
+    failed = [r.getMessage() for r in caplog.records if r.name.startswith("kruntimes.controller") and r.levelno >= 40]
+    assert failed == []
