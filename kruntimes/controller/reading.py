@@ -37,7 +37,7 @@ def runtime_view(obj: Mapping[str, Any]) -> RuntimeSpecView:
         capacity = dict(checked.spec.capacity.resources)
     except pydantic.ValidationError as exc:
         problem = describe_validation_error(exc, kind="Runtime").removeprefix("invalid Runtime: ")
-    devices, devices_text, devices_problem, device_env = _devices(spec)
+    devices, devices_text, devices_problem, device_env, discover = _devices(spec)
     replicas = spec.get("replicas", 1)
     conditions = _mapping(obj.get("status")).get("conditions")
     return RuntimeSpecView(
@@ -48,26 +48,28 @@ def runtime_view(obj: Mapping[str, Any]) -> RuntimeSpecView:
         conditions=tuple(c for c in conditions or [] if isinstance(c, Mapping)),
         template_problem=templates.problem(spec.get("template", {})),
         devices=devices, devices_text=devices_text, devices_problem=devices_problem, device_env_text=device_env,
+        device_discover_text=discover,
     )
 
 
-def _devices(spec: Mapping[str, Any]) -> tuple[str, str | None, str | None, str | None]:
-    """How the Runtime's pods get their inventory (SPEC §7.1): kind, annotation text, problem, env text.
+def _devices(spec: Mapping[str, Any]) -> tuple[str, str | None, str | None, str | None, str | None]:
+    """How the Runtime's pods get their inventory (SPEC §7.1): kind, annotation text, problem, env text,
+    and runtimed's discover text (publisher Runtimed).
 
     Judged by `kruntimes.devices.runtime_spec`, the parser the API model runs too, so the
     condition says what `kubectl apply` would have said.
     """
     if spec.get("devices") is None:
-        return "none", None, None, None
+        return "none", None, None, None, None
     try:
         parsed = runtime_spec.parse(spec["devices"])
     except runtime_spec.InvalidRuntimeDevices as exc:
-        return "invalid", None, str(exc), None
+        return "invalid", None, str(exc), None, None
     env = runtime_spec.env_text(parsed.env)
     if parsed.publisher == "Runtimed":
-        return "runtimed", None, None, env
+        return "runtimed", None, None, env, runtime_spec.discover_text(parsed)
     assert parsed.inventory is not None
-    return "controller", parsed.inventory.text, None, env
+    return "controller", parsed.inventory.text, None, env, None
 
 
 def runtime_pod(obj: Mapping[str, Any], runtime_uid: str) -> RuntimePod:

@@ -24,7 +24,9 @@ Rules:
 - Devices (SPEC §7.1) with `publisher: Controller` are projected like capacity, as
   the canonical `kruntimes.io/devices` annotation, in the same patch; a Runtime that
   declares no devices has the annotation removed; with `publisher: Runtimed` it is
-  runtimed's and left alone. The env mapping reaches runtimed (which reads no Runtime;
+  runtimed's and left alone (never written, never removed): runtimed gets the `discover`
+  argv and the driver as `KRUNTIMES_DEVICE_DISCOVER` in its container's env, and
+  publishes what it finds on its own pod. The env mapping reaches runtimed (which reads no Runtime;
   §7.7) as `KRUNTIMES_DEVICE_ENV` in its container's env, for either publisher: the
   SPEC's annotations are the inventory alone (§2.1, §7.1), so a mapping changed later
   applies to pods created after it, and the annotation earlier controllers wrote is
@@ -58,6 +60,7 @@ from kruntimes.wire import (API_VERSION, CAPACITY_ANNOTATION, CAPACITY_ANNOTATIO
 
 DEVICES_ANNOTATION = runtime_spec.DEVICES_ANNOTATION
 DEVICE_ENV_VARIABLE = runtime_spec.DEVICE_ENV_VARIABLE
+DEVICE_DISCOVER_VARIABLE = runtime_spec.DEVICE_DISCOVER_VARIABLE
 LEGACY_DEVICE_ENV_ANNOTATION = runtime_spec.LEGACY_DEVICE_ENV_ANNOTATION
 RUNTIMED_CONTAINER = "runtimed"
 WORK_VOLUME = "kruntimes-work"
@@ -97,6 +100,7 @@ class RuntimeSpecView:
     devices_text: str | None = None
     devices_problem: str | None = None
     device_env_text: str | None = None  # runtimed's `KRUNTIMES_DEVICE_ENV`, either publisher; None: no mapping
+    device_discover_text: str | None = None  # runtimed's `KRUNTIMES_DEVICE_DISCOVER`, publisher Runtimed only
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +211,7 @@ def pod_body(runtime: RuntimeSpecView, capacity: Mapping[str, int], defaults: Po
         annotations[DEVICES_ANNOTATION] = runtime.devices_text
     spec = dict(template.get("spec") or {})
     spec["containers"] = _with_runtimed([dict(c) for c in spec.get("containers") or []], defaults,
-                                        runtime.device_env_text)
+                                        runtime.device_env_text, runtime.device_discover_text)
     volumes = [v for v in spec.get("volumes") or [] if v.get("name") not in (WORK_VOLUME, STATE_VOLUME)]
     spec["volumes"] = volumes + [{"name": WORK_VOLUME, "emptyDir": {}}, {"name": STATE_VOLUME, "emptyDir": {}}]
     tenancy.split(spec, runtimed=RUNTIMED_CONTAINER, work_volume=WORK_VOLUME, work_dir=WORK_DIR)
@@ -304,19 +308,24 @@ def _devices_condition(runtime: RuntimeSpecView, conditions: list[dict[str, Any]
 
 
 def _with_runtimed(containers: list[dict[str, Any]], defaults: PodDefaults,
-                   device_env: str | None = None) -> list[dict[str, Any]]:
+                   device_env: str | None = None, device_discover: str | None = None) -> list[dict[str, Any]]:
     runtimed = next((c for c in containers if c.get("name") == RUNTIMED_CONTAINER), None)
     if runtimed is None:
         runtimed = {"name": RUNTIMED_CONTAINER, "image": defaults.runtimed_image}
         containers.append(runtimed)
     runtimed.setdefault("command", ["kruntimes", "runtimed"])
-    ours = {name for name, _ in POD_ENV} | {"KRUNTIMES_WORK_DIR", "KRUNTIMES_STATE_DIR", DEVICE_ENV_VARIABLE}
+    # The template's own values of these are dropped: a template that set KRUNTIMES_DEVICE_DISCOVER
+    # would let its runtimed publish an inventory the Runtime does not say runtimed publishes.
+    ours = {name for name, _ in POD_ENV} | {"KRUNTIMES_WORK_DIR", "KRUNTIMES_STATE_DIR", DEVICE_ENV_VARIABLE,
+                                            DEVICE_DISCOVER_VARIABLE}
     env = [e for e in runtimed.get("env") or [] if e.get("name") not in ours]
     env += [{"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}} for name, path in POD_ENV]
     env.append({"name": "KRUNTIMES_WORK_DIR", "value": WORK_DIR})
     env.append({"name": "KRUNTIMES_STATE_DIR", "value": STATE_DIR})
     if device_env is not None:  # SPEC §7.7: the variables a Run's process gets from its devices' attributes
         env.append({"name": DEVICE_ENV_VARIABLE, "value": device_env})
+    if device_discover is not None:  # SPEC §7.1 publisher Runtimed: what runtimed runs at start, and the driver
+        env.append({"name": DEVICE_DISCOVER_VARIABLE, "value": device_discover})
     runtimed["env"] = env
     mounts = [m for m in runtimed.get("volumeMounts") or [] if m.get("name") not in (WORK_VOLUME, STATE_VOLUME)]
     runtimed["volumeMounts"] = mounts + [{"name": WORK_VOLUME, "mountPath": WORK_DIR},

@@ -24,6 +24,11 @@ DEVICES_ANNOTATION = "kruntimes.io/devices"
 # controller creates: SPEC §2.1 and §7.1 name every annotation kruntimes owns on a Runtime Pod,
 # and a mapping annotation is not among them (§4.2: "runtimed and its ... env present").
 DEVICE_ENV_VARIABLE = "KRUNTIMES_DEVICE_ENV"
+# With `publisher: Runtimed`, what runtimed runs at start and the driver its output must name
+# (canonical JSON `{"argv": [...], "driver": d}`), in its container env as the mapping is. Its
+# presence is also what lets runtimed write its own pod's inventory (deploy/base/runtimed-policy.yaml):
+# a pod's env is fixed at creation, and only the controller creates Runtime Pods.
+DEVICE_DISCOVER_VARIABLE = "KRUNTIMES_DEVICE_DISCOVER"
 # Written by earlier controllers; removed from the pods they made, never written again.
 LEGACY_DEVICE_ENV_ANNOTATION = "kruntimes.io/device-env"
 
@@ -84,6 +89,13 @@ def parse(spec: object) -> RuntimeDevices:
 def env_text(env: tuple[tuple[str, str], ...]) -> str | None:
     """The `KRUNTIMES_DEVICE_ENV` value of runtimed's container for a mapping; None when it is empty."""
     return inventory_codec.canonical_text(dict(env)) if env else None
+
+
+def discover_text(devices: RuntimeDevices) -> str | None:
+    """The `KRUNTIMES_DEVICE_DISCOVER` value of runtimed's container; None unless the publisher is Runtimed."""
+    if devices.publisher != "Runtimed":
+        return None
+    return inventory_codec.canonical_text({"argv": list(devices.discover), "driver": devices.driver})
 
 
 def _env(value: object, driver: str) -> tuple[tuple[str, str], ...]:

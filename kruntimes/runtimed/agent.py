@@ -27,6 +27,11 @@ small piece the tests can replace:
 - Execution: as deployed, by the Runtime Server in the runtime container
   (`Settings.runtime_server`, its socket; `server_client`), so no Run shares runtimed's
   user, token or processes; without it, as runtimed's own children.
+- Devices (SPEC §7.1, publisher Runtimed): before the informers start, one GET of the
+  own pod; where the controller gave runtimed's container `KRUNTIMES_DEVICE_DISCOVER`,
+  `discovery.publish` runs discover and a merge patch writes the pod's
+  `kruntimes.io/devices` (the inventory, or a malformed one saying why discover failed),
+  so the pod informer's first list already carries what this runtimed found.
 - Orphans: on every heartbeat, exited processes that Runs left behind and that were
   re-parented to runtimed are reaped (`Executor.reap_orphans`).
 - Start-up order: both informers synced, then `Lifecycle.recover` with everything
@@ -55,7 +60,7 @@ from kruntimes.cluster.binder.kube import KubernetesBinder
 from kruntimes.cluster.informer import Informer
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.sources import RUNS, Source
-from kruntimes.runtimed import metrics
+from kruntimes.runtimed import discovery, metrics
 from kruntimes.runtimed.admission import Capacity
 from kruntimes.runtimed.lifecycle import Lifecycle
 from kruntimes.runtimed.metrics import RuntimedMetrics
@@ -88,6 +93,7 @@ class Settings:
     request_timeout: float = 30.0
     metrics_port: int | None = None  # serve /metrics (`runtimed.metrics`) on this port; None: not at all
     metrics_address: str = "0.0.0.0"
+    discover_timeout: float = discovery.DEFAULT_TIMEOUT  # seconds discover may take (publisher Runtimed)
 
 
 class _Reader:
@@ -238,6 +244,7 @@ class Agent:
                 self._api, self.settings.settings_namespace, self.settings.request_timeout).default_runs_capacity)
             self._settings_due = time.monotonic() + self.settings.settings_period
             self._run_selector = self._select_runs()
+            self.publish_devices()
             self.events.start()
             self.pod_informer.start()
             self.run_informer.start()
@@ -263,6 +270,40 @@ class Agent:
             if self._metrics_server is not None:
                 self._metrics_server.stop()
             self.events.stop()  # what is queued (the ends just written) is sent within its timeout
+
+    def publish_devices(self) -> discovery.Published | None:
+        """Publish the pod's inventory from discover (publisher Runtimed); None when the controller publishes."""
+        name, namespace = self.settings.pod_name, self.settings.pod_namespace
+        try:
+            pod = decode.response_value(self._core.read_namespaced_pod(
+                name, namespace, _request_timeout=self.settings.request_timeout, _preload_content=False))
+        except (ApiException, OSError, urllib3.exceptions.HTTPError) as exc:
+            log.error("reading pod %s to publish its devices failed: %s; Runs asking for devices are not placed "
+                      "here until runtimed restarts", name, errors.describe(exc))
+            return None
+        if not isinstance(pod, dict) or (pod.get("metadata") or {}).get("uid") != self.settings.pod_uid:
+            return None
+        wanted = discovery.discover_of(pod)
+        if wanted is None:
+            return None
+        published = discovery.publish(wanted, self.settings.discover_timeout)
+        if published.problem is None:
+            log.info("publishing the device inventory discover found on pod %s (digest %s)", name, published.digest)
+            self.metrics.device_discovery(metrics.PUBLISHED)
+        else:
+            log.warning("device discovery failed on pod %s: %s; its inventory is published as malformed, so Runs "
+                        "asking for devices are not placed here (others are) until discover works and runtimed "
+                        "restarts", name, published.problem)
+            self.metrics.device_discovery(metrics.MALFORMED)
+        if ((pod.get("metadata") or {}).get("annotations") or {}).get(discovery.DEVICES_ANNOTATION) == published.text:
+            return published
+        body = {"metadata": {"annotations": {discovery.DEVICES_ANNOTATION: published.text}}}
+        try:
+            self._core.patch_namespaced_pod(name, namespace, body, _content_type=MERGE_PATCH,
+                                            _request_timeout=self.settings.request_timeout)
+        except (ApiException, OSError, urllib3.exceptions.HTTPError) as exc:
+            log.error("publishing the device inventory of pod %s failed: %s", name, errors.describe(exc))
+        return published
 
     def heartbeat(self) -> None:
         body = {"metadata": {"annotations": {models.HEARTBEAT_ANNOTATION: rfc3339(datetime.now(timezone.utc))}}}

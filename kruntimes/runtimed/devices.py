@@ -72,12 +72,17 @@ def pod_devices(annotations: Mapping[str, Any], env_text: str | None = None) -> 
 
 def device_env(pod: Mapping[str, Any]) -> str | None:
     """`KRUNTIMES_DEVICE_ENV` of the pod's runtimed container, as the controller set it; None: no mapping."""
+    return runtimed_env(pod, DEVICE_ENV_VARIABLE)
+
+
+def runtimed_env(pod: Mapping[str, Any], name: str) -> str | None:
+    """The value the controller gave `name` in the pod's runtimed container env; None when it is not there."""
     spec = pod.get("spec")
     containers = spec.get("containers") if isinstance(spec, Mapping) else None
     for container in containers if isinstance(containers, list) else []:
         if isinstance(container, Mapping) and container.get("name") == RUNTIMED_CONTAINER:
             for var in container.get("env") or []:
-                if isinstance(var, Mapping) and var.get("name") == DEVICE_ENV_VARIABLE:
+                if isinstance(var, Mapping) and var.get("name") == name:
                     value = var.get("value")
                     return value if isinstance(value, str) else None
     return None

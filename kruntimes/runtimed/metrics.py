@@ -7,6 +7,10 @@ and admits nothing new) and each Run refused for its devices (`missing`:
 `DeviceAllocationMissing` or `AllocatedDeviceMissing`). Labels come from these three
 values only, so a pod's series are bounded whatever its Runs ask. The registry is
 runtimed's own; `kruntimes runtimed --metrics-port` serves it (`cluster.probes`).
+
+`kruntimes_runtimed_device_discoveries_total{result}` counts, with publisher Runtimed
+(SPEC §7.1), each inventory runtimed published from `discover` (`published`) or each
+failure it published as a malformed inventory (`malformed`: `runtimed.discovery`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ BUSY: Final = "busy"
 MISSING: Final = "missing"
 MALFORMED_INVENTORY: Final = "malformed_inventory"
 WAIT_REASONS: Final = (BUSY, MISSING, MALFORMED_INVENTORY)
+PUBLISHED: Final = "published"
+MALFORMED: Final = "malformed"
+DISCOVER_RESULTS: Final = (PUBLISHED, MALFORMED)
 
 
 def wait_reason(why: str | None) -> str | None:
@@ -44,5 +51,15 @@ class RuntimedMetrics:
         for reason in WAIT_REASONS:  # every series from the start, so a rate is defined before the first wait
             self.device_waits.labels(reason=reason)
 
+        self.device_discoveries = Counter(
+            "kruntimes_runtimed_device_discoveries_total",
+            "Device inventories this runtimed published from discover (published) or as malformed (malformed)",
+            ["result"], registry=self.registry)
+        for result in DISCOVER_RESULTS:
+            self.device_discoveries.labels(result=result)
+
     def device_wait(self, reason: str) -> None:
         self.device_waits.labels(reason=reason).inc()
+
+    def device_discovery(self, result: str) -> None:
+        self.device_discoveries.labels(result=result).inc()

@@ -1,8 +1,8 @@
 """The ValidatingAdmissionPolicies of ``deploy/base`` that the emulator enforces, evaluated from their own CEL.
 
 Every ``deploy/base/*policy*.yaml`` is loaded as deployed: runtimed's two (a runtimed
-writes only its own pod's Runs, forward, and only its own pod's heartbeat; SPEC
-§4.1), the Runtime controller's (it never places a Run; §4.2) and the scheduler's
+writes only its own pod's Runs, forward, and only its own pod's heartbeat, and its
+pod's device inventory where the controller made it the publisher; SPEC §4.1, §7.1), the Runtime controller's (it never places a Run; §4.2) and the scheduler's
 term fence (§3.6). A write is judged as the API server judges it:
 
 - a policy applies to the request when one of its ``resourceRules`` matches

@@ -87,6 +87,19 @@ def test_runtimed_writes_its_own_runs_and_heartbeat_and_the_emulator_refuses_the
     assert pods["python-1"][models.HEARTBEAT_ANNOTATION] != "2026-12-05T00:00:00Z"
 
 
+def test_a_runtimed_writes_its_pod_s_inventory_only_where_the_controller_made_it_the_publisher(
+        emulator: Emulator, cluster_api: Cluster) -> None:
+    # SPEC §7.1: with publisher Controller the inventory is the controller's; runtimed's patch is refused.
+    team = cluster_api
+    pod = team.add_pod("python-0")
+    runtimed = as_runtimed(emulator, team, pod)
+    inventory = '{"devices":[{"name":"gpu-0"}],"driver":"gpu.example.com"}'
+    assert "and kruntimes.io/devices where its Runtime's devices publisher is Runtimed" in refusal(
+        lambda: heartbeat(runtimed, team, "python-0", **{"kruntimes.io/devices": inventory}))
+    assert "kruntimes.io/devices" not in (team.core.read_namespaced_pod("python-0", team.namespace)
+                                          .metadata.annotations or {})
+
+
 def test_a_runtimed_token_not_bound_to_a_pod_writes_nothing(emulator: Emulator, cluster_api: Cluster) -> None:
     pod = cluster_api.add_pod("python-0")
     cluster_api.add_run("a")

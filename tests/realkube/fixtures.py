@@ -98,11 +98,17 @@ def team(deployed: controlplane.ControlPlane) -> Iterator[Cluster]:
             core.delete_namespace(name)
 
 
-def runtime_pod(team: Cluster, name: str = "python-0", runs: int = 1) -> Any:
-    """A Runtime Pod (Ready) running as runtimed's ServiceAccount, as the controller makes them; the V1Pod."""
+def runtime_pod(team: Cluster, name: str = "python-0", runs: int = 1, discover: str | None = None) -> Any:
+    """A Runtime Pod (Ready) running as runtimed's ServiceAccount, as the controller makes them; the V1Pod.
+
+    With `discover`, its runtimed container has it as `KRUNTIMES_DEVICE_DISCOVER`, as the controller
+    gives it when the Runtime's devices publisher is Runtimed (SPEC §7.1)."""
     annotations = {models.CAPACITY_ANNOTATION: f'{{"runs":"{runs}"}}'}
     body = manifests.pod(name, {models.RUNTIME_LABEL: "python"}, annotations=annotations)
     body["spec"]["serviceAccountName"] = identities.RUNTIMED
+    if discover is not None:
+        body["spec"]["containers"].append({"name": "runtimed", "image": "busybox", "env": [
+            {"name": "KRUNTIMES_DEVICE_DISCOVER", "value": discover}]})
     team.core.create_namespaced_pod(team.namespace, body)
     team.set_ready(name, True)
     return team.core.read_namespaced_pod(name, team.namespace)

@@ -109,6 +109,26 @@ def test_runtimed_writes_its_own_runs_and_heartbeat_and_the_server_refuses_the_r
     assert models.HEARTBEAT_ANNOTATION not in pods["python-1"]
 
 
+def test_runtimed_publishes_its_own_pod_s_inventory_only_where_its_runtime_makes_it_the_publisher(
+        deployed: ControlPlane, team: Cluster, tmp_path: Path) -> None:
+    # SPEC §7.1: publisher Runtimed, runtimed writes kruntimes.io/devices on its own pod; publisher
+    # Controller, the inventory is the controller's and runtimed's write is refused.
+    inventory = '{"devices":[{"name":"gpu-0"}],"driver":"gpu.example.com"}'
+    publisher = fixtures.runtime_pod(team, "gpu-0", discover='{"argv":["/bin/gpus"],"driver":"gpu.example.com"}')
+    projected = fixtures.runtime_pod(team, "gpu-1")
+    with identities.component(deployed, tmp_path, "runtimed-0", team.namespace, identities.RUNTIMED,
+                              pod=publisher) as runtimed:
+        heartbeat(runtimed, team, "gpu-0", **{"kruntimes.io/devices": inventory})
+        assert "its own pod only" in refusal(
+            lambda: heartbeat(runtimed, team, "gpu-1", **{"kruntimes.io/devices": inventory}))
+    with identities.component(deployed, tmp_path, "runtimed-1", team.namespace, identities.RUNTIMED,
+                              pod=projected) as runtimed:
+        assert "and kruntimes.io/devices where its Runtime's devices publisher is Runtimed" in refusal(
+            lambda: heartbeat(runtimed, team, "gpu-1", **{"kruntimes.io/devices": inventory}))
+    pods = {p.metadata.name: p.metadata.annotations for p in team.core.list_namespaced_pod(team.namespace).items}
+    assert pods["gpu-0"]["kruntimes.io/devices"] == inventory and "kruntimes.io/devices" not in pods["gpu-1"]
+
+
 def test_a_runtimed_token_not_bound_to_a_pod_writes_nothing(
         deployed: ControlPlane, team: Cluster, tmp_path: Path) -> None:
     pod = fixtures.runtime_pod(team)

@@ -64,6 +64,12 @@ PROJECTIONS = [
     ("with publisher Runtimed the pod's own inventory is left alone",
      {"driver": "gpu.example.com", "publisher": "Runtimed", "discover": ["/bin/list-gpus"]},
      {CAPACITY_ANNOTATION: CAPACITY, DEVICES_ANNOTATION: "whatever runtimed published"}, None),
+    ("with publisher Runtimed a pod runtimed has not published on yet gets nothing written",
+     {"driver": "gpu.example.com", "publisher": "Runtimed", "discover": ["/bin/list-gpus"]},
+     {CAPACITY_ANNOTATION: CAPACITY}, None),
+    ("with publisher Runtimed a malformed inventory runtimed published is left alone too",
+     {"driver": "gpu.example.com", "publisher": "Runtimed", "discover": ["/bin/list-gpus"]},
+     {CAPACITY_ANNOTATION: CAPACITY, DEVICES_ANNOTATION: '{"discoverError":"exit 1"}'}, None),
     ("capacity and devices changes travel in one patch", INVENTORY, {CAPACITY_ANNOTATION: '{"runs":"1"}'},
      {CAPACITY_ANNOTATION: CAPACITY, DEVICES_ANNOTATION: TEXT}),
 ]
@@ -116,3 +122,32 @@ def test_the_env_mapping_reaches_runtimed_qualified_in_its_env_and_no_annotation
                   if DEVICES_ANNOTATION in body["metadata"]["annotations"] else {})})
     plan = reconcile(runtime(spec), [old], [], NOW)
     assert plan.patch[0][1] == {"metadata": {"annotations": {LEGACY_DEVICE_ENV_ANNOTATION: None}}}
+
+
+RUNTIMED_SPEC = {"driver": "gpu.example.com", "publisher": "Runtimed", "discover": ["/bin/list-gpus", "--json"]}
+
+
+@pytest.mark.parametrize("spec, expected", [
+    (RUNTIMED_SPEC, '{"argv":["/bin/list-gpus","--json"],"driver":"gpu.example.com"}'),
+    (INVENTORY, None),
+    (None, None),
+], ids=["publisher Runtimed gives runtimed the argv and the driver", "publisher Controller gives it none",
+        "no devices give it none"])
+def test_runtimed_learns_what_to_discover_from_its_container_env(spec: Any, expected: str | None) -> None:
+    from kruntimes.controller.reconcile import DEVICE_DISCOVER_VARIABLE
+    body = reconcile(runtime(spec), [], [], NOW).create[0]
+    assert _runtimed_env(body).get(DEVICE_DISCOVER_VARIABLE) == expected
+    # The pod is created without an inventory: runtimed publishes it (SPEC §7.1).
+    assert (DEVICES_ANNOTATION in body["metadata"]["annotations"]) == (spec is INVENTORY)
+
+
+def test_a_template_cannot_make_its_runtimed_a_publisher() -> None:
+    # The runtimed policy lets a runtimed write its pod's inventory only where this variable is set,
+    # so only the controller may set it, from the Runtime's publisher.
+    from kruntimes.controller.reconcile import DEVICE_DISCOVER_VARIABLE
+    view = runtime_view({"metadata": {"name": "gpu", "namespace": "team", "uid": RT_UID, "generation": 1},
+                         "spec": {"replicas": 1, "capacity": {"resources": {"runs": "4"}}, "devices": INVENTORY,
+                                  "template": {"spec": {"containers": [{"name": "runtimed", "image": "i", "env": [
+                                      {"name": DEVICE_DISCOVER_VARIABLE, "value": '{"argv":["/bin/x"]}'}]}]}}}})
+    body = reconcile(view, [], [], NOW).create[0]
+    assert DEVICE_DISCOVER_VARIABLE not in _runtimed_env(body)

@@ -32,6 +32,10 @@ EVENTS = "kruntimes-runtimed-events"
 HEARTBEAT_KEY = "kruntimes.io/runtimed-heartbeat"
 NS, POD, POD_UID = "team-a", "python-7xk2q", "0b1c-own"
 RUNTIMED = f"system:serviceaccount:{NS}:kruntimes-runtimed"
+ANNOTATIONS_ONLY = ("a runtimed changes no annotation of its pod but kruntimes.io/runtimed-heartbeat, and "
+                    "kruntimes.io/devices where its Runtime's devices publisher is Runtimed")
+DEVICES_KEY = "kruntimes.io/devices"
+INVENTORY = '{"devices":[{"name":"gpu-0"}],"driver":"gpu.example.com"}'
 
 
 def _policies() -> dict[str, Object]:
@@ -72,6 +76,16 @@ def pod(name: str = POD, *, heartbeat: str | None = "2026-12-01T10:00:00Z", **an
                      "containers": [{"name": "runtimed", "image": "ghcr.io/kruntimes/kruntimes:0.1.0"}]}}
 
 
+def publisher(old: Object, env: str = "KRUNTIMES_DEVICE_DISCOVER", container: str = "runtimed") -> Object:
+    """`old` as the controller makes a pod whose Runtime's devices publisher is Runtimed (SPEC §7.1)."""
+    new = copy.deepcopy(old)
+    new["spec"]["containers"] = [{"name": "runtime", "image": "example.com/gpu:1"},
+                                 {"name": container, "image": "ghcr.io/kruntimes/kruntimes:0.1.0",
+                                  "env": [{"name": "KRUNTIMES_POD_NAME", "value": "x"},
+                                          {"name": env, "value": '{"argv":["/bin/gpus"],"driver":"gpu.example.com"}'}]}]
+    return new
+
+
 def renewed(old: Object) -> Object:
     new = copy.deepcopy(old)
     new["metadata"]["annotations"][HEARTBEAT_KEY] = "2026-12-01T10:00:10Z"
@@ -100,12 +114,38 @@ HEARTBEAT_CASES = [
      ["a runtimed writes its own pod only"]),
     ("raising its own capacity is refused", request(),
      changed(OWN, ("metadata", "annotations", "kruntimes.io/capacity"), '{"runs":"40"}'), OWN,
-     ["a runtimed changes no annotation of its pod but kruntimes.io/runtimed-heartbeat"]),
+     [ANNOTATIONS_ONLY]),
     ("adding another annotation is refused", request(), changed(OWN, ("metadata", "annotations", "note"), "x"), OWN,
-     ["a runtimed changes no annotation of its pod but kruntimes.io/runtimed-heartbeat"]),
+     [ANNOTATIONS_ONLY]),
     ("removing the capacity annotation is refused", request(),
      changed(OWN, ("metadata", "annotations", "kruntimes.io/capacity"), None), OWN,
-     ["a runtimed changes no annotation of its pod but kruntimes.io/runtimed-heartbeat"]),
+     [ANNOTATIONS_ONLY]),
+    ("a publisher runtimed publishes its own pod's first inventory", request(),
+     changed(publisher(OWN), ("metadata", "annotations", DEVICES_KEY), INVENTORY), publisher(OWN), []),
+    ("a publisher runtimed replaces its own pod's inventory, even with a malformed one", request(),
+     changed(publisher(pod(**{DEVICES_KEY: INVENTORY})), ("metadata", "annotations", DEVICES_KEY),
+             '{"discoverError":"exit 1"}'), publisher(pod(**{DEVICES_KEY: INVENTORY})), []),
+    ("a publisher runtimed still may not raise its capacity", request(),
+     changed(publisher(OWN), ("metadata", "annotations", "kruntimes.io/capacity"), '{"runs":"40"}'), publisher(OWN),
+     [ANNOTATIONS_ONLY]),
+    ("a publisher runtimed may not publish another pod's inventory", request(),
+     changed(publisher(pod("python-other")), ("metadata", "annotations", DEVICES_KEY), INVENTORY),
+     publisher(pod("python-other")), ["a runtimed writes its own pod only"]),
+    ("writing the inventory the controller projects is refused", request(),
+     changed(pod(**{DEVICES_KEY: INVENTORY}), ("metadata", "annotations", DEVICES_KEY), INVENTORY.replace("0", "9")),
+     pod(**{DEVICES_KEY: INVENTORY}), [ANNOTATIONS_ONLY]),
+    ("removing the inventory the controller projects is refused", request(),
+     changed(pod(**{DEVICES_KEY: INVENTORY}), ("metadata", "annotations", DEVICES_KEY), None),
+     pod(**{DEVICES_KEY: INVENTORY}), [ANNOTATIONS_ONLY]),
+    ("a discover variable in another container does not make a publisher", request(),
+     changed(publisher(OWN, container="runtime-2"), ("metadata", "annotations", DEVICES_KEY), INVENTORY),
+     publisher(OWN, container="runtime-2"), [ANNOTATIONS_ONLY]),
+    ("another variable of runtimed's does not make a publisher", request(),
+     changed(publisher(OWN, env="KRUNTIMES_DEVICE_ENV"), ("metadata", "annotations", DEVICES_KEY), INVENTORY),
+     publisher(OWN, env="KRUNTIMES_DEVICE_ENV"), [ANNOTATIONS_ONLY]),
+    ("a runtimed may not make itself a publisher by adding the variable", request(),
+     changed(publisher(OWN), ("metadata", "annotations", DEVICES_KEY), INVENTORY), OWN,
+     [ANNOTATIONS_ONLY, "a runtimed changes nothing of its pod but the kruntimes.io/runtimed-heartbeat annotation"]),
     ("moving its pod to another Runtime by label is refused", request(),
      changed(OWN, ("metadata", "labels", "kruntimes.io/runtime"), "gpu"), OWN,
      ["a runtimed changes nothing of its pod but the kruntimes.io/runtimed-heartbeat annotation"]),
