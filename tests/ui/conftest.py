@@ -10,12 +10,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from kruntimes import demo
-from kruntimes.ui import queries, server
+from kruntimes.ui import queries, server, whatif_page
 
 
 @dataclass(frozen=True)
@@ -53,3 +54,17 @@ def served(demo_journal: DemoJournal) -> Iterator[Served]:
         httpd.server_close()
         thread.join(timeout=5)
         reader.close()
+
+
+def whatif_window(reader: queries.Reader) -> tuple[datetime, datetime]:
+    """A window from the journal's start holding at most what the what-if page replays at once.
+
+    The demo's cycle count varies from run to run (conflicts, retries) around the page's
+    limit, so a test that asks for a replay picks a window under it rather than the whole journal.
+    """
+    bounds = reader.bounds()
+    assert bounds is not None
+    since, until = bounds.first_at, bounds.last_at + timedelta(seconds=1)
+    while reader.cycles_between(since, until) > whatif_page.MAX_CYCLES:
+        until = since + (until - since) * 0.8
+    return since, until

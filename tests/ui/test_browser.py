@@ -27,7 +27,7 @@ from kruntimes.journal import backends, history
 from kruntimes.ui import markup, queries, server, timeline, waits_page, whatif_page
 from replay import source, whatif
 from tests.ui import browser
-from tests.ui.conftest import DemoJournal, Served
+from tests.ui.conftest import DemoJournal, Served, whatif_window
 
 
 @pytest.fixture(scope="module")
@@ -211,9 +211,7 @@ def test_a_runs_page_says_why_it_failed_or_what_it_waits_for(
 
 def test_what_if_lists_the_decisions_replay_says_would_change(
         driver: Any, served: Served, journal: backends.Journal) -> None:
-    bounds = served.app.reader.bounds()
-    assert bounds is not None
-    since, until = bounds.first_at, bounds.last_at + timedelta(seconds=1)
+    since, until = whatif_window(served.app.reader)
     _open(driver, served, markup.url("/whatif", since=since, until=until))
     assert browser.console_errors(driver) == []
     assert driver.find_element(By.NAME, "w.LeastLoaded").get_attribute("value") == "1"  # the recorded weight
