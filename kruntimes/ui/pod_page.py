@@ -36,14 +36,21 @@ def render_picker(reader: queries.Reader, q: params.Query) -> bytes:
                    key=lambda lane: (timeline.natural(timeline.runtime_key(lane)), lane.name))
     offset = min(q.integer("offset", 0), max(0, len(lanes) - 1) // per * per)  # past the end: the last page
     staleness = int(reader.config_at(reader.lsn_at(at)).get("heartbeat_staleness_seconds") or 0)
-    rows = [(m.link(f"{lane.namespace}/{lane.name}", m.url(f"/pod/{m.seg(lane.namespace)}/{m.seg(lane.name)}", at=at)),
-             timeline.runtime_key(lane), _state(lane.ready, lane.terminating),
-             _heartbeat(lane.heartbeat, at, staleness), _capacity(lane.capacity))
-            for lane in lanes[offset:offset + per]]
-    ready = sum(1 for lane in lanes if lane.ready and not lane.terminating)
+    # The lanes say which pods existed at T; what each was at T (ready, heartbeat) is its newest
+    # observation then, which a window of added and deleted pods does not follow: looked up per row.
+    rows, ready = [], 0
+    for lane in lanes[offset:offset + per]:
+        seen = reader.pod_observation(lane.namespace, lane.name, at)
+        obj = (seen.payload.get("object") or {}) if seen is not None else {}
+        is_ready, terminating = bool(obj.get("ready", lane.ready)), bool(obj.get("terminating", lane.terminating))
+        ready += is_ready and not terminating
+        rows.append((m.link(f"{lane.namespace}/{lane.name}",
+                            m.url(f"/pod/{m.seg(lane.namespace)}/{m.seg(lane.name)}", at=at)),
+                     timeline.runtime_key(lane), _state(is_ready, terminating),
+                     _heartbeat(obj.get("heartbeat", lane.heartbeat), at, staleness), _capacity(lane.capacity)))
     return m.page("Pod at T", _form("", at), m.h("h2", f"Runtime Pods at {m.when(at)}"),
-                  m.h("p", f"{len(lanes):,} pods, {ready:,} ready; heartbeats judged as a cycle at T would judge them "
-                           f"(stale after {staleness} s)", class_="note"),
+                  m.h("p", f"{len(lanes):,} pods, {ready:,} of the {len(rows):,} below ready; heartbeats judged as a "
+                           f"cycle at T would judge them (stale after {staleness} s)", class_="note"),
                   _pods_pager(at, offset, per, len(lanes)),
                   m.table(("pod", "Runtime", "state", "heartbeat", "capacity"), rows, id="pods"), active="Pod at T")
 

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from kruntimes.cli import main as cli
 from kruntimes.cli import ui_cmd
-from kruntimes.journal import errors
+from kruntimes.journal import backends, errors, history
 from kruntimes.ui import busy, markup, queries, run_page, server, timeline
 from tests.ui.conftest import DemoJournal, Served, whatif_window
 
@@ -270,3 +270,25 @@ def test_the_health_paths_answer_liveness_without_the_journal_and_readiness_with
     assert app.respond("GET", "/healthz", "")[0] == "200 OK"
     status, _, body = app.respond("GET", "/readyz", "")
     assert status == "503 Service Unavailable" and b"the journal does not answer" in body
+
+
+def test_the_pod_list_shows_each_pod_as_its_newest_observation_at_t_says(
+        served: Served, demo_journal: DemoJournal) -> None:
+    # Pods the demo's controller creates become ready after they are added: a list built
+    # from added and deleted pods alone showed some of them "not ready" at the journal's end.
+    bounds = served.app.reader.bounds()
+    assert bounds is not None
+    status, _, body = _get(served, markup.url("/pod", at=bounds.last_at, per=1000))
+    assert status == 200
+    table = body[body.index('id="pods"'):]
+    rows = re.findall(r"<tr><td><a [^>]*>([^<]+)</a></td><td>[^<]*</td><td>([^<]*)</td><td>([^<]*)</td>", table)
+    assert len(rows) > 10
+    journal = backends.Journal.open(demo_journal.url, create=False)
+    try:
+        for pod, state, heartbeat in rows:
+            namespace, name = pod.split("/")
+            seen = history.pod_observations(journal, namespace, name, at=bounds.last_at, limit=1)[0]
+            assert state.startswith("ready" if seen["ready"] else "not ready"), pod
+            assert seen["heartbeat"] is None or seen["heartbeat"] in heartbeat, pod
+    finally:
+        journal.close()
