@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from kruntimes.journal import schema
+from kruntimes.journal import epoch_order, schema
 
 Execute = Callable[[sa.Executable], Sequence[sa.Row[Any]]]
 Key = tuple[str, int]  # (epoch, lsn): the epoch is the record's incarnation
@@ -64,11 +64,13 @@ def run_keys(execute: Execute, namespace: str, name: str, limit: int) -> set[Key
     return keys
 
 
-def pod_key(execute: Execute, namespace: str, name: str, at: datetime) -> list[Key]:
-    """The pod's newest observation at or before ``at``."""
+def pod_key(execute: Execute, namespace: str, name: str, at: datetime, epochs: Sequence[str]) -> list[Key]:
+    """The pod's newest observation at or before ``at``: by time, then epoch order (``epochs``, oldest first),
+    then LSN."""
     stmt = (sa.select(PODS.c.epoch, PODS.c.lsn)
             .where(PODS.c.namespace == namespace, PODS.c.name == name, PODS.c.recorded_at <= at)
-            .order_by(PODS.c.recorded_at.desc(), PODS.c.lsn.desc()).limit(1))
+            .order_by(*epoch_order.order(PODS.c.recorded_at, PODS.c.epoch, PODS.c.lsn, epochs, newest_first=True))
+            .limit(1))
     return [(epoch, lsn) for epoch, lsn in execute(stmt)]
 
 
@@ -83,15 +85,18 @@ def held(execute: Execute, namespace: str, pod: str, at: datetime) -> Sequence[s
     return execute(stmt)
 
 
-def pod_events(execute: Execute, epochs: Sequence[str], after: int, upto: int) -> list[tuple[Any, ...]]:
-    """Pods added or deleted with LSN in ``(after, upto]``: ``(lsn, at, event, namespace, name, object)``.
+def pod_events(execute: Execute, epochs: Sequence[str], after: epoch_order.Cut,
+               upto: epoch_order.Cut) -> list[tuple[Any, ...]]:
+    """Pods added or deleted after ``after`` and within ``upto`` (per epoch, LSN ranges):
+    ``(lsn, at, event, namespace, name, object)`` by time, then epoch order (``epochs``, oldest first), then LSN.
 
-    A key range of ``history_pods`` (from the window's starting checkpoint on), not a scan.
+    A key range of ``history_pods`` per epoch (from the window's starting checkpoint on), not a scan.
     """
     pods = (sa.select(PODS.c.lsn, PODS.c.recorded_at, PODS.c.event, PODS.c.namespace, PODS.c.name, PODS.c.runtime,
                       PODS.c.capacity, PODS.c.ready, PODS.c.terminating, PODS.c.heartbeat)
-            .where(PODS.c.epoch.in_(epochs), PODS.c.lsn > after, PODS.c.lsn <= upto,
-                   PODS.c.event.in_(("ADDED", "DELETED"))).order_by(PODS.c.lsn))
+            .where(epoch_order.between(PODS.c.epoch, PODS.c.lsn, after, upto),
+                   PODS.c.event.in_(("ADDED", "DELETED")))
+            .order_by(*epoch_order.order(PODS.c.recorded_at, PODS.c.epoch, PODS.c.lsn, epochs)))
     return [(lsn, at, event, namespace, name,
              {"runtime": runtime, "capacity": orjson.loads(capacity) if capacity else (), "ready": ready,
               "terminating": terminating, "heartbeat": heartbeat})

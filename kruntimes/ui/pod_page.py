@@ -35,7 +35,8 @@ def render_picker(reader: queries.Reader, q: params.Query) -> bytes:
                     if lane.deleted_at is None or lane.deleted_at >= at),
                    key=lambda lane: (timeline.natural(timeline.runtime_key(lane)), lane.name))
     offset = min(q.integer("offset", 0), max(0, len(lanes) - 1) // per * per)  # past the end: the last page
-    staleness = int(reader.config_at(reader.lsn_at(at)).get("heartbeat_staleness_seconds") or 0)
+    epoch, lsn = reader.newest_at(at) or (None, 0)
+    staleness = int(reader.config_at(lsn, epoch).get("heartbeat_staleness_seconds") or 0)
     rows = [(m.link(f"{lane.namespace}/{lane.name}", m.url(f"/pod/{m.seg(lane.namespace)}/{m.seg(lane.name)}", at=at)),
              timeline.runtime_key(lane), _state(lane.ready, lane.terminating),
              _heartbeat(lane.heartbeat, at, staleness), _capacity(lane.capacity))
