@@ -15,8 +15,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from kruntimes.journal import backends, history, records
+from tests.journal.test_history_queries import QUERIES
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 TIE = T0 + timedelta(hours=2)
@@ -27,7 +29,7 @@ OLDER, NEWER = "0" * 31 + "b", "0" * 31 + "a"  # the newer epoch's ID sorts firs
 def _cycle(epoch: str, lsn: int, at: datetime, pod: str) -> records.JournalRecord:
     return records.JournalRecord(epoch, lsn, at, "cycle", {
         "namespace": NS, "run": "r", "run_uid": "u", "status": "scheduled", "result": "scheduled", "chosen": pod,
-        "total": 7, "candidates": [], "rejections": []})
+        "total": 7, "candidates": [{"pod": pod, "total": 7, "scores": [["LeastLoaded", 1, 7]]}], "rejections": []})
 
 
 def _mutation(epoch: str, lsn: int, at: datetime, kind: str, name: str, obj: dict[str, Any]) -> records.JournalRecord:
@@ -77,3 +79,19 @@ def test_a_pod_at_t_is_the_newer_epoch_s_observation_at_one_instant(tied: backen
 def test_a_run_s_end_is_its_newest_by_time_not_its_highest_lsn(tied: backends.Journal) -> None:
     ended = history.run_ended(tied, NS, ["u"])
     assert ended is not None and ended["phase"] == "Succeeded"
+
+
+def _documented(journal: backends.Journal, name: str, **bound: Any) -> list[Any]:
+    variants = QUERIES[name]
+    sql = variants.get(journal.engine.dialect.name) or variants["any"]
+    with journal.engine.connect() as conn:
+        return list(conn.execute(sa.text(sql), bound).mappings().all())
+
+
+def test_the_documented_queries_break_a_tie_by_epoch_order(tied: backends.Journal) -> None:
+    assert [(r["pod"], r["chosen"]) for r in _documented(tied, "why-placed", namespace=NS, run="r")] \
+        == [("pod-new", 1)]
+    seen = _documented(tied, "pod-at-time", namespace=NS, pod="p", at=TIE + timedelta(seconds=1))
+    assert [r["runtime"] for r in seen] == ["new"]
+    assert [r["lsn"] for r in _documented(tied, "decisions-in-window", since=T0, until=TIE + timedelta(seconds=1))] \
+        == [902, 102]
