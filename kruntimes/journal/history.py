@@ -44,11 +44,8 @@ def _order(journal: backends.Journal, when: Any, epoch: Any, lsn: Any, *, newest
     database was away: neither the LSN nor the epoch's ID says which of two records
     recorded at the same instant came first.
     """
-    try:
-        with journal.engine.connect() as conn:
-            oldest_first = [s.epoch for s in epoch_order.starts(conn)]
-    except sa_exc.DBAPIError as exc:
-        raise errors.JournalUnavailable(f"cannot read the journal ({journal.backend}): {exc.orig}") from exc
+    spans = _rows(journal, epoch_order.spans_query())
+    oldest_first = [s.epoch for s in epoch_order.ordered((r["epoch"], r["first_lsn"], r["first_at"]) for r in spans)]
     return epoch_order.order(when, epoch, lsn, oldest_first, newest_first=newest_first)
 
 

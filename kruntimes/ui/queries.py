@@ -206,17 +206,13 @@ class Reader:
     def spans(self) -> list[Span]:
         """Each epoch's first and last record, oldest epoch first (``epoch_order``).
 
-        Two grouped look-ups on the primary key (epoch, LSN); LSN 0, a prune record, is
-        not a scheduler's record.
+        Probes of the primary key (epoch, LSN), no pass over it; LSN 0, a prune record,
+        is not a scheduler's record.
         """
-        at = sa.type_coerce(_R.c.recorded_at, sa.String)
-        last = (sa.select(_R.c.incarnation, sa.func.max(_R.c.lsn).label("lsn"))
-                .where(_R.c.lsn >= epoch_order.FIRST_SCHEDULER_LSN).group_by(_R.c.incarnation).subquery())
-        ends = {epoch: (int(lsn), _at(when)) for epoch, lsn, when in self._execute(
-            sa.select(_R.c.incarnation, _R.c.lsn, at)
-            .join(last, sa.and_(_R.c.incarnation == last.c.incarnation, _R.c.lsn == last.c.lsn)))}
-        return [Span(s.epoch, s.first_lsn, _at(s.started_at), *ends[s.epoch])
-                for s in epoch_order.ordered(self._execute(epoch_order.starts_query())) if s.epoch in ends]
+        rows = {epoch: (int(first), _at(first_at), int(last), _at(last_at))
+                for epoch, first, first_at, last, last_at in self._execute(epoch_order.spans_query())}
+        return [Span(s.epoch, *rows[s.epoch])
+                for s in epoch_order.ordered((e, first, at) for e, (first, at, _, _) in rows.items())]
 
     def bounds(self, spans: list[Span] | None = None) -> Bounds | None:
         """The first record (the oldest epoch's first) and the newest (the last of the epoch that recorded last)."""
@@ -398,7 +394,7 @@ class Reader:
 
     def _epochs(self) -> list[str]:
         """Every epoch with records, oldest first (``epoch_order``: by chained data, not a plain column)."""
-        return [s.epoch for s in epoch_order.ordered(self._execute(epoch_order.starts_query()))]
+        return [s.epoch for s in self.spans()]
 
     def bars(self, w: Window, lanes: list[tuple[str, str]]) -> list[Bar]:
         """The Runs placed on ``lanes`` (namespace, pod) during the window, from ``history_placements``."""
