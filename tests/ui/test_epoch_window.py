@@ -16,9 +16,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
-from kruntimes.journal import backends, records
-from kruntimes.ui import params, pod_page, queries
+from kruntimes.journal import backends, derived, records
+from kruntimes.ui import buckets, params, pod_page, queries
 from tests.ui.test_epoch_order import journal_url  # noqa: F401  (the fixture: both backends)
 
 T0 = datetime(2026, 11, 20, tzinfo=timezone.utc)
@@ -116,3 +117,26 @@ def test_a_pod_at_t_is_judged_by_the_configuration_of_the_epoch_recording_then(r
 def test_the_pod_at_t_page_judges_heartbeats_by_the_epoch_recording_then(reader: queries.Reader) -> None:
     page = pod_page.render_picker(reader, params.Query({"at": [_s(T0, 10).isoformat()]})).decode()
     assert "stale after 30 s" in page and "stale after 60 s" not in page
+
+
+def test_what_a_window_s_pods_held_is_read_per_epoch(journal_url: str) -> None:  # noqa: F811
+    """The older epoch checkpointed at LSN 11; the newer one, numbered from 5, placed a Run at its LSN 6.
+    A window over both reads the newer epoch's placements from its own start, not from LSN 11."""
+    journal = backends.Journal.open(journal_url)
+    journal.append_batch([_incarnation(OLDER, 10, T0, 30), _checkpoint(OLDER, 11, _s(T0, 1), ["p"])])
+    journal.append_batch([_incarnation(NEWER, 5, T1, 60),
+                          records.JournalRecord(NEWER, 6, _s(T1, 1), "leader", {"event": "acquired"})])
+    with journal.engine.begin() as conn:
+        conn.execute(sa.insert(derived.placements).values(
+            epoch=NEWER, lsn=6, decided_at=_s(T1, 1), namespace=NS, run="r", run_uid="u", pod="p",
+            outcome="scheduled", requests='[["slots",2]]'))
+    reader = queries.Reader(journal)
+    try:
+        since, until = _s(T0, 2), _s(T1, 10)
+        w = reader.window(since, until)
+        b = buckets.Buckets.of(since, until)
+        held = buckets.utilisation(reader.held(w, [(NS, "p")], b), b, {"slots": 4})
+        # The newer epoch's Run holds 2 of the pod's 4 slots for the last bucket's final 9 s.
+        assert held["slots"][-1] == pytest.approx(50.0 * 9e6 / b.step_us, abs=0.01)
+    finally:
+        reader.close()
