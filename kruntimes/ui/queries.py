@@ -295,12 +295,16 @@ class Reader:
 
     # -- a time window ------------------------------------------------------------------------
 
-    def newest_at(self, at: datetime) -> tuple[str, int] | None:
-        """(epoch, LSN) of the newest record recorded at or before ``at``: by time, then epoch order, then LSN."""
+    def newest_at(self, at: datetime, spans: list[Span] | None = None, *,
+                  strictly: bool = False) -> tuple[str, int] | None:
+        """(epoch, LSN) of the newest record recorded at or before ``at`` (before it, ``strictly``): by time,
+        then epoch order, then LSN. One probe of the ``recorded_at`` index, walking back from ``at``."""
+        oldest_first = [s.epoch for s in (self.spans() if spans is None else spans)]
         found = self._execute(sa.select(_R.c.incarnation, _R.c.lsn)
-                              .where(_R.c.recorded_at <= at, _R.c.lsn >= epoch_order.FIRST_SCHEDULER_LSN)
+                              .where(_R.c.recorded_at < at if strictly else _R.c.recorded_at <= at,
+                                     _R.c.lsn >= epoch_order.FIRST_SCHEDULER_LSN)
                               .order_by(*epoch_order.order(_R.c.recorded_at, _R.c.incarnation, _R.c.lsn,
-                                                           self._epochs(), newest_first=True)).limit(1))
+                                                           oldest_first, newest_first=True)).limit(1))
         return (str(found[0][0]), int(found[0][1])) if found else None
 
     def cut_at(self, at: datetime, spans: list[Span] | None = None, *,
@@ -308,19 +312,30 @@ class Reader:
         """Per epoch, the newest LSN recorded at or before ``at`` (before it, for the epochs ``strictly_before``
         names); an epoch with none is absent. The per-epoch LSN ranges a time window maps to.
 
-        An epoch wholly before or after ``at`` is answered from its span; only one that
-        ``at`` falls inside is probed (the ``recorded_at`` index, within the epoch).
+        An epoch wholly before or after ``at`` is answered from its span. One that ``at``
+        falls inside (usually one: epochs seldom overlap in time) from the newest record
+        before ``at`` when that is the epoch's (a probe of the ``recorded_at`` index; LSNs
+        grow with time within an epoch), else by a search within the epoch.
         """
+        spans = self.spans() if spans is None else spans
         strict = set(strictly_before)
+        newest: dict[bool, tuple[str, int] | None] = {}
         cut: dict[str, int] = {}
-        for s in self.spans() if spans is None else spans:
-            before = (lambda t: t < at) if s.epoch in strict else (lambda t: t <= at)  # noqa: E731
+        for s in spans:
+            strictly = s.epoch in strict
+            before = (lambda t: t < at) if strictly else (lambda t: t <= at)  # noqa: E731
             if not before(s.first_at):
                 continue
             if before(s.last_at):
                 cut[s.epoch] = s.last_lsn
                 continue
-            when = _R.c.recorded_at < at if s.epoch in strict else _R.c.recorded_at <= at
+            if strictly not in newest:
+                newest[strictly] = self.newest_at(at, spans, strictly=strictly)
+            found_at = newest[strictly]
+            if found_at is not None and found_at[0] == s.epoch:
+                cut[s.epoch] = found_at[1]
+                continue
+            when = _R.c.recorded_at < at if strictly else _R.c.recorded_at <= at
             found = self._execute(sa.select(_R.c.lsn).where(_R.c.incarnation == s.epoch, when,
                                                             _R.c.lsn >= epoch_order.FIRST_SCHEDULER_LSN)
                                   .order_by(_R.c.recorded_at.desc(), _R.c.lsn.desc()).limit(1))

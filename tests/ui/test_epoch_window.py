@@ -140,3 +140,18 @@ def test_what_a_window_s_pods_held_is_read_per_epoch(journal_url: str) -> None: 
         assert held["slots"][-1] == pytest.approx(50.0 * 9e6 / b.step_us, abs=0.01)
     finally:
         reader.close()
+
+
+def test_an_instant_inside_two_epochs_that_overlap_in_time_cuts_each_one(journal_url: str) -> None:  # noqa: F811
+    """The older leader went on recording after the newer one began (LSNs 10-11 and 5-6, interleaved in time)."""
+    journal = backends.Journal.open(journal_url)
+    journal.append_batch([_incarnation(OLDER, 10, T0, 30), _incarnation(NEWER, 5, _s(T0, 5), 60),
+                          records.JournalRecord(OLDER, 11, _s(T0, 10), "leader", {"event": "lost"}),
+                          records.JournalRecord(NEWER, 6, _s(T0, 15), "leader", {"event": "acquired"})])
+    reader = queries.Reader(journal)
+    try:
+        assert reader.cut_at(_s(T0, 7)) == {OLDER: 10, NEWER: 5}
+        assert reader.cut_at(_s(T0, 12)) == {OLDER: 11, NEWER: 5}
+        assert reader.cut_at(_s(T0, 5), strictly_before=[NEWER]) == {OLDER: 10}
+    finally:
+        reader.close()
