@@ -74,14 +74,14 @@ def pod_key(execute: Execute, namespace: str, name: str, at: datetime, epochs: S
     return [(epoch, lsn) for epoch, lsn in execute(stmt)]
 
 
-def held(execute: Execute, namespace: str, pod: str, at: datetime) -> Sequence[sa.Row[Any]]:
+def held(execute: Execute, namespace: str, pod: str, at: datetime, epochs: Sequence[str]) -> Sequence[sa.Row[Any]]:
     """(run, run_uid, placed, ended, why, lsn, requests) of the placements on the pod that had begun and not
-    ended at ``at``."""
+    ended at ``at``, by time, then epoch order (``epochs``, oldest first), then LSN."""
     p = PLACEMENTS
     stmt = (sa.select(p.c.run, p.c.run_uid, p.c.decided_at, p.c.ended_at, p.c.end_reason, p.c.lsn, p.c.requests)
             .where(p.c.namespace == namespace, p.c.pod == pod, p.c.outcome == "scheduled", p.c.decided_at <= at,
                    sa.or_(p.c.ended_at.is_(None), p.c.ended_at > at))
-            .order_by(p.c.decided_at, p.c.lsn))
+            .order_by(*epoch_order.order(p.c.decided_at, p.c.epoch, p.c.lsn, epochs)))
     return execute(stmt)
 
 
@@ -112,10 +112,11 @@ def pods_of(p: sa.TableClause, lanes: Sequence[tuple[str, str]]) -> sa.ColumnEle
                                 for ns, names in sorted(by_namespace.items())))
 
 
-def bars(execute: Execute, lanes: Sequence[tuple[str, str]], since: datetime,
-         until: datetime) -> Sequence[sa.Row[Any]]:
+def bars(execute: Execute, lanes: Sequence[tuple[str, str]], since: datetime, until: datetime,
+         epochs: Sequence[str]) -> Sequence[sa.Row[Any]]:
     """(namespace, pod, run, run_uid, placed, ended, why, lsn) of the Runs placed on ``lanes`` during
-    ``[since, until)``: scheduled placements begun before ``until`` and not ended before ``since``.
+    ``[since, until)``: scheduled placements begun before ``until`` and not ended before ``since``, by time,
+    then epoch order (``epochs``, oldest first), then LSN.
 
     One index range per pod (``(namespace, pod, decided_at)``): a page asks for the few
     dozen lanes it draws, never for every pod.
@@ -126,5 +127,5 @@ def bars(execute: Execute, lanes: Sequence[tuple[str, str]], since: datetime,
                       sa.type_coerce(p.c.ended_at, sa.String), p.c.end_reason, p.c.lsn)
             .where(pods_of(p, lanes), p.c.decided_at < until, p.c.outcome == "scheduled",
                    sa.or_(p.c.ended_at.is_(None), p.c.ended_at >= since))
-            .order_by(p.c.decided_at, p.c.lsn))
+            .order_by(*epoch_order.order(p.c.decided_at, p.c.epoch, p.c.lsn, epochs)))
     return execute(stmt)

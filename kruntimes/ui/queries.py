@@ -417,7 +417,7 @@ class Reader:
             return []
         return [Bar(namespace, run, uid, pod, {}, _at(placed), _at(ended) if ended else None, str(why or ""), lsn)
                 for namespace, pod, run, uid, placed, ended, why, lsn in indexed.bars(self._execute, lanes, w.since,
-                                                                                        w.until)]
+                                                                                        w.until, self._epochs())]
 
     def held(self, w: Window, lanes: list[tuple[str, str]], b: buckets.Buckets) -> buckets.Held:
         """What the placements on ``lanes`` held during the window, grouped for ``buckets.utilisation``."""
@@ -511,7 +511,8 @@ class Reader:
         """The Runs placed on the pod at ``at``: placed at or before it and not yet ended then."""
         return [Bar(namespace, run, uid, name, dict(buckets.amounts(requests)) if requests else {}, placed, ended,
                     str(why or ""), lsn)
-                for run, uid, placed, ended, why, lsn, requests in indexed.held(self._execute, namespace, name, at)]
+                for run, uid, placed, ended, why, lsn, requests in indexed.held(self._execute, namespace, name, at,
+                                                                                self._epochs())]
 
 
 def _observe_pod(out: Window, obj: dict[str, Any], deleted_at: datetime | None,

@@ -155,3 +155,14 @@ def test_an_instant_inside_two_epochs_that_overlap_in_time_cuts_each_one(journal
         assert reader.cut_at(_s(T0, 5), strictly_before=[NEWER]) == {OLDER: 10}
     finally:
         reader.close()
+
+
+def test_runs_placed_on_a_pod_at_one_instant_by_two_epochs_go_by_epoch_order(reader: queries.Reader) -> None:
+    with reader.journal.engine.begin() as conn:
+        for epoch, lsn, run in ((OLDER, 950, "r-old"), (NEWER, 950 - 100, "r-new")):
+            conn.execute(sa.insert(derived.placements).values(
+                epoch=epoch, lsn=lsn, decided_at=_s(T1, 5), namespace=NS, run=run, run_uid=run, pod="pod-old",
+                outcome="scheduled", requests='[["slots",1]]'))
+    assert [bar.run for bar in reader.pod_runs(NS, "pod-old", _s(T1, 6))] == ["r-old", "r-new"]
+    w = reader.window(_s(T1, 4), _s(T1, 10))
+    assert [bar.run for bar in reader.bars(w, [(NS, "pod-old")])] == ["r-old", "r-new"]
