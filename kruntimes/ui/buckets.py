@@ -128,9 +128,10 @@ def held(execute: Execute, dialect: str, b: Buckets, lanes: Sequence[tuple[str, 
     """The scheduled placements on ``lanes`` that overlap the window, as sums per (requests, first, last bucket).
 
     Which placements, without a scan: those recorded after the starting checkpoint
-    (``after``, a key range per epoch up to ``upto``: LSNs overlap between epochs), and those of the Runs the checkpoint shows
-    placed (``placed_before``: namespace -> Run names, by the ``(namespace, run)``
-    index) - each kept if it had not ended before ``since``. Starts and ends are clipped
+    (``after``, a key range per epoch up to ``upto``: LSNs overlap between epochs), and
+    those of the Runs the checkpoint shows placed (``placed_before``: namespace -> Run
+    names, by the ``(namespace, run)`` index) - each kept if it had not ended before
+    ``since``. Starts and ends are clipped
     to the window and counted in microseconds from ``since``.
     """
     p = indexed.PLACEMENTS

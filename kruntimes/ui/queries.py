@@ -103,8 +103,8 @@ class Bounds:
     last_lsn: int
     first_at: datetime
     last_at: datetime
-    first_epoch: str = ""
-    last_epoch: str = ""
+    first_epoch: str
+    last_epoch: str
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,9 @@ class Reader:
     def __init__(self, journal: backends.Journal) -> None:
         self.journal = journal
         self._lock = threading.Lock()
-        self._starts: OrderedDict[tuple[str, int], tuple[dict[tuple[str, str], Lane], dict[str, set[str]]]] = OrderedDict()
+        # Parsed checkpoints by (epoch, LSN): their lanes and the Runs they show placed.
+        self._starts: OrderedDict[tuple[str, int], tuple[dict[tuple[str, str], Lane], dict[str, set[str]]]] = (
+            OrderedDict())
 
     def close(self) -> None:
         self.journal.engine.dispose()
