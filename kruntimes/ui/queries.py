@@ -243,9 +243,11 @@ class Reader:
     def incarnations(self) -> list[Record]:
         """Every scheduler incarnation's first record (its version and configuration), oldest first.
 
-        By time, then epoch: LSNs overlap between epochs begun while the database was away.
+        By time, then epoch order (not the epoch's ID), then LSN: LSNs overlap between epochs
+        begun while the database was away.
         """
-        stmt = self._select().where(_R.c.kind == "incarnation").order_by(_R.c.recorded_at, _R.c.incarnation)
+        stmt = self._select().where(_R.c.kind == "incarnation").order_by(
+            *epoch_order.order(_R.c.recorded_at, _R.c.incarnation, _R.c.lsn, self._epochs()))
         return list(self._records(stmt))
 
     def config_at(self, lsn: int, epoch: str | None = None) -> dict[str, Any]:
@@ -264,8 +266,10 @@ class Reader:
         return {kind: n for kind, n in self._execute(stmt)}
 
     def leader_records(self, limit: int = 200) -> list[Record]:
+        """The newest ``limit`` leader records, oldest first: by time, then epoch order, then LSN."""
         stmt = (self._select().where(_R.c.kind == "leader")
-                .order_by(_R.c.recorded_at.desc(), _R.c.incarnation.desc(), _R.c.lsn.desc()).limit(limit))
+                .order_by(*epoch_order.order(_R.c.recorded_at, _R.c.incarnation, _R.c.lsn, self._epochs(),
+                                             newest_first=True)).limit(limit))
         return list(reversed(list(self._records(stmt))))
 
     def history_lag(self) -> list[follow.Lag]:

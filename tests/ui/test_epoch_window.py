@@ -166,3 +166,16 @@ def test_runs_placed_on_a_pod_at_one_instant_by_two_epochs_go_by_epoch_order(rea
     assert [bar.run for bar in reader.pod_runs(NS, "pod-old", _s(T1, 6))] == ["r-old", "r-new"]
     w = reader.window(_s(T1, 4), _s(T1, 10))
     assert [bar.run for bar in reader.bars(w, [(NS, "pod-old")])] == ["r-old", "r-new"]
+
+
+def test_leader_records_at_one_instant_go_by_epoch_order_not_epoch_id(journal_url: str) -> None:  # noqa: F811
+    journal = backends.Journal.open(journal_url)
+    journal.append_batch([_incarnation(OLDER, 10, T0, 30), _incarnation(NEWER, 5, _s(T0, 5), 60),
+                          records.JournalRecord(OLDER, 11, _s(T0, 10), "leader", {"event": "lost"}),
+                          records.JournalRecord(NEWER, 6, _s(T0, 10), "leader", {"event": "acquired"})])
+    reader = queries.Reader(journal)
+    try:
+        assert [(r.incarnation, r.lsn) for r in reader.leader_records()] == [(OLDER, 11), (NEWER, 6)]
+        assert [r.incarnation for r in reader.leader_records(limit=1)] == [NEWER]
+    finally:
+        reader.close()
