@@ -142,21 +142,6 @@ def test_what_a_window_s_pods_held_is_read_per_epoch(journal_url: str) -> None: 
         reader.close()
 
 
-def test_an_instant_inside_two_epochs_that_overlap_in_time_cuts_each_one(journal_url: str) -> None:  # noqa: F811
-    """The older leader went on recording after the newer one began (LSNs 10-11 and 5-6, interleaved in time)."""
-    journal = backends.Journal.open(journal_url)
-    journal.append_batch([_incarnation(OLDER, 10, T0, 30), _incarnation(NEWER, 5, _s(T0, 5), 60),
-                          records.JournalRecord(OLDER, 11, _s(T0, 10), "leader", {"event": "lost"}),
-                          records.JournalRecord(NEWER, 6, _s(T0, 15), "leader", {"event": "acquired"})])
-    reader = queries.Reader(journal)
-    try:
-        assert reader.cut_at(_s(T0, 7)) == {OLDER: 10, NEWER: 5}
-        assert reader.cut_at(_s(T0, 12)) == {OLDER: 11, NEWER: 5}
-        assert reader.cut_at(_s(T0, 5), strictly_before=[NEWER]) == {OLDER: 10}
-    finally:
-        reader.close()
-
-
 def test_runs_placed_on_a_pod_at_one_instant_by_two_epochs_go_by_epoch_order(reader: queries.Reader) -> None:
     with reader.journal.engine.begin() as conn:
         for epoch, lsn, run in ((OLDER, 950, "r-old"), (NEWER, 950 - 100, "r-new")):
@@ -168,14 +153,25 @@ def test_runs_placed_on_a_pod_at_one_instant_by_two_epochs_go_by_epoch_order(rea
     assert [bar.run for bar in reader.bars(w, [(NS, "pod-old")])] == ["r-old", "r-new"]
 
 
-def test_leader_records_at_one_instant_go_by_epoch_order_not_epoch_id(journal_url: str) -> None:  # noqa: F811
+@pytest.fixture
+def interleaved(journal_url: str) -> Iterator[queries.Reader]:  # noqa: F811
+    """The older leader went on recording after the newer one began (LSNs 10-11 and 5-6, interleaved in time),
+    and both recorded a leader record at T0 + 10 s."""
     journal = backends.Journal.open(journal_url)
     journal.append_batch([_incarnation(OLDER, 10, T0, 30), _incarnation(NEWER, 5, _s(T0, 5), 60),
                           records.JournalRecord(OLDER, 11, _s(T0, 10), "leader", {"event": "lost"}),
                           records.JournalRecord(NEWER, 6, _s(T0, 10), "leader", {"event": "acquired"})])
-    reader = queries.Reader(journal)
-    try:
-        assert [(r.incarnation, r.lsn) for r in reader.leader_records()] == [(OLDER, 11), (NEWER, 6)]
-        assert [r.incarnation for r in reader.leader_records(limit=1)] == [NEWER]
-    finally:
-        reader.close()
+    r = queries.Reader(journal)
+    yield r
+    r.close()
+
+
+def test_an_instant_inside_two_epochs_that_overlap_in_time_cuts_each_one(interleaved: queries.Reader) -> None:
+    assert interleaved.cut_at(_s(T0, 7)) == {OLDER: 10, NEWER: 5}
+    assert interleaved.cut_at(_s(T0, 10)) == {OLDER: 11, NEWER: 6}
+    assert interleaved.cut_at(_s(T0, 5), strictly_before=[NEWER]) == {OLDER: 10}
+
+
+def test_leader_records_at_one_instant_go_by_epoch_order_not_epoch_id(interleaved: queries.Reader) -> None:
+    assert [(r.incarnation, r.lsn) for r in interleaved.leader_records()] == [(OLDER, 11), (NEWER, 6)]
+    assert [r.incarnation for r in interleaved.leader_records(limit=1)] == [NEWER]
