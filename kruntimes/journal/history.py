@@ -21,7 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, derived, errors, schema
+from kruntimes.journal import backends, derived, epoch_order, errors, schema
 from kruntimes.scheduler import status as status_bodies
 
 OUTCOMES = ("scheduled", "unschedulable", "invalid", "conflict", "error")
@@ -35,6 +35,18 @@ def _rows(journal: backends.Journal, stmt: sa.Executable) -> list[dict[str, Any]
             return [dict(row) for row in conn.execute(stmt).mappings()]
     except sa_exc.DBAPIError as exc:
         raise errors.JournalUnavailable(f"cannot read the journal ({journal.backend}): {exc.orig}") from exc
+
+
+def _order(journal: backends.Journal, when: Any, epoch: Any, lsn: Any, *, newest_first: bool = False) -> list[Any]:
+    """ORDER BY time, then epoch order (``epoch_order``: by chained data), then LSN.
+
+    (epoch, LSN) is a record's identity and LSNs overlap between epochs begun while the
+    database was away: neither the LSN nor the epoch's ID says which of two records
+    recorded at the same instant came first.
+    """
+    spans = _rows(journal, epoch_order.spans_query())
+    oldest_first = [s.epoch for s in epoch_order.ordered((r["epoch"], r["first_lsn"], r["first_at"]) for r in spans)]
+    return epoch_order.order(when, epoch, lsn, oldest_first, newest_first=newest_first)
 
 
 def _runtime(p: sa.Table) -> sa.ScalarSelect[Any]:
@@ -56,7 +68,7 @@ def run_cycles(journal: backends.Journal, namespace: str, name: str, *,
     stmt = (sa.select(c.c.lsn, c.c.decided_at, c.c.run_uid, c.c.result, c.c.chosen, c.c.total, c.c.message,
                       c.c.pods_evaluated, c.c.pods_feasible, c.c.duration_us, c.c.snapshot_lsn)
             .where(c.c.namespace == namespace, c.c.run == name)
-            .order_by(c.c.decided_at.desc(), c.c.epoch.desc(), c.c.lsn.desc()))  # LSNs overlap between epochs: time first
+            .order_by(*_order(journal, c.c.decided_at, c.c.epoch, c.c.lsn, newest_first=True)))
     if limit is not None:
         stmt = stmt.limit(limit)
     return list(reversed(_rows(journal, stmt)))
@@ -67,7 +79,7 @@ def _placement(journal: backends.Journal, namespace: str, name: str) -> dict[str
     stmt = (sa.select(p.c.epoch, p.c.lsn, p.c.run, p.c.run_uid, _runtime(p), p.c.pod, p.c.decided_at, p.c.now,
                       p.c.total, p.c.outcome, p.c.snapshot_lsn)
             .where(p.c.namespace == namespace, p.c.run == name, p.c.outcome == "scheduled")
-            .order_by(p.c.decided_at.desc(), p.c.epoch.desc(), p.c.lsn.desc()).limit(1))
+            .order_by(*_order(journal, p.c.decided_at, p.c.epoch, p.c.lsn, newest_first=True)).limit(1))
     found = _rows(journal, stmt)
     return found[0] if found else None
 
@@ -87,8 +99,8 @@ def candidates(journal: backends.Journal, lsn: int, *, epoch: str | None = None)
     """
     c, y = derived.candidates, derived.cycles
     if epoch is None:
-        epoch_of = _rows(journal, sa.select(y.c.epoch).where(y.c.lsn == lsn).order_by(y.c.decided_at.desc())
-                         .limit(1))
+        epoch_of = _rows(journal, sa.select(y.c.epoch).where(y.c.lsn == lsn)
+                         .order_by(*_order(journal, y.c.decided_at, y.c.epoch, y.c.lsn, newest_first=True)).limit(1))
         if not epoch_of:
             return []
         epoch = epoch_of[0]["epoch"]
@@ -119,7 +131,7 @@ def binds(journal: backends.Journal, namespace: str, run_uids: Sequence[str]) ->
     b = derived.binds
     stmt = (sa.select(b.c.lsn, b.c.recorded_at, b.c.run_uid, b.c.result, b.c.error)
             .where(b.c.namespace == namespace, b.c.run_uid.in_(sorted(set(run_uids))))
-            .order_by(b.c.recorded_at, b.c.epoch, b.c.lsn))
+            .order_by(*_order(journal, b.c.recorded_at, b.c.epoch, b.c.lsn)))
     return _rows(journal, stmt)
 
 
@@ -137,7 +149,7 @@ def run_ended(journal: backends.Journal, namespace: str, run_uids: Sequence[str]
     stmt = (sa.select(r.c.recorded_at, r.c.lsn, r.c.event, r.c.phase, r.c.end_reason, r.c.end_message)
             .where(r.c.namespace == namespace, r.c.uid.in_(sorted(set(run_uids))),
                    sa.or_(r.c.phase.in_(sorted(derived.TERMINAL_PHASES)), r.c.event == "DELETED"))
-            .order_by(r.c.lsn.desc()).limit(1))
+            .order_by(*_order(journal, r.c.recorded_at, r.c.epoch, r.c.lsn, newest_first=True)).limit(1))
     found = _rows(journal, stmt)
     if not found:
         return None
@@ -197,13 +209,13 @@ def pod_observations(journal: backends.Journal, namespace: str, name: str, *, at
     stmt = (sa.select(o.c.lsn, o.c.recorded_at, o.c.event, o.c.runtime, o.c.ready, o.c.terminating,
                       o.c.heartbeat, o.c.capacity, o.c.capacity_problem)
             .where(o.c.namespace == namespace, o.c.name == name))
-    return _latest(journal, stmt, o.c.recorded_at, o.c.lsn, at, limit)
+    return _latest(journal, stmt, o.c.recorded_at, o.c.epoch, o.c.lsn, at, limit)
 
 
-def _latest(journal: backends.Journal, stmt: sa.Select[Any], when: Any, lsn: Any, at: datetime | None,
+def _latest(journal: backends.Journal, stmt: sa.Select[Any], when: Any, epoch: Any, lsn: Any, at: datetime | None,
             limit: int | None) -> list[dict[str, Any]]:
-    """The newest ``limit`` rows of ``stmt`` up to ``at``, returned oldest first."""
-    stmt = stmt.order_by(when.desc(), lsn.desc())
+    """The newest ``limit`` rows of ``stmt`` up to ``at`` (by time, epoch order, LSN), returned oldest first."""
+    stmt = stmt.order_by(*_order(journal, when, epoch, lsn, newest_first=True))
     if at is not None:
         stmt = stmt.where(when <= at)
     if limit is not None:
@@ -217,7 +229,7 @@ def pod_placements(journal: backends.Journal, namespace: str, name: str, *, at: 
     p = derived.placements
     stmt = (sa.select(p.c.lsn, p.c.decided_at, p.c.run, _runtime(p), p.c.total, p.c.outcome)
             .where(p.c.namespace == namespace, p.c.pod == name))
-    return _latest(journal, stmt, p.c.decided_at, p.c.lsn, at, limit)
+    return _latest(journal, stmt, p.c.decided_at, p.c.epoch, p.c.lsn, at, limit)
 
 
 def pod_history(journal: backends.Journal, namespace: str, name: str, *, at: datetime | None = None,
@@ -248,7 +260,7 @@ def pod_held(journal: backends.Journal, namespace: str, name: str, at: datetime)
                       p.c.total, p.c.ended_at, p.c.end_reason)
             .where(p.c.namespace == namespace, p.c.pod == name, p.c.outcome == "scheduled", p.c.decided_at <= at,
                    sa.or_(p.c.ended_at.is_(None), p.c.ended_at > at))
-            .order_by(p.c.decided_at, p.c.lsn))
+            .order_by(*_order(journal, p.c.decided_at, p.c.epoch, p.c.lsn)))
     return _rows(journal, stmt)
 
 
@@ -271,7 +283,7 @@ def cycles(journal: backends.Journal, *, since: datetime | None = None, until: d
     c = derived.cycles
     stmt = sa.select(c.c.lsn, c.c.decided_at, c.c.namespace, c.c.run, c.c.result, c.c.chosen, c.c.total,
                      c.c.pods_evaluated, c.c.pods_feasible, c.c.duration_us, c.c.message
-                     ).order_by(c.c.decided_at.desc(), c.c.lsn.desc())
+                     ).order_by(*_order(journal, c.c.decided_at, c.c.epoch, c.c.lsn, newest_first=True))
     stmt = _window(stmt, c.c.decided_at, since, until)
     if outcome is not None:
         stmt = stmt.where(c.c.result == outcome)
@@ -298,7 +310,7 @@ def decisions(journal: backends.Journal, *, since: datetime, until: datetime,
     c = derived.cycles
     stmt = _window(sa.select(c.c.epoch, c.c.lsn, c.c.decided_at, c.c.namespace, c.c.run, c.c.status, c.c.result,
                              c.c.chosen, c.c.total, c.c.pods_evaluated, c.c.pods_feasible, c.c.message),
-                   c.c.decided_at, since, until).order_by(c.c.decided_at, c.c.lsn)
+                   c.c.decided_at, since, until).order_by(*_order(journal, c.c.decided_at, c.c.epoch, c.c.lsn))
     if limit is not None:
         stmt = stmt.limit(limit)
     found = _rows(journal, stmt)
@@ -368,12 +380,14 @@ def waits(journal: backends.Journal, *, waiting: bool = True) -> list[dict[str, 
         .group_by(c.c.namespace, c.c.run_uid))}
     placed: dict[tuple[str, str], dict[str, Any]] = {}
     for row in _rows(journal, sa.select(p.c.namespace, p.c.run_uid, p.c.decided_at, p.c.pod)
-                     .where(p.c.outcome == "scheduled").order_by(p.c.decided_at, p.c.epoch, p.c.lsn)):
+                     .where(p.c.outcome == "scheduled")
+                     .order_by(*_order(journal, p.c.decided_at, p.c.epoch, p.c.lsn))):
         placed.setdefault((row["namespace"], row["run_uid"]), row)
     episodes: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in _rows(journal, sa.select(w.c.namespace, w.c.run_uid, w.c.first_pending_at, w.c.last_pending_at,
                                         w.c.waited_us, w.c.pending_cycles, w.c.first_reason, w.c.last_reason,
-                                        w.c.end_lsn, w.c.outcome).order_by(w.c.first_pending_at)):
+                                        w.c.end_lsn, w.c.outcome)
+                             .order_by(*_order(journal, w.c.first_pending_at, w.c.epoch, w.c.first_lsn))):
         episodes.setdefault((row["namespace"], row["run_uid"]), []).append(row)
     newest = _rows(journal, sa.select(sa.func.max(r.c.recorded_at).label("at")))[0]["at"]
     found: list[dict[str, Any]] = []
@@ -445,7 +459,8 @@ def churn(journal: backends.Journal, *, since: datetime | None = None, until: da
                              p.c.previous_lsn, p.c.previous_result, p.c.previous_top,
                              top_total.label("previous_top_total"))
                    .where(p.c.outcome == sa.literal_column("'scheduled'"), p.c.previous_top != p.c.pod),
-                   p.c.decided_at, since, until).order_by(p.c.decided_at.desc(), p.c.lsn.desc())
+                   p.c.decided_at, since, until).order_by(*_order(journal, p.c.decided_at, p.c.epoch, p.c.lsn,
+                                                                  newest_first=True))
     if limit is not None:
         stmt = stmt.limit(limit)
     return list(reversed(_rows(journal, stmt)))
@@ -465,13 +480,14 @@ def conflicts(journal: backends.Journal, *, since: datetime | None = None, until
                              c.c.message.label("detail"))
                    .where(c.c.result == "conflict"), c.c.decided_at, since, until)
     named = (sa.select(c.c.run).where(c.c.namespace == b.c.namespace, c.c.run_uid == b.c.run_uid)
-             .order_by(c.c.decided_at.desc(), c.c.lsn.desc()).limit(1).scalar_subquery())
+             .order_by(*_order(journal, c.c.decided_at, c.c.epoch, c.c.lsn, newest_first=True)).limit(1)
+             .scalar_subquery())
     binds_ = _window(sa.select(b.c.epoch, b.c.lsn, b.c.recorded_at.label("at"), b.c.namespace, named.label("run"),
                                b.c.run_uid, ("bind " + b.c.result).label("what"), sa.null().label("pod"),
                                b.c.error.label("detail"))
                      .where(b.c.result.in_(TROUBLED_BINDS)), b.c.recorded_at, since, until)
     both = sa.union_all(lost, binds_).subquery()
-    stmt = sa.select(both).order_by(both.c.at.desc(), both.c.lsn.desc())
+    stmt = sa.select(both).order_by(*_order(journal, both.c.at, both.c.epoch, both.c.lsn, newest_first=True))
     if limit is not None:
         stmt = stmt.limit(limit)
     return list(reversed(_rows(journal, stmt)))
@@ -481,7 +497,8 @@ def latest_placement(journal: backends.Journal) -> dict[str, Any] | None:
     """The newest successful placement in the journal, or None."""
     p = derived.placements
     stmt = (sa.select(p.c.epoch, p.c.lsn, p.c.namespace, p.c.run, _runtime(p), p.c.pod, p.c.total, p.c.decided_at)
-            .where(p.c.outcome == "scheduled").order_by(p.c.decided_at.desc(), p.c.lsn.desc()).limit(1))
+            .where(p.c.outcome == "scheduled")
+            .order_by(*_order(journal, p.c.decided_at, p.c.epoch, p.c.lsn, newest_first=True)).limit(1))
     found = _rows(journal, stmt)
     return found[0] if found else None
 

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from kruntimes.journal import schema
+from kruntimes.journal import epoch_order, schema
 from kruntimes.ui import indexed
 
 BUCKETS = 120
@@ -123,14 +123,15 @@ class Held:
         return sum(g[3] for g in self.groups)
 
 
-def held(execute: Execute, dialect: str, b: Buckets, lanes: Sequence[tuple[str, str]], epochs: Sequence[str],
-         after: int, upto: int, placed_before: dict[str, set[str]]) -> Held:
+def held(execute: Execute, dialect: str, b: Buckets, lanes: Sequence[tuple[str, str]], after: epoch_order.Cut,
+         upto: epoch_order.Cut, placed_before: dict[str, set[str]]) -> Held:
     """The scheduled placements on ``lanes`` that overlap the window, as sums per (requests, first, last bucket).
 
     Which placements, without a scan: those recorded after the starting checkpoint
-    (``after``, a key range up to ``upto``), and those of the Runs the checkpoint shows
-    placed (``placed_before``: namespace -> Run names, by the ``(namespace, run)``
-    index) - each kept if it had not ended before ``since``. Starts and ends are clipped
+    (``after``, a key range per epoch up to ``upto``: LSNs overlap between epochs), and
+    those of the Runs the checkpoint shows placed (``placed_before``: namespace -> Run
+    names, by the ``(namespace, run)`` index) - each kept if it had not ended before
+    ``since``. Starts and ends are clipped
     to the window and counted in microseconds from ``since``.
     """
     p = indexed.PLACEMENTS
@@ -139,12 +140,12 @@ def held(execute: Execute, dialect: str, b: Buckets, lanes: Sequence[tuple[str, 
     common = (indexed.pods_of(p, lanes), p.c.outcome == "scheduled", p.c.requests.is_not(None),
               p.c.decided_at < b.until, sa.or_(p.c.ended_at.is_(None), p.c.ended_at >= b.since))
     columns = (p.c.requests, p.c.decided_at, p.c.ended_at)
-    recent = sa.select(*columns).where(p.c.epoch.in_(epochs), p.c.lsn > after, p.c.lsn <= upto, *common)
+    recent = sa.select(*columns).where(epoch_order.between(p.c.epoch, p.c.lsn, after, upto), *common)
     parts: list[sa.Select[Any]] = [recent]
     if placed_before:
         runs = sa.or_(*(sa.and_(p.c.namespace == ns, p.c.run.in_(sorted(names)))
                         for ns, names in sorted(placed_before.items())))
-        parts.append(sa.select(*columns).where(runs, p.c.lsn <= after, *common))
+        parts.append(sa.select(*columns).where(runs, epoch_order.between(p.c.epoch, p.c.lsn, {}, after), *common))
     w = sa.union_all(*parts).subquery("w")
     # Each time is parsed once (a materialised step: otherwise every use of the clipped values re-parses it).
     parsed = sa.select(w.c.requests, sa.literal_column(_micros("w.decided_at", dialect)).label("s"),

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from kruntimes.journal import schema
+from kruntimes.journal import epoch_order, schema
 
 Execute = Callable[[sa.Executable], Sequence[sa.Row[Any]]]
 Key = tuple[str, int]  # (epoch, lsn): the epoch is the record's incarnation
@@ -64,34 +64,39 @@ def run_keys(execute: Execute, namespace: str, name: str, limit: int) -> set[Key
     return keys
 
 
-def pod_key(execute: Execute, namespace: str, name: str, at: datetime) -> list[Key]:
-    """The pod's newest observation at or before ``at``."""
+def pod_key(execute: Execute, namespace: str, name: str, at: datetime, epochs: Sequence[str]) -> list[Key]:
+    """The pod's newest observation at or before ``at``: by time, then epoch order (``epochs``, oldest first),
+    then LSN."""
     stmt = (sa.select(PODS.c.epoch, PODS.c.lsn)
             .where(PODS.c.namespace == namespace, PODS.c.name == name, PODS.c.recorded_at <= at)
-            .order_by(PODS.c.recorded_at.desc(), PODS.c.lsn.desc()).limit(1))
+            .order_by(*epoch_order.order(PODS.c.recorded_at, PODS.c.epoch, PODS.c.lsn, epochs, newest_first=True))
+            .limit(1))
     return [(epoch, lsn) for epoch, lsn in execute(stmt)]
 
 
-def held(execute: Execute, namespace: str, pod: str, at: datetime) -> Sequence[sa.Row[Any]]:
+def held(execute: Execute, namespace: str, pod: str, at: datetime, epochs: Sequence[str]) -> Sequence[sa.Row[Any]]:
     """(run, run_uid, placed, ended, why, lsn, requests) of the placements on the pod that had begun and not
-    ended at ``at``."""
+    ended at ``at``, by time, then epoch order (``epochs``, oldest first), then LSN."""
     p = PLACEMENTS
     stmt = (sa.select(p.c.run, p.c.run_uid, p.c.decided_at, p.c.ended_at, p.c.end_reason, p.c.lsn, p.c.requests)
             .where(p.c.namespace == namespace, p.c.pod == pod, p.c.outcome == "scheduled", p.c.decided_at <= at,
                    sa.or_(p.c.ended_at.is_(None), p.c.ended_at > at))
-            .order_by(p.c.decided_at, p.c.lsn))
+            .order_by(*epoch_order.order(p.c.decided_at, p.c.epoch, p.c.lsn, epochs)))
     return execute(stmt)
 
 
-def pod_events(execute: Execute, epochs: Sequence[str], after: int, upto: int) -> list[tuple[Any, ...]]:
-    """Pods added or deleted with LSN in ``(after, upto]``: ``(lsn, at, event, namespace, name, object)``.
+def pod_events(execute: Execute, epochs: Sequence[str], after: epoch_order.Cut,
+               upto: epoch_order.Cut) -> list[tuple[Any, ...]]:
+    """Pods added or deleted after ``after`` and within ``upto`` (per epoch, LSN ranges):
+    ``(lsn, at, event, namespace, name, object)`` by time, then epoch order (``epochs``, oldest first), then LSN.
 
-    A key range of ``history_pods`` (from the window's starting checkpoint on), not a scan.
+    A key range of ``history_pods`` per epoch (from the window's starting checkpoint on), not a scan.
     """
     pods = (sa.select(PODS.c.lsn, PODS.c.recorded_at, PODS.c.event, PODS.c.namespace, PODS.c.name, PODS.c.runtime,
                       PODS.c.capacity, PODS.c.ready, PODS.c.terminating, PODS.c.heartbeat)
-            .where(PODS.c.epoch.in_(epochs), PODS.c.lsn > after, PODS.c.lsn <= upto,
-                   PODS.c.event.in_(("ADDED", "DELETED"))).order_by(PODS.c.lsn))
+            .where(epoch_order.between(PODS.c.epoch, PODS.c.lsn, after, upto),
+                   PODS.c.event.in_(("ADDED", "DELETED")))
+            .order_by(*epoch_order.order(PODS.c.recorded_at, PODS.c.epoch, PODS.c.lsn, epochs)))
     return [(lsn, at, event, namespace, name,
              {"runtime": runtime, "capacity": orjson.loads(capacity) if capacity else (), "ready": ready,
               "terminating": terminating, "heartbeat": heartbeat})
@@ -107,10 +112,11 @@ def pods_of(p: sa.TableClause, lanes: Sequence[tuple[str, str]]) -> sa.ColumnEle
                                 for ns, names in sorted(by_namespace.items())))
 
 
-def bars(execute: Execute, lanes: Sequence[tuple[str, str]], since: datetime,
-         until: datetime) -> Sequence[sa.Row[Any]]:
+def bars(execute: Execute, lanes: Sequence[tuple[str, str]], since: datetime, until: datetime,
+         epochs: Sequence[str]) -> Sequence[sa.Row[Any]]:
     """(namespace, pod, run, run_uid, placed, ended, why, lsn) of the Runs placed on ``lanes`` during
-    ``[since, until)``: scheduled placements begun before ``until`` and not ended before ``since``.
+    ``[since, until)``: scheduled placements begun before ``until`` and not ended before ``since``, by time,
+    then epoch order (``epochs``, oldest first), then LSN.
 
     One index range per pod (``(namespace, pod, decided_at)``): a page asks for the few
     dozen lanes it draws, never for every pod.
@@ -121,5 +127,5 @@ def bars(execute: Execute, lanes: Sequence[tuple[str, str]], since: datetime,
                       sa.type_coerce(p.c.ended_at, sa.String), p.c.end_reason, p.c.lsn)
             .where(pods_of(p, lanes), p.c.decided_at < until, p.c.outcome == "scheduled",
                    sa.or_(p.c.ended_at.is_(None), p.c.ended_at >= since))
-            .order_by(p.c.decided_at, p.c.lsn))
+            .order_by(*epoch_order.order(p.c.decided_at, p.c.epoch, p.c.lsn, epochs)))
     return execute(stmt)

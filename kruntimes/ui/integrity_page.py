@@ -39,7 +39,8 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
     counts = reader.kind_counts()
     body: list[Any] = [
         m.definition({"backend": reader.backend, "records": f"{sum(n for k, n in counts.items()):,}",
-                      "LSNs": f"{bounds.first_lsn:,} – {bounds.last_lsn:,}",
+                      "first and newest record": f"epoch {bounds.first_epoch} LSN {bounds.first_lsn:,} – "
+                                                 f"epoch {bounds.last_epoch} LSN {bounds.last_lsn:,}",
                       "recorded": f"{m.when(bounds.first_at)} – {m.when(bounds.last_at)}",
                       "by kind": ", ".join(f"{k} {n:,}" for k, n in sorted(counts.items()))}, id="journal"),
         m.h("h2", "Epochs: heads and ends"),
@@ -54,7 +55,8 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
         m.h("h2", "Prunes"),
         _prune(reader),
         m.h("h2", "Checkpoints (newest)"),
-        m.table(("LSN", "recorded"), [(lsn, m.when(at)) for lsn, at in reader.checkpoints(5)], id="checkpoints")
+        m.table(("epoch", "LSN", "recorded"), [(epoch, lsn, m.when(at)) for epoch, lsn, at in reader.checkpoints(5)],
+                id="checkpoints")
         if reader.checkpoints(1) else m.h("p", "None yet: replay starts from each epoch's first record.",
                                           class_="note", id="checkpoints"),
         m.h("h2", "Spool episodes"),

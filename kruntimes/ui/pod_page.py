@@ -35,7 +35,8 @@ def render_picker(reader: queries.Reader, q: params.Query) -> bytes:
                     if lane.deleted_at is None or lane.deleted_at >= at),
                    key=lambda lane: (timeline.natural(timeline.runtime_key(lane)), lane.name))
     offset = min(q.integer("offset", 0), max(0, len(lanes) - 1) // per * per)  # past the end: the last page
-    staleness = int(reader.config_at(reader.lsn_at(at)).get("heartbeat_staleness_seconds") or 0)
+    epoch, lsn = reader.newest_at(at) or (None, 0)
+    staleness = int(reader.config_at(lsn, epoch).get("heartbeat_staleness_seconds") or 0)
     # The lanes say which pods existed at T; what each was at T (ready, heartbeat) is its newest
     # observation then, which a window of added and deleted pods does not follow: looked up per row.
     rows, ready = [], 0

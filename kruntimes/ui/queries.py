@@ -97,9 +97,24 @@ class Record:
 
 @dataclass(frozen=True)
 class Bounds:
+    """The journal's first record (the oldest epoch's first) and its newest (the newest epoch's last)."""
+
     first_lsn: int
     last_lsn: int
     first_at: datetime
+    last_at: datetime
+    first_epoch: str
+    last_epoch: str
+
+
+@dataclass(frozen=True)
+class Span:
+    """One epoch's stored records: its first and last LSN and when they were recorded."""
+
+    epoch: str
+    first_lsn: int
+    first_at: datetime
+    last_lsn: int
     last_at: datetime
 
 
@@ -136,16 +151,18 @@ class Bar:
 class Window:
     """The Runtime Pods of ``[since, until)`` and where the window's look-ups start from.
 
-    ``after`` is the LSN of the newest checkpoint at or before ``since`` (its pods, and
-    the Runs it shows placed, ``placed_before``, are the starting state); ``upto`` the
-    newest LSN at or before ``until``.
+    ``after`` is where the newest checkpoint at or before ``since`` stands, per epoch (its
+    pods, and the Runs it shows placed, ``placed_before``, are the starting state);
+    ``upto``, per epoch, the newest LSN recorded at or before ``until``. Both are cuts
+    (``epoch_order.Cut``): LSNs overlap between epochs, so a bare LSN range would mix
+    one epoch's records into another's stretch.
     """
 
     since: datetime
     until: datetime
     lanes: dict[tuple[str, str], Lane] = field(default_factory=dict)
-    after: int = 0
-    upto: int = 0
+    after: dict[str, int] = field(default_factory=dict)
+    upto: dict[str, int] = field(default_factory=dict)
     placed_before: dict[str, set[str]] = field(default_factory=dict)  # namespace -> Run names
     records_read: int = 0  # pod additions and deletions folded after the checkpoint
 
@@ -156,7 +173,9 @@ class Reader:
     def __init__(self, journal: backends.Journal) -> None:
         self.journal = journal
         self._lock = threading.Lock()
-        self._starts: OrderedDict[int, tuple[dict[tuple[str, str], Lane], dict[str, set[str]]]] = OrderedDict()
+        # Parsed checkpoints by (epoch, LSN): their lanes and the Runs they show placed.
+        self._starts: OrderedDict[tuple[str, int], tuple[dict[tuple[str, str], Lane], dict[str, set[str]]]] = (
+            OrderedDict())
 
     def close(self) -> None:
         self.journal.engine.dispose()
@@ -186,28 +205,49 @@ class Reader:
 
     # -- the journal as a whole ---------------------------------------------------------------
 
-    def bounds(self) -> Bounds | None:
-        """First and last LSN and instant (LSN 0, a prune record, is not a scheduler's record)."""
-        # Two ordered look-ups on the key: MIN/MAX with a WHERE would scan on SQLite.
-        at = sa.type_coerce(_R.c.recorded_at, sa.String)
-        first = self._execute(sa.select(_R.c.lsn, at).where(_R.c.lsn > 0).order_by(_R.c.lsn).limit(1))
-        if not first:
-            return None
-        last = self._execute(sa.select(_R.c.lsn, at).order_by(_R.c.lsn.desc()).limit(1))
-        return Bounds(first[0][0], last[0][0], _at(first[0][1]), _at(last[0][1]))
+    def spans(self) -> list[Span]:
+        """Each epoch's first and last record, oldest epoch first (``epoch_order``).
 
-    def recorded_at_lsn(self, lsn: int) -> datetime | None:
-        """When the first record at or after ``lsn`` was recorded (to size a default window by records)."""
-        found = self._execute(sa.select(sa.type_coerce(_R.c.recorded_at, sa.String)).where(_R.c.lsn >= lsn)
-                              .order_by(_R.c.lsn).limit(1))
-        return _at(found[0][0]) if found else None
+        Probes of the primary key (epoch, LSN), no pass over it; LSN 0, a prune record,
+        is not a scheduler's record.
+        """
+        rows = {epoch: (int(first), _at(first_at), int(last), _at(last_at))
+                for epoch, first, first_at, last, last_at in self._execute(epoch_order.spans_query())}
+        return [Span(s.epoch, *rows[s.epoch])
+                for s in epoch_order.ordered((e, first, at) for e, (first, at, _, _) in rows.items())]
+
+    def bounds(self, spans: list[Span] | None = None) -> Bounds | None:
+        """The first record (the oldest epoch's first) and the newest (the last of the epoch that recorded last)."""
+        spans = self.spans() if spans is None else spans
+        if not spans:
+            return None
+        last = max(reversed(spans), key=lambda s: s.last_at)  # a tie goes to the newer epoch
+        return Bounds(spans[0].first_lsn, last.last_lsn, spans[0].first_at, last.last_at, spans[0].epoch, last.epoch)
+
+    def recorded_at_back(self, records: int) -> datetime | None:
+        """When the record ``records`` back from the newest was recorded, counting epoch by epoch from the newest
+        (to size a default window by records); None if the journal holds fewer.
+
+        An epoch's count is its LSN span (gap-free within an epoch); then one probe of the key.
+        """
+        for s in reversed(self.spans()):
+            count = s.last_lsn - s.first_lsn + 1
+            if records < count:
+                found = self._execute(sa.select(sa.type_coerce(_R.c.recorded_at, sa.String))
+                                      .where(_R.c.incarnation == s.epoch, _R.c.lsn >= s.last_lsn - records)
+                                      .order_by(_R.c.lsn).limit(1))
+                return _at(found[0][0]) if found else None
+            records -= count
+        return None
 
     def incarnations(self) -> list[Record]:
         """Every scheduler incarnation's first record (its version and configuration), oldest first.
 
-        By time, then epoch: LSNs overlap between epochs begun while the database was away.
+        By time, then epoch order (not the epoch's ID), then LSN: LSNs overlap between epochs
+        begun while the database was away.
         """
-        stmt = self._select().where(_R.c.kind == "incarnation").order_by(_R.c.recorded_at, _R.c.incarnation)
+        stmt = self._select().where(_R.c.kind == "incarnation").order_by(
+            *epoch_order.order(_R.c.recorded_at, _R.c.incarnation, _R.c.lsn, self._epochs()))
         return list(self._records(stmt))
 
     def config_at(self, lsn: int, epoch: str | None = None) -> dict[str, Any]:
@@ -226,8 +266,10 @@ class Reader:
         return {kind: n for kind, n in self._execute(stmt)}
 
     def leader_records(self, limit: int = 200) -> list[Record]:
+        """The newest ``limit`` leader records, oldest first: by time, then epoch order, then LSN."""
         stmt = (self._select().where(_R.c.kind == "leader")
-                .order_by(_R.c.recorded_at.desc(), _R.c.incarnation.desc(), _R.c.lsn.desc()).limit(limit))
+                .order_by(*epoch_order.order(_R.c.recorded_at, _R.c.incarnation, _R.c.lsn, self._epochs(),
+                                             newest_first=True)).limit(limit))
         return list(reversed(list(self._records(stmt))))
 
     def history_lag(self) -> list[follow.Lag]:
@@ -239,10 +281,18 @@ class Reader:
         return next(self._records(self._select().where(_R.c.lsn == 0).order_by(_R.c.recorded_at.desc()).limit(1)),
                     None)
 
-    def checkpoints(self, limit: int = 20) -> list[tuple[int, datetime]]:
-        stmt = (sa.select(_R.c.lsn, sa.type_coerce(_R.c.recorded_at, sa.String))
-                .where(_R.c.kind == "checkpoint").order_by(_R.c.lsn.desc()).limit(limit))
-        return [(lsn, _at(at)) for lsn, at in self._execute(stmt)]
+    def checkpoints(self, limit: int = 20, *, at: datetime | None = None) -> list[tuple[str, int, datetime]]:
+        """The newest checkpoints (recorded at or before ``at``, if given) as (epoch, LSN, when), newest first.
+
+        Newest by time, then epoch order, then LSN: the highest LSN may be an older epoch's.
+        """
+        stmt = (sa.select(_R.c.incarnation, _R.c.lsn, sa.type_coerce(_R.c.recorded_at, sa.String))
+                .where(_R.c.kind == "checkpoint")
+                .order_by(*epoch_order.order(_R.c.recorded_at, _R.c.incarnation, _R.c.lsn, self._epochs(),
+                                             newest_first=True)).limit(limit))
+        if at is not None:
+            stmt = stmt.where(_R.c.recorded_at <= at)
+        return [(epoch, lsn, _at(when)) for epoch, lsn, when in self._execute(stmt)]
 
     def cycles_between(self, since: datetime, until: datetime) -> int:
         stmt = (sa.select(sa.func.count()).select_from(_R)
@@ -251,38 +301,84 @@ class Reader:
 
     # -- a time window ------------------------------------------------------------------------
 
-    def lsn_at(self, at: datetime) -> int:
-        """The newest LSN recorded at or before ``at`` (0 if none): a bound later look-ups walk back from.
+    def newest_at(self, at: datetime, spans: list[Span] | None = None, *,
+                  strictly: bool = False) -> tuple[str, int] | None:
+        """(epoch, LSN) of the newest record recorded at or before ``at`` (before it, ``strictly``): by time,
+        then epoch order, then LSN. One probe of the ``recorded_at`` index, walking back from ``at``."""
+        oldest_first = [s.epoch for s in (self.spans() if spans is None else spans)]
+        found = self._execute(sa.select(_R.c.incarnation, _R.c.lsn)
+                              .where(_R.c.recorded_at < at if strictly else _R.c.recorded_at <= at,
+                                     _R.c.lsn >= epoch_order.FIRST_SCHEDULER_LSN)
+                              .order_by(*epoch_order.order(_R.c.recorded_at, _R.c.incarnation, _R.c.lsn,
+                                                           oldest_first, newest_first=True)).limit(1))
+        return (str(found[0][0]), int(found[0][1])) if found else None
 
-        One probe of the ``recorded_at`` index; searching by LSN from there lets a query
-        walk the primary key backwards instead of filtering every later record by time.
+    def cut_at(self, at: datetime, spans: list[Span] | None = None, *,
+               strictly_before: Iterable[str] = ()) -> dict[str, int]:
+        """Per epoch, the newest LSN recorded at or before ``at`` (before it, for the epochs ``strictly_before``
+        names); an epoch with none is absent. The per-epoch LSN ranges a time window maps to.
+
+        An epoch wholly before or after ``at`` is answered from its span. One that ``at``
+        falls inside (usually one: epochs seldom overlap in time) from the newest record
+        before ``at`` when that is the epoch's (a probe of the ``recorded_at`` index; LSNs
+        grow with time within an epoch), else by a search within the epoch.
         """
-        found = self._execute(sa.select(_R.c.lsn).where(_R.c.recorded_at <= at)
-                              .order_by(_R.c.recorded_at.desc(), _R.c.lsn.desc()).limit(1))
-        return int(found[0][0]) if found else 0
+        spans = self.spans() if spans is None else spans
+        strict = set(strictly_before)
+        newest: dict[bool, tuple[str, int] | None] = {}
+        cut: dict[str, int] = {}
+        for s in spans:
+            strictly = s.epoch in strict
+            before = (lambda t: t < at) if strictly else (lambda t: t <= at)  # noqa: E731
+            if not before(s.first_at):
+                continue
+            if before(s.last_at):
+                cut[s.epoch] = s.last_lsn
+                continue
+            if strictly not in newest:
+                newest[strictly] = self.newest_at(at, spans, strictly=strictly)
+            found_at = newest[strictly]
+            if found_at is not None and found_at[0] == s.epoch:
+                cut[s.epoch] = found_at[1]
+                continue
+            when = _R.c.recorded_at < at if strictly else _R.c.recorded_at <= at
+            found = self._execute(sa.select(_R.c.lsn).where(_R.c.incarnation == s.epoch, when,
+                                                            _R.c.lsn >= epoch_order.FIRST_SCHEDULER_LSN)
+                                  .order_by(_R.c.recorded_at.desc(), _R.c.lsn.desc()).limit(1))
+            if found:
+                cut[s.epoch] = int(found[0][0])
+        return cut
 
     def _checkpoint_before(self, at: datetime) -> Record | None:
-        stmt = (self._select().where(_R.c.kind == "checkpoint", _R.c.lsn <= self.lsn_at(at))
-                .order_by(_R.c.lsn.desc()).limit(1))
-        return next(self._records(stmt), None)
+        found = self.checkpoints(1, at=at)
+        return self.record(found[0][1], found[0][0]) if found else None
 
-    def _start_state(self, at: datetime) -> tuple[int, dict[tuple[str, str], Lane], dict[str, set[str]]]:
-        """The newest checkpoint at or before ``at``: its LSN, its pods as lanes, the Runs it shows placed.
+    def _start_state(self, at: datetime, spans: list[Span]) -> tuple[dict[str, int], dict[tuple[str, str], Lane],
+                                                                     dict[str, set[str]]]:
+        """The newest checkpoint at or before ``at``: where it stands per epoch (``Window.after``), its pods as
+        lanes, the Runs it shows placed.
+
+        Where it stands: its own (epoch, LSN); of the epochs before its own in epoch
+        order, what they recorded up to its instant; of those after, before it. With no
+        checkpoint, the start of every epoch.
 
         A checkpoint never changes once written, so what it parses to is kept (the last
         few) and shared: the next page over the same stretch of time starts from it
         without reading a megabyte of JSON again (a lane that changes is replaced, never
         changed in place).
         """
-        found = self._execute(sa.select(_R.c.lsn, _R.c.incarnation).where(
-            _R.c.kind == "checkpoint", _R.c.lsn <= self.lsn_at(at)).order_by(_R.c.lsn.desc()).limit(1))
+        found = self.checkpoints(1, at=at)
         if not found:
-            return 0, {}, {}
-        checkpoint_lsn, epoch = found[0]
+            return {}, {}, {}
+        epoch, checkpoint_lsn, recorded = found[0]
+        oldest_first = [s.epoch for s in spans]
+        later = oldest_first[oldest_first.index(epoch) + 1:] if epoch in oldest_first else []
+        after = {**self.cut_at(recorded, spans, strictly_before=later), epoch: checkpoint_lsn}
+        key = (epoch, checkpoint_lsn)
         with self._lock:
-            cached = self._starts.get(checkpoint_lsn)
+            cached = self._starts.get(key)
             if cached is not None:
-                self._starts.move_to_end(checkpoint_lsn)
+                self._starts.move_to_end(key)
         if cached is None:
             checkpoint = self.record(checkpoint_lsn, epoch)
             assert checkpoint is not None
@@ -297,27 +393,29 @@ class Reader:
                 placed.setdefault(a["namespace"], set()).add(a["run_name"])
             cached = (scratch.lanes, placed)
             with self._lock:
-                self._starts[checkpoint_lsn] = cached
+                self._starts[key] = cached
                 while len(self._starts) > CHECKPOINTS_KEPT:
                     self._starts.popitem(last=False)
         lanes, placed = cached
         # Shared, not copied: ``_observe_pod`` replaces a lane it changes instead of changing it in place.
-        return checkpoint_lsn, dict(lanes), placed
+        return after, dict(lanes), placed
 
     def window(self, since: datetime, until: datetime) -> Window:
         """The Runtime Pods of ``[since, until)``: the newest checkpoint at or before ``since``, then the pods
-        added and deleted after it (``history_pods``, a key range), in LSN order."""
+        added and deleted after it (``history_pods``, a key range per epoch), by time, epoch order and LSN."""
         out = Window(since, until)
-        out.after, out.lanes, out.placed_before = self._start_state(since)
-        out.upto = self.lsn_at(until)
-        for lsn, at, event, namespace, name, obj in indexed.pod_events(self._execute, self._epochs(), out.after,
-                                                                       out.upto):
+        spans = self.spans()
+        out.after, out.lanes, out.placed_before = self._start_state(since, spans)
+        out.upto = self.cut_at(until, spans)
+        for lsn, at, event, namespace, name, obj in indexed.pod_events(self._execute, [s.epoch for s in spans],
+                                                                       out.after, out.upto):
             out.records_read += 1
             _observe_pod(out, obj, at if event == "DELETED" else None, key=(namespace, name))
         return out
 
     def _epochs(self) -> list[str]:
-        return [i.incarnation for i in self.journal.incarnations()]
+        """Every epoch with records, oldest first (``epoch_order``: by chained data, not a plain column)."""
+        return [s.epoch for s in self.spans()]
 
     def bars(self, w: Window, lanes: list[tuple[str, str]]) -> list[Bar]:
         """The Runs placed on ``lanes`` (namespace, pod) during the window, from ``history_placements``."""
@@ -325,11 +423,11 @@ class Reader:
             return []
         return [Bar(namespace, run, uid, pod, {}, _at(placed), _at(ended) if ended else None, str(why or ""), lsn)
                 for namespace, pod, run, uid, placed, ended, why, lsn in indexed.bars(self._execute, lanes, w.since,
-                                                                                        w.until)]
+                                                                                        w.until, self._epochs())]
 
     def held(self, w: Window, lanes: list[tuple[str, str]], b: buckets.Buckets) -> buckets.Held:
         """What the placements on ``lanes`` held during the window, grouped for ``buckets.utilisation``."""
-        return buckets.held(self._execute, self.backend, b, lanes, self._epochs(), w.after, w.upto, w.placed_before)
+        return buckets.held(self._execute, self.backend, b, lanes, w.after, w.upto, w.placed_before)
 
     def bind_counts(self, b: buckets.Buckets) -> dict[str, list[int]]:
         return buckets.binds(self._execute, self.backend, b)
@@ -405,7 +503,7 @@ class Reader:
     def pod_observation(self, namespace: str, name: str, at: datetime) -> Record | None:
         """The newest mutation of the pod recorded at or before ``at`` (or its entry in the checkpoint
         a prune kept, when its older observations are gone)."""
-        found = self._by_keys(indexed.pod_key(self._execute, namespace, name, at))
+        found = self._by_keys(indexed.pod_key(self._execute, namespace, name, at, self._epochs()))
         if found:
             return found[0]
         checkpoint = self._checkpoint_before(at)
@@ -419,7 +517,8 @@ class Reader:
         """The Runs placed on the pod at ``at``: placed at or before it and not yet ended then."""
         return [Bar(namespace, run, uid, name, dict(buckets.amounts(requests)) if requests else {}, placed, ended,
                     str(why or ""), lsn)
-                for run, uid, placed, ended, why, lsn, requests in indexed.held(self._execute, namespace, name, at)]
+                for run, uid, placed, ended, why, lsn, requests in indexed.held(self._execute, namespace, name, at,
+                                                                                self._epochs())]
 
 
 def _observe_pod(out: Window, obj: dict[str, Any], deleted_at: datetime | None,

@@ -60,8 +60,8 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
     # On a busy journal the default minute is shortened to its last DEFAULT_RECORDS records: the page
     # opens quickly, and zooming out or a chosen window reads as much as it is asked to.
     start = bounds.first_at
-    if not q.text("since") and bounds.last_lsn - bounds.first_lsn > DEFAULT_RECORDS:
-        start = max(start, reader.recorded_at_lsn(bounds.last_lsn - DEFAULT_RECORDS) or start)
+    if not q.text("since"):
+        start = max(start, reader.recorded_at_back(DEFAULT_RECORDS) or start)
     since, until = q.window(bounds.last_at, DEFAULT_WINDOW, start)
     runtime = q.text("runtime")
     offset = q.integer("lanes", 0)

@@ -35,7 +35,7 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
     if bounds is None:
         return m.page("What-if", m.h("p", "The journal holds no records yet."), active="What-if")
     since, until = q.window(bounds.last_at, DEFAULT_WINDOW, bounds.first_at)
-    config = reader.config_at(bounds.last_lsn)
+    config = reader.config_at(bounds.last_lsn, bounds.last_epoch)
     scores = [(str(name), int(weight)) for name, weight in config.get("scores") or ()]
     strange = sorted(set(q.names("w.")) - {f"w.{name}" for name, _ in scores})
     if strange:  # as `kruntimes replay what-if --weights` refuses it, rather than report "no change"

@@ -43,8 +43,8 @@ def _runs(journal: backends.Journal, pods: tuple[str, ...] = ("p", "q"), after: 
         with journal.engine.connect() as conn:
             return list(conn.execute(stmt))
 
-    held = buckets.held(execute, "sqlite", WINDOW, [("ns", pod) for pod in pods], ["e"], after, 10**6,
-                        placed_before or {})
+    held = buckets.held(execute, "sqlite", WINDOW, [("ns", pod) for pod in pods], {"e": after} if after else {},
+                        {"e": 10**6}, placed_before or {})
     return buckets.utilisation(held, WINDOW, CAPACITY)["runs"]
 
 
