@@ -58,11 +58,15 @@ def create_deep_run(emulator: Emulator, namespace: str, name: str, depth: int = 
 
 def make_deep(emulator: Emulator, namespace: str, name: str) -> None:
     """Nest `spec.mode.function` of an existing Run `DEPTH` levels deep (raw: the client cannot send it)."""
+    patch_nested(emulator, namespace, "runs", name, '{"spec":{"mode":{"function":%s}}}')
+
+
+def patch_nested(emulator: Emulator, namespace: str, plural: str, name: str, patch: str) -> None:
+    """Merge-patch an object with `patch`, its `%s` an object nested `DEPTH` levels deep."""
     nested = '{"a":' * DEPTH + "{}" + "}" * DEPTH
     answer = urllib3.PoolManager().request(
-        "PATCH", f"{emulator.host}/apis/{models.GROUP}/{models.VERSION}/namespaces/{namespace}/runs/{name}",
-        body=('{"spec":{"mode":{"function":%s}}}' % nested).encode(),
-        headers={"Content-Type": "application/merge-patch+json"})
+        "PATCH", f"{emulator.host}/apis/{models.GROUP}/{models.VERSION}/namespaces/{namespace}/{plural}/{name}",
+        body=(patch % nested).encode(), headers={"Content-Type": "application/merge-patch+json"})
     assert answer.status == 200, answer.data[:300]
 
 
@@ -259,16 +263,6 @@ def test_kruntimes_release_releases_a_deeply_nested_function_run(
     assert annotations.get(RELEASE_ANNOTATION) == "true"
 
 
-def make_runtime_deep(emulator: Emulator, namespace: str, name: str) -> None:
-    """Nest an unknown field of a Runtime's pod template `DEPTH` levels deep (raw: the client cannot send it)."""
-    nested = '{"a":' * DEPTH + "{}" + "}" * DEPTH
-    answer = urllib3.PoolManager().request(
-        "PATCH", f"{emulator.host}/apis/{models.GROUP}/{models.VERSION}/namespaces/{namespace}/runtimes/{name}",
-        body=('{"spec":{"template":{"deep":%s}}}' % nested).encode(),
-        headers={"Content-Type": "application/merge-patch+json"})
-    assert answer.status == 200, answer.data[:300]
-
-
 def test_the_controller_writes_the_status_of_a_runtime_made_deeply_nested_and_keeps_reconciling_the_others(
         emulator: Emulator, kube_api: ApiClient, cluster_api: Cluster, caplog: pytest.LogCaptureFixture) -> None:
     # The Runtime's status patch is answered with the whole Runtime, however deep: the
@@ -288,7 +282,7 @@ def test_the_controller_writes_the_status_of_a_runtime_made_deeply_nested_and_ke
     runner = ControllerRunner(kube_api, ns, resync_period=0.5).start(sync_timeout=60)
     try:
         wait_for(lambda: pods("deep"), timeout=60, what="the first Runtime's pod")
-        make_runtime_deep(emulator, ns, "deep")
+        patch_nested(emulator, ns, "runtimes", "deep", '{"spec":{"template":{"deep":%s}}}')  # an unknown field
         (first,) = pods("deep")
         cluster_api.core.delete_namespaced_pod(first.metadata.name, ns)  # its status changes, and is patched
         wait_for(lambda: [p.metadata.uid for p in pods("deep")] not in ([], [first.metadata.uid]), timeout=60,
