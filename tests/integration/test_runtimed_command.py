@@ -64,8 +64,9 @@ def test_split_in_two_processes_the_run_executes_in_the_runtime_server_and_survi
         kubeconfig: str, cluster_api: Cluster, tmp_path: Path) -> None:
     # As deployed (SPEC §4.1, amended 2026-12-04): runtimed with the credentials, the Runs in the server.
     pod = cluster_api.add_pod("p1", runs=1)
-    go = tmp_path / "go"
-    wait_then_print = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)\nprint('done')"
+    go, started = tmp_path / "go", tmp_path / "started"
+    wait_then_print = (f"import os, time\nopen({str(started)!r}, 'w').close()\n"
+                       f"while not os.path.exists({str(go)!r}): time.sleep(0.05)\nprint('done')")
     cluster_api.add_run("long", mode={"task": {"args": [sys.executable, "-c", wait_then_print]}})
     current = cluster_api.run("long")
     body = {**current, "status": st.scheduled_status(None, "p1", pod["uid"], datetime.now(timezone.utc))}
@@ -76,7 +77,10 @@ def test_split_in_two_processes_the_run_executes_in_the_runtime_server_and_survi
     identity = {"name": "p1", "namespace": cluster_api.namespace, "uid": pod["uid"]}
     try:
         first = runtimed(kubeconfig, tmp_path, server=socket_path, **identity)
-        wait_for(lambda: cluster_api.phases()["long"] == "Running", timeout=30, what="the Run Running")
+        # Running is written when runtimed claims the Run, before it asks the server to start the
+        # process: a kill in between leaves nothing to adopt (ExecutionLost, rightly). Wait for the process.
+        wait_for(lambda: cluster_api.phases()["long"] == "Running" and started.exists(), timeout=30,
+                 what="the Run Running, its process started")
         first.kill()  # killed outright: the Run's process is the server's and keeps running
         first.communicate(timeout=30)
         second = runtimed(kubeconfig, tmp_path, server=socket_path, **identity)
