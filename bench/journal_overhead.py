@@ -48,7 +48,7 @@ import sqlalchemy as sa
 from kruntimes import demo, gctuning
 from kruntimes.api import ingest
 from kruntimes.journal import derived, intake, wire
-from kruntimes.journal.backends import Journal
+from kruntimes.journal.store.backends import Journal
 from kruntimes.journal.process import SEAL_AT
 from kruntimes.journal.recorder import JournalRecorder
 from kruntimes.journal.session import JournalSession

@@ -44,7 +44,7 @@ from kruntimes.api import ingest, models
 from kruntimes.controller.reading import runtime_view
 from kruntimes.controller.reconcile import PodDefaults, pod_body
 from kruntimes.journal import history, redact
-from kruntimes.journal.backends import Journal
+from kruntimes.journal.store.backends import Journal
 from kruntimes.journal.session import JournalSession
 from kruntimes.memory.api import MemoryApi
 from kruntimes.memory.cluster import Kubelet, MemoryController

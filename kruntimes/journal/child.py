@@ -24,7 +24,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, errors, follow, handover, metrics, payloads, wire
+from kruntimes.journal import errors, follow, handover, metrics, payloads, wire
+from kruntimes.journal.store import backends
 from kruntimes.journal.writer import JournalWriter, Record
 
 log = logging.getLogger(__name__)

@@ -45,7 +45,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, child, deadline, errors, intake, metrics, outbox, payloads, records, wire
+from kruntimes.journal import child, errors, intake, metrics, outbox, payloads, records, wire
+from kruntimes.journal.store import deadline, engines
 from kruntimes.journal.writer import SPOOL_AT_CLOSE_SECONDS, Policy, Record
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ class ProcessJournalWriter:
             raise ValueError("buffer_size and max_batch must be positive")
         # Bounded by records not yet settled: those sent are kept until the child confirms them.
         self._in = intake.Intake(buffer_size, policy, bound_unsettled=True, seal=self._seal, seal_at=SEAL_AT)
-        self._url = backends.parse_url(url).render_as_string(hide_password=False)
+        self._url = engines.parse_url(url).render_as_string(hide_password=False)
         self._options: dict[str, Any] = {
             "spool_path": os.fspath(spool_path), "buffer_size": buffer_size, "max_batch": max_batch,
             "policy": policy, "commit_interval": COMMIT_INTERVAL, **writer_options, "ack_gap": ack_gap,

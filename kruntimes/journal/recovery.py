@@ -24,7 +24,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import child, follow, spool, spool_drain
-from kruntimes.journal.backends import Journal
+from kruntimes.journal.store.backends import Journal
 from kruntimes.journal.writer import JournalWriter
 
 log = logging.getLogger(__name__)

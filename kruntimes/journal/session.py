@@ -28,7 +28,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import errors, follow, handover
-from kruntimes.journal.backends import Journal
+from kruntimes.journal.store.backends import Journal
 from kruntimes.journal.child import START_PROBE_SECONDS
 from kruntimes.journal.process import ProcessJournalWriter
 from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO, JournalRecorder

@@ -39,8 +39,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import (backends, chain, deadline, errors, handover, intake, metrics, payloads, records, spool,
-                               spool_drain)
+from kruntimes.journal import chain, errors, handover, intake, metrics, payloads, records, spool, spool_drain
+from kruntimes.journal.store import backends, deadline
 
 log = logging.getLogger(__name__)
 

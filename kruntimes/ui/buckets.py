@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from kruntimes.journal import schema
+from kruntimes.journal.store import schema
 from kruntimes.ui import indexed
 
 BUCKETS = 120

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from kruntimes.journal import backends, records, spool
+from kruntimes.journal import records, spool
+from kruntimes.journal.store import backends
 from kruntimes.journal.process import ProcessJournalWriter
 from kruntimes.journal.writer import JournalWriter
 from tests.journal.factories import record, unchained

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, follow, history_tables, records, schema, spool
+from kruntimes.journal import follow, history_tables, records, spool
+from kruntimes.journal.store import backends, schema
 from kruntimes.journal.process import ProcessJournalWriter
 from kruntimes.journal.recovery import SpoolRecovery
 from tests.journal.history_journal import Generated

@@ -23,7 +23,8 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, records, writer
+from kruntimes.journal import records, writer
+from kruntimes.journal.store import backends
 from kruntimes.journal.process import ProcessJournalWriter
 from tests.integration.db_proxy import Cut, ProxiedJournal, proxied_journal  # noqa: F401 - the fixture
 from tests.journal.factories import record, unchained

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends
+from kruntimes.journal.store import backends
 from kruntimes.journal.recovery import SpoolRecovery
 from replay import ends, integrity
 from tests.integration.db_proxy import ProxiedJournal, proxied_journal  # noqa: F401 - the fixture

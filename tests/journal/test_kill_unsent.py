@@ -20,7 +20,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from kruntimes.journal import backends
+from kruntimes.journal.store import backends
 from replay import ends
 from tests.journal.test_kill_during_hang import recover_and_check
 

@@ -21,7 +21,8 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, errors, payloads, records
+from kruntimes.journal import errors, payloads, records
+from kruntimes.journal.store import backends
 from kruntimes.journal.process import SEAL_AT, ProcessJournalWriter
 from kruntimes.journal.recorder import JournalRecorder
 from kruntimes.journal.session import JournalSession

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, migrate, records, spool
+from kruntimes.journal import records, spool
+from kruntimes.journal.store import backends, migrate
 from kruntimes.journal.recovery import SpoolRecovery, has_records, left_behind
 from kruntimes.journal.writer import JournalWriter
 from replay import integrity

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kruntimes.journal.backends import Journal
+from kruntimes.journal.store.backends import Journal
 from kruntimes.journal.recorder import JournalRecorder
 from kruntimes.journal.records import JournalRecord
 from kruntimes.scheduler.cache import ClusterCache
