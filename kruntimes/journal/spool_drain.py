@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kruntimes.journal import chain, errors, handover, records, spool
+from kruntimes.journal import chain, errors, handover, linker, records, spool
 from kruntimes.journal.store import backends, deadline
 
 # The writer's logger: these lines were always the writer's, and are still read as such.
@@ -42,6 +42,7 @@ class SpoolDrain:
         _deadline: deadline.Deadline
         _spool: spool.Spool
         _key: chain.ChainKey | None
+        _linker: linker.Linker
         _clock: Callable[[], float]
         _wall_clock: Callable[[], datetime]
         _max_batch: int
@@ -126,8 +127,7 @@ class SpoolDrain:
             if head is not None and r.lsn <= head[0]:
                 out.append(r)  # stored already, or a conflict skip_existing reports
                 continue
-            expected = chain.link(chain.GENESIS if head is None else head[1], epoch, r.lsn, r.recorded_at, r.kind,
-                                  r.schema_version, r.payload_sha256, key)
+            expected = self._linker.after(chain.GENESIS if head is None else head[1], r)
             if r.chain_hash and not chain.same(r.chain_hash, expected):
                 first_bad[epoch] = (r.lsn, "has a link that does not follow from its epoch's stored head"
                                            + (" (or the spool was written with another key)" if key else ""))
@@ -210,8 +210,7 @@ class SpoolDrain:
                     payload["handed_lsn"] = handed
                 end = records.encode_fields(epoch, max(head.head_lsn, handed or 0) + 1, self._wall_clock(), "end",
                                             payload)
-                end = end._replace(chain_hash=chain.link(head.head_hash, epoch, end.lsn, end.recorded_at, "end",
-                                                         end.schema_version, end.payload_sha256, self._key))
+                end = end._replace(chain_hash=self._linker.after(head.head_hash, end))
                 if not self._write([end], skip_existing=True):
                     return  # spilling now; recovery waits for the spool to drain again
                 log.info("journal: closed epoch %s (its process was killed) after LSN %d", epoch, head.head_lsn,

@@ -39,14 +39,13 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import chain, errors, handover, intake, metrics, payloads, records, spool, spool_drain
+from kruntimes.journal import chain, errors, handover, intake, linker, metrics, payloads, records, spool, spool_drain
 from kruntimes.journal.store import backends, deadline
 
 log = logging.getLogger(__name__)
 
 Policy = intake.Policy
 
-_new_tuple = tuple.__new__
 
 #: A moving head is published (log line) at most this often; an ended epoch's at once.
 HEAD_LOG_INTERVAL = 60.0
@@ -118,6 +117,7 @@ class JournalWriter(spool_drain.SpoolDrain):
         self._thread: threading.Thread | None = None
         try:
             self._key = chain.load_key(key_file)
+            self._linker = linker.Linker(self._key)
         except BaseException:
             self._spool.close()
             raise
@@ -418,22 +418,7 @@ class JournalWriter(spool_drain.SpoolDrain):
 
     def _linked(self, rows: list[records.EncodedRecord]) -> list[records.EncodedRecord]:
         """``rows`` with their links, in order; a row of an epoch whose head is unknown goes without one."""
-        heads, unlinked, key, link = self._heads, self._unlinked, self._key, chain.link
-        make, encoded = _new_tuple, records.EncodedRecord
-        out = []
-        for r in rows:
-            lsn, epoch, at, kind, version, payload, sha = r[:7]
-            head = heads.get(epoch)
-            if head is None:
-                if kind != "incarnation" or epoch in unlinked:
-                    unlinked.add(epoch)  # the database links it, from its stored head
-                    out.append(r)
-                    continue
-                head = (0, chain.GENESIS)  # an epoch's first record
-            linked = link(head[1], epoch, lsn, at, kind, version, sha, key)
-            heads[epoch] = (lsn, linked)
-            out.append(make(encoded, (lsn, epoch, at, kind, version, payload, sha, linked)))  # not _replace: ~4x faster
-        return out
+        return self._linker.onto(rows, self._heads, self._unlinked)
 
     def _settle_chain(self) -> None:
         """(Nothing waits in the spool.) Epochs the database linked continue from its heads."""

@@ -19,7 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import chain, derived, errors, follow, previous, records
+from kruntimes.journal import chain, derived, errors, follow, linker, previous, records
 from kruntimes.journal.store import backend, deadline, engines, epochs, schema, schema_wait
 
 log = logging.getLogger("kruntimes.journal.backends")  # the name operators' log configuration knows
@@ -245,22 +245,13 @@ class Journal:
     def _linked(self, conn: sa.Connection, rows: list[records.EncodedRecord],
                 key: chain.ChainKey | None) -> list[records.EncodedRecord]:
         """``rows`` with every missing link computed from its epoch's stored head (or GENESIS)."""
-        epochs = schema.journal_epochs
+        table = schema.journal_epochs
         wanted = sorted({r.incarnation for r in rows if not r.chain_hash})
         running: dict[str, tuple[int, str]] = {
             epoch: (int(lsn), link) for epoch, lsn, link in conn.execute(
-                sa.select(epochs.c.epoch, epochs.c.head_lsn, epochs.c.head_hash).where(epochs.c.epoch.in_(wanted)))
+                sa.select(table.c.epoch, table.c.head_lsn, table.c.head_hash).where(table.c.epoch.in_(wanted)))
         }
-        out = []
-        for r in rows:
-            if not r.chain_hash:
-                head = running.get(r.incarnation)
-                prev = head[1] if head is not None and head[0] < r.lsn else chain.GENESIS
-                r = r._replace(chain_hash=chain.link(prev, r.incarnation, r.lsn, r.recorded_at, r.kind,
-                                                     r.schema_version, r.payload_sha256, key))
-            running[r.incarnation] = (r.lsn, r.chain_hash)
-            out.append(r)
-        return out
+        return linker.Linker(key).fill(rows, running)
 
     def reindex(self, *, chunk_size: int = REINDEX_CHUNK) -> int:
         """Rebuild the history tables from the stored records in one transaction; the records read.
