@@ -49,7 +49,8 @@ from prometheus_client import CollectorRegistry
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # bench.history_workload, run as a script
 
-from kruntimes.journal import process, records, writer
+from kruntimes.journal import records
+from kruntimes.journal.write import process, writer
 from kruntimes.journal.store import backends, engines, schema
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"

@@ -29,7 +29,7 @@ from kruntimes import gctuning
 from kruntimes.api import cluster_settings
 from kruntimes.cli import journal_args, kube_args
 from kruntimes.cli.kube_args import UsageError, add_kube_options, api_client
-from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO
+from kruntimes.journal.write.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO
 from kruntimes.cluster import logs, shared_settings
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.runner import ClusterScheduler

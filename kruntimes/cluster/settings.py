@@ -12,7 +12,7 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 
-from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO
+from kruntimes.journal.write.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO
 from kruntimes.scheduler.config import ConfigError, SchedulerConfig
 
 DETAILS = ("summary", "full")

@@ -35,7 +35,7 @@ import sqlalchemy as sa
 from kubernetes import client
 
 from kruntimes.cli import main as cli_main
-from kruntimes.journal import spool
+from kruntimes.journal.write import spool
 from kruntimes.journal.store import backends, engines, schema
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.db_proxy import ProxiedJournal, proxied_journal  # noqa: F401 - the fixture

@@ -32,7 +32,7 @@ from kruntimes.api import capacity as capacity_annotations
 from kruntimes.api import ingest, models
 from kruntimes.journal import records
 from kruntimes.journal.store import backends, engines
-from kruntimes.journal.recorder import JournalRecorder
+from kruntimes.journal.write.recorder import JournalRecorder
 from kruntimes.memory.api import MemoryApi
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig

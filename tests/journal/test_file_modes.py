@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kruntimes.journal import spool
+from kruntimes.journal.write import spool
 from kruntimes.journal.store import backends
 from tests.journal.factories import record
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from kruntimes.journal import process, writer
+from kruntimes.journal.write import process, writer
 from kruntimes.journal.store import backends
 from tests.journal.history_journal import Generated
 

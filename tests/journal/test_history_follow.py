@@ -21,7 +21,8 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from kruntimes.cli import main as cli
-from kruntimes.journal import derived, follow, records, writer
+from kruntimes.journal import derived, follow, records
+from kruntimes.journal.write import writer
 from kruntimes.journal.store import backends, engines, migrate, schema
 from tests.journal.history_journal import Generated
 from tests.journal.test_history_queries import QUERIES

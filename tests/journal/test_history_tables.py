@@ -19,7 +19,8 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import derived, history, records, writer
+from kruntimes.journal import derived, history, records
+from kruntimes.journal.write import writer
 from kruntimes.journal.store import backends, engines, migrate, schema
 from tests.journal.history_journal import NS, Generated, fresh_postgres_schema
 

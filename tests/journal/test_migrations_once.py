@@ -25,7 +25,7 @@ from kruntimes.cluster import logs
 from kruntimes.cli import scheduler_cmd
 from kruntimes.journal import errors
 from kruntimes.journal.store import backends, engines, migrate, schema_wait
-from kruntimes.journal.session import JournalSession
+from kruntimes.journal.write.session import JournalSession
 from kruntimes.scheduler.config import SchedulerConfig
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import errors, records, spool, writer
+from kruntimes.journal import errors, records
+from kruntimes.journal.write import spool, writer
 from kruntimes.journal.store import backends
 from tests.journal.factories import record, unchained
 
@@ -255,7 +256,8 @@ def test_a_killed_process_keeps_what_it_spooled_and_the_next_one_drains_it(journ
         f"""
         import sys, time
         from prometheus_client import CollectorRegistry
-        from kruntimes.journal import errors, writer
+        from kruntimes.journal import errors
+        from kruntimes.journal.write import writer
         from kruntimes.journal.store import backends
         from tests.journal.factories import record
 

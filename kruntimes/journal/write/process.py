@@ -45,11 +45,12 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import child, errors, intake, metrics, outbox, payloads, records, wire
+from kruntimes.journal import errors, payloads, records
+from kruntimes.journal.write import child, intake, metrics, outbox, wire
 from kruntimes.journal.store import deadline, engines
-from kruntimes.journal.writer import SPOOL_AT_CLOSE_SECONDS, Policy, Record
+from kruntimes.journal.write.writer import SPOOL_AT_CLOSE_SECONDS, Policy, Record
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("kruntimes.journal.process")  # the name operators' log configuration knows
 
 #: Records the producer pickles into one chunk, in its own thread, as it appends
 #: them: few enough that they are gone again within a few cycles, enough that

@@ -39,10 +39,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import chain, errors, handover, intake, linker, metrics, payloads, records, spool, spool_drain
+from kruntimes.journal import chain, errors, linker, payloads, records
+from kruntimes.journal.write import handover, intake, metrics, spool, spool_drain
 from kruntimes.journal.store import backends, deadline
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("kruntimes.journal.writer")  # the name operators' log configuration knows
 
 Policy = intake.Policy
 

@@ -27,7 +27,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kruntimes.journal import chain, errors, handover, linker, records, spool
+from kruntimes.journal import chain, errors, linker, records
+from kruntimes.journal.write import handover, spool
 from kruntimes.journal.store import backends, deadline
 
 # The writer's logger: these lines were always the writer's, and are still read as such.
