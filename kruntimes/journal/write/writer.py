@@ -12,7 +12,7 @@ failed (``deadline``), so a record is durable within that bound whatever the dat
 buffer fills; ``"drop"`` drops and counts. docs/journal.md has the whole picture.
 
 The chain (SPEC §5 "Integrity"): the thread links every record to the one before it
-in its epoch (``chain.link``, an HMAC with a key) as it encodes it, keeps each epoch's
+in its epoch (``linker.Linker``: ``chain.link``, an HMAC with a key) as it encodes it, keeps each epoch's
 head in memory, and stores the link with the record, in the database or the spool;
 the database moves the epoch's head in the same transaction. A record of an epoch
 whose head it does not know (a restarted writer process mid-epoch) goes without a
@@ -20,7 +20,7 @@ link and is linked from the stored head when it reaches the database.
 
 What becomes of spooled records - the drain, the checks that keep a forged or
 mismatched record out of the database, the quarantine - and the closing of epochs a
-killed process left open are in ``spool_drain`` (``SpoolDrain``, ``JournalWriter``'s base).
+killed process left open are in ``spool_drain``: a ``SpoolDrain`` the writer builds with what it needs.
 
 State is kept in memory only: a killed process loses what was still buffered;
 everything spooled or committed survives.
