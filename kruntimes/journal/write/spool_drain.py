@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kruntimes.journal import chain, errors, linker, records
-from kruntimes.journal.write import backoff, handover, spool, tally
+from kruntimes.journal.write import backoff, handover, metrics, spool
 from kruntimes.journal.store import backends, deadline
 
 # The writer's logger: these lines were always the writer's, and are still read as such.
@@ -38,12 +38,12 @@ class SpoolDrain:
     """The drain, quarantine and epoch recovery of one writer's spool, on the writer's thread.
 
     Built by the writer with what it needs: the spool and the journal behind their
-    deadline, the writer's ``Linker``, ``Backoff`` and ``Tally``, and ``store`` (the
+    deadline, the writer's ``Linker``, ``Backoff`` and counts (``WriterStats``), and ``store`` (the
     writer's write, which spools again on failure) and ``log_head`` (its head log).
     """
 
     def __init__(self, spool: spool.Spool, journal: backends.Journal, deadline: deadline.Deadline,
-                 linker: linker.Linker, backoff: backoff.Backoff, tally: tally.Tally, *,
+                 linker: linker.Linker, backoff: backoff.Backoff, tally: metrics.WriterStats, *,
                  store: Callable[..., bool], log_head: Callable[[str, int, str], None],
                  wall_clock: Callable[[], datetime], max_batch: int, epoch: str | None, recover_all: bool) -> None:
         self._spool = spool

@@ -40,7 +40,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import chain, errors, linker, payloads, records
-from kruntimes.journal.write import backoff, handover, intake, metrics, spool, spool_drain, tally
+from kruntimes.journal.write import backoff, handover, intake, metrics, spool, spool_drain
 from kruntimes.journal.store import backends, deadline
 
 log = logging.getLogger("kruntimes.journal.writer")  # the name operators' log configuration knows
@@ -135,7 +135,8 @@ class JournalWriter:
         self._ended = False  # this writer's epoch's end record is durable
         self._head_logged_at = float("-inf")
         self._head_logged: tuple[int, str] | None = None
-        self._tally = tally.Tally()
+        # The counts so far, in the shape stats() reports (which fills in the rest); the drain counts here too.
+        self._tally = metrics.WriterStats()
         self._drain = spool_drain.SpoolDrain(
             self._spool, journal, self._deadline, self._linker, self._backoff, self._tally, store=self._write,
             log_head=self._log_head, wall_clock=wall_clock, max_batch=max_batch, epoch=epoch, recover_all=recover_all)
