@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.builders, 
 
 from prometheus_client import CollectorRegistry  # noqa: E402
 
-from kruntimes.journal import wire  # noqa: E402
-from kruntimes.journal.backends import Journal  # noqa: E402
-from kruntimes.journal.process import ProcessJournalWriter  # noqa: E402
-from kruntimes.journal.recorder import JournalRecorder  # noqa: E402
+from kruntimes.journal.write import wire  # noqa: E402
+from kruntimes.journal.store.backends import Journal  # noqa: E402
+from kruntimes.journal.write.process import ProcessJournalWriter  # noqa: E402
+from kruntimes.journal.write.recorder import JournalRecorder  # noqa: E402
 from kruntimes.scheduler.cache import ClusterCache  # noqa: E402
 from tests import builders  # noqa: E402
 

@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kruntimes import demo, gctuning  # noqa: E402
-from kruntimes.journal.session import JournalSession  # noqa: E402
+from kruntimes.journal.write.session import JournalSession  # noqa: E402
 from kruntimes.runtimed.agent import DEFAULT_HEARTBEAT_PERIOD  # noqa: E402
 from kruntimes.scheduler import renewals  # noqa: E402
 from kruntimes.scheduler.cache import ClusterCache  # noqa: E402

@@ -60,7 +60,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.history_workload import EPOCH, NS, workload  # noqa: E402
-from kruntimes.journal import backends, derived, history, migrate, records, schema  # noqa: E402
+from kruntimes.journal import derived, history, records
+from kruntimes.journal.store import backends, engines, migrate, schema  # noqa: E402
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DOC = ROOT / "docs" / "journal.md"
@@ -209,7 +210,7 @@ def time_questions(url: str, repeat: int) -> dict[str, tuple[float, float, int]]
 
 def upgrade(url: str) -> float | None:
     """Migrate the journal at ``url`` to the newest revision (a backfill, at this size); seconds, or None."""
-    engine = backends.create_engine(url)
+    engine = engines.create_engine(url)
     try:
         if migrate.current_revision(engine) == migrate.head_revision():
             return None
@@ -229,13 +230,13 @@ def upgrade(url: str) -> float | None:
 def journal_url(backend: str, size: int, directory: Path, postgres: str) -> str:
     if backend == "sqlite":
         return f"sqlite:///{directory}/history-{size}.db"
-    return backends.parse_url(postgres).update_query_dict(
+    return engines.parse_url(postgres).update_query_dict(
         {"options": f"-csearch_path=bench_history_{size}"}).render_as_string(hide_password=False)
 
 
 def stored(url: str) -> int:
     """How many of the workload's records the journal at ``url`` holds (0 if it has none yet)."""
-    engine = backends.create_engine(url)
+    engine = engines.create_engine(url)
     try:
         with engine.connect() as conn:
             if not sa.inspect(conn).has_table("journal_records"):
@@ -257,7 +258,7 @@ def ensure(backend: str, size: int, directory: Path, postgres: str, rebuild: boo
             for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
                 stale.unlink(missing_ok=True)
     else:
-        admin = sa.create_engine(backends.parse_url(postgres))
+        admin = sa.create_engine(engines.parse_url(postgres))
         try:
             with admin.begin() as conn:
                 if rebuild:
@@ -272,7 +273,7 @@ def ensure(backend: str, size: int, directory: Path, postgres: str, rebuild: boo
         print(f"{backend} {size:,}: {have:,} records stored, building the rest", file=sys.stderr)
     seconds = build(_for_building(url), size, start=have + 1, batch=batch)
     if backend == "postgresql":
-        engine = backends.create_engine(url)
+        engine = engines.create_engine(url)
         with engine.connect() as conn:
             conn.execution_options(isolation_level="AUTOCOMMIT").execute(sa.text("ANALYZE"))
         engine.dispose()
@@ -281,7 +282,7 @@ def ensure(backend: str, size: int, directory: Path, postgres: str, rebuild: boo
 
 def _for_building(url: str) -> str:
     """PostgreSQL: commit without waiting for the WAL flush while building (what is timed is reading)."""
-    parsed = backends.parse_url(url)
+    parsed = engines.parse_url(url)
     if parsed.get_backend_name() != "postgresql":
         return url
     options = str(parsed.query.get("options", ""))

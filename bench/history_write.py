@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.history_workload import journal_records  # noqa: E402
 from bench.journal_append import DEFAULT_POSTGRES, fresh_postgres  # noqa: E402
-from kruntimes.journal import backends, records  # noqa: E402
+from kruntimes.journal import records
+from kruntimes.journal.store import backends  # noqa: E402
 
 
 @contextmanager

@@ -49,7 +49,9 @@ from prometheus_client import CollectorRegistry
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # bench.history_workload, run as a script
 
-from kruntimes.journal import backends, process, records, schema, writer
+from kruntimes.journal import records
+from kruntimes.journal.write import process, writer
+from kruntimes.journal.store import backends, engines, schema
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 INCARNATION = uuid.uuid4().hex
@@ -95,7 +97,7 @@ def fresh_sqlite() -> Iterator[str]:
 
 @contextmanager
 def fresh_postgres(base: str) -> Iterator[str]:
-    url = backends.parse_url(base)
+    url = engines.parse_url(base)
     name = f"bench_{uuid.uuid4().hex[:10]}"
     admin = sa.create_engine(url)
     with admin.begin() as conn:

@@ -54,7 +54,7 @@ def collected(valgrind_stderr: str) -> int:
 def child(setting: str, every: int, setup_only: bool) -> int:
     """Prepare (and unless ``setup_only``, schedule) the workload; the number of cycles run."""
     from bench.journal_overhead import Discard, drain, prepare
-    from kruntimes.journal.recorder import JournalRecorder
+    from kruntimes.journal.write.recorder import JournalRecorder
 
     recorder = None if setting == "journal off" else JournalRecorder(
         Discard(pickle=setting == "own share"), start_lsn=0)

@@ -40,8 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.integratio
 
 from bench.journal_append import cycle_payload, fresh_postgres  # noqa: E402
 from kruntimes.cluster.runner import JOURNAL_MAX_RETRY_SECONDS  # noqa: E402
-from kruntimes.journal import migrate, records  # noqa: E402
-from kruntimes.journal.process import ProcessJournalWriter  # noqa: E402
+from kruntimes.journal import records
+from kruntimes.journal.store import migrate  # noqa: E402
+from kruntimes.journal.write.process import ProcessJournalWriter  # noqa: E402
 from tests.integration.db_proxy import DatabaseProxy  # noqa: E402
 
 DEMO_RATE = 1_100  # records/s: `kruntimes demo`'s journal, 42,186 records over 37.8 s of recorded_at

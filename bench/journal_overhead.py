@@ -47,11 +47,12 @@ import sqlalchemy as sa
 
 from kruntimes import demo, gctuning
 from kruntimes.api import ingest
-from kruntimes.journal import derived, intake, wire
-from kruntimes.journal.backends import Journal
-from kruntimes.journal.process import SEAL_AT
-from kruntimes.journal.recorder import JournalRecorder
-from kruntimes.journal.session import JournalSession
+from kruntimes.journal import derived
+from kruntimes.journal.write import intake, wire
+from kruntimes.journal.store.backends import Journal
+from kruntimes.journal.write.process import SEAL_AT
+from kruntimes.journal.write.recorder import JournalRecorder
+from kruntimes.journal.write.session import JournalSession
 from kruntimes.memory.api import MemoryApi
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig

@@ -36,7 +36,8 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 
 from bench.history_workload import journal_records  # noqa: E402
 from bench.journal_append import fresh_postgres  # noqa: E402
-from kruntimes.journal import backends, process  # noqa: E402
+from kruntimes.journal.write import process
+from kruntimes.journal.store import backends  # noqa: E402
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 

@@ -44,9 +44,10 @@ if __name__ == "__main__" and Path(sys.path[0]).resolve() == Path(__file__).reso
     # Run as a script, bench/ is sys.path[0] and this very file would shadow the `replay` package.
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from kruntimes.journal import records, schema  # noqa: E402
-from kruntimes.journal.backends import Journal  # noqa: E402
-from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO, JournalRecorder  # noqa: E402
+from kruntimes.journal import records
+from kruntimes.journal.store import schema  # noqa: E402
+from kruntimes.journal.store.backends import Journal  # noqa: E402
+from kruntimes.journal.write.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO, JournalRecorder  # noqa: E402
 from kruntimes.scheduler import outcome as out  # noqa: E402
 from kruntimes.scheduler.cache import ClusterCache  # noqa: E402
 from kruntimes.scheduler.config import SchedulerConfig  # noqa: E402

@@ -44,8 +44,8 @@ from kruntimes.api import ingest, models
 from kruntimes.controller.reading import runtime_view
 from kruntimes.controller.reconcile import PodDefaults, pod_body
 from kruntimes.journal import history, redact
-from kruntimes.journal.backends import Journal
-from kruntimes.journal.session import JournalSession
+from kruntimes.journal.store.backends import Journal
+from kruntimes.journal.write.session import JournalSession
 from kruntimes.memory.api import MemoryApi
 from kruntimes.memory.cluster import Kubelet, MemoryController
 from kruntimes.memory.pods import MemoryPods

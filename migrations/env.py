@@ -1,6 +1,6 @@
 """Alembic environment for the kruntimes journal (Alembic's template: offline and online paths).
 
-The URL comes from, in order: a connection handed over by ``kruntimes.journal.migrate``,
+The URL comes from, in order: a connection handed over by ``kruntimes.journal.store.migrate``,
 ``-x url=...``, ``KRUNTIMES_JOURNAL_URL``, ``sqlalchemy.url`` in alembic.ini, and
 finally the embedded default ``sqlite:///kruntimes-journal.db``.
 """
@@ -13,7 +13,8 @@ from logging.config import fileConfig
 import sqlalchemy as sa
 from alembic import context
 
-from kruntimes.journal import backends, views
+from kruntimes.journal import views
+from kruntimes.journal.store import engines
 
 config = context.config
 
@@ -36,13 +37,13 @@ def journal_url() -> str:
         context.get_x_argument(as_dictionary=True).get("url")
         or os.environ.get("KRUNTIMES_JOURNAL_URL")
         or config.get_main_option("sqlalchemy.url")
-        or backends.DEFAULT_URL
+        or engines.DEFAULT_URL
     )
 
 
 def run_migrations_offline() -> None:
     """Emit SQL for the URL's dialect without connecting (``alembic upgrade head --sql``)."""
-    url = backends.parse_url(journal_url())
+    url = engines.parse_url(journal_url())
     context.configure(
         url=url,
         target_metadata=target_metadata,
@@ -61,7 +62,7 @@ def run_migrations_online() -> None:
     if connection is not None:
         _run_with(connection)
         return
-    engine = backends.create_engine(journal_url())
+    engine = engines.create_engine(journal_url())
     try:
         with engine.connect() as connection:
             _run_with(connection)

@@ -36,7 +36,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, chain, epoch_order, prune_record, schema
+from kruntimes.journal import chain, epoch_order, prune_record
+from kruntimes.journal.store import backends, schema
 from kruntimes.journal import errors as journal_errors
 from replay import errors, integrity, source
 from replay.engine import CycleRef

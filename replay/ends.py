@@ -4,7 +4,7 @@ SPEC §5 "Several writers, one truth" and "Crash vs loss" (amended 2026-12-04). 
 epoch closes with an ``end`` record. A scheduler killed mid-term writes none; the
 replica's next start closes the epoch for it (``end`` {"reason": "recovered"}) after
 its last stored record, and says in ``handed_lsn`` how far the killed process had
-handed records to its writer (``kruntimes.journal.handover``). So ``verify`` tells:
+handed records to its writer (``kruntimes.journal.write.handover``). So ``verify`` tells:
 
 - ended by a crash, nothing missing: the end follows the stored records, and every
   record handed over is among them;

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, TypeVar
 
-from kruntimes.journal import backends
+from kruntimes.journal.store import backends
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
 from kruntimes.scheduler.projection import RunInfo

@@ -11,7 +11,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from kruntimes.journal import backends
+from kruntimes.journal.store import backends
 from kruntimes.scheduler import device_outcome
 from kruntimes.scheduler.outcome import CycleOutcome
 from kruntimes.scheduler.projection import Assumption, RunInfo

@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from kruntimes.journal import backends
+from kruntimes.journal.store import backends, engines
 from replay import engine, errors, reproduce
 
 #: The planning cost of one cycle beyond its pods, in pods: ~48 us per cycle against
@@ -138,7 +138,7 @@ _journal: backends.Journal | None = None
 
 def _open_in_worker(url: str) -> None:
     global _journal
-    _journal = backends.Journal(backends.create_engine(url))
+    _journal = backends.Journal(engines.create_engine(url))
 
 
 def _run_in_worker(unit: Unit, keep_outcomes: int) -> UnitResult:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, chain, schema
+from kruntimes.journal import chain
+from kruntimes.journal.store import backends, schema
 from kruntimes.journal import errors as journal_errors
 from replay import errors
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, migrate, schema
+from kruntimes.journal.store import backends, migrate, schema
 from kruntimes.journal import errors as journal_errors
 from replay import errors
 

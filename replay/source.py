@@ -21,7 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, schema
+from kruntimes.journal.store import backends, schema
 from kruntimes.journal import errors as journal_errors
 from replay import errors, integrity
 

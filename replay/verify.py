@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from kruntimes.journal import backends, chain
+from kruntimes.journal import chain
+from kruntimes.journal.store import backends
 from replay import coverage, engine, errors, integrity, parallel, reproduce, schema_damage, source
 
 #: Divergent cycles kept with their full replayed outcome; the rest keep their differences only.

@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from kruntimes.journal import backends
+from kruntimes.journal.store import backends
 from kruntimes.scheduler.config import SchedulerConfig
 from kruntimes.scheduler.outcome import SCHEDULED, CycleOutcome
 from replay import compare, coverage, engine, reproduce, source

@@ -1,6 +1,6 @@
 """`kruntimes db upgrade [--journal URL]` and `kruntimes db downgrade REVISION [--journal URL] [--yes]`.
 
-Both run the journal's packaged Alembic migrations (``kruntimes.journal.migrate``), so an
+Both run the journal's packaged Alembic migrations (``kruntimes.journal.store.migrate``), so an
 installed kruntimes migrates from any directory; ``alembic`` at the repo root uses the
 same scripts.
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 from kruntimes.cli import journal_args as ja
-from kruntimes.journal import migrate
+from kruntimes.journal.store import migrate
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -17,7 +17,7 @@ from sqlalchemy import exc as sa_exc
 from kruntimes import demo, demo_watch, gctuning, scores
 from kruntimes.cli import demo_journal, journal_args
 from kruntimes.journal import chain, errors, redact
-from kruntimes.journal.backends import DEFAULT_URL
+from kruntimes.journal.store.engines import DEFAULT_URL
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from kruntimes.journal import backends
+from kruntimes.journal.store import engines
 
 #: How many numbered files are tried before the demo gives up looking for a free name.
 MAX_NUMBERED = 999
@@ -39,9 +39,9 @@ def choose(named: str | None, *, append: bool) -> Choice:
             raise JournalInUse("it already holds records (an earlier run?), and `kruntimes history` would mix both "
                                "runs' Runs: name another --journal, or pass --append to add this run to it")
         return Choice(named, "appended to the records already there (--append)" if held else None)
-    default = Path(sa.make_url(backends.DEFAULT_URL).database or "")
+    default = Path(sa.make_url(engines.DEFAULT_URL).database or "")
     if not default.exists():
-        return Choice(backends.DEFAULT_URL)
+        return Choice(engines.DEFAULT_URL)
     for n in range(2, MAX_NUMBERED + 1):
         path = default.with_name(f"{default.stem}-{n}{default.suffix}")
         if not path.exists():
@@ -52,10 +52,10 @@ def choose(named: str | None, *, append: bool) -> Choice:
 
 def holds_records(url: str) -> bool:
     """Whether the journal at ``url`` holds any record (no schema yet: no; a missing SQLite file is not created)."""
-    parsed = backends.parse_url(url)
+    parsed = engines.parse_url(url)
     if parsed.get_backend_name() == "sqlite" and not Path(parsed.database or "").is_file():
         return False
-    engine = backends.create_engine(parsed)
+    engine = engines.create_engine(parsed)
     try:
         with engine.connect() as conn:
             if not sa.inspect(conn).has_table("journal_records"):

@@ -22,7 +22,8 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from kruntimes import wire
-from kruntimes.journal import backends, errors, redact
+from kruntimes.journal import errors, redact
+from kruntimes.journal.store import backends, engines
 
 URL_ENV = "KRUNTIMES_JOURNAL_URL"
 
@@ -34,7 +35,7 @@ class UsageError(Exception):
 def add_url_option(parser: argparse.ArgumentParser, *, deprecated: str | None = None) -> None:
     """``--journal URL``, the one name every command uses; ``deprecated`` is an old name still read."""
     parser.add_argument("--journal", dest="url", metavar="URL",
-                        help=f"journal database (default: ${URL_ENV} or {backends.DEFAULT_URL}); "
+                        help=f"journal database (default: ${URL_ENV} or {engines.DEFAULT_URL}); "
                              "sqlite:///PATH or postgresql+psycopg://USER@HOST/DB")
     if deprecated:
         parser.add_argument(deprecated, dest="url", metavar="URL", action=_DeprecatedName,
@@ -51,7 +52,7 @@ class _DeprecatedName(argparse.Action):
 
 
 def journal_url(args: argparse.Namespace) -> str:
-    return str(args.url or os.environ.get(URL_ENV) or backends.DEFAULT_URL)
+    return str(args.url or os.environ.get(URL_ENV) or engines.DEFAULT_URL)
 
 
 def shown(url: str | sa.URL) -> str:
@@ -65,7 +66,7 @@ def checked_url(url: str, *, must_exist: bool) -> sa.URL:
     Why check: opening a missing SQLite path would quietly create an empty database.
     """
     try:
-        parsed = backends.parse_url(url)
+        parsed = engines.parse_url(url)
     except (ValueError, sa_exc.ArgumentError) as exc:
         raise UsageError(f"bad journal URL {shown(url)}: {redact.text(first_line(exc), url)}") from exc
     if must_exist and parsed.get_backend_name() == "sqlite":

@@ -29,12 +29,13 @@ from kruntimes import gctuning
 from kruntimes.api import cluster_settings
 from kruntimes.cli import journal_args, kube_args
 from kruntimes.cli.kube_args import UsageError, add_kube_options, api_client
-from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO
+from kruntimes.journal.write.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO
 from kruntimes.cluster import logs, shared_settings
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.cluster.settings import DETAILS, MIGRATE_MODES, ClusterSettings, LeaseSettings, default_identity
-from kruntimes.journal import chain, follow, redact, schema_wait
+from kruntimes.journal import chain, follow, redact
+from kruntimes.journal.store import schema_wait
 from kruntimes.scheduler.config import ConfigError
 
 log = logging.getLogger("kruntimes.cli.scheduler")
@@ -212,7 +213,7 @@ def _key_file(args: argparse.Namespace) -> str | None:
 def _migrate_mode(args: argparse.Namespace) -> str:
     if args.journal_migrate or not args.journal_url:
         return str(args.journal_migrate or "auto")
-    from kruntimes.journal import migrate  # alembic is only needed with a journal
+    from kruntimes.journal.store import migrate  # alembic is only needed with a journal
 
     try:
         return migrate.default_migrate_mode(args.journal_url)

@@ -29,8 +29,8 @@ from kruntimes.cluster.leader import LeaderElector, LeaseRecord
 from kruntimes.cluster.settings import ClusterSettings
 from kruntimes.cluster.term import Terms
 from kruntimes.cluster.throttling import Throttling
-from kruntimes.journal import recovery
-from kruntimes.journal.session import JournalSession, default_spool
+from kruntimes.journal.write import recovery
+from kruntimes.journal.write.session import JournalSession, default_spool
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.recording import Recorder
 from kruntimes.scheduler.loop import Scheduler, utc_now

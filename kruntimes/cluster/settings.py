@@ -12,7 +12,7 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 
-from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO
+from kruntimes.journal.write.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO
 from kruntimes.scheduler.config import ConfigError, SchedulerConfig
 
 DETAILS = ("summary", "full")
@@ -64,7 +64,7 @@ class LeaseSettings:
         return self.fence_margin / 2
 
 
-MIGRATE_MODES = ("auto", "never")  # see kruntimes.journal.migrate.default_migrate_mode
+MIGRATE_MODES = ("auto", "never")  # see kruntimes.journal.store.migrate.default_migrate_mode
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class ClusterSettings:
     journal_migrate: str = "auto"
     journal_schema_wait: float = 300.0
     # Seconds the journal writer waits for the database to answer a call before it spools the
-    # batch (SPEC §5 "Availability"; kruntimes.journal.deadline.DEFAULT_SECONDS, spelled out here).
+    # batch (SPEC §5 "Availability"; kruntimes.journal.store.deadline.DEFAULT_SECONDS, spelled out here).
     journal_write_timeout: float = 5.0
     leader_elect: bool = True
     lease: LeaseSettings = field(default_factory=LeaseSettings)

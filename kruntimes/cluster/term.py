@@ -38,7 +38,7 @@ from typing import Callable, Protocol
 from kruntimes.cluster.intake import Intake
 from kruntimes.cluster.leader import LeaseRecord
 from kruntimes.cluster.settings import ClusterSettings
-from kruntimes.journal.session import JournalSession
+from kruntimes.journal.write.session import JournalSession
 from kruntimes.scheduler import assumed as assumed_mod
 from kruntimes.scheduler.recording import CountingRecorder, Recorder
 from kruntimes.scheduler.loop import Scheduler

@@ -23,7 +23,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kruntimes.journal import schema
+from kruntimes.journal.store import schema
 
 #: Records below this LSN are not an epoch's (the prune records live at LSN 0).
 FIRST_SCHEDULER_LSN = 1

@@ -22,7 +22,8 @@ from typing import NamedTuple
 
 import sqlalchemy as sa
 
-from kruntimes.journal import backend_postgres, backend_sqlite, derived, epoch_order, previous, records, schema
+from kruntimes.journal import derived, epoch_order, previous, records
+from kruntimes.journal.store import backend_postgres, backend_sqlite, schema
 
 #: ``inline``: the writer derives each batch's history rows in its transaction; ``follow``:
 #: it stores records only and ``kruntimes journal index`` derives the rows afterwards.

@@ -21,7 +21,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, derived, epoch_order, errors, schema
+from kruntimes.journal import derived, epoch_order, errors
+from kruntimes.journal.store import backends, schema
 from kruntimes.scheduler import status as status_bodies
 
 OUTCOMES = ("scheduled", "unschedulable", "invalid", "conflict", "error")

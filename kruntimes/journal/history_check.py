@@ -31,7 +31,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, derived, errors, follow, prune_record, schema
+from kruntimes.journal import derived, errors, follow, prune_record
+from kruntimes.journal.store import backends, schema
 
 #: Rows per digest: the first differing run of this many rows is what a difference names.
 BUCKET = 1000

@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, String, Table, Text
 
-from kruntimes.journal import schema
+from kruntimes.journal.store import schema
 
 # -- the tables ------------------------------------------------------------------------------
 

@@ -43,7 +43,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import backends, chain, derived, epoch_order, errors, follow, prune_record, schema, views
+from kruntimes.journal import chain, derived, epoch_order, errors, follow, prune_record, views
+from kruntimes.journal.store import backends, schema
 
 #: The LSN of the prune records: outside the sequence a scheduler numbers from 1.
 PRUNE_LSN = prune_record.PRUNE_LSN

@@ -30,7 +30,8 @@ from typing import Any, Final
 
 import sqlalchemy as sa
 
-from kruntimes.journal import chain, records, schema
+from kruntimes.journal import chain, records
+from kruntimes.journal.store import schema
 
 #: The LSN of every prune record: outside the sequence a scheduler numbers from 1.
 PRUNE_LSN: Final = 0

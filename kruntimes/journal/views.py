@@ -19,7 +19,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kruntimes.journal import schema
+from kruntimes.journal.store import schema
 
 _INFO = {"view": True}
 

@@ -21,7 +21,8 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from kruntimes.journal import epoch_order, schema
+from kruntimes.journal import epoch_order
+from kruntimes.journal.store import schema
 from kruntimes.ui import indexed
 
 BUCKETS = 120

@@ -16,7 +16,8 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from kruntimes.journal import epoch_order, schema
+from kruntimes.journal import epoch_order
+from kruntimes.journal.store import schema
 
 Execute = Callable[[sa.Executable], Sequence[sa.Row[Any]]]
 Key = tuple[str, int]  # (epoch, lsn): the epoch is the record's incarnation

@@ -31,7 +31,8 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from kruntimes import wire
-from kruntimes.journal import backends, epoch_order, errors, follow, history, migrate, schema
+from kruntimes.journal import epoch_order, errors, follow, history
+from kruntimes.journal.store import backends, engines, migrate, schema
 from kruntimes.ui import buckets, indexed
 
 _R = schema.journal_records
@@ -47,7 +48,7 @@ class JournalNotFound(errors.JournalError):
 
 def open_reader(url: str) -> Reader:
     """A ``Reader`` on the journal at ``url``, read-only; its schema must be current."""
-    parsed = backends.parse_url(url)
+    parsed = engines.parse_url(url)
     if parsed.get_backend_name() == "sqlite":
         path = parsed.database or ""
         if path in ("", ":memory:") or not Path(path).is_file():

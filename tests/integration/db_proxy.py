@@ -32,7 +32,7 @@ from typing import Literal, NamedTuple
 import pytest
 import sqlalchemy as sa
 
-from kruntimes.journal import migrate
+from kruntimes.journal.store import migrate
 
 from tests.journal.history_journal import fresh_postgres_schema
 Mode = Literal["up", "reset", "blackhole", "hold"]

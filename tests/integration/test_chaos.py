@@ -35,7 +35,8 @@ import sqlalchemy as sa
 from kubernetes import client
 
 from kruntimes.cli import main as cli_main
-from kruntimes.journal import backends, schema, spool
+from kruntimes.journal.write import spool
+from kruntimes.journal.store import backends, engines, schema
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.db_proxy import ProxiedJournal, proxied_journal  # noqa: F401 - the fixture
 from tests.integration.processes import Process, kubeconfig, run_scheduler  # noqa: F401 - the fixtures
@@ -89,7 +90,7 @@ def _holder(cluster: Cluster) -> str | None:
 def _stored(url: str) -> dict[Key, tuple[str, str]]:
     """Every record in the database: (epoch, LSN) -> (kind, payload SHA-256); a duplicate key fails here."""
     table = schema.journal_records
-    engine = backends.create_engine(url)
+    engine = engines.create_engine(url)
     try:
         with engine.connect() as conn:
             rows = conn.execute(sa.select(table.c.incarnation, table.c.lsn, table.c.kind,

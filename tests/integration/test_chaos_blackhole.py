@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from kruntimes.cli import main as cli_main
-from kruntimes.journal import backends
+from kruntimes.journal.store import backends
 from replay import integrity
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.db_proxy import ProxiedJournal, proxied_journal  # noqa: F401 - the fixture

@@ -7,12 +7,12 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from kruntimes.journal import backends
+from kruntimes.journal.store import engines
 from tests.integration.db_proxy import ProxiedJournal, proxied_journal  # noqa: F401 - the fixture
 
 
 def _answers(url: str, connect_timeout: int = 2) -> bool:
-    engine = sa.create_engine(backends.parse_url(url), connect_args={"connect_timeout": connect_timeout})
+    engine = sa.create_engine(engines.parse_url(url), connect_args={"connect_timeout": connect_timeout})
     try:
         with engine.connect() as conn:
             return bool(conn.execute(sa.text("SELECT 1")).scalar() == 1)
@@ -26,7 +26,7 @@ def test_the_proxy_forwards_refuses_when_reset_hangs_when_blackholed_and_restore
         proxied_journal: ProxiedJournal) -> None:
     url, proxy = proxied_journal.url, proxied_journal.proxy
     assert _answers(url)
-    kept = sa.create_engine(backends.parse_url(url))
+    kept = sa.create_engine(engines.parse_url(url))
     try:
         conn = kept.connect()
         proxy.cut("reset")

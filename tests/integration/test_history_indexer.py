@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from kruntimes.journal import backends
+from kruntimes.journal.store import backends
 from tests.integration.db_proxy import POSTGRES_ENV, ProxiedJournal, proxied_journal  # noqa: F401 - the fixture
 from tests.journal.history_journal import Generated, fresh_postgres_schema
 from tests.journal.test_history_follow import inline_tables, lag

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.journal import history_tables
-from kruntimes.journal.backends import Journal
+from kruntimes.journal.store.backends import Journal
 from replay import verify
 from tests.integration.cluster import Cluster, wait_for
 

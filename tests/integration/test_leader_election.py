@@ -18,7 +18,7 @@ from kruntimes.cluster import errors
 from kruntimes.cluster.leader import LeaderElector
 from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.cluster.settings import LeaseSettings
-from kruntimes.journal.backends import Journal
+from kruntimes.journal.store.backends import Journal
 from kruntimes.scheduler.projection import RunInfo
 from kruntimes.scheduler.writes import ReadDone, WriteDone
 from tests.emulator.server import Emulator

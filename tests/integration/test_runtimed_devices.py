@@ -23,7 +23,7 @@ from kruntimes.api import models
 from kruntimes.controller.reconcile import DEVICES_ANNOTATION
 from kruntimes.controller.runner import ControllerRunner
 from kruntimes.devices import inventory_codec
-from kruntimes.journal.backends import Journal
+from kruntimes.journal.store.backends import Journal
 from kruntimes.runtimed.agent import Agent, Settings
 from kruntimes.scheduler import status as st
 from replay import source, verify

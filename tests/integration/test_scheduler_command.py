@@ -9,8 +9,8 @@ from typing import Any
 
 from kubernetes import client
 
-from kruntimes.journal import migrate
-from kruntimes.journal.backends import Journal
+from kruntimes.journal.store import migrate
+from kruntimes.journal.store.backends import Journal
 from tests.integration.cluster import Cluster, wait_for
 from tests.integration.db_proxy import ProxiedJournal, proxied_journal  # noqa: F401 - the fixture
 from tests.integration.processes import Process, kubeconfig, run_scheduler  # noqa: F401 - the fixtures

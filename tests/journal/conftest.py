@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kruntimes.journal import backends
+from kruntimes.journal.store import backends
 from tests.journal.history_journal import fresh_postgres_schema
 
 POSTGRES_ENV = "KRUNTIMES_TEST_POSTGRES_URL"

@@ -30,8 +30,9 @@ import sqlalchemy as sa
 
 from kruntimes.api import capacity as capacity_annotations
 from kruntimes.api import ingest, models
-from kruntimes.journal import backends, records
-from kruntimes.journal.recorder import JournalRecorder
+from kruntimes.journal import records
+from kruntimes.journal.store import backends, engines
+from kruntimes.journal.write.recorder import JournalRecorder
 from kruntimes.memory.api import MemoryApi
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
@@ -192,7 +193,7 @@ def load(url: str, generated: Generated) -> None:
 @contextmanager
 def fresh_postgres_schema(base_url: str) -> Iterator[str]:
     """A PostgreSQL URL whose search_path is a schema of its own, dropped on exit."""
-    base = backends.parse_url(base_url)
+    base = engines.parse_url(base_url)
     name = f"kh_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(base)
     try:

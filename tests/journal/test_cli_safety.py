@@ -19,7 +19,8 @@ import sqlalchemy as sa
 
 from kruntimes.cli import main as cli
 from kruntimes.cli import scheduler_cmd
-from kruntimes.journal import backends, migrate, redact
+from kruntimes.journal import redact
+from kruntimes.journal.store import backends, engines, migrate
 from tests.journal.history_journal import PHASE2, Generated, load
 
 pytest_plugins = ("tests.journal.history_fixtures",)  # the generated journal's fixtures
@@ -41,7 +42,7 @@ def kruntimes(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str,
 
 
 def count(url: str) -> int:
-    engine = backends.create_engine(url)
+    engine = engines.create_engine(url)
     try:
         with engine.connect() as conn:
             return int(conn.execute(sa.text("SELECT count(*) FROM journal_records")).scalar_one())
@@ -100,7 +101,7 @@ def test_downgrade_to_base_refuses_without_a_terminal_and_asks_on_one(
 
 def test_upgrade_refuses_a_database_that_holds_other_tables_unless_allowed(
         journal_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    engine = backends.create_engine(journal_url)
+    engine = engines.create_engine(journal_url)
     try:
         with engine.begin() as conn:
             conn.execute(sa.text("CREATE TABLE invoices (id INTEGER PRIMARY KEY)"))

@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 
-from kruntimes.journal import backends, records, spool
-from kruntimes.journal.process import ProcessJournalWriter
-from kruntimes.journal.writer import JournalWriter
+from kruntimes.journal import records
+from kruntimes.journal.write import spool
+from kruntimes.journal.store import backends
+from kruntimes.journal.write.process import ProcessJournalWriter
+from kruntimes.journal.write.writer import JournalWriter
 from tests.journal.factories import record, unchained
 
 RECORDS = 30_000

@@ -9,7 +9,8 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from kruntimes.journal import backends, chain, errors, migrate, records, views
+from kruntimes.journal import chain, errors, records, views
+from kruntimes.journal.store import backends, engines, migrate
 from tests.journal.factories import INCARNATION, T0, record
 
 
@@ -184,7 +185,7 @@ def test_upgrade_downgrade_upgrade(journal_url: str) -> None:
     assert migrate.current_revision(journal_url) == migrate.head_revision()
     migrate.downgrade(journal_url, "base")
     assert migrate.current_revision(journal_url) is None
-    engine = backends.create_engine(journal_url)
+    engine = engines.create_engine(journal_url)
     try:
         assert "journal_records" not in sa.inspect(engine).get_table_names()
     finally:

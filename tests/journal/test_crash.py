@@ -18,7 +18,7 @@ import time
 
 import sqlalchemy as sa
 
-from kruntimes.journal.session import JournalSession, default_spool
+from kruntimes.journal.write.session import JournalSession, default_spool
 from kruntimes.scheduler.config import SchedulerConfig
 
 PRODUCER = textwrap.dedent("""

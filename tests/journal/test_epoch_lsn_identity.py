@@ -16,7 +16,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 
-from kruntimes.journal import backends, derived, history
+from kruntimes.journal import derived, history
+from kruntimes.journal.store import backends
 from tests.journal.test_history_queries import QUERIES
 
 AT = datetime(2026, 11, 20, tzinfo=timezone.utc)

@@ -12,7 +12,8 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from kruntimes.journal import backends, chain, migrate, prune_record, records, schema
+from kruntimes.journal import chain, prune_record, records
+from kruntimes.journal.store import backends, engines, migrate, schema
 from tests.journal.factories import T0, record
 
 OLD = "0002_history_views"
@@ -28,7 +29,7 @@ def _old_journal(url: str) -> None:
         record(3, incarnation=A), record(4, "incarnation", start, incarnation=B),
         record(5, "checkpoint", {"objects": []}, incarnation=B), record(6, incarnation=B))]
     rows.append(records.EncodedRecord(0, B, T0, "prune", 1, "{}", records.content_hash("{}")))
-    engine = backends.create_engine(url)
+    engine = engines.create_engine(url)
     try:
         with engine.begin() as conn:
             conn.execute(sa.text(
@@ -91,7 +92,7 @@ def test_a_downgrade_restores_the_old_shape_unless_two_epochs_share_an_lsn(journ
     _old_journal(journal_url)
     migrate.upgrade(journal_url)
     migrate.downgrade(journal_url, OLD)
-    engine = backends.create_engine(journal_url)
+    engine = engines.create_engine(journal_url)
     try:
         inspector = sa.inspect(engine)
         assert "journal_epochs" not in inspector.get_table_names()

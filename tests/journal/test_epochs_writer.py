@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, chain, records, spool, writer
+from kruntimes.journal import chain, records
+from kruntimes.journal.write import spool, writer
+from kruntimes.journal.store import backends
 from tests.journal.factories import INCARNATION, record, unchained
 from tests.journal.test_writer import WAIT, FlakyJournal
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kruntimes.journal import backends, spool
+from kruntimes.journal.write import spool
+from kruntimes.journal.store import backends
 from tests.journal.factories import record
 
 

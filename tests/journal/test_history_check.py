@@ -18,7 +18,8 @@ import pytest
 import sqlalchemy as sa
 
 from kruntimes.cli import main as cli
-from kruntimes.journal import backends, derived, prune
+from kruntimes.journal import derived, prune
+from kruntimes.journal.store import backends, engines
 from tests.journal.history_journal import PHASE2, Generated, load
 
 pytest_plugins = ("tests.journal.history_fixtures",)  # the generated journal's fixtures
@@ -68,7 +69,7 @@ def _check(url: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
 
 
 def _snapshot(url: str, table: sa.Table) -> list[Any]:
-    engine = backends.create_engine(url)
+    engine = engines.create_engine(url)
     try:
         with engine.connect() as conn:
             return [tuple(r) for r in conn.execute(sa.select(table).order_by(*table.primary_key.columns))]
@@ -90,7 +91,7 @@ def test_a_history_row_changed_outside_the_writer_is_named_and_nothing_is_change
         journal_url: str, generated: Generated, case: tuple[Tamper, str], capsys: pytest.CaptureFixture[str]) -> None:
     tamper, table = case
     load(journal_url, generated)
-    engine = backends.create_engine(journal_url)
+    engine = engines.create_engine(journal_url)
     try:
         with engine.begin() as conn:
             tamper(conn)

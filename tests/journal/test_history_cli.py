@@ -15,7 +15,8 @@ import pytest
 import sqlalchemy as sa
 
 from kruntimes.cli import main as cli
-from kruntimes.journal import backends, history, migrate
+from kruntimes.journal import history
+from kruntimes.journal.store import backends, engines, migrate
 from tests.journal.history_journal import END, NS, PHASE1, PHASE2, Generated, load
 
 pytest_plugins = ("tests.journal.history_fixtures",)  # the generated journal's fixtures
@@ -276,7 +277,7 @@ def test_db_upgrade_and_downgrade_move_the_views_and_history_tables_with_the_rev
         journal_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = kruntimes(capsys, "db", "upgrade", "--journal", journal_url)
     assert code == 0 and out.strip().endswith(f"empty -> {migrate.head_revision()}")
-    engine = backends.create_engine(journal_url)
+    engine = engines.create_engine(journal_url)
     try:
         assert "placements" in sa.inspect(engine).get_view_names()
         assert "history_placements" in sa.inspect(engine).get_table_names()

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from kruntimes.journal import backends, process, writer
+from kruntimes.journal.write import process, writer
+from kruntimes.journal.store import backends
 from tests.journal.history_journal import Generated
 
 pytest_plugins = ("tests.journal.history_fixtures",)

@@ -21,7 +21,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kruntimes.journal import backends, derived, history_check, records
+from kruntimes.journal import derived, history_check, records
+from kruntimes.journal.store import backends
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 NS = "team-a"

@@ -21,7 +21,9 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from kruntimes.cli import main as cli
-from kruntimes.journal import backends, derived, follow, migrate, records, schema, writer
+from kruntimes.journal import derived, follow, records
+from kruntimes.journal.write import writer
+from kruntimes.journal.store import backends, engines, migrate, schema
 from tests.journal.history_journal import Generated
 from tests.journal.test_history_queries import QUERIES
 from tests.journal.test_history_tables import empty_journal_url, snapshot, write_through_writer
@@ -65,7 +67,7 @@ def lag(url: str) -> list[follow.Lag]:
 
 def documented_lag(url: str) -> list[dict[str, Any]]:
     """docs/journal.md's "history-lag" query, as an operator runs it."""
-    engine = backends.create_engine(url)
+    engine = engines.create_engine(url)
     try:
         with engine.connect() as conn:
             return [dict(row) for row in conn.execute(sa.text(QUERIES["history-lag"]["any"])).mappings()]
@@ -207,7 +209,7 @@ def test_the_revision_starts_every_epoch_caught_up_and_its_downgrade_drops_the_c
         backend: str, generated: Generated, request: pytest.FixtureRequest) -> None:
     with empty_journal_url(request, backend) as url:
         migrate.upgrade(url, "0006_churn")
-        engine = backends.create_engine(url)
+        engine = engines.create_engine(url)
         try:
             with engine.begin() as conn:  # an epoch as the writer of revision 0006 left it
                 conn.execute(sa.text(
@@ -230,7 +232,7 @@ def test_an_epoch_whose_head_names_a_record_no_longer_stored_is_caught_up_at_its
         generated: Generated, request: pytest.FixtureRequest) -> None:
     with empty_journal_url(request, "sqlite") as url:
         store(url, generated.records, history="follow")
-        engine = backends.create_engine(url)
+        engine = engines.create_engine(url)
         try:
             with engine.begin() as conn:  # the epoch's last records are gone (a table restored from a copy)
                 conn.execute(sa.delete(schema.journal_records).where(
@@ -266,7 +268,7 @@ def test_kruntimes_journal_index_refuses_a_bad_chunk_and_a_missing_journal(
 
 def test_an_unknown_history_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="inline, follow"):
-        backends.Journal(backends.create_engine("sqlite://"), history="later")
+        backends.Journal(engines.create_engine("sqlite://"), history="later")
 
 
 def test_derived_kinds_are_the_only_payloads_the_indexer_reads() -> None:
@@ -280,7 +282,7 @@ def test_a_reindex_waits_for_an_indexers_chunk_in_flight(backend: str, generated
     expected = inline_tables(request, backend, generated)
     with empty_journal_url(request, backend) as url:
         store(url, generated.records, history="follow")
-        engine = backends.create_engine(url)
+        engine = engines.create_engine(url)
         done = threading.Event()
         failures: list[BaseException] = []
         try:
@@ -305,7 +307,7 @@ def test_a_prune_waits_for_an_indexers_chunk_in_flight(backend: str, generated: 
     cut = [r.lsn for r in generated.records if r.kind == "checkpoint"][-1]
     with empty_journal_url(request, backend) as url:
         store(url, generated.records, history="follow")
-        engine = backends.create_engine(url)
+        engine = engines.create_engine(url)
         done = threading.Event()
         failures: list[BaseException] = []
         try:

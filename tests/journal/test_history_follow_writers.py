@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, follow, history_tables, records, schema, spool
-from kruntimes.journal.process import ProcessJournalWriter
-from kruntimes.journal.recovery import SpoolRecovery
+from kruntimes.journal import follow, history_tables, records
+from kruntimes.journal.write import spool
+from kruntimes.journal.store import backends, schema
+from kruntimes.journal.write.process import ProcessJournalWriter
+from kruntimes.journal.write.recovery import SpoolRecovery
 from tests.journal.history_journal import Generated
 from tests.journal.test_history_follow import index, inline_tables, lag, store
 from tests.journal.test_history_tables import Snapshot, empty_journal_url, snapshot

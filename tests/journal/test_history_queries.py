@@ -21,7 +21,8 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from kruntimes.journal import backends, schema, views
+from kruntimes.journal import views
+from kruntimes.journal.store import backends, engines, schema
 from tests.journal.history_journal import END, NS, PHASE1, PHASE2, SCORES, Generated
 
 pytest_plugins = ("tests.journal.history_fixtures",)  # the generated journal's fixtures
@@ -50,7 +51,7 @@ Ask = Callable[..., list[dict[str, Any]]]
 @pytest.fixture(scope="module")
 def ask(history_url: str) -> Iterator[Ask]:
     """Run a documented query by id with bound parameters; datetimes bound as journal timestamps."""
-    engine = backends.create_engine(history_url)
+    engine = engines.create_engine(history_url)
 
     def run(query_id: str, **params: Any) -> list[dict[str, Any]]:
         variants = QUERIES[query_id]
@@ -257,7 +258,7 @@ def test_history_lag_is_empty_when_the_writer_derived_every_batch_inline(ask: As
 
 
 def test_the_declared_views_match_the_migrated_ones_column_for_column(history_url: str) -> None:
-    engine = backends.create_engine(history_url)
+    engine = engines.create_engine(history_url)
     try:
         inspector = sa.inspect(engine)
         assert views.VIEW_NAMES <= set(inspector.get_view_names())
@@ -268,7 +269,7 @@ def test_the_declared_views_match_the_migrated_ones_column_for_column(history_ur
 
 
 def test_autogenerate_would_see_the_views_as_missing_tables_without_the_hook(history_url: str) -> None:
-    engine = backends.create_engine(history_url)
+    engine = engines.create_engine(history_url)
     try:
         with engine.connect() as conn:
             unhooked = compare_metadata(MigrationContext.configure(conn), views.metadata)
@@ -282,7 +283,7 @@ def test_autogenerate_would_see_the_views_as_missing_tables_without_the_hook(his
 
 
 def _select(url: str, table: sa.Table, *columns: str) -> list[tuple[Any, ...]]:
-    engine = backends.create_engine(url)
+    engine = engines.create_engine(url)
     try:
         with engine.connect() as conn:
             stmt = sa.select(*[table.c[c] for c in columns]).order_by(*[table.c[c] for c in columns])

@@ -19,7 +19,9 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, derived, history, migrate, records, schema, writer
+from kruntimes.journal import derived, history, records
+from kruntimes.journal.write import writer
+from kruntimes.journal.store import backends, engines, migrate, schema
 from tests.journal.history_journal import NS, Generated, fresh_postgres_schema
 
 pytest_plugins = ("tests.journal.history_fixtures",)
@@ -39,7 +41,7 @@ def empty_journal_url(request: pytest.FixtureRequest, backend: str) -> Iterator[
 
 def snapshot(url: str) -> Snapshot:
     """Every history table's rows, sorted, with times as UTC instants (both backends alike)."""
-    engine = backends.create_engine(url)
+    engine = engines.create_engine(url)
     try:
         with engine.connect() as conn:
             return {table.name: sorted((tuple(row) for row in conn.execute(sa.select(table))), key=repr)
@@ -109,7 +111,7 @@ def test_the_revision_that_creates_the_tables_backfills_what_the_writer_builds(
         incremental = snapshot(url)
     with empty_journal_url(request, backend) as url:
         migrate.upgrade(url, "0002_history_views")
-        engine = backends.create_engine(url)
+        engine = engines.create_engine(url)
         try:
             with engine.begin() as conn:  # records stored before the history tables (and epochs) existed
                 conn.execute(sa.insert(_LEGACY_RECORDS), [{k: v for k, v in r._asdict().items() if k != "chain_hash"}

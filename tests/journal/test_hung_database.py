@@ -23,8 +23,10 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, records, writer
-from kruntimes.journal.process import ProcessJournalWriter
+from kruntimes.journal import records
+from kruntimes.journal.write import writer
+from kruntimes.journal.store import backends
+from kruntimes.journal.write.process import ProcessJournalWriter
 from tests.integration.db_proxy import Cut, ProxiedJournal, proxied_journal  # noqa: F401 - the fixture
 from tests.journal.factories import record, unchained
 from tests.journal.test_epochs_writer import E1, epoch_records

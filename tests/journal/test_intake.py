@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from kruntimes.journal import errors
-from kruntimes.journal.intake import Intake
+from kruntimes.journal.write.intake import Intake
 
 WAIT = 10.0
 

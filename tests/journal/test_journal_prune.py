@@ -17,7 +17,8 @@ import pytest
 from kruntimes.cli import main as cli
 import sqlalchemy as sa
 
-from kruntimes.journal import backends, chain, prune, records, schema
+from kruntimes.journal import chain, prune, records
+from kruntimes.journal.store import backends, schema
 from tests.journal.factories import INCARNATION, T0, record
 from tests.journal.history_journal import END, PHASE1, PHASE2, Generated, load
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends
-from kruntimes.journal.recovery import SpoolRecovery
+from kruntimes.journal.store import backends
+from kruntimes.journal.write.recovery import SpoolRecovery
 from replay import ends, integrity
 from tests.integration.db_proxy import ProxiedJournal, proxied_journal  # noqa: F401 - the fixture
 from tests.journal.test_epochs_writer import E1
@@ -38,7 +38,7 @@ KILLS = {
 
 PRODUCER = textwrap.dedent("""
     import sys, time
-    from kruntimes.journal.process import ProcessJournalWriter
+    from kruntimes.journal.write.process import ProcessJournalWriter
     from tests.journal.factories import record
     from tests.journal.test_epochs_writer import E1, epoch_records
 

@@ -20,7 +20,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from kruntimes.journal import backends
+from kruntimes.journal.store import backends
 from replay import ends
 from tests.journal.test_kill_during_hang import recover_and_check
 
@@ -29,7 +29,7 @@ KILL_AFTER = 30_000  # records appended before the kill (the first ones reach th
 
 PRODUCER = textwrap.dedent("""
     import os, sys
-    from kruntimes.journal.session import JournalSession
+    from kruntimes.journal.write.session import JournalSession
     from kruntimes.scheduler.config import SchedulerConfig
 
     session = JournalSession(sys.argv[1], SchedulerConfig(), spool_path=sys.argv[2], writer="process")

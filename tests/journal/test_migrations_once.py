@@ -23,15 +23,16 @@ import sqlalchemy as sa
 from kruntimes.cli import main as cli_main
 from kruntimes.cluster import logs
 from kruntimes.cli import scheduler_cmd
-from kruntimes.journal import backends, errors, migrate, schema_wait
-from kruntimes.journal.session import JournalSession
+from kruntimes.journal import errors
+from kruntimes.journal.store import backends, engines, migrate, schema_wait
+from kruntimes.journal.write.session import JournalSession
 from kruntimes.scheduler.config import SchedulerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _tables(url: str) -> set[str]:
-    engine = backends.create_engine(url)
+    engine = engines.create_engine(url)
     try:
         return set(sa.inspect(engine).get_table_names())
     finally:
@@ -44,7 +45,7 @@ def test_a_server_database_is_never_migrated_by_the_scheduler_unless_told() -> N
 
 
 def _gate_refuses(journal_url: str, match: str) -> None:
-    engine = backends.create_engine(journal_url)
+    engine = engines.create_engine(journal_url)
     try:
         with pytest.raises(errors.JournalUnavailable, match=match):
             schema_wait.SchemaGate(migrate=False).check(engine)
@@ -56,7 +57,7 @@ def test_a_writer_that_may_not_migrate_refuses_to_write_until_the_schema_is_at_t
     _gate_refuses(journal_url, r"revision None, this kruntimes needs .*kruntimes db upgrade")
     assert migrate.current_revision(journal_url) is None  # it migrated nothing
     migrate.upgrade(journal_url)
-    engine = backends.create_engine(journal_url)
+    engine = engines.create_engine(journal_url)
     try:
         schema_wait.SchemaGate(migrate=False).check(engine)
     finally:
@@ -65,7 +66,7 @@ def test_a_writer_that_may_not_migrate_refuses_to_write_until_the_schema_is_at_t
 
 def test_a_schema_newer_than_the_code_is_never_written_to(journal_url: str) -> None:
     migrate.upgrade(journal_url)
-    engine = backends.create_engine(journal_url)
+    engine = engines.create_engine(journal_url)
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999_from_the_future'"))
     engine.dispose()

@@ -14,8 +14,8 @@ from dataclasses import replace
 from datetime import datetime, timezone
 
 from kruntimes.journal import records
-from kruntimes.journal.backends import Journal
-from kruntimes.journal.session import JournalSession
+from kruntimes.journal.store.backends import Journal
+from kruntimes.journal.write.session import JournalSession
 from kruntimes.memory.api import MemoryApi
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
-from kruntimes.journal.outbox import Outbox
+from kruntimes.journal.write.outbox import Outbox
 
 
 def deferred(lsn: int, kind: str = "bind") -> tuple[Any, ...]:

@@ -16,7 +16,7 @@ import pytest
 
 from bench import journal_overhead
 from kruntimes.journal import errors, payloads, records
-from kruntimes.journal.recorder import JournalRecorder
+from kruntimes.journal.write.recorder import JournalRecorder
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
 from tests import builders

@@ -21,10 +21,11 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, errors, payloads, records
-from kruntimes.journal.process import SEAL_AT, ProcessJournalWriter
-from kruntimes.journal.recorder import JournalRecorder
-from kruntimes.journal.session import JournalSession
+from kruntimes.journal import errors, payloads, records
+from kruntimes.journal.store import backends
+from kruntimes.journal.write.process import SEAL_AT, ProcessJournalWriter
+from kruntimes.journal.write.recorder import JournalRecorder
+from kruntimes.journal.write.session import JournalSession
 from kruntimes.scheduler.config import SchedulerConfig
 from tests import builders
 from tests.journal.factories import INCARNATION, T0, record, unchained

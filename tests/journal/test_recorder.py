@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kruntimes.journal.recorder import JournalRecorder
+from kruntimes.journal.write.recorder import JournalRecorder
 
 
 class Sink:

@@ -6,9 +6,11 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, migrate, records, spool
-from kruntimes.journal.recovery import SpoolRecovery, has_records, left_behind
-from kruntimes.journal.writer import JournalWriter
+from kruntimes.journal import records
+from kruntimes.journal.write import spool
+from kruntimes.journal.store import backends, migrate
+from kruntimes.journal.write.recovery import SpoolRecovery, has_records, left_behind
+from kruntimes.journal.write.writer import JournalWriter
 from replay import integrity
 from tests.journal.factories import record
 from tests.journal.test_epochs_writer import E1, epoch_records

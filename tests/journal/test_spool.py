@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kruntimes.journal import errors, records, spool
+from kruntimes.journal import errors, records
+from kruntimes.journal.write import spool
 from tests.journal.factories import record
 
 

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from kruntimes.journal import wire
+from kruntimes.journal.write import wire
 from kruntimes.scheduler.outcome import SCHEDULED, UNSCHEDULABLE, CycleOutcome, PluginScores
 
 NOW = datetime(2026, 11, 29, 12, tzinfo=timezone.utc)

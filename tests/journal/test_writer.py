@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, errors, records, spool, writer
+from kruntimes.journal import errors, records
+from kruntimes.journal.write import spool, writer
+from kruntimes.journal.store import backends
 from tests.journal.factories import record, unchained
 
 WAIT = 10.0  # generous upper bound for anything that should take milliseconds
@@ -254,7 +256,9 @@ def test_a_killed_process_keeps_what_it_spooled_and_the_next_one_drains_it(journ
         f"""
         import sys, time
         from prometheus_client import CollectorRegistry
-        from kruntimes.journal import backends, errors, writer
+        from kruntimes.journal import errors
+        from kruntimes.journal.write import writer
+        from kruntimes.journal.store import backends
         from tests.journal.factories import record
 
         class Down:

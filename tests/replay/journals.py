@@ -25,9 +25,10 @@ from typing import Any, Callable
 
 import sqlalchemy as sa
 
-from kruntimes.journal import chain, prune, prune_record, schema
-from kruntimes.journal.backends import Journal
-from kruntimes.journal.session import JournalSession
+from kruntimes.journal import chain, prune, prune_record
+from kruntimes.journal.store import schema
+from kruntimes.journal.store.backends import Journal
+from kruntimes.journal.write.session import JournalSession
 from kruntimes.memory.api import MemoryApi
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig

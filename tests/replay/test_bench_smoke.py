@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench import replay as bench
-from kruntimes.journal.backends import Journal
+from kruntimes.journal.store.backends import Journal
 from replay import verify
 
 

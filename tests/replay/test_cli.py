@@ -181,8 +181,8 @@ def _clone_epoch(url: str, epoch: str, clone: str) -> None:
     import sqlalchemy as sa
     from datetime import timedelta
 
-    from kruntimes.journal import schema
-    from kruntimes.journal.backends import Journal
+    from kruntimes.journal.store import schema
+    from kruntimes.journal.store.backends import Journal
 
     t, e = schema.journal_records, schema.journal_epochs
     journal = Journal.open(url)

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import pytest
 
-from kruntimes.journal.backends import Journal
+from kruntimes.journal.store.backends import Journal
 from replay import errors, source, verify
 from tests.replay import journals
 

@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-from kruntimes.journal.backends import Journal
+from kruntimes.journal.store.backends import Journal
 from kruntimes.scheduler import registry
 from kruntimes.scheduler.plugins.least_loaded import LeastLoaded
 from replay import source, verify

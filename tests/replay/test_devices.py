@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from kruntimes.journal.backends import Journal
+from kruntimes.journal.store.backends import Journal
 from kruntimes.scheduler import device_outcome
 from kruntimes.scheduler.config import SchedulerConfig
 from replay import engine, reproduce, source, verify

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import pytest
 
-from kruntimes.journal.backends import Journal
+from kruntimes.journal.store.backends import Journal
 from kruntimes.scheduler import registry
 from kruntimes.scheduler.interface import CycleState
 from kruntimes.scheduler.plugins.least_loaded import LeastLoaded

@@ -19,8 +19,9 @@ from typing import Callable
 import pytest
 import sqlalchemy as sa
 
-from kruntimes.journal import chain, prune, prune_record, records, schema
-from kruntimes.journal.backends import Journal
+from kruntimes.journal import chain, prune, prune_record, records
+from kruntimes.journal.store import engines, schema
+from kruntimes.journal.store.backends import Journal
 from replay import errors, integrity, source, verify
 from tests.replay import journals
 
@@ -200,7 +201,7 @@ def test_prunes_recorded_before_chained_prunes_are_rewritten_by_the_upgrade_and_
         journal_url: str, tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
     from pathlib import Path
 
-    from kruntimes.journal import backends, migrate
+    from kruntimes.journal.store import backends, migrate
 
     journal = Journal.open(journal_url)
     try:
@@ -211,7 +212,7 @@ def test_prunes_recorded_before_chained_prunes_are_rewritten_by_the_upgrade_and_
     finally:
         journal.close()
     migrate.downgrade(journal_url, "0007_history_progress")  # the one unchained record of the old form
-    engine = backends.create_engine(journal_url)  # (opening a Journal on SQLite would upgrade it)
+    engine = engines.create_engine(journal_url)  # (opening a Journal on SQLite would upgrade it)
     try:
         with engine.connect() as conn:
             old = conn.execute(sa.select(T.c.incarnation, T.c.chain_hash).where(T.c.lsn == 0)).all()

@@ -14,8 +14,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 
-from kruntimes.journal import chain, records, schema
-from kruntimes.journal.backends import Journal
+from kruntimes.journal import chain, records
+from kruntimes.journal.store import schema
+from kruntimes.journal.store.backends import Journal
 from replay import errors, source, verify
 from tests.replay import journals
 

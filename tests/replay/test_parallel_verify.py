@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kruntimes.journal.backends import Journal
+from kruntimes.journal.store.backends import Journal
 from kruntimes.scheduler import registry
 from replay import errors, parallel, source, verify
 from tests.replay import journals

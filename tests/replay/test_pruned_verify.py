@@ -18,7 +18,7 @@ import pytest
 
 from kruntimes.cli import replay_cmd
 from kruntimes.journal import prune
-from kruntimes.journal.backends import Journal
+from kruntimes.journal.store.backends import Journal
 from replay import errors, source, verify
 from tests.replay import journals
 
@@ -218,7 +218,8 @@ def test_a_journal_pruned_before_epochs_verifies_after_the_upgrade(journal_url: 
     # records, the prune record in its old form (no epoch, no link), then the next incarnation's records.
     import sqlalchemy as sa
 
-    from kruntimes.journal import backends, migrate, records, schema
+    from kruntimes.journal import records
+    from kruntimes.journal.store import engines, migrate, schema
     from tests.journal.factories import T0, record
 
     a, b = "a" * 32, "b" * 32
@@ -234,7 +235,7 @@ def test_a_journal_pruned_before_epochs_verifies_after_the_upgrade(journal_url: 
         "before": (T0 + timedelta(seconds=1)).isoformat(), "pruned_at": T0.isoformat(), "by": "ops@old", "deleted": 2,
         "earlier": []})  # (a real prune's cut-off is after the checkpoint it keeps)
     rows.append(records.EncodedRecord(0, a, T0, "prune", 1, evidence, records.content_hash(evidence)))
-    engine = backends.create_engine(journal_url)
+    engine = engines.create_engine(journal_url)
     try:
         with engine.begin() as conn:
             conn.execute(sa.text(

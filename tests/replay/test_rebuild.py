@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kruntimes.journal.backends import Journal
-from kruntimes.journal.recorder import JournalRecorder
+from kruntimes.journal.store.backends import Journal
+from kruntimes.journal.write.recorder import JournalRecorder
 from kruntimes.journal.records import JournalRecord
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import SchedulerConfig
@@ -169,7 +169,7 @@ def test_a_leadership_term_that_starts_with_a_checkpoint_of_a_warm_cache_replays
     # What kruntimes.cluster.term does: the standby cache is filled without a journal; the term opens a new
     # incarnation, checkpoints the whole cache, records `leader`, schedules, and at the end releases its
     # assumptions (`aborted`) and records `leader` again.
-    from kruntimes.journal.session import JournalSession
+    from kruntimes.journal.write.session import JournalSession
     from kruntimes.memory.api import MemoryApi
     from kruntimes.scheduler.loop import Scheduler
     from kruntimes.scheduler.queue import WorkQueue

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kruntimes.journal.backends import Journal
+from kruntimes.journal.store.backends import Journal
 from kruntimes.scheduler import renewals
 from replay import source, verify
 from tests.replay import journals

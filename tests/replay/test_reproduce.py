@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kruntimes.journal.backends import Journal
+from kruntimes.journal.store.backends import Journal
 from kruntimes.scheduler.config import SchedulerConfig
 from kruntimes.scheduler.planner import Planner
 from kruntimes.scheduler.snapshot import Snapshot

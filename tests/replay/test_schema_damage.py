@@ -14,8 +14,8 @@ import pytest
 import sqlalchemy as sa
 
 from kruntimes.cli import replay_cmd
-from kruntimes.journal import backends
-from kruntimes.journal.backends import Journal
+from kruntimes.journal.store import backends, engines
+from kruntimes.journal.store.backends import Journal
 from tests.replay.test_newest_epoch import AT, epoch
 
 DROPS = {
@@ -46,7 +46,7 @@ def test_a_dropped_table_or_column_is_damage_named_by_verify(journal_url: str, c
         journal.close()
     assert _run("verify", "--journal", journal_url, "--workers", "1") == 0
     capsys.readouterr()
-    engine = backends.create_engine(journal_url)
+    engine = engines.create_engine(journal_url)
     try:
         with engine.begin() as conn:
             conn.execute(sa.text(statement))

@@ -21,8 +21,9 @@ import pytest
 import sqlalchemy as sa
 
 from kruntimes.cli import replay_cmd
-from kruntimes.journal import chain, records, schema
-from kruntimes.journal.backends import Journal
+from kruntimes.journal import chain, records
+from kruntimes.journal.store import schema
+from kruntimes.journal.store.backends import Journal
 from replay import errors, integrity, source, verify
 from tests.replay import journals
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kruntimes.journal.backends import Journal
-from kruntimes.journal.session import JournalSession
+from kruntimes.journal.store.backends import Journal
+from kruntimes.journal.write.session import JournalSession
 from kruntimes.memory.api import MemoryApi
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.config import ConfigError, SchedulerConfig

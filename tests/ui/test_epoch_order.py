@@ -16,7 +16,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from kruntimes.journal import backends, records
+from kruntimes.journal import records
+from kruntimes.journal.store import backends
 from kruntimes.ui import queries
 from tests.journal.history_journal import fresh_postgres_schema
 

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from kruntimes.journal import backends, records, schema
+from kruntimes.journal import records
+from kruntimes.journal.store import backends, schema
 from kruntimes.ui import queries, server
 from tests.journal.history_journal import fresh_postgres_schema
 from tests.ui.conftest import DemoJournal

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kruntimes.cli import main as cli
-from kruntimes.journal import migrate
+from kruntimes.journal.store import migrate
 from tests.ui.conftest import DemoJournal, Served
 
 ENDS = {

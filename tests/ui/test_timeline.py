@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from kruntimes.journal import backends, derived
+from kruntimes.journal import derived
+from kruntimes.journal.store import backends
 from kruntimes.ui import buckets, timeline
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from bench import history as bench
 from bench import history_workload
-from kruntimes.journal import backends, history
+from kruntimes.journal import history
+from kruntimes.journal.store import backends
 
 
 def test_the_workload_writes_what_the_scheduler_writes_in_time_order() -> None:

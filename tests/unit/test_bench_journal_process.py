@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from bench import journal_process
 from bench.history_workload import journal_records
-from kruntimes.journal import backends
+from kruntimes.journal.store import backends
 
 
 @pytest.mark.parametrize("history", ["inline", "follow"])

@@ -8,7 +8,7 @@ import pytest
 
 from kruntimes import demo, demo_watch
 from kruntimes.cli.main import main
-from kruntimes.journal import backends
+from kruntimes.journal.store import engines
 
 
 def test_the_demo_workload_has_the_promised_shape() -> None:
@@ -97,7 +97,7 @@ def test_a_postgresql_url_without_its_driver_says_how_to_install_it(monkeypatch:
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "psycopg" else real(name, *a))
     with pytest.raises(ValueError, match=r"pip install 'kruntimes\[postgres\]'"):
-        backends.parse_url("postgresql://db/kruntimes")
+        engines.parse_url("postgresql://db/kruntimes")
 
 
 @pytest.mark.parametrize("command", [["demo"], ["scheduler", "--kubeconfig", "/nonexistent"]])

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from kruntimes import demo
 from kruntimes.cli.main import main
-from kruntimes.journal import backends
+from kruntimes.journal.store import engines
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def small_demo(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 def epochs(path: Path) -> int:
-    engine = backends.create_engine(f"sqlite:///{path}")
+    engine = engines.create_engine(f"sqlite:///{path}")
     try:
         with engine.connect() as conn:
             return int(conn.execute(sa.text("SELECT count(DISTINCT incarnation) FROM journal_records")).scalar_one())

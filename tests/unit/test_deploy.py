@@ -17,7 +17,7 @@ import yaml
 
 from kruntimes import simulate
 from kruntimes.api import capacity, models
-from kruntimes.journal import backends
+from kruntimes.journal.store import engines
 from tests.unit.manifests import (
     ALL_NAMESPACES, BUILDS, CLUSTER_SCOPED, IMAGE, K8S_VERSION, NAMESPACE, ROOT, Call, Grant, Object, allows,
     assemble, build, client_calls, comparable, decoded, env, examples, find, flags, grants_to, kustomize,
@@ -350,13 +350,13 @@ def test_the_postgres_overlay_reads_the_secret_people_create_and_never_overwrite
     assert not [o for o in objects if o["kind"] == "Secret"], "applying the overlay would overwrite the Secret"
     container = _container(find(objects, "Deployment", SCHEDULER))
     assert env(container)[JOURNAL_ENV] == {"secretKeyRef": {"name": name, "key": key}}
-    assert backends.parse_url(url).get_backend_name() == "postgresql"
+    assert engines.parse_url(url).get_backend_name() == "postgresql"
 
 
 def test_the_dev_overlay_journals_to_sqlite_on_the_empty_dir() -> None:
     url = _journal_url("dev")
     assert url == "sqlite:////var/lib/kruntimes/journal.db"
-    parsed = backends.parse_url(url)
+    parsed = engines.parse_url(url)
     assert parsed.get_backend_name() == "sqlite"
     assert _under_empty_dir(str(parsed.database), find(build("dev"), "Deployment", SCHEDULER))
 

@@ -19,7 +19,7 @@ from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.cluster.settings import ClusterSettings
 from kruntimes.cli import journal_index
 from kruntimes.controller.metrics import ControllerMetrics
-from kruntimes.journal import metrics as journal_metrics
+from kruntimes.journal.write import metrics as journal_metrics
 from tests.unit.manifests import NAMESPACE, ROOT, build, find, kustomize, kustomize_command
 
 MONITORING = ROOT / "deploy" / "monitoring"

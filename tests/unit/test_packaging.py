@@ -17,7 +17,7 @@ from pathlib import Path
 
 import setuptools
 
-from kruntimes.journal import migrate
+from kruntimes.journal.store import migrate
 
 ROOT = Path(__file__).resolve().parents[2]
 

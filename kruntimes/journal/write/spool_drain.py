@@ -1,8 +1,7 @@
 """Spooled records back into the database: the drain, its checks and quarantine, and recovery.
 
-A part of ``JournalWriter`` (``writer``), kept in a module of its own: what its thread
-does with records that wait in the spool, and with epochs a killed process left
-open. The writer's state is its own; these methods run on its thread.
+What a ``JournalWriter``'s thread does with records that wait in the spool, and with
+epochs a killed process left open: a ``SpoolDrain`` object the writer builds and calls.
 
 The drain (SPEC §5 "Integrity"): once the database answers, spooled records go in
 first, oldest first, with ``skip_existing`` (a crash mid-drain never duplicates).
@@ -25,51 +24,50 @@ import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kruntimes.journal import backends, chain, deadline, errors, handover, records, spool
+from kruntimes.journal import chain, errors, linker, records
+from kruntimes.journal.write import backoff, handover, metrics, spool
+from kruntimes.journal.store import backends, deadline
 
 # The writer's logger: these lines were always the writer's, and are still read as such.
 log = logging.getLogger("kruntimes.journal.writer")
 
 
 class SpoolDrain:
-    """The drain, quarantine and epoch recovery of a ``JournalWriter`` (its base class)."""
+    """The drain, quarantine and epoch recovery of one writer's spool, on the writer's thread.
 
-    if TYPE_CHECKING:  # the writer's state and methods these use
-        _journal: backends.Journal
-        _deadline: deadline.Deadline
-        _spool: spool.Spool
-        _key: chain.ChainKey | None
-        _clock: Callable[[], float]
-        _wall_clock: Callable[[], datetime]
-        _max_batch: int
-        _min_retry: float
-        _retry: float
-        _next_retry: float
-        _drain_offset: int
-        _spilling: bool
-        _write_errors: int
-        _rejected: dict[str, int]
-        _quarantined: set[str]
-        _quarantined_records: int
-        _quarantine_path: Path
-        _note_path: Path
-        _epoch: str | None
-        _recover_all: bool
-        _to_recover: list[str]
+    Built by the writer with what it needs: the spool and the journal behind their
+    deadline, the writer's ``Linker``, ``Backoff`` and counts (``WriterStats``), and ``store`` (the
+    writer's write, which spools again on failure) and ``log_head`` (its head log).
+    """
 
-        def _write(self, rows: list[records.EncodedRecord], *, skip_existing: bool,
-                   payloads: list[Any] | None = None) -> bool: ...
-
-        def _schedule_retry(self) -> None: ...
-
-        @staticmethod
-        def _log_head(epoch: str, lsn: int, link: str) -> None: ...
+    def __init__(self, spool: spool.Spool, journal: backends.Journal, deadline: deadline.Deadline,
+                 linker: linker.Linker, backoff: backoff.Backoff, tally: metrics.WriterStats, *,
+                 store: Callable[..., bool], log_head: Callable[[str, int, str], None],
+                 wall_clock: Callable[[], datetime], max_batch: int, epoch: str | None, recover_all: bool) -> None:
+        self._spool = spool
+        self._journal = journal
+        self._deadline = deadline
+        self._linker = linker
+        self._backoff = backoff
+        self._tally = tally
+        self._write = store
+        self._log_head = log_head
+        self._clock = backoff.clock
+        self._wall_clock = wall_clock
+        self._max_batch = max_batch
+        self._epoch = epoch
+        self._recover_all = recover_all  # no epoch of its own: every epoch found is an earlier one to close
+        self.quarantine_path = Path(f"{spool.path}.quarantine")
+        self.note_path = Path(f"{spool.path}.epochs")
+        self._quarantined: set[str] = set()  # epochs whose rest of the spool goes to quarantine
+        self._drain_offset = 0
+        self.to_recover = self._epochs_to_recover()
 
     # -- the drain, its checks and the quarantine ------------------------------------------
 
-    def _quarantine_from(self, rows: list[records.EncodedRecord], first_bad: dict[str, int], reason: str,
+    def quarantine_from(self, rows: list[records.EncodedRecord], first_bad: dict[str, int], reason: str,
                          why: str) -> list[records.EncodedRecord]:
         """Move each epoch's rows from its ``first_bad`` LSN on to the quarantine file; the rest of ``rows``."""
         self._quarantined.update(first_bad)
@@ -82,20 +80,20 @@ class SpoolDrain:
         for epoch, lsn in sorted(first_bad.items(), key=lambda item: item[1]):
             log.error(
                 "journal: record epoch %s LSN %d %s; it and the rest of epoch %s in this batch are NOT stored:"
-                " moved to %s (rejected{reason=%s})", epoch, lsn, why, epoch, self._quarantine_path, reason,
-                extra={"epoch": epoch, "lsn": lsn, "reason": reason, "quarantine": str(self._quarantine_path)})
+                " moved to %s (rejected{reason=%s})", epoch, lsn, why, epoch, self.quarantine_path, reason,
+                extra={"epoch": epoch, "lsn": lsn, "reason": reason, "quarantine": str(self.quarantine_path)})
         return keep
 
     def _to_quarantine(self, rows: list[records.EncodedRecord], reason: str) -> None:
         if not rows:
             return
-        self._rejected[reason] = self._rejected.get(reason, 0) + len(rows)
-        self._quarantined_records += len(rows)
+        self._tally.rejected[reason] = self._tally.rejected.get(reason, 0) + len(rows)
+        self._tally.quarantined += len(rows)
         try:
-            spool.quarantine(self._quarantine_path, rows)
+            spool.quarantine(self.quarantine_path, rows)
         except (OSError, errors.JournalError) as exc:
             log.error("journal: cannot write the quarantine file %s, %d record(s) lost: %s",
-                      self._quarantine_path, len(rows), exc)
+                      self.quarantine_path, len(rows), exc)
 
     def _checked(self, rows: list[records.EncodedRecord]) -> list[records.EncodedRecord]:
         """Spooled ``rows`` that may be stored, each linked; the others go to the quarantine.
@@ -110,7 +108,7 @@ class SpoolDrain:
         state = {epoch: (h.head_lsn, h.head_hash) for epoch, h in stored.items()}
         first_bad: dict[str, tuple[int, str]] = {}
         out = []
-        key = self._key
+        key = self._linker.key
         for r in rows:
             epoch = r.incarnation
             if epoch in self._quarantined:
@@ -125,8 +123,7 @@ class SpoolDrain:
             if head is not None and r.lsn <= head[0]:
                 out.append(r)  # stored already, or a conflict skip_existing reports
                 continue
-            expected = chain.link(chain.GENESIS if head is None else head[1], epoch, r.lsn, r.recorded_at, r.kind,
-                                  r.schema_version, r.payload_sha256, key)
+            expected = self._linker.after(chain.GENESIS if head is None else head[1], r)
             if r.chain_hash and not chain.same(r.chain_hash, expected):
                 first_bad[epoch] = (r.lsn, "has a link that does not follow from its epoch's stored head"
                                            + (" (or the spool was written with another key)" if key else ""))
@@ -138,14 +135,14 @@ class SpoolDrain:
         if first_bad:
             bad = [r for r in rows if r.incarnation in first_bad and r.lsn >= first_bad[r.incarnation][0]]
             for epoch, (lsn, why) in first_bad.items():
-                self._quarantine_from(bad, {epoch: lsn}, "chain", why)
+                self.quarantine_from(bad, {epoch: lsn}, "chain", why)
             self._quarantined.update(first_bad)
         return out
 
-    def _drain_spool(self) -> None:
-        """Move spooled records into the database, oldest first, if a retry is due."""
-        if self._clock() < self._next_retry:
-            return
+    def drain(self) -> bool:
+        """Move spooled records into the database, oldest first, if a retry is due; True once the spool is empty."""
+        if not self._backoff.due():
+            return False
         deadline = self._clock() + 1.0  # give the buffer a turn at least every second
         while True:
             rows, next_offset = self._spool.read(self._drain_offset, self._max_batch)
@@ -153,23 +150,22 @@ class SpoolDrain:
                 log.info("journal spool %s drained into the database", self._spool.path)
                 self._spool.clear()
                 self._drain_offset = 0
-                self._spilling = False
                 self._quarantined.clear()
-                self._retry = self._min_retry
-                return
+                self._backoff.reset()
+                return True
             try:
                 rows = self._checked(rows)
             except errors.JournalUnavailable as exc:
-                self._write_errors += 1
+                self._tally.write_errors += 1
                 log.warning("journal spool drain: the database cannot say the epochs' heads: %s", exc)
-                self._schedule_retry()
-                return
+                self._backoff.fail()
+                return False
             if rows and not self._write(rows, skip_existing=True):
-                return
+                return False
             self._drain_offset = next_offset
             if self._clock() > deadline:
-                self._next_retry = self._clock()  # continue right after this batch is spooled
-                return
+                self._backoff.next_at = self._clock()  # continue right after this batch is spooled
+                return False
 
     # -- epochs a killed process left open ---------------------------------------------------
 
@@ -181,24 +177,24 @@ class SpoolDrain:
         """
         if self._epoch is None and not self._recover_all:
             return []
-        noted = read_note(self._note_path)
+        noted = read_note(self.note_path)
         unended = [epoch for epoch, h in self._spool.heads.items() if h.kind != "end"]
         found = [e for e in dict.fromkeys([*noted, *unended]) if e != self._epoch]
-        write_note(self._note_path, [*found, *([self._epoch] if self._epoch else [])])
+        write_note(self.note_path, [*found, *([self._epoch] if self._epoch else [])])
         if found:
             log.warning("journal: %d earlier epoch(s) of this spool did not end (a killed process): %s;"
                         " closing them once the spool is drained", len(found), ", ".join(found))
         return found
 
-    def _recover(self) -> None:
+    def recover(self) -> None:
         """Close every epoch to recover with an ``end`` {"reason": "recovered"} after its stored head."""
         try:
-            heads = self._deadline.call("read of the epochs' heads", self._journal.epochs, self._to_recover)
+            heads = self._deadline.call("read of the epochs' heads", self._journal.epochs, self.to_recover)
         except errors.JournalUnavailable as exc:
             log.warning("journal: cannot read the heads of epochs to recover yet: %s", exc)
-            self._schedule_retry()
+            self._backoff.fail()
             return
-        for epoch in list(self._to_recover):
+        for epoch in list(self.to_recover):
             head = heads.get(epoch)
             # The handed-over mark: records its process received past the stored head are lost, and the
             # end record comes after them, so that verify names the gap (SPEC §5 "Crash vs loss").
@@ -209,8 +205,7 @@ class SpoolDrain:
                     payload["handed_lsn"] = handed
                 end = records.encode_fields(epoch, max(head.head_lsn, handed or 0) + 1, self._wall_clock(), "end",
                                             payload)
-                end = end._replace(chain_hash=chain.link(head.head_hash, epoch, end.lsn, end.recorded_at, "end",
-                                                         end.schema_version, end.payload_sha256, self._key))
+                end = end._replace(chain_hash=self._linker.after(head.head_hash, end))
                 if not self._write([end], skip_existing=True):
                     return  # spilling now; recovery waits for the spool to drain again
                 log.info("journal: closed epoch %s (its process was killed) after LSN %d", epoch, head.head_lsn,
@@ -224,8 +219,8 @@ class SpoolDrain:
                 log.warning("journal: epoch %s to recover has no record in the database; nothing to close%s", epoch,
                             "" if handed is None else f" (its records up to LSN {handed} were lost)")
             handover.forget_all(self._spool.path, epoch)
-            self._to_recover.remove(epoch)
-            write_note(self._note_path, [*self._to_recover, *([self._epoch] if self._epoch else [])])
+            self.to_recover.remove(epoch)
+            write_note(self.note_path, [*self.to_recover, *([self._epoch] if self._epoch else [])])
 
 
 def read_note(path: Path) -> list[str]:

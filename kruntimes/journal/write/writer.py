@@ -12,7 +12,7 @@ failed (``deadline``), so a record is durable within that bound whatever the dat
 buffer fills; ``"drop"`` drops and counts. docs/journal.md has the whole picture.
 
 The chain (SPEC §5 "Integrity"): the thread links every record to the one before it
-in its epoch (``chain.link``, an HMAC with a key) as it encodes it, keeps each epoch's
+in its epoch (``linker.Linker``: ``chain.link``, an HMAC with a key) as it encodes it, keeps each epoch's
 head in memory, and stores the link with the record, in the database or the spool;
 the database moves the epoch's head in the same transaction. A record of an epoch
 whose head it does not know (a restarted writer process mid-epoch) goes without a
@@ -20,7 +20,7 @@ link and is linked from the stored head when it reaches the database.
 
 What becomes of spooled records - the drain, the checks that keep a forged or
 mismatched record out of the database, the quarantine - and the closing of epochs a
-killed process left open are in ``spool_drain`` (``SpoolDrain``, ``JournalWriter``'s base).
+killed process left open are in ``spool_drain``: a ``SpoolDrain`` the writer builds with what it needs.
 
 State is kept in memory only: a killed process loses what was still buffered;
 everything spooled or committed survives.
@@ -39,14 +39,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import (backends, chain, deadline, errors, handover, intake, metrics, payloads, records, spool,
-                               spool_drain)
+from kruntimes.journal import chain, errors, linker, payloads, records
+from kruntimes.journal.write import backoff, handover, intake, metrics, spool, spool_drain
+from kruntimes.journal.store import backends, deadline
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("kruntimes.journal.writer")  # the name operators' log configuration knows
 
 Policy = intake.Policy
 
-_new_tuple = tuple.__new__
 
 #: A moving head is published (log line) at most this often; an ended epoch's at once.
 HEAD_LOG_INTERVAL = 60.0
@@ -60,7 +60,7 @@ SPOOL_AT_CLOSE_SECONDS = 5.0
 Record = records.JournalRecord | records.EncodedRecord | payloads.DeferredRecord
 
 
-class JournalWriter(spool_drain.SpoolDrain):
+class JournalWriter:
     """Buffered, batching, spilling writer in front of one ``Journal``."""
 
     #: The recorder may hand over ``DeferredRecord`` s: their payloads are built here.
@@ -100,8 +100,7 @@ class JournalWriter(spool_drain.SpoolDrain):
         self._max_batch = max_batch
         self._max_payload_bytes = max_payload_bytes
         self._slow_write_seconds = slow_write_seconds
-        self._min_retry = retry_interval
-        self._max_retry = max_retry_interval
+        self._backoff = backoff.Backoff(clock, retry_interval, max_retry_interval)
         self._policy = policy
         self._clock = clock
         # Fewer than max_batch records wait this long after the last batch began before
@@ -118,14 +117,12 @@ class JournalWriter(spool_drain.SpoolDrain):
         self._thread: threading.Thread | None = None
         try:
             self._key = chain.load_key(key_file)
+            self._linker = linker.Linker(self._key)
         except BaseException:
             self._spool.close()
             raise
         self._wall_clock = wall_clock
         self._epoch = epoch
-        self._recover_all = recover_all  # no epoch of its own: every epoch found is an earlier one to close
-        self._quarantine_path = Path(f"{self._spool.path}.quarantine")
-        self._note_path = Path(f"{self._spool.path}.epochs")
 
         # The chain, owned by the writer thread: each epoch's last link computed (spooled
         # or stored), the epochs whose head it does not know (their records go without a
@@ -135,21 +132,18 @@ class JournalWriter(spool_drain.SpoolDrain):
         }
         self._unlinked: set[str] = {epoch for epoch, h in self._spool.heads.items() if not h.chain_hash}
         self._stored_heads: dict[str, tuple[int, str]] = {}
-        self._quarantined: set[str] = set()  # epochs whose rest of the spool goes to quarantine
         self._ended = False  # this writer's epoch's end record is durable
         self._head_logged_at = float("-inf")
         self._head_logged: tuple[int, str] | None = None
-        self._to_recover = self._epochs_to_recover()
+        # The counts so far, in the shape stats() reports (which fills in the rest); the drain counts here too.
+        self._tally = metrics.WriterStats()
+        self._drain = spool_drain.SpoolDrain(
+            self._spool, journal, self._deadline, self._linker, self._backoff, self._tally, store=self._write,
+            log_head=self._log_head, wall_clock=wall_clock, max_batch=max_batch, epoch=epoch, recover_all=recover_all)
 
         # Owned by the writer thread (read by stats() without a lock: ints only).
         self._spilling = len(self._spool) > 0  # older records wait in the spool
-        self._drain_offset = 0
         self._held: list[records.EncodedRecord] = []  # neither the database nor the spool took them
-        self._next_retry = 0.0
-        self._retry = retry_interval
-        self._written = self._spilled = self._dropped = self._write_errors = 0
-        self._rejected = dict.fromkeys(metrics.REJECT_REASONS, 0)
-        self._quarantined_records = 0
 
         self._metrics = metrics.for_registry(registry)
         self._metrics.collector.attach(self)
@@ -200,8 +194,8 @@ class JournalWriter(spool_drain.SpoolDrain):
         # the last one its scheduler handed over (``handover``), when that is higher.
         if known is None:
             return None
-        handed = [handover.handed(self._spool.path, epoch) or 0 for epoch in self._to_recover]
-        return max([known + len(self._to_recover), *(lsn + 1 for lsn in handed)])
+        handed = [handover.handed(self._spool.path, epoch) or 0 for epoch in self._drain.to_recover]
+        return max([known + len(self._drain.to_recover), *(lsn + 1 for lsn in handed)])
 
     def append(self, record: Record) -> bool:
         """Queue ``record``; return False if the drop policy dropped it (buffer full).
@@ -266,11 +260,11 @@ class JournalWriter(spool_drain.SpoolDrain):
         lost = len(self._in.buffer) + len(self._held)
         if lost:
             log.error("journal writer closed with %d records neither in the database nor in the spool", lost)
-            self._dropped += lost
+            self._tally.dropped += lost
             self._in.buffer.clear()
             self._held = []
         if self._ended:  # this epoch is closed: nothing for the next writer to recover
-            spool_drain.write_note(self._note_path, self._to_recover)
+            spool_drain.write_note(self._drain.note_path, self._drain.to_recover)
         self._publish_head()
         self._spool.close()
         self._metrics.collector.retire(self)
@@ -302,14 +296,14 @@ class JournalWriter(spool_drain.SpoolDrain):
         """Totals so far (what the Prometheus metrics report for this writer)."""
         return metrics.WriterStats(
             appended=self._in.appended,
-            written=self._written,
-            spilled=self._spilled,
-            dropped=self._dropped + self._in.dropped,
-            rejected=dict(self._rejected),
-            write_errors=self._write_errors,
+            written=self._tally.written,
+            spilled=self._tally.spilled,
+            dropped=self._tally.dropped + self._in.dropped,
+            rejected=dict(self._tally.rejected),
+            write_errors=self._tally.write_errors,
             buffer_depth=len(self._in.buffer),
             head_lsn=self._head_lsn(),
-            quarantined=self._quarantined_records,
+            quarantined=self._tally.quarantined,
             history_deferred=int(self._journal.history_deferred),
         )
 
@@ -321,7 +315,7 @@ class JournalWriter(spool_drain.SpoolDrain):
     @property
     def quarantine_path(self) -> Path:
         """Where records a drain refused to store are kept (spool format)."""
-        return self._quarantine_path
+        return self._drain.quarantine_path
 
     @property
     def ended(self) -> bool:
@@ -331,7 +325,7 @@ class JournalWriter(spool_drain.SpoolDrain):
     @property
     def recovering(self) -> bool:
         """Earlier epochs found in the spool (or its note) are still to be closed."""
-        return bool(self._to_recover)
+        return bool(self._drain.to_recover)
 
     @property
     def spooled(self) -> int:
@@ -371,19 +365,19 @@ class JournalWriter(spool_drain.SpoolDrain):
                 continue
             if i.stopping and not self._held:
                 return None  # a non-empty spool stays for the next start to drain
-            retrying = self._spilling or bool(self._held) or bool(self._to_recover)
-            if retrying and self._clock() >= self._next_retry:
+            retrying = self._spilling or bool(self._held) or bool(self._drain.to_recover)
+            if retrying and self._clock() >= self._backoff.next_at:
                 return []
             i.consumer_waiting = True
             try:
-                i.has_work.wait(max(0.0, self._next_retry - self._clock()) if retrying else None)
+                i.has_work.wait(max(0.0, self._backoff.next_at - self._clock()) if retrying else None)
             finally:
                 i.consumer_waiting = False
 
     def _process(self, batch: list[Record]) -> int:
         """Make ``batch`` (after any held records) durable; return how many records settled."""
         before = dict(self._heads)
-        encoded, built = payloads.encode_batch(batch, self._max_payload_bytes, self._rejected)
+        encoded, built = payloads.encode_batch(batch, self._max_payload_bytes, self._tally.rejected)
         rows = self._held + self._linked(encoded)
         sources: list[Any] | None = [None] * len(self._held) + built if self._held else built
         unsettled_before = len(self._held) + len(batch)
@@ -399,41 +393,27 @@ class JournalWriter(spool_drain.SpoolDrain):
                 self._spilling = self._spilling or outcome == "spooled"
                 rows = []
             if self._spilling and not self._spool_rest:
-                self._drain_spool()
+                if self._drain.drain():
+                    self._spilling = False
             if rows and not self._spilling and self._write(rows, skip_existing=False, payloads=sources):
                 rows = []
             if rows and self._spill(rows) == "dropped":
                 self._heads = before  # the chain goes on from the last durable record
             if not self._spilling and not self._held:
                 self._settle_chain()
-                if self._to_recover and self._clock() >= self._next_retry and not self._spool_rest:
-                    self._recover()
+                if self._drain.to_recover and self._clock() >= self._backoff.next_at and not self._spool_rest:
+                    self._drain.recover()
         except Exception:  # a bug must not kill the thread silently: keep the rows, retry later
             log.exception("journal writer: unexpected error; retrying the batch")
-            self._write_errors += 1
+            self._tally.write_errors += 1
             self._held = rows
-            self._schedule_retry()
+            self._backoff.fail()
         self._publish_head()
         return unsettled_before - len(self._held)
 
     def _linked(self, rows: list[records.EncodedRecord]) -> list[records.EncodedRecord]:
         """``rows`` with their links, in order; a row of an epoch whose head is unknown goes without one."""
-        heads, unlinked, key, link = self._heads, self._unlinked, self._key, chain.link
-        make, encoded = _new_tuple, records.EncodedRecord
-        out = []
-        for r in rows:
-            lsn, epoch, at, kind, version, payload, sha = r[:7]
-            head = heads.get(epoch)
-            if head is None:
-                if kind != "incarnation" or epoch in unlinked:
-                    unlinked.add(epoch)  # the database links it, from its stored head
-                    out.append(r)
-                    continue
-                head = (0, chain.GENESIS)  # an epoch's first record
-            linked = link(head[1], epoch, lsn, at, kind, version, sha, key)
-            heads[epoch] = (lsn, linked)
-            out.append(make(encoded, (lsn, epoch, at, kind, version, payload, sha, linked)))  # not _replace: ~4x faster
-        return out
+        return self._linker.onto(rows, self._heads, self._unlinked)
 
     def _settle_chain(self) -> None:
         """(Nothing waits in the spool.) Epochs the database linked continue from its heads."""
@@ -472,29 +452,29 @@ class JournalWriter(spool_drain.SpoolDrain):
         except errors.DuplicateRecord as exc:
             if not exc.keys:
                 raise
-            rows[:] = self._quarantine_from(rows, {epoch: lsn for epoch, lsn in reversed(exc.keys)}, "conflict",
+            rows[:] = self._drain.quarantine_from(rows, {epoch: lsn for epoch, lsn in reversed(exc.keys)}, "conflict",
                                             "is stored with other content or link")
             return self._write(rows, skip_existing=True) if rows else True
         except Exception as exc:
-            self._write_errors += 1
+            self._tally.write_errors += 1
             log.warning("journal database write of %d records failed, spilling to %s: %s", len(rows), self._spool.path, exc)
             self._spilling = True
-            self._schedule_retry()
+            self._backoff.fail()
             return False
         for epoch, head in heads.items():
             if head[0] > self._stored_heads.get(epoch, (-1, ""))[0]:
                 self._stored_heads[epoch] = head
         elapsed = self._clock() - started
         self._observe_latency(elapsed)
-        self._written += len(rows)
+        self._tally.written += len(rows)
         self._durable(rows)
         if elapsed > self._slow_write_seconds:
             # Written, but the database is struggling: spill what comes next and
             # let it recover instead of stalling behind it.
-            self._write_errors += 1
+            self._tally.write_errors += 1
             log.warning("journal database write took %.1fs (> %.1fs); spilling for a while", elapsed, self._slow_write_seconds)
             self._spilling = True
-            self._schedule_retry()
+            self._backoff.fail()
         return True
 
     def _append(self, rows: list[records.EncodedRecord], skip_existing: bool, heads: dict[str, tuple[int, str]],
@@ -507,22 +487,18 @@ class JournalWriter(spool_drain.SpoolDrain):
         try:
             self._spool.append(rows)
         except errors.SpoolUnwritable as exc:
-            self._write_errors += 1
+            self._tally.write_errors += 1
             if self._policy == "drop":
-                self._dropped += len(rows)
+                self._tally.dropped += len(rows)
                 log.error("journal: dropped %d records, neither database nor spool writable: %s", len(rows), exc)
                 return "dropped"
             self._held = rows
             log.error("journal: holding %d records, neither database nor spool writable: %s", len(rows), exc)
-            self._schedule_retry()
+            self._backoff.fail()
             return "held"
-        self._spilled += len(rows)
+        self._tally.spilled += len(rows)
         self._durable(rows)
         return "spooled"
-
-    def _schedule_retry(self) -> None:
-        self._next_retry = self._clock() + self._retry
-        self._retry = min(self._retry * 2, self._max_retry)
 
     # -- epochs: the published head (their recovery: spool_drain) -----------------------
 

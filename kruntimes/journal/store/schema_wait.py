@@ -25,6 +25,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from kruntimes.journal import errors
+from kruntimes.journal.store import engines
 
 log = logging.getLogger("kruntimes.journal.migrate")
 
@@ -41,7 +42,7 @@ class SchemaGate:
         """Return once the schema is at the head; else raise ``JournalUnavailable`` saying why."""
         if self.ready:
             return
-        from kruntimes.journal import migrate  # alembic is only needed once a writer runs
+        from kruntimes.journal.store import migrate  # alembic is only needed once a writer runs
 
         with self._lock:
             if self.ready:
@@ -85,13 +86,13 @@ class SchemaWatch:
             self._thread.join(timeout)
 
     def _run(self) -> None:
-        from kruntimes.journal import backends, migrate  # alembic is only needed with a journal
+        from kruntimes.journal.store import migrate  # alembic is only needed with a journal
 
         head = migrate.head_revision()
         started = self._clock()
         said: list[str] = []  # what was last logged, so each state is logged once
         late = False
-        engine = backends.create_engine(self.url)
+        engine = engines.create_engine(self.url)
         try:
             while not self._stop.is_set():
                 try:

@@ -20,7 +20,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 
-from kruntimes.journal import backends, errors, schema
+from kruntimes.journal import errors
+from kruntimes.journal.store import engines, schema
 
 log = logging.getLogger("kruntimes.journal.migrate")
 
@@ -32,12 +33,12 @@ def default_migrate_mode(url: str | sa.URL) -> str:
     ``never`` (only wait for the head revision) for a server database: replicas in a
     cluster, where the `kruntimes db upgrade` Job is the one place that migrates.
     """
-    return "auto" if backends.parse_url(url).get_backend_name() == "sqlite" else "never"
+    return "auto" if engines.parse_url(url).get_backend_name() == "sqlite" else "never"
 
 
 def _script_location() -> Path:
     """The installed ``kruntimes/migrations``, else a checkout's top-level ``migrations/``."""
-    package = Path(__file__).resolve().parent.parent
+    package = Path(__file__).resolve().parents[2]  # kruntimes/ (this is kruntimes/journal/store/migrate.py)
     installed = package / "migrations"
     return installed if (installed / "env.py").is_file() else package.parent / "migrations"
 
@@ -142,7 +143,7 @@ def known_revision(revision: str) -> bool:
 def _connection(url: str | sa.URL | sa.Engine) -> Iterator[sa.Connection]:
     # Migrate through the journal's own engine so SQLite gets WAL and PostgreSQL the
     # psycopg driver, exactly as the writer will see them.
-    engine = url if isinstance(url, sa.Engine) else backends.create_engine(url)
+    engine = url if isinstance(url, sa.Engine) else engines.create_engine(url)
     try:
         with engine.begin() as conn:
             yield conn

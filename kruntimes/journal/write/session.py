@@ -27,15 +27,16 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import errors, follow, handover
-from kruntimes.journal.backends import Journal
-from kruntimes.journal.child import START_PROBE_SECONDS
-from kruntimes.journal.process import ProcessJournalWriter
-from kruntimes.journal.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO, JournalRecorder
-from kruntimes.journal.writer import JournalWriter
+from kruntimes.journal import errors, follow
+from kruntimes.journal.write import handover
+from kruntimes.journal.store.backends import Journal
+from kruntimes.journal.write.child import START_PROBE_SECONDS
+from kruntimes.journal.write.process import ProcessJournalWriter
+from kruntimes.journal.write.recorder import DEFAULT_CHECKPOINT_EVERY, DEFAULT_CHECKPOINT_SIZE_RATIO, JournalRecorder
+from kruntimes.journal.write.writer import JournalWriter
 from kruntimes.scheduler.config import SchedulerConfig
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("kruntimes.journal.session")  # the name operators' log configuration knows
 
 WRITERS = ("process", "thread")
 DEFAULT_WRITER = "process"

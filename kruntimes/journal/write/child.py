@@ -24,10 +24,13 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, errors, follow, handover, metrics, payloads, wire
-from kruntimes.journal.writer import JournalWriter, Record
+from kruntimes.journal import errors, follow, payloads
+from kruntimes.journal.write import handover, metrics, wire
+from kruntimes.journal.store import backends
+from kruntimes.journal.write.writer import JournalWriter, Record
 
-log = logging.getLogger(__name__)
+# As run (``-m``) the child logs as ``__main__``; imported, under the name log configuration knows.
+log = logging.getLogger(__name__ if __name__ == "__main__" else "kruntimes.journal.child")
 
 #: How long a new writer waits for the spool a finishing predecessor still holds.
 SPOOL_WAIT_SECONDS = 30.0
@@ -45,7 +48,7 @@ FLUSH_ACK_GAP = 0.005
 def launch(url: str, options: dict[str, Any], timeout: float) -> tuple[subprocess.Popen[bytes], Connection, int | None, str | None]:
     """Start a writer process for ``url``; (process, pipe, last durable LSN, why it is unknown).
 
-    A fresh interpreter (``python -m kruntimes.journal.child``), not fork: the
+    A fresh interpreter (``python -m kruntimes.journal.write.child``), not fork: the
     scheduler is multi-threaded by then, and multiprocessing's spawn would run the
     caller's ``__main__`` again in the child.
     """

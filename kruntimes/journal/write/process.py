@@ -45,10 +45,12 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import backends, child, deadline, errors, intake, metrics, outbox, payloads, records, wire
-from kruntimes.journal.writer import SPOOL_AT_CLOSE_SECONDS, Policy, Record
+from kruntimes.journal import errors, payloads, records
+from kruntimes.journal.write import child, intake, metrics, outbox, wire
+from kruntimes.journal.store import deadline, engines
+from kruntimes.journal.write.writer import SPOOL_AT_CLOSE_SECONDS, Policy, Record
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("kruntimes.journal.process")  # the name operators' log configuration knows
 
 #: Records the producer pickles into one chunk, in its own thread, as it appends
 #: them: few enough that they are gone again within a few cycles, enough that
@@ -90,7 +92,7 @@ class ProcessJournalWriter:
             raise ValueError("buffer_size and max_batch must be positive")
         # Bounded by records not yet settled: those sent are kept until the child confirms them.
         self._in = intake.Intake(buffer_size, policy, bound_unsettled=True, seal=self._seal, seal_at=SEAL_AT)
-        self._url = backends.parse_url(url).render_as_string(hide_password=False)
+        self._url = engines.parse_url(url).render_as_string(hide_password=False)
         self._options: dict[str, Any] = {
             "spool_path": os.fspath(spool_path), "buffer_size": buffer_size, "max_batch": max_batch,
             "policy": policy, "commit_interval": COMMIT_INTERVAL, **writer_options, "ack_gap": ack_gap,

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("kruntimes.journal.handover")  # the name operators' log configuration knows
 
 _WIDTH = 20  # decimal digits of a mark: fixed, so that a rewrite in place never leaves a longer old one behind
 

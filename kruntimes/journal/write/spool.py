@@ -34,7 +34,7 @@ from pathlib import Path
 
 from kruntimes.journal import errors, records
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("kruntimes.journal.spool")  # the name operators' log configuration knows
 
 MAGIC = b"KRJSPL02"
 MAGIC_V1 = b"KRJSPL01"

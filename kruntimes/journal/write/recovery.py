@@ -23,11 +23,12 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import child, follow, spool, spool_drain
-from kruntimes.journal.backends import Journal
-from kruntimes.journal.writer import JournalWriter
+from kruntimes.journal import follow
+from kruntimes.journal.write import child, spool, spool_drain
+from kruntimes.journal.store.backends import Journal
+from kruntimes.journal.write.writer import JournalWriter
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("kruntimes.journal.recovery")  # the name operators' log configuration knows
 
 
 def has_records(path: str | os.PathLike[str]) -> bool:

@@ -34,7 +34,7 @@ from sqlalchemy import event
 
 from kruntimes.journal import errors
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("kruntimes.journal.deadline")  # the name operators' log configuration knows
 
 #: The writer's default bound (``--journal-write-timeout``): a call the database has not
 #: answered by then is given up on and its batch spooled.

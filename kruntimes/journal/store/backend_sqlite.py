@@ -23,7 +23,8 @@ import sqlalchemy as sa
 from sqlalchemy import event, pool
 
 from kruntimes.journal import derived as derived_rows
-from kruntimes.journal import records, schema
+from kruntimes.journal import records
+from kruntimes.journal.store import schema
 
 NAME = "sqlite"
 BUSY_TIMEOUT_MS = 10_000
