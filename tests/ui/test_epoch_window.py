@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from kruntimes.journal import backends, derived, records
+from kruntimes.journal import derived, records
+from kruntimes.journal.store import backends
 from kruntimes.ui import buckets, params, pod_page, queries
 from tests.ui.test_epoch_order import journal_url  # noqa: F401  (the fixture: both backends)
 
