@@ -11,7 +11,9 @@ vanished while its watch was down.
 
 Expectations (as kube's controllers keep them): pods this controller created but
 its cache has not shown yet count as existing for `expectation_ttl` seconds, so a
-lagging watch never makes it create the same pods twice.
+lagging watch never makes it create the same pods twice; pods it deleted but its
+cache still shows count as terminating (what the cache will show) for as long, so a
+lagging watch never makes it delete again - a second pod, on a scale down.
 
 Leader election, when wanted, wraps `start_work`/`stop_work`: the informers run on
 standbys too (warm caches); only the leader's worker writes.
@@ -19,6 +21,7 @@ standbys too (warm caches); only the leader's worker writes.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -39,7 +42,7 @@ from kruntimes.controller import telling
 from kruntimes.controller.metrics import ERROR, OK, ControllerMetrics
 from kruntimes.controller.kube import KubernetesControllerApi
 from kruntimes.controller.reading import active_run, runtime_pod, runtime_view
-from kruntimes.controller.reconcile import PodDefaults, reconcile
+from kruntimes.controller.reconcile import PodDefaults, RuntimePod, reconcile
 from kruntimes.scheduler.queue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -111,6 +114,7 @@ class ControllerRunner:
         self.resync_period = resync_period
         self._ttl, self._clock = expectation_ttl, clock
         self._expected: dict[Key, dict[str, float]] = {}  # runtime -> created pod name -> when
+        self._deleted: dict[Key, dict[str, float]] = {}  # runtime -> deleted pod UID -> when
         self.runtimes = _Cache(self, lambda o: (o.get("metadata") or {}).get("name"))
         self.pods = _Cache(self, _runtime_label)
         self.runs = _Cache(self, _run_runtime)
@@ -218,9 +222,10 @@ class ControllerRunner:
             run_objs = [r for (ns, _), r in self.runs.objects.items() if ns == namespace and _run_runtime(r) == name]
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
             self._expected.pop(key, None)
+            self._deleted.pop(key, None)
             return None  # deleted: the garbage collector removes its pods (owner references)
         runtime = runtime_view(obj)
-        pods = [runtime_pod(p, runtime.uid) for p in pod_objs]
+        pods = self._as_deleted(key, [runtime_pod(p, runtime.uid) for p in pod_objs])
         runs = [r for r in (active_run(o) for o in run_objs) if r is not None]
         now = datetime.now(timezone.utc)
         plan = reconcile(runtime, pods, runs, now, unobserved_creates=self._unobserved(key, {p.name for p in pods}),
@@ -237,8 +242,21 @@ class ControllerRunner:
         expected = self._expected.setdefault(key, {})
         for created in applied.created:
             expected[created] = self._clock()
+        uids = {p.name: p.uid for p in plan.delete}
+        deleted = self._deleted.setdefault(key, {})
+        for name in applied.deleted:
+            deleted[uids[name]] = self._clock()
         self.passes += 1
         return applied
+
+    def _as_deleted(self, key: Key, pods: list[RuntimePod]) -> list[RuntimePod]:
+        """`pods` with those this controller deleted shown terminating, as the cache soon will
+        (their UIDs are forgotten once the cache no longer shows them, or after `expectation_ttl`)."""
+        deleted = self._deleted.get(key, {})
+        now, shown = self._clock(), {p.uid for p in pods}
+        for uid in [u for u, at in deleted.items() if u not in shown or now - at > self._ttl]:
+            del deleted[uid]
+        return [dataclasses.replace(p, terminating=True) if p.uid in deleted else p for p in pods]
 
     def _unobserved(self, key: Key, seen: set[str]) -> int:
         expected = self._expected.get(key, {})

@@ -18,6 +18,7 @@ from kruntimes.cluster.settings import LeaseSettings
 from kruntimes.controller.reconcile import CAPACITY_ANNOTATION, DEVICES_ANNOTATION
 from kruntimes.controller.runner import ControllerRunner
 from tests.emulator import manifests
+from tests.emulator.server import Emulator
 from tests.integration.cluster import Cluster, wait_for
 
 TEMPLATE = {"metadata": {"labels": {"app": "python"}},
@@ -189,3 +190,27 @@ def test_a_runtimes_devices_are_projected_and_a_change_is_re_projected(
               .get("devices") == [{"name": "gpu-0"}, {"name": "gpu-1"}])
     patch_runtime(cluster_api, {"devices": None})
     wait_pods(cluster_api, 1, lambda ps: DEVICES_ANNOTATION not in (ps[0].metadata.annotations or {}))
+
+
+def test_a_scale_down_seen_late_deletes_one_pod_not_one_per_pass(
+        emulator: Emulator, cluster_api: Cluster, controller: ControllerRunner) -> None:
+    # The deletion reaches the controller's cache only after several passes (a lagging
+    # watch): the pod it deleted counts as terminating meanwhile, so no pass deletes again
+    # (each again was another delete, another SuccessfulDelete Event and count).
+    def deletes(method: str, path: str) -> bool:
+        return method == "DELETE" and "/pods/" in path
+
+    create_runtime(cluster_api, 3, {"runs": "1"})
+    wait_for(lambda: len([p for (ns, _), p in controller.pods.objects.items() if ns == cluster_api.namespace]) == 3,
+             timeout=20, what="three pods in the controller's cache")
+    emulator.hold("pods")
+    try:
+        patch_runtime(cluster_api, {"replicas": 2})
+        passes = controller.passes
+        wait_for(lambda: controller.passes >= passes + 4, timeout=20, what="four passes with the deletion unseen")
+        assert len(pods(cluster_api)) == 2 and emulator.hits_of(deletes) == 1
+    finally:
+        emulator.release("pods")
+    wait_for(lambda: len([p for (ns, _), p in controller.pods.objects.items() if ns == cluster_api.namespace]) == 2,
+             timeout=20, what="the deletion seen")
+    assert len(pods(cluster_api)) == 2 and emulator.hits_of(deletes) == 1
