@@ -45,7 +45,7 @@ from collections.abc import Callable
 import prometheus_client
 import sqlalchemy as sa
 
-from kruntimes import demo, gctuning
+from kruntimes import demo_workload, gctuning
 from kruntimes.api import ingest
 from kruntimes.journal import derived
 from kruntimes.journal.write import intake, wire
@@ -78,9 +78,9 @@ def prepare(recorder: object | None, *, every: int = 1) -> Scheduler:
     if recorder is not None:
         recorder.state_source = cache  # type: ignore[attr-defined]
     api = MemoryApi(conflict_rate=0.02, seed=7)
-    scheduler = Scheduler(cache, api, clock=lambda: demo.NOW, queue=WorkQueue(base_delay=1e-6, max_delay=1e-3))
+    scheduler = Scheduler(cache, api, clock=lambda: demo_workload.NOW, queue=WorkQueue(base_delay=1e-6, max_delay=1e-3))
     api.watchers.append(scheduler.on_run)
-    workload = demo.generate()
+    workload = demo_workload.generate()
     for pod in workload.pods:
         info = ingest.pod_info(pod)
         assert info is not None

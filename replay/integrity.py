@@ -225,15 +225,10 @@ def check(journal: backends.Journal, key: chain.ChainKey | None = None, *,
 
 def _check_epoch(journal: backends.Journal, row: _Row, key: chain.ChainKey | None, *, newest: bool,
                  start: Start | None, published: list[PublishedHead]) -> EpochReport:
-    first = row.first_lsn if row.first_lsn is not None else getattr(row, "stray_first", 0)
-    report = EpochReport(epoch=row.epoch, first_lsn=first, head_lsn=row.head_lsn, algorithm=row.algorithm,
-                         started_at=row.started_at, end_reason=row.end_reason)
-    if row.head_lsn is None:
-        report.add(errors.HeadMismatch(first, "the epoch has no head in journal_epochs (the row was deleted, or "
-                                              "the records were written around the writer)"))
+    """Walk one epoch's records in LSN order: each where it should stand, intact, linked to the one before."""
+    report = _epoch_report(row, start)
+    first = report.first_lsn
     linking = _key_for(report, row, key)
-    if start is not None:
-        report.pruned_until = start.checkpoint_lsn
     last: tuple[int, str] | None = None
     ended_at: int | None = None
     prev: str | None = chain.GENESIS
@@ -277,16 +272,36 @@ def _check_epoch(journal: backends.Journal, row: _Row, key: chain.ChainKey | Non
             prev = link
             expected = lsn + 1
             last = (lsn, link)
+    _check_ending(journal, report, row, last, ended_at, newest=newest, published=published)
+    return report
+
+
+def _epoch_report(row: _Row, start: Start | None) -> EpochReport:
+    """The epoch's report before its records are read: where it starts, and whether it has a head at all."""
+    first = row.first_lsn if row.first_lsn is not None else getattr(row, "stray_first", 0)
+    report = EpochReport(epoch=row.epoch, first_lsn=first, head_lsn=row.head_lsn, algorithm=row.algorithm,
+                         started_at=row.started_at, end_reason=row.end_reason)
+    if row.head_lsn is None:
+        report.add(errors.HeadMismatch(first, "the epoch has no head in journal_epochs (the row was deleted, or "
+                                              "the records were written around the writer)"))
+    if start is not None:
+        report.pruned_until = start.checkpoint_lsn
+    return report
+
+
+def _check_ending(journal: backends.Journal, report: EpochReport, row: _Row, last: tuple[int, str] | None,
+                  ended_at: int | None, *, newest: bool, published: list[PublishedHead]) -> None:
+    """After the walk: the epoch had records, ended as its row says, and its head is the last record's (and any
+    published head agrees)."""
     if last is None:
-        report.add(errors.MissingStart(first, "not one record of the epoch is in the journal (deleted whole, "
-                                              "and no prune accounts for it)"))
+        report.add(errors.MissingStart(report.first_lsn, "not one record of the epoch is in the journal (deleted "
+                                                         "whole, and no prune accounts for it)"))
     ends.check(report, row, ended_at, newest)
     _check_head(report, row, last)
     for head in published:
         problem = published_heads.check_stored(journal, row.epoch, row.head_lsn, head)
         if problem is not None:
             report.add(problem)
-    return report
 
 
 @dataclass(frozen=True)

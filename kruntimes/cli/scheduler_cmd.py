@@ -21,7 +21,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Gauge, GCCollector, PlatformCollector, ProcessCollector
 
@@ -37,6 +37,9 @@ from kruntimes.cluster.settings import DETAILS, MIGRATE_MODES, ClusterSettings, 
 from kruntimes.journal import chain, follow, redact
 from kruntimes.journal.store import schema_wait
 from kruntimes.scheduler.config import ConfigError
+
+if TYPE_CHECKING:
+    import kubernetes.client
 
 log = logging.getLogger("kruntimes.cli.scheduler")
 
@@ -249,6 +252,48 @@ def watch_schema(settings: ClusterSettings, registry: CollectorRegistry) -> sche
 
 def run(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
+    prepared = _prepare(args)
+    if isinstance(prepared, int):
+        return prepared
+    settings, api = prepared
+    registry = CollectorRegistry()
+    for collector in (ProcessCollector, PlatformCollector, GCCollector):
+        collector(registry=registry)
+    started: list[ClusterScheduler] = []
+    try:
+        probes = ProbeServer(registry, healthy=lambda: not started or started[0].healthy(),
+                             ready=lambda: bool(started) and started[0].ready(),
+                             address=args.http_address, port=args.http_port).start()
+    except OSError as exc:
+        print(f"kruntimes scheduler: cannot listen on {args.http_address}:{args.http_port}: {exc}", file=sys.stderr)
+        api.close()
+        return 2
+    schema = watch_schema(settings, registry)
+    scheduler = ClusterScheduler(api, settings, registry=registry,
+                                 configuration_source=kube_args.configuration_source(args))
+    started.append(scheduler)
+    gctuning.tune()
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda signum, frame: stop.set())
+    log.info("starting", extra=_starting(settings, probes.port))
+    scheduler.start()
+    try:
+        while not stop.wait(0.5):
+            pass
+        log.info("shutting down")
+    finally:
+        scheduler.stop()
+        if schema is not None:
+            schema.stop()
+        probes.stop()
+        api.close()
+    log.info("stopped")
+    return 0
+
+
+def _prepare(args: argparse.Namespace) -> tuple[ClusterSettings, kubernetes.client.ApiClient] | int:
+    """The settings and the API client to start with, or the exit code of what stops the start (said on stderr)."""
     legacy = cluster_settings.legacy_setting_problem(os.environ)
     if legacy is not None:
         print(f"kruntimes scheduler: {legacy}", file=sys.stderr)
@@ -271,43 +316,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"kruntimes scheduler: {exc}", file=sys.stderr)
         api.close()
         return 1
-    settings = dataclasses.replace(settings, default_runs_capacity=shared.default_runs_capacity)
-    registry = CollectorRegistry()
-    for collector in (ProcessCollector, PlatformCollector, GCCollector):
-        collector(registry=registry)
-    started: list[ClusterScheduler] = []
-    try:
-        probes = ProbeServer(registry, healthy=lambda: not started or started[0].healthy(),
-                             ready=lambda: bool(started) and started[0].ready(),
-                             address=args.http_address, port=args.http_port).start()
-    except OSError as exc:
-        print(f"kruntimes scheduler: cannot listen on {args.http_address}:{args.http_port}: {exc}", file=sys.stderr)
-        api.close()
-        return 2
-    schema = watch_schema(settings, registry)
-    scheduler = ClusterScheduler(api, settings, registry=registry,
-                                 configuration_source=kube_args.configuration_source(args))
-    started.append(scheduler)
-    gctuning.tune()
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda signum, frame: stop.set())
-    log.info("starting", extra={
-        "namespace": settings.namespace or "*", "binders": settings.binders, "identity": settings.lease.identity,
-        "leader_elect": settings.leader_elect, "default_runs_capacity": settings.default_runs_capacity,
-        "lease": f"{settings.lease.namespace}/{settings.lease.name}",
-        "journal": journal_args.shown(settings.journal_url) if settings.journal_url else None,
-        "http_port": probes.port})
-    scheduler.start()
-    try:
-        while not stop.wait(0.5):
-            pass
-        log.info("shutting down")
-    finally:
-        scheduler.stop()
-        if schema is not None:
-            schema.stop()
-        probes.stop()
-        api.close()
-    log.info("stopped")
-    return 0
+    return dataclasses.replace(settings, default_runs_capacity=shared.default_runs_capacity), api
+
+
+def _starting(settings: ClusterSettings, http_port: int) -> dict[str, object]:
+    """What the "starting" log line says of the settings."""
+    return {"namespace": settings.namespace or "*", "binders": settings.binders, "identity": settings.lease.identity,
+            "leader_elect": settings.leader_elect, "default_runs_capacity": settings.default_runs_capacity,
+            "lease": f"{settings.lease.namespace}/{settings.lease.name}",
+            "journal": journal_args.shown(settings.journal_url) if settings.journal_url else None,
+            "http_port": http_port}

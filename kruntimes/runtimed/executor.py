@@ -30,9 +30,10 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping
 
 from kruntimes.runtimed import outcomes, run_users
+from kruntimes.runtimed.executions import Executions, RunExecutor
 from kruntimes.runtimed.outcomes import Ended, RunRef
 from kruntimes.runtimed.pidfiles import PidFiles
 
@@ -58,13 +59,15 @@ class _Execution:
     stopping: str | None = None  # "released" or "interrupted" once runtimed stops it
 
 
-class Executor:
+class Executor(RunExecutor[_Execution]):
     """The processes of the Runs admitted on this pod, one execution per Run UID."""
 
     def __init__(self, work_root: Path, on_end: Callable[[Ended], None], *,
                  log: Callable[[str], None] = pod_log, env: Mapping[str, str] | None = None,
                  stop_grace_seconds: float = 10.0, keep_workdirs: bool = False,
                  pid_files: PidFiles | None = None, users: run_users.RunUsers | None = None) -> None:
+        # An execution's process and `stopping` change under the lock of whether it is held.
+        super().__init__(Executions(lambda e: e.run))
         self.work_root = Path(work_root)
         self._on_end = on_end
         self._log = log
@@ -73,40 +76,15 @@ class Executor:
         self._keep = keep_workdirs
         self.pid_files = pid_files or PidFiles(None)
         self._users = users  # each Run as a user of its own (the Runtime Server, given a range)
-        self._lock = threading.Lock()
         self._spawn_lock = threading.Lock()
-        self._executions: dict[str, _Execution] = {}
         self._threads: list[threading.Thread] = []
-
-    # -- questions -------------------------------------------------------------------
-
-    def has(self, uid: str) -> bool:
-        """Whether this runtimed holds an execution for the Run (restart recovery asks this)."""
-        with self._lock:
-            return uid in self._executions
-
-    def active(self) -> list[RunRef]:
-        with self._lock:
-            return sorted((e.run for e in self._executions.values()), key=lambda r: (r.namespace, r.name))
 
     # -- starting --------------------------------------------------------------------
 
-    def start_task(self, run: RunRef, args: Sequence[str], env: Mapping[str, str] | None = None) -> None:
-        """Run `args` to completion; its exit code ends the Run. `env`: extra variables (its devices)."""
-        self._start(run, list(args), function=False, env=env)
-
-    def start_function(self, run: RunRef, args: Sequence[str] | None = None,
-                       env: Mapping[str, str] | None = None) -> None:
-        """Keep the Run (and its process, if `args`) until `release`."""
-        self._start(run, list(args) if args else None, function=True, env=env)
-
     def _start(self, run: RunRef, args: list[str] | None, *, function: bool,
                env: Mapping[str, str] | None = None) -> None:
-        with self._lock:
-            if run.uid in self._executions:
-                raise ValueError(f"{run.label} is already executing here")
-            execution = _Execution(run, function, self._workdir(run))
-            self._executions[run.uid] = execution
+        execution = _Execution(run, function, self._workdir(run))
+        self._executions.begin(run, execution)
         if args is None:
             return
         problem = outcomes.unusable_argument(args)
@@ -176,10 +154,8 @@ class Executor:
         self._finish(execution, ended)
 
     def _finish(self, execution: _Execution, ended: Ended) -> None:
-        with self._lock:
-            if self._executions.get(execution.run.uid) is not execution:
-                return  # already reported
-            del self._executions[execution.run.uid]
+        if self._executions.settle(execution.run.uid, execution) is None:
+            return  # already reported
         self.pid_files.forget(execution.run.uid)
         if not self._keep:
             shutil.rmtree(execution.workdir, ignore_errors=True)
@@ -234,8 +210,7 @@ class Executor:
         """
         me, reaped = os.getpid(), 0
         with self._spawn_lock:
-            with self._lock:
-                own = {e.process.pid for e in self._executions.values() if e.process is not None}
+            own = {e.process.pid for e in self._executions.held() if e.process is not None}
             for pid in _zombie_children(me):
                 if pid in own:
                     continue

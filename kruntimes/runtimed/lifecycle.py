@@ -1,6 +1,7 @@
 """What runtimed does with each Run of its pod: admit, claim, execute, end, recover (SPEC §4.1).
 
-This joins the admission guard, the executor and two seams to the API:
+This joins the admission guard, the executor and two seams to the API (what it writes and
+tells about a Run is `telling`'s):
 - `StatusWriter.update_status(run, status)`: replace a Run's status at the observed
   resourceVersion, raising `status.Conflict` on 409 (or 404). The scheduler's
   `KubernetesBinder` is exactly this, so runtimed's writes are guarded alike.
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from kruntimes.runtimed import claims, devices, outcomes
+from kruntimes.runtimed.telling import ADMITTED, STARTED, Tell, end_event, running_status, waiting_status
 from kruntimes.runtimed.admission import REFUSED, RESERVED, WAITING, AdmissionGuard, AssignedRun, Capacity, Decision
 from kruntimes.runtimed.ends import EndWriter, RunReader, Seams, StatusWriter
 from kruntimes.runtimed.executor import Executor, pod_log
@@ -58,8 +60,6 @@ from kruntimes.scheduler.projection import RunInfo
 log = logging.getLogger(__name__)
 
 RELEASE_ANNOTATION = "kruntimes.io/release"
-ADMITTED = "Admitted"
-REASON_WAITING = "InsufficientCapacity"
 REASON_NO_MODE = "NothingToExecute"
 NO_MODE = "spec.mode sets neither task nor function, so there is nothing to execute; set spec.mode.task.args"
 INLINE_CONFLICT_RETRIES = 2  # a claim refused with 409 is re-read and re-sent at once this often, then backs off
@@ -78,23 +78,6 @@ class _Attempt:
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
-
-
-def running_status(previous: Mapping[str, Any] | None, pod_name: str, now: datetime) -> dict[str, Any]:
-    """The claim: phase Running, assignment kept, `Admitted=True`."""
-    status = dict(previous or {})
-    status["phase"] = "Running"
-    status["conditions"] = st.set_condition(list(status.get("conditions") or []), ADMITTED, "True", ADMITTED,
-                                            f"admitted by runtimed on runtime pod {pod_name}", now)
-    return status
-
-
-def waiting_status(previous: Mapping[str, Any] | None, reason: str, now: datetime) -> dict[str, Any]:
-    """Still Scheduled (assignment kept), with `Admitted=False` saying why."""
-    status = dict(previous or {})
-    status["conditions"] = st.set_condition(list(status.get("conditions") or []), ADMITTED, "False",
-                                            REASON_WAITING, f"waiting for room on its runtime pod: {reason}", now)
-    return status
 
 
 class Lifecycle:
@@ -406,20 +389,6 @@ class Lifecycle:
     def _release_requested(obj: Mapping[str, Any]) -> bool:
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         return annotations.get(RELEASE_ANNOTATION) == "true"
-
-
-#: What runtimed tells `kubectl describe run` (Events on the Run): (run, reason, note, warning).
-Tell = Callable[[RunRef, str, str, bool], None]
-ADMITTED, STARTED, COMPLETED, FAILED, LOST = "Admitted", "Started", "Completed", "Failed", "Lost"
-_LOST_REASONS = (outcomes.REASON_EXECUTION_LOST, outcomes.REASON_POD_LOST)
-
-
-def end_event(ended: Ended) -> tuple[str, str, bool]:
-    """The Event of a Run's end: Completed (Normal), Failed, or Lost (its process or pod went; Warnings)."""
-    note = f"{ended.reason}: {ended.message}" if ended.message else ended.reason
-    if ended.phase == "Succeeded":
-        return COMPLETED, note, False
-    return (LOST if ended.reason in _LOST_REASONS else FAILED), note, True
 
 
 def _ref(run: AssignedRun) -> RunRef:

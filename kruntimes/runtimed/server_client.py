@@ -26,10 +26,11 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 from kruntimes.runtimed import outcomes
 from kruntimes.runtimed import server_protocol as wire
+from kruntimes.runtimed.executions import Executions, RunExecutor
 from kruntimes.runtimed.outcomes import Ended, RunRef
 
 log = logging.getLogger(__name__)
@@ -55,17 +56,17 @@ class _NoPidFiles:
         return []
 
 
-class RemoteExecutor:
+class RemoteExecutor(RunExecutor[RunRef]):
     """The Runs this runtimed has the Runtime Server execute."""
 
     def __init__(self, socket_path: Path, on_end: Callable[[Ended], None], *,
                  stop_grace_seconds: float = 10.0) -> None:
+        # `_dropped` and `_incarnation` change under the lock of what is held.
+        super().__init__(Executions(lambda run: run))  # executing (or ended, end not yet handed over)
         self.socket_path = Path(socket_path)
         self._on_end = on_end
         self._grace = stop_grace_seconds
         self.pid_files = _NoPidFiles()
-        self._lock = threading.Lock()
-        self._runs: dict[str, RunRef] = {}  # executing (or ended, end not yet handed over)
         self._dropped: set[str] = set()  # stopped at adoption: their ends are acknowledged, not reported
         self._stopping = threading.Event()
         self._follower: threading.Thread | None = None
@@ -88,38 +89,18 @@ class RemoteExecutor:
             raise ServerUnreachable(f"the Runtime Server refused {request.get('op')!r}: {answer.get('error')}")
         return answer
 
-    # -- questions --------------------------------------------------------------------
-
-    def has(self, uid: str) -> bool:
-        with self._lock:
-            return uid in self._runs
-
-    def active(self) -> list[RunRef]:
-        with self._lock:
-            return sorted(self._runs.values(), key=lambda r: (r.namespace, r.name))
-
     # -- starting and stopping -----------------------------------------------------------
-
-    def start_task(self, run: RunRef, args: Sequence[str], env: Mapping[str, str] | None = None) -> None:
-        self._start(run, list(args), function=False, env=env)
-
-    def start_function(self, run: RunRef, args: Sequence[str] | None = None,
-                       env: Mapping[str, str] | None = None) -> None:
-        self._start(run, list(args) if args else None, function=True, env=env)
 
     def _start(self, run: RunRef, args: list[str] | None, *, function: bool,
                env: Mapping[str, str] | None = None) -> None:
-        with self._lock:
-            if run.uid in self._runs:
-                raise ValueError(f"{run.label} is already executing here")
-            self._runs[run.uid] = run
+        self._executions.begin(run, run)
         self._follow()
         try:
             self.call({"op": "start", "run": wire.encode_run(run), "args": args, "function": function,
                        "env": dict(env) if env else None}, CONNECT_TIMEOUT)
         except ServerUnreachable as exc:
             with self._lock:
-                self._runs.pop(run.uid, None)
+                self._executions.settle(run.uid)
                 self._dropped.add(run.uid)  # should the server have started it after all, its end is not ours
             # Unanswered is not refused: a process the server did start must not run beside the Runs admitted
             # in this one's place.
@@ -178,7 +159,7 @@ class RemoteExecutor:
             self._incarnation = listed.get("incarnation")
             for run in there:
                 if run.uid in running:
-                    self._runs[run.uid] = run
+                    self._executions.adopt(run, run)
                 else:
                     self._dropped.add(run.uid)
         for run in there:
@@ -234,10 +215,7 @@ class RemoteExecutor:
             return
         there = {wire.decode_run(r).uid for r in listed.get("running", [])} | \
                 {wire.decode_ended(e).run.uid for e in listed.get("ended", [])}
-        with self._lock:
-            lost = [run for uid, run in self._runs.items() if uid not in there]
-            for run in lost:
-                del self._runs[run.uid]
+        lost = self._executions.settle_all_but(there)
         for run in sorted(lost, key=lambda r: (r.namespace, r.name)):
             log.warning("the Runtime Server restarted without the process of Run %s", run.label)
             self._on_end(Ended(run, "Failed", outcomes.REASON_EXECUTION_LOST, SERVER_LOST))
@@ -247,7 +225,7 @@ class RemoteExecutor:
         with self._lock:
             dropped = uid in self._dropped
             self._dropped.discard(uid)
-            ours = self._runs.pop(uid, None) is not None
+            ours = self._executions.settle(uid) is not None
         if ours and not dropped:
             self._on_end(ended)  # kept on runtimed's disk before it returns
         try:

@@ -1,10 +1,10 @@
 """The cluster cache: pods, Runs and assumptions, with usage maintained incrementally.
 
 Everything a cycle reads lives here, guarded by one lock: the projections the informers deliver,
-the assumed cache, per-pod usage (active Runs plus assumptions, both by pod UID), the affinity
-target index and the indexes that say which parked Pending Runs an event wakes (`parking`). Usage
-is kept up to date on every mutation, so a cycle never walks the Run list: per-cycle cost stays
-flat in the number of active Runs.
+the assumed cache, per-pod usage (active Runs plus assumptions, both by pod UID: `pod_usage`), the
+affinity target index and the indexes that say which parked Pending Runs an event wakes
+(`parking`). Usage is kept up to date on every mutation, so a cycle never walks the Run list:
+per-cycle cost stays flat in the number of active Runs.
 
 Every mutation is handed to the recorder (`recording`) under the lock, which numbers it as the
 change happens: "the state a cycle saw" is "every record up to the snapshot's LSN", and replay
@@ -13,12 +13,12 @@ rebuilds it by feeding the same records through this same class.
 
 from __future__ import annotations
 
-import bisect
 import threading
 from datetime import datetime
 from typing import Any, Collection, Iterator
 
 from kruntimes.scheduler import assumed as assumed_mod, device_journal, device_state, parking, renewals, wake_rules
+from kruntimes.scheduler.pod_usage import PodUsage
 from kruntimes.scheduler.config import SchedulerConfig
 from kruntimes.scheduler.interface import AFFINITY_TARGET
 from kruntimes.scheduler.parking import SOURCE_CAPACITY_RELEASED, SOURCE_RUNTIME_POD, RunKey, Wakeup  # noqa: F401
@@ -26,8 +26,7 @@ from kruntimes.scheduler.projection import Assumption, PodInfo, RunInfo
 from kruntimes.scheduler.recording import CountingRecorder, Recorder, settles
 from kruntimes.scheduler.snapshot import Snapshot
 from kruntimes.scheduler.targets import NamespaceTargets, target_of
-from kruntimes.scheduler.slots import Group as _Group, Slot as _Slot, UidUsage, add as _add
-from kruntimes.scheduler.views import PodView, make_view
+from kruntimes.scheduler.views import PodView
 
 
 class ClusterCache:
@@ -39,11 +38,9 @@ class ClusterCache:
         self.assumed = assumed_mod.AssumedCache()
         self._runs: dict[RunKey, RunInfo] = {}
         self._run_by_uid: dict[tuple[str, str], RunKey] = {}
-        self._slots: dict[tuple[str, str], _Slot] = {}
-        self._by_uid = UidUsage()
-        self._groups: dict[tuple[str, str], _Group] = {}
+        self._pods = PodUsage(self.config)
         self._targets: dict[str, NamespaceTargets] = {}
-        self._parking = parking.Parking(self._groups)
+        self._parking = parking.Parking(self._pods.groups)
         self.renewals = renewals.Renewals()  # heartbeat renewals no cycle has needed yet
         self.device_classes = device_state.DeviceClasses()  # from the RuntimeDeviceClass informer (SPEC §7.2)
         self.device_journal = device_journal.DeviceJournal()  # inventory texts and classes, as recorded (§7.8)
@@ -64,13 +61,13 @@ class ClusterCache:
         return self._runs.get(key)
 
     def pod(self, key: tuple[str, str]) -> PodInfo | None:
-        return slot.info if (slot := self._slots.get(key)) else None
+        return self._pods.pod(key)
 
     def runs(self) -> Iterator[RunInfo]:
         return iter([self._runs[k] for k in sorted(self._runs)])
 
     def pods(self) -> Iterator[PodInfo]:
-        return iter([s.info for k, s in sorted(self._slots.items()) if s.info is not None])
+        return self._pods.pods()
 
     def pending_counts(self) -> dict[str, int]:
         """Pending Runs by state, for the gauge (SPEC §3.8; `Parking.counts` says which)."""
@@ -88,55 +85,17 @@ class ClusterCache:
             return sorted(k for k, r in self._runs.items() if r.eligible)
 
     def pod_view(self, namespace: str, name: str, config: SchedulerConfig | None = None) -> PodView | None:
-        slot = self._slots.get((namespace, name))
-        return None if slot is None or slot.info is None else self._view(slot, config or self.config)
-
-    def _view(self, slot: _Slot, config: SchedulerConfig) -> PodView:
-        assert slot.info is not None
-        cached = config.default_runs_capacity == self.config.default_runs_capacity  # a what-if's: built, never cached
-        if cached and slot.view is not None:
-            return slot.view
-        uid = slot.info.uid
-        actual = slot.actual_with(self._by_uid.of(slot.info.namespace, uid))
-        view = make_view(slot.info, actual, slot.assumed_for(uid), config.default_runs_capacity)
-        if cached:
-            slot.view = view
-        return view
+        return self._pods.pod_view(namespace, name, config or self.config)
 
     def snapshot(self, run: RunInfo, now: datetime, config: SchedulerConfig | None = None) -> Snapshot:
         """The consistent view one cycle plans on. Call and plan while holding `lock`."""
         config = config or self.config
         for held in self.renewals.due(now, config.heartbeat_staleness_seconds):
             self.upsert_pod(held)  # journaled before this snapshot's LSN, so replay sees it too
-        group = self._groups.get((run.namespace, run.runtime))
-        names, changes = None, None
-        if group is None:
-            pods: tuple[PodView, ...] = ()
-        elif config.default_runs_capacity != self.config.default_runs_capacity:
-            pods = tuple(self._view(self._slots[(run.namespace, n)], config) for n in group.names)
-        else:
-            slots, ns = self._slots, run.namespace
-            pods = group.snapshot_views(lambda name: self._view(slots[(ns, name)], config))
-            names, changes = group.name_tuple(), group.change_log()
+        pods, names, changes = self._pods.runtime_views(run.namespace, run.runtime, config)
         targets = self._targets.get(run.namespace) or NamespaceTargets()
         return Snapshot(run=run, pods=pods, targets=targets, now=now, lsn=self.lsn, config=config, names=names,
                         changes=changes, device_classes=self.device_classes.view())
-
-    # -- slot bookkeeping --------------------------------------------------------------
-    def _slot(self, ns: str, pod_name: str) -> _Slot:
-        return self._slots.get((ns, pod_name)) or self._slots.setdefault((ns, pod_name), _Slot())
-
-    def _touch(self, ns: str, slot: _Slot) -> None:
-        slot.view = None
-        if slot.info is not None and (group := self._groups.get((ns, slot.info.runtime))) is not None:
-            group.touch(slot.info.name)
-
-    def _group(self, ns: str, runtime: str) -> _Group:
-        return self._groups.get((ns, runtime)) or self._groups.setdefault((ns, runtime), _Group())
-
-    def _runtime_of_pod(self, ns: str, pod_name: str | None) -> str | None:
-        slot = self._slots.get((ns, pod_name)) if pod_name else None
-        return slot.info.runtime if slot and slot.info else None
 
     # -- pods ---------------------------------------------------------------------------
     @settles
@@ -144,21 +103,11 @@ class ClusterCache:
         """Apply a pod add/update; returns the Pending Runs to wake (SPEC §3.1)."""
         with self.lock:
             ns = info.namespace
-            slot = self._slot(ns, info.name)
-            old = slot.info
+            old = self._pods.pod((ns, info.name))
             if old is not None and self.renewals.hold(old, info, now, event, self.config.heartbeat_staleness_seconds):
                 return []  # a renewal no cycle can tell from the applied heartbeat yet (`renewals`)
             self.renewals.discard(ns, info.name)
-            if old is not None and old.runtime != info.runtime:
-                self._leave_group(ns, old)
-                old = None
-            if old is None:
-                group = self._group(ns, info.runtime)
-                bisect.insort(group.names, info.name)
-                group.invalidate()
-            self._by_uid.pod_seen(info, slot.info)
-            slot.info = info
-            self._touch(ns, slot)
+            old = self._pods.put(info)  # None also when the pod moved to another runtime
             self._ns_targets(ns).pod_seen(info.name, info.uid)
             if info.devices is not None and (text := self.device_journal.inventory(info.devices)) is not None:
                 self._record("mutation", text)  # the text once per digest per epoch; the pod names its digest
@@ -172,23 +121,13 @@ class ClusterCache:
     @settles
     def delete_pod(self, namespace: str, name: str) -> list[Wakeup]:
         with self.lock:
-            slot = self._slots.get((namespace, name))
-            if slot is None or slot.info is None:
+            info = self._pods.remove(namespace, name)
+            if info is None:
                 return []
-            info = slot.info
             self.renewals.discard(namespace, name)
-            self._leave_group(namespace, info)
-            self._by_uid.pod_gone(info)
-            slot.info = slot.view = None
-            if slot.empty():
-                del self._slots[(namespace, name)]
             self._ns_targets(namespace).pod_gone(name)
             self._record("mutation", {"kind": "Pod", "event": "DELETED", "object": info})
             return self._parking.wake_runtime(namespace, info.runtime, SOURCE_RUNTIME_POD)
-
-    def _leave_group(self, ns: str, info: PodInfo) -> None:
-        if (group := self._groups.get((ns, info.runtime))) is not None:
-            group.leave(info.name)
 
     @settles
     def note_inventory(self, text: str) -> bool:
@@ -252,14 +191,14 @@ class ClusterCache:
         run = new or old
         assert run is not None
         ns = run.namespace
-        moved = self._parking.move_pending(old, new, self._group)
+        moved = self._parking.move_pending(old, new, self._pods.group)
         wakeups: list[Wakeup] = []
         if old is not None and old.active:
-            self._charge(old, -1)
+            self._pods.charge(old, -1)
         if new is not None and new.active:
-            self._charge(new, 1)
+            self._pods.charge(new, 1)
         if old is not None and old.active and not (new is not None and new.active):
-            runtime = self._runtime_of_pod(ns, self._by_uid.name_of(ns, old.pod_name, old.pod_uid)) or old.runtime
+            runtime = self._pods.runtime_of(ns, self._pods.name_of(ns, old.pod_name, old.pod_uid)) or old.runtime
             wakeups = self._parking.wake_runtime(ns, runtime, SOURCE_CAPACITY_RELEASED)
         assumption = self.assumed.get((ns, run.uid))
         if assumption is not None:
@@ -269,7 +208,7 @@ class ClusterCache:
                 if why != assumed_mod.DROP_OBSERVED:
                     # The Run ended, vanished or moved before its bind was seen: the
                     # capacity it held on the assumed pod is free now.
-                    runtime = self._runtime_of_pod(ns, assumption.pod_name)
+                    runtime = self._pods.runtime_of(ns, assumption.pod_name)
                     wakeups += [w for w in self._parking.wake_runtime(ns, runtime, SOURCE_CAPACITY_RELEASED)
                                 if w[0][1] != run.name and w not in wakeups]
         wakeups += self._refresh_target(ns, run.uid)
@@ -297,18 +236,6 @@ class ClusterCache:
         with self.lock:
             return self._parking.park(run, wakes_seen, AFFINITY_TARGET in wakes_on, waits_for_pods)
 
-    def _charge(self, run: RunInfo, sign: int) -> None:
-        assert run.pod_name is not None
-        ns = run.namespace
-        if run.pod_uid is not None:  # on the pod of that UID, if one is current (SPEC §2.2)
-            name = self._by_uid.charge(ns, run.pod_uid, run.requests, sign)
-            return self._touch(ns, self._slots[(ns, name)]) if name is not None else None
-        slot = self._slot(ns, run.pod_name)
-        _add(slot.actual, run.requests, sign)
-        self._touch(ns, slot)
-        if slot.empty():
-            del self._slots[(ns, run.pod_name)]
-
     def _ns_targets(self, ns: str) -> NamespaceTargets:
         targets = self._targets.get(ns)
         return targets if targets is not None else self._targets.setdefault(ns, NamespaceTargets())
@@ -323,7 +250,7 @@ class ClusterCache:
             return []
         if not targets.put(target):
             return []
-        pod = self.pod((ns, self._by_uid.name_of(ns, target.pod_name, target.pod_uid) or ""))
+        pod = self._pods.pod((ns, self._pods.name_of(ns, target.pod_name, target.pod_uid) or ""))
         assert pod is not None
         return self._parking.wake_cohort(ns, target, pod.runtime)
 
@@ -337,13 +264,13 @@ class ClusterCache:
                        device_results: str | None = None) -> list[Wakeup] | None:
         """`reserve`, returning None when it fails, else the Pending Runs the new target wakes (§3.1)."""
         with self.lock:
-            slot = self._slots.get((run.namespace, pod_name))
+            slot = self._pods.slots.get((run.namespace, pod_name))
             current = self._runs.get(run.key)
             if (slot is None or slot.info is None or current is None or current.uid != run.uid
                     or (pod_uid is not None and slot.info.uid != pod_uid)
                     or not current.eligible or (run.namespace, run.uid) in self.assumed):
                 return None
-            if any(self._view(slot, self.config).free.get(r, -1) < q for r, q in run.requests) or not \
+            if not self._pods.fits(slot, run.requests) or not \
                     device_state.reserve_fits(slot.info, self._ns_targets(run.namespace), run, device_results):
                 return None
             a = Assumption(namespace=run.namespace, run_uid=run.uid, run_name=run.name, pod_name=pod_name,
@@ -355,9 +282,7 @@ class ClusterCache:
 
     def _assume(self, a: Assumption) -> list[Wakeup]:
         self.assumed.add(a)
-        slot = self._slot(a.namespace, a.pod_name)
-        slot.charge_assumed(a.pod_uid, a.requests, 1)
-        self._touch(a.namespace, slot)
+        self._pods.charge_assumed(a, 1)
         return self._refresh_target(a.namespace, a.run_uid)
 
     @settles
@@ -369,7 +294,7 @@ class ClusterCache:
                 return []
             wakeups = self._unassume(a)
             self._record("release", {"namespace": namespace, "run_uid": run_uid, "why": why})
-            return wakeups + [w for w in self._parking.wake_runtime(namespace, self._runtime_of_pod(namespace, a.pod_name),
+            return wakeups + [w for w in self._parking.wake_runtime(namespace, self._pods.runtime_of(namespace, a.pod_name),
                                           SOURCE_CAPACITY_RELEASED) if w[0][1] != a.run_name]
 
     def _drop(self, a: Assumption, why: str) -> list[Wakeup]:
@@ -379,11 +304,7 @@ class ClusterCache:
 
     def _unassume(self, a: Assumption) -> list[Wakeup]:
         self.assumed.pop(a.key)
-        slot = self._slot(a.namespace, a.pod_name)
-        slot.charge_assumed(a.pod_uid, a.requests, -1)
-        self._touch(a.namespace, slot)
-        if slot.empty():
-            del self._slots[(a.namespace, a.pod_name)]
+        self._pods.charge_assumed(a, -1)
         return self._refresh_target(a.namespace, a.run_uid)
 
     # -- whole-state views -------------------------------------------------------------------
@@ -413,7 +334,7 @@ class ClusterCache:
 
     def state_size(self) -> int:
         """About how many objects a checkpoint would hold (pod slots, Runs, assumptions), in O(1)."""
-        return len(self._slots) + len(self._runs) + len(self.assumed)
+        return self._pods.size() + len(self._runs) + len(self.assumed)
 
     def state(self) -> dict[str, Any]:
         """Every projection and assumption, sorted: what a checkpoint records and tests compare."""
@@ -426,7 +347,7 @@ class ClusterCache:
     def checkpoint_state(self) -> dict[str, Any]:
         """`state()` unsorted, copied under the lock: its payload sorts it (~40 ms at 100,000 objects)."""
         with self.lock:
-            pods = [s.info for s in self._slots.values() if s.info is not None]
+            pods = self._pods.unsorted_pods()
             return {"pods": pods, "runs": list(self._runs.values()), "assumed": self.assumed.entries(),
                     # From here on an inventory is recorded again the first time a pod names it (§7.8).
                     "inventories": self.device_journal.checkpointed(p.devices for p in pods),
@@ -435,5 +356,4 @@ class ClusterCache:
     def usage(self, namespace: str, pod_name: str) -> dict[str, int]:
         """Effective usage of a pod (active + assumed), for tests and summaries."""
         with self.lock:
-            slot = self._slots.get((namespace, pod_name))
-            return {} if slot is None or slot.info is None else dict(self._view(slot, self.config).used)
+            return self._pods.usage(namespace, pod_name)

@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from kruntimes import canonical, demo
+from kruntimes import canonical, demo_workload
 from kruntimes.api import ingest
 from kruntimes.journal import codec
 from kruntimes.scheduler.projection import (Affinity, Assumption, PodInfo, Requirement, RunInfo, Selector, Term,
@@ -24,7 +24,7 @@ def _through_json(d: dict) -> dict:  # type: ignore[type-arg]
 
 
 def test_every_demo_pod_and_run_round_trips() -> None:
-    w = demo.generate()
+    w = demo_workload.generate()
     for obj in w.pods:
         pod = ingest.pod_info(obj)
         assert pod is not None

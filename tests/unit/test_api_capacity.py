@@ -127,15 +127,15 @@ def test_any_annotations_are_read_without_raising(annotations: dict[Any, Any]) -
 def test_no_example_doc_or_demo_writes_a_capacity_key_a_real_api_server_refuses() -> None:
     # `kruntimes.io/capacity.example.com/gpu` holds two '/': the JSON form is used instead.
     root = Path(__file__).resolve().parents[2]
-    files = [root / "README.md", root / "kruntimes" / "demo.py",
+    files = [root / "README.md", root / "kruntimes" / "demo.py", root / "kruntimes" / "demo_workload.py",
              *(p for d in ("docs", "deploy") for p in (root / d).rglob("*") if p.suffix in (".md", ".yaml", ".json"))]
     refused = re.compile(r"kruntimes\.io/capacity\.[A-Za-z0-9._-]*/")
     assert [str(p.relative_to(root)) for p in files if refused.search(p.read_text())] == []
 
 
 def test_the_demo_pods_carry_the_json_capacity_annotation() -> None:
-    from kruntimes import demo
-    pods = demo.generate().pods
+    from kruntimes import demo_workload
+    pods = demo_workload.generate().pods
     gpu = next(p for p in pods if "example.com/gpu" in p["metadata"]["annotations"].get(JSON_KEY, ""))
     assert json.loads(gpu["metadata"]["annotations"][JSON_KEY]) == {"example.com/gpu": "2", "runs": "8"}
     assert not any(k.startswith(KEY) for p in pods for k in p["metadata"]["annotations"])

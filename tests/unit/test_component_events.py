@@ -10,7 +10,8 @@ import pytest
 from kruntimes.controller import telling
 from kruntimes.controller.apply import Applied
 from kruntimes.controller.reconcile import ActiveRun, LostRun, RuntimeSpecView
-from kruntimes.runtimed import lifecycle, outcomes
+from kruntimes.runtimed import outcomes
+from kruntimes.runtimed.telling import end_event
 from kruntimes.runtimed.outcomes import Ended, RunRef
 
 RUNTIME = RuntimeSpecView(namespace="team-a", name="python", uid="rt-1", generation=1, replicas=2, template={},
@@ -56,6 +57,6 @@ def test_what_a_controller_pass_tells(why: str, applied: Applied, before: dict[s
     (outcomes.pod_lost(RUN, "python-x"), ("Lost", None, True)),
 ], ids=["succeeded", "failed", "execution lost", "pod lost"])
 def test_a_runs_end_is_completed_failed_or_lost(ended: Ended, event: tuple[str, str | None, bool]) -> None:
-    reason, note, warning = lifecycle.end_event(ended)
+    reason, note, warning = end_event(ended)
     assert (reason, warning) == (event[0], event[2])
     assert note == (event[1] or f"{ended.reason}: {ended.message}")

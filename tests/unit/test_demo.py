@@ -6,13 +6,13 @@ from datetime import timedelta
 
 import pytest
 
-from kruntimes import demo, demo_watch
+from kruntimes import demo, demo_watch, demo_workload
 from kruntimes.cli.main import main
 from kruntimes.journal.store import engines
 
 
 def test_the_demo_workload_has_the_promised_shape() -> None:
-    w = demo.generate()
+    w = demo_workload.generate()
     assert len(w.pods) >= 200 and len(w.runs) >= 5000
     assert len({(r["metadata"]["namespace"], r["metadata"]["name"]) for r in w.runtimes}) >= 3
     assert all(r["spec"]["mode"]["task"]["args"][0] != "sh" for r in w.runs)  # argv, never a shell

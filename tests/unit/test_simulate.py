@@ -255,7 +255,7 @@ def test_the_demos_gpu_runtime_example_places_devices_as_the_docs_show() -> None
 
 
 def test_the_gpu_example_is_the_demos_own_runtime_class_and_claims() -> None:
-    from kruntimes import demo
+    from kruntimes import demo_workload as demo
 
     docs = [doc for _, doc in load_documents([("demo-gpu.yaml", (EXAMPLES / "demo-gpu.yaml").read_text())])]
     [runtime] = [d for d in docs if d["kind"] == "Runtime"]
