@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.builders, 
 
 from prometheus_client import CollectorRegistry  # noqa: E402
 
-from kruntimes.journal.write import wire  # noqa: E402
+from kruntimes.journal.write import settings, wire  # noqa: E402
 from kruntimes.journal.store.backends import Journal  # noqa: E402
 from kruntimes.journal.write.process import ProcessJournalWriter  # noqa: E402
 from kruntimes.journal.write.recorder import JournalRecorder  # noqa: E402
@@ -53,7 +53,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{tmp}/journal.db"
         Journal.open(url).close()
-        writer = ProcessJournalWriter(url, spool_path=f"{tmp}/journal.spool", registry=CollectorRegistry())
+        writer = ProcessJournalWriter(settings.Store(url), settings.Spool(f"{tmp}/journal.spool"),
+                                      registry=CollectorRegistry())
         recorder = JournalRecorder(writer, start_lsn=writer.last_lsn() or 0)
         recorder.state_source = cache
         cache.recorder = recorder

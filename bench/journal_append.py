@@ -50,7 +50,7 @@ from prometheus_client import CollectorRegistry
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # bench.history_workload, run as a script
 
 from kruntimes.journal import records
-from kruntimes.journal.write import process, writer
+from kruntimes.journal.write import process, settings, writer
 from kruntimes.journal.store import backends, engines, schema
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -158,11 +158,13 @@ def through_writer(url: str, recs: list[records.JournalRecord], batch: int, *, c
     with tempfile.TemporaryDirectory() as tmp:
         w: Any
         if in_process:
-            w = process.ProcessJournalWriter(url, spool_path=Path(tmp) / "spool", max_batch=batch,
-                                             buffer_size=len(recs), registry=CollectorRegistry(), history=history)
+            w = process.ProcessJournalWriter(settings.Store(url, history=history), settings.Spool(Path(tmp) / "spool"),
+                                             batching=settings.Batching(max_batch=batch, buffer_size=len(recs)),
+                                             registry=CollectorRegistry())
         else:
-            w = writer.JournalWriter(journal, spool_path=Path(tmp) / "spool", max_batch=batch,
-                                     buffer_size=len(recs), registry=CollectorRegistry()).start()
+            w = writer.JournalWriter(journal, settings.Spool(Path(tmp) / "spool"),
+                                     batching=settings.Batching(max_batch=batch, buffer_size=len(recs)),
+                                     instruments=settings.Instruments(registry=CollectorRegistry())).start()
         try:
             append, encode = w.append, records.encode
             if in_process:

@@ -42,6 +42,7 @@ from bench.journal_append import cycle_payload, fresh_postgres  # noqa: E402
 from kruntimes.cluster.runner import JOURNAL_MAX_RETRY_SECONDS  # noqa: E402
 from kruntimes.journal import records
 from kruntimes.journal.store import migrate  # noqa: E402
+from kruntimes.journal.write import settings  # noqa: E402
 from kruntimes.journal.write.process import ProcessJournalWriter  # noqa: E402
 from tests.integration.db_proxy import DatabaseProxy  # noqa: E402
 
@@ -113,8 +114,8 @@ def one_outage(base_url: str, *, mode: str, rate: int, outage: float, retry_cap:
         migrate.upgrade(direct)
         host, port = _target(direct)
         proxy = DatabaseProxy((host, port)).start()
-        writer = ProcessJournalWriter(proxy.url(direct), spool_path=Path(tmp) / "spool",
-                                      max_retry_interval=retry_cap)
+        writer = ProcessJournalWriter(settings.Store(proxy.url(direct)), settings.Spool(Path(tmp) / "spool"),
+                                      patience=settings.Patience(max_retry_interval=retry_cap))
         producer = Producer(writer, rate).start()
         try:
             time.sleep(WARM_UP)

@@ -36,7 +36,7 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 
 from bench.history_workload import journal_records  # noqa: E402
 from bench.journal_append import fresh_postgres  # noqa: E402
-from kruntimes.journal.write import process
+from kruntimes.journal.write import process, settings
 from kruntimes.journal.store import backends  # noqa: E402
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -64,8 +64,9 @@ def run(url: str, recs: list[Any], history: str, batch: int) -> tuple[float, flo
     backends.Journal.open(url, **options).close()  # migrated before the clock
     n = len(recs)
     with tempfile.TemporaryDirectory() as tmp:
-        writer = process.ProcessJournalWriter(url, spool_path=Path(tmp) / "spool", max_batch=batch, buffer_size=n,
-                                              registry=CollectorRegistry(), **options)
+        writer = process.ProcessJournalWriter(settings.Store(url, **options), settings.Spool(Path(tmp) / "spool"),
+                                              batching=settings.Batching(max_batch=batch, buffer_size=n),
+                                              registry=CollectorRegistry())
         child = writer.pid
         for record in recs[:batch]:  # the writer's start-up: its schema check, its first connection
             writer.append(record)

@@ -30,6 +30,7 @@ from kruntimes.cluster.settings import ClusterSettings
 from kruntimes.cluster.term import Terms
 from kruntimes.cluster.throttling import Throttling
 from kruntimes.journal.write import recovery
+from kruntimes.journal.write import settings as journal_settings  # "settings" here are the cluster's
 from kruntimes.journal.write.session import JournalSession, default_spool
 from kruntimes.scheduler.cache import ClusterCache
 from kruntimes.scheduler.recording import Recorder
@@ -219,8 +220,7 @@ class ClusterScheduler:
         if s.journal_url and recovery.left_behind(self._spool_path()):
             self._recovery = recovery.SpoolRecovery(s.journal_url, self._spool_path(),
                                                     migrate=s.journal_migrate == "auto", registry=self.registry,
-                                                    history=s.journal_history, write_timeout=s.journal_write_timeout,
-                                                    max_retry_interval=JOURNAL_MAX_RETRY_SECONDS).start()
+                                                    history=s.journal_history, patience=self._journal_patience()).start()
 
     def _stop_recovery(self) -> None:
         found, self._recovery = self._recovery, None
@@ -241,5 +241,9 @@ class ClusterScheduler:
                               checkpoint_size_ratio=s.journal_checkpoint_size_ratio, registry=self.registry,
                               spool_path=self._spool_path(), writer=s.journal_writer, history=s.journal_history,
                               migrate=s.journal_migrate == "auto", key_file=s.journal_key_file,
-                              after_lsn=self.terms.last_journal_lsn, max_retry_interval=JOURNAL_MAX_RETRY_SECONDS,
-                              write_timeout=s.journal_write_timeout)
+                              after_lsn=self.terms.last_journal_lsn, patience=self._journal_patience())
+
+    def _journal_patience(self) -> journal_settings.Patience:
+        """The journal writer's bound on each database call, and how long it waits between retries."""
+        return journal_settings.Patience(write_timeout=self.settings.journal_write_timeout,
+                                         max_retry_interval=JOURNAL_MAX_RETRY_SECONDS)

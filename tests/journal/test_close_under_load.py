@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from kruntimes.journal import records
-from kruntimes.journal.write import spool
+from kruntimes.journal.write import settings, spool
 from kruntimes.journal.store import backends
 from kruntimes.journal.write.process import ProcessJournalWriter
 from kruntimes.journal.write.writer import JournalWriter
@@ -30,8 +30,8 @@ WAIT = 60.0
 
 def open_writer(kind: str, journal: backends.Journal, url: str, spool_path: Path) -> Any:
     if kind == "process":
-        return ProcessJournalWriter(url, spool_path=spool_path)
-    return JournalWriter(journal, spool_path=spool_path).start()
+        return ProcessJournalWriter(settings.Store(url), settings.Spool(spool_path))
+    return JournalWriter(journal, settings.Spool(spool_path)).start()
 
 
 @pytest.mark.parametrize("kind", ["process", "thread"])
@@ -56,7 +56,7 @@ def test_records_the_database_has_not_taken_at_close_are_in_the_spool_and_drain_
     assert not missing, f"{len(missing)} records handed over are neither in the database nor in the spool"
 
     # The next writer on the spool drains it: every record once, in order, the chain whole.
-    nxt = JournalWriter(journal, spool_path=spool_path).start()
+    nxt = JournalWriter(journal, settings.Spool(spool_path)).start()
     try:
         assert nxt.drain(WAIT), "the spool did not drain"
     finally:

@@ -17,10 +17,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import chain, records
-from kruntimes.journal.write import spool, writer
+from kruntimes.journal.write import settings, spool, writer
 from kruntimes.journal.store import backends
 from tests.journal.factories import INCARNATION, record, unchained
-from tests.journal.test_writer import WAIT, FlakyJournal
+from tests.journal.test_writer import FAST_RETRY, WAIT, FlakyJournal
 
 START = {"version": "0.1.0", "config_hash": "c0ffee"}
 E1, E2 = "e1" + "0" * 30, "e2" + "0" * 30
@@ -32,12 +32,12 @@ def epoch_records(epoch: str, first: int, last: int, *, start: bool = True) -> l
     return out + [record(lsn, incarnation=epoch) for lsn in range(first + 1, last + 1)]
 
 
-def make(journal: Any, tmp_path: Path, **kw: Any) -> writer.JournalWriter:
-    kw.setdefault("spool_path", tmp_path / "journal.spool")
-    kw.setdefault("retry_interval", 0.02)
-    kw.setdefault("max_retry_interval", 0.05)
-    kw.setdefault("registry", CollectorRegistry())
-    return writer.JournalWriter(journal, **kw)
+def make(journal: Any, tmp_path: Path, *, spool_path: Path | None = None, epochs: settings.Epochs = settings.Epochs(),
+         batching: settings.Batching = settings.Batching(), registry: CollectorRegistry | None = None,
+         ) -> writer.JournalWriter:
+    return writer.JournalWriter(journal, settings.Spool(spool_path or tmp_path / "journal.spool"), batching=batching,
+                                patience=FAST_RETRY, epochs=epochs,
+                                instruments=settings.Instruments(registry=registry if registry is not None else CollectorRegistry()))
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def key_file(tmp_path: Path) -> str:
 def test_the_writer_chains_each_epoch_with_the_key_and_stores_its_head_with_its_records(
         journal: backends.Journal, tmp_path: Path, key_file: str) -> None:
     key = chain.load_key(key_file)
-    with make(journal, tmp_path, key_file=key_file, max_batch=7) as w:
+    with make(journal, tmp_path, epochs=settings.Epochs(key_file=key_file), batching=settings.Batching(max_batch=7)) as w:
         for r in epoch_records(E1, 1, 30) + epoch_records(E2, 31, 40):
             w.append(r)
         w.append(record(41, "end", {"reason": "shutdown"}, incarnation=E2))
@@ -183,7 +183,7 @@ def test_an_old_format_spool_still_drains_its_links_computed_from_the_stored_hea
 def test_an_epoch_killed_mid_term_is_closed_as_recovered_by_the_next_writer_on_its_spool(
         journal: backends.Journal, tmp_path: Path) -> None:
     flaky = FlakyJournal(journal)
-    first = make(flaky, tmp_path, epoch=E1).start()
+    first = make(flaky, tmp_path, epochs=settings.Epochs(epoch=E1)).start()
     for r in epoch_records(E1, 1, 10):
         first.append(r)
     assert first.flush(WAIT)
@@ -194,7 +194,7 @@ def test_an_epoch_killed_mid_term_is_closed_as_recovered_by_the_next_writer_on_i
     first.close(WAIT)  # no end record: as if the process had been killed
     assert json.loads((tmp_path / "journal.spool.epochs").read_text()) == [E1]
 
-    second = make(flaky, tmp_path, epoch=E2)
+    second = make(flaky, tmp_path, epochs=settings.Epochs(epoch=E2))
     assert second.last_lsn() == 16, "the new epoch numbers after the end record it will write"
     second.start()
     try:
@@ -216,11 +216,11 @@ def test_an_epoch_killed_mid_term_is_closed_as_recovered_by_the_next_writer_on_i
 
 def test_a_writer_process_restarted_mid_epoch_does_not_end_its_own_epoch(
         journal: backends.Journal, tmp_path: Path) -> None:
-    with make(journal, tmp_path, epoch=E1) as w:
+    with make(journal, tmp_path, epochs=settings.Epochs(epoch=E1)) as w:
         for r in epoch_records(E1, 1, 5):
             w.append(r)
         assert w.flush(WAIT)
-    with make(journal, tmp_path, epoch=E1) as again:  # the same epoch goes on, its head known only to the database
+    with make(journal, tmp_path, epochs=settings.Epochs(epoch=E1)) as again:  # the same epoch goes on, its head known only to the database
         for lsn in range(6, 9):
             again.append(record(lsn, incarnation=E1))
         assert again.flush(WAIT)
@@ -232,7 +232,7 @@ def test_the_head_is_published_in_a_log_line_and_a_gauge(
         journal: backends.Journal, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     registry = CollectorRegistry()
     with caplog.at_level(logging.INFO, logger="kruntimes.journal.writer"):
-        with make(journal, tmp_path, epoch=E1, registry=registry) as w:
+        with make(journal, tmp_path, epochs=settings.Epochs(epoch=E1), registry=registry) as w:
             for r in epoch_records(E1, 1, 9):
                 w.append(r)
             w.append(record(10, "end", {"reason": "shutdown"}, incarnation=E1))
@@ -260,18 +260,18 @@ def test_a_killed_leaders_spool_drains_into_its_own_epoch_beside_the_next_leader
     # the same LSNs; A's replica comes back. Nothing collides, nothing is rejected.
     down = FlakyJournal(journal)
     down.down = True
-    a = make(down, tmp_path, spool_path=tmp_path / "a.spool", epoch=E1).start()
+    a = make(down, tmp_path, spool_path=tmp_path / "a.spool", epochs=settings.Epochs(epoch=E1)).start()
     for r in epoch_records(E1, 1, 480):
         a.append(r)
     assert a.flush(WAIT)
     a.close(WAIT)  # killed: its records are in its spool only, no end record
-    with make(journal, tmp_path, spool_path=tmp_path / "b.spool", epoch=E2) as b:
+    with make(journal, tmp_path, spool_path=tmp_path / "b.spool", epochs=settings.Epochs(epoch=E2)) as b:
         for r in epoch_records(E2, 1, 100):  # B only knew the database: it numbers from 1 too
             b.append(r)
         b.append(record(101, "end", {"reason": "lost"}, incarnation=E2))
         assert b.flush(WAIT)
     e3 = "e3" + "0" * 30
-    again = make(journal, tmp_path, spool_path=tmp_path / "a.spool", epoch=e3)
+    again = make(journal, tmp_path, spool_path=tmp_path / "a.spool", epochs=settings.Epochs(epoch=e3))
     start = (again.last_lsn() or 0) + 1
     again.start()
     try:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from kruntimes.journal.write import process, writer
+from kruntimes.journal.write import process, settings, writer
 from kruntimes.journal.store import backends
 from tests.journal.history_journal import Generated
 
@@ -27,7 +27,8 @@ def deferred_after(url: str, batch: list, history: str) -> tuple[int, str]:  # t
     registry = CollectorRegistry()
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            w = writer.JournalWriter(journal, spool_path=Path(tmp) / "spool", max_batch=7, registry=registry).start()
+            w = writer.JournalWriter(journal, settings.Spool(Path(tmp) / "spool"), batching=settings.Batching(max_batch=7),
+                                     instruments=settings.Instruments(registry=registry)).start()
             try:
                 for record in batch:
                     assert w.append(record)
@@ -64,7 +65,8 @@ def test_the_process_writer_reports_its_childs_gauge(generated: Generated, tmp_p
     url = f"sqlite:///{tmp_path}/journal.db"
     backends.Journal.open(url).close()
     registry = CollectorRegistry()
-    w = process.ProcessJournalWriter(url, spool_path=tmp_path / "spool", registry=registry, history="follow")
+    w = process.ProcessJournalWriter(settings.Store(url, history="follow"), settings.Spool(tmp_path / "spool"),
+                                     registry=registry)
     try:
         for record in generated.records:
             assert w.append(record)

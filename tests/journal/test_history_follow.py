@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from kruntimes.cli import main as cli
 from kruntimes.journal import derived, follow, records
-from kruntimes.journal.write import writer
+from kruntimes.journal.write import settings, writer
 from kruntimes.journal.store import backends, engines, migrate, schema
 from tests.journal.history_journal import Generated
 from tests.journal.test_history_queries import QUERIES
@@ -38,8 +38,9 @@ def store(url: str, batch: list[records.JournalRecord], *, history: str, max_bat
     journal = backends.Journal.open(url, history=history)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            w = writer.JournalWriter(journal, spool_path=Path(tmp) / "spool", max_batch=max_batch,
-                                     registry=CollectorRegistry()).start()
+            w = writer.JournalWriter(journal, settings.Spool(Path(tmp) / "spool"),
+                                     batching=settings.Batching(max_batch=max_batch),
+                                     instruments=settings.Instruments(registry=CollectorRegistry())).start()
             try:
                 for record in batch:
                     assert w.append(record)

@@ -19,7 +19,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import follow, history_tables, records
-from kruntimes.journal.write import spool
+from kruntimes.journal.write import settings, spool
 from kruntimes.journal.store import backends, schema
 from kruntimes.journal.write.process import ProcessJournalWriter
 from kruntimes.journal.write.recovery import SpoolRecovery
@@ -92,8 +92,9 @@ def test_a_writer_process_started_again_after_a_kill_still_stores_records_only(
     expected = inline_tables(request, backend, generated)
     half = len(generated.records) // 2
     with empty_journal_url(request, backend) as url:
-        w = ProcessJournalWriter(url, spool_path=tmp_path / "spool", registry=CollectorRegistry(), migrate=True,
-                                 history="follow", retry_interval=0.02, max_retry_interval=0.1)
+        w = ProcessJournalWriter(settings.Store(url, migrate=True, history="follow"), settings.Spool(tmp_path / "spool"),
+                                 patience=settings.Patience(retry_interval=0.02, max_retry_interval=0.1),
+                                 registry=CollectorRegistry())
         try:
             for record in generated.records[:half]:
                 assert w.append(record)
@@ -130,7 +131,8 @@ def test_a_follow_recovery_drains_a_spool_without_history_rows_and_the_indexer_b
     path = tmp_path / "spool"
     _spool_with(path, generated.records)  # what a term killed while the database was away left
     with empty_journal_url(request, backend) as url:
-        recovery = SpoolRecovery(url, str(path), migrate=True, history="follow", retry_interval=0.05).start()
+        recovery = SpoolRecovery(url, str(path), migrate=True, history="follow",
+                                 patience=settings.Patience(retry_interval=0.05)).start()
         try:
             assert recovery.drained.wait(60.0)
         finally:

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import derived, history, records
-from kruntimes.journal.write import writer
+from kruntimes.journal.write import settings, writer
 from kruntimes.journal.store import backends, engines, migrate, schema
 from tests.journal.history_journal import NS, Generated, fresh_postgres_schema
 
@@ -54,8 +54,9 @@ def write_through_writer(url: str, generated: Generated, max_batch: int) -> None
     journal = backends.Journal.open(url)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            w = writer.JournalWriter(journal, spool_path=Path(tmp) / "spool", max_batch=max_batch,
-                                     registry=CollectorRegistry()).start()
+            w = writer.JournalWriter(journal, settings.Spool(Path(tmp) / "spool"),
+                                     batching=settings.Batching(max_batch=max_batch),
+                                     instruments=settings.Instruments(registry=CollectorRegistry())).start()
             try:
                 for record in generated.records:
                     assert w.append(record)

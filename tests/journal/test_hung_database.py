@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import records
-from kruntimes.journal.write import writer
+from kruntimes.journal.write import settings, writer
 from kruntimes.journal.store import backends
 from kruntimes.journal.write.process import ProcessJournalWriter
 from tests.integration.db_proxy import Cut, ProxiedJournal, proxied_journal  # noqa: F401 - the fixture
@@ -33,6 +33,7 @@ from tests.journal.test_epochs_writer import E1, epoch_records
 from tests.journal.test_writer import FlakyJournal
 
 BOUND = 0.5  # the writer's write_timeout in these tests
+PATIENCE = settings.Patience(write_timeout=BOUND, retry_interval=0.05, max_retry_interval=0.2)
 SETTLED = 10 * BOUND  # records are durable (spooled) well within this while the database hangs
 WAIT = 60.0  # anything that does not depend on the hang
 
@@ -108,8 +109,9 @@ def test_records_written_while_the_database_hangs_are_spooled_within_the_bound_a
         hang: Callable[[pytest.FixtureRequest, Path], Hung], request: pytest.FixtureRequest, tmp_path: Path) -> None:
     hung = hang(request, tmp_path)
     journal = backends.Journal.open(hung.url, create=False)
-    w = writer.JournalWriter(journal, spool_path=tmp_path / "journal.spool", write_timeout=BOUND, epoch=E1,
-                             retry_interval=0.05, max_retry_interval=0.2, registry=CollectorRegistry()).start()
+    w = writer.JournalWriter(journal, settings.Spool(tmp_path / "journal.spool"), patience=PATIENCE,
+                             epochs=settings.Epochs(epoch=E1),
+                             instruments=settings.Instruments(registry=CollectorRegistry())).start()
     expected = epoch_records(E1, 1, 10) + [record(lsn, incarnation=E1) for lsn in range(11, 511)]
     try:
         for r in expected[:10]:
@@ -130,12 +132,14 @@ def test_records_written_while_the_database_hangs_are_spooled_within_the_bound_a
 @pytest.mark.parametrize("kind", ["thread", "process"])
 def test_a_blackholed_database_never_makes_the_producer_wait_for_room_longer_than_the_bound(
         kind: str, proxied_journal: ProxiedJournal, tmp_path: Path) -> None:
-    options: dict[str, Any] = {"spool_path": tmp_path / "journal.spool", "write_timeout": BOUND, "buffer_size": 200,
-                               "max_batch": 50, "retry_interval": 0.05, "max_retry_interval": 0.2,
-                               "registry": CollectorRegistry()}
+    spool = settings.Spool(tmp_path / "journal.spool")
+    batching = settings.Batching(buffer_size=200, max_batch=50)
     journal = backends.Journal.open(proxied_journal.url, create=False)
-    w: Any = (writer.JournalWriter(journal, **options).start() if kind == "thread"
-              else ProcessJournalWriter(proxied_journal.url, **options))
+    w: Any = (writer.JournalWriter(journal, spool, batching=batching, patience=PATIENCE,
+                                   instruments=settings.Instruments(registry=CollectorRegistry())).start()
+              if kind == "thread"
+              else ProcessJournalWriter(settings.Store(proxied_journal.url), spool, batching=batching, patience=PATIENCE,
+                                        registry=CollectorRegistry()))
     expected = epoch_records(E1, 1, 3000)
     done = threading.Event()
 
@@ -163,8 +167,9 @@ def test_a_blackholed_database_never_makes_the_producer_wait_for_room_longer_tha
 def test_a_write_that_commits_after_the_writer_gave_up_on_it_is_stored_once(
         journal: backends.Journal, tmp_path: Path) -> None:
     late = FlakyJournal(journal, delay=4 * BOUND)  # answers, and commits, after the bound
-    w = writer.JournalWriter(late, spool_path=tmp_path / "journal.spool", write_timeout=BOUND, epoch=E1,
-                             retry_interval=0.05, max_retry_interval=0.2, registry=CollectorRegistry()).start()
+    w = writer.JournalWriter(late, settings.Spool(tmp_path / "journal.spool"), patience=PATIENCE,
+                             epochs=settings.Epochs(epoch=E1),
+                             instruments=settings.Instruments(registry=CollectorRegistry())).start()
     expected = epoch_records(E1, 1, 50)
     try:
         for r in expected:

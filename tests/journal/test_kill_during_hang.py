@@ -23,6 +23,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal.store import backends
+from kruntimes.journal.write import settings
 from kruntimes.journal.write.recovery import SpoolRecovery
 from replay import ends, integrity
 from tests.integration.db_proxy import ProxiedJournal, proxied_journal  # noqa: F401 - the fixture
@@ -38,13 +39,15 @@ KILLS = {
 
 PRODUCER = textwrap.dedent("""
     import sys, time
+    from kruntimes.journal.write import settings
     from kruntimes.journal.write.process import ProcessJournalWriter
     from tests.journal.factories import record
     from tests.journal.test_epochs_writer import E1, epoch_records
 
     url, spool = sys.argv[1], sys.argv[2]
-    w = ProcessJournalWriter(url, spool_path=spool, epoch=E1, write_timeout=float(sys.argv[3]),
-                             retry_interval=0.05, max_retry_interval=0.2)
+    w = ProcessJournalWriter(settings.Store(url), settings.Spool(spool), epochs=settings.Epochs(epoch=E1),
+                             patience=settings.Patience(write_timeout=float(sys.argv[3]), retry_interval=0.05,
+                                                        max_retry_interval=0.2))
     for r in epoch_records(E1, 1, 100):
         w.append(r)
     assert w.flush(60)
@@ -98,7 +101,8 @@ def recover_and_check(url: str, direct: str, spool: Path, epoch: str) -> tuple[s
 
     Returns the LSNs then stored of ``epoch`` (its end record aside) and verify's report of the journal's one epoch.
     """
-    recovery = SpoolRecovery(url, str(spool), migrate=False, retry_interval=0.05, registry=CollectorRegistry()).start()
+    recovery = SpoolRecovery(url, str(spool), migrate=False, patience=settings.Patience(retry_interval=0.05),
+                             registry=CollectorRegistry()).start()
     try:
         assert recovery.drained.wait(WAIT)
     finally:

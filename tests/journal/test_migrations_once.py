@@ -25,6 +25,7 @@ from kruntimes.cluster import logs
 from kruntimes.cli import scheduler_cmd
 from kruntimes.journal import errors
 from kruntimes.journal.store import backends, engines, migrate, schema_wait
+from kruntimes.journal.write import settings
 from kruntimes.journal.write.session import JournalSession
 from kruntimes.scheduler.config import SchedulerConfig
 
@@ -77,7 +78,7 @@ def test_a_schema_newer_than_the_code_is_never_written_to(journal_url: str) -> N
 def test_a_session_on_an_unmigrated_journal_spools_then_drains_once_db_upgrade_ran(
         journal_url: str, tmp_path: Path) -> None:
     session = JournalSession(journal_url, SchedulerConfig(), spool_path=str(tmp_path / "spool"), writer="thread",
-                             migrate=False, retry_interval=0.05, max_retry_interval=0.2)
+                             migrate=False, patience=settings.Patience(retry_interval=0.05, max_retry_interval=0.2))
     try:
         for i in range(50):
             session.recorder.record("leader", {"event": "acquired", "identity": f"r{i}"})

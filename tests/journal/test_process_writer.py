@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import errors, payloads, records
 from kruntimes.journal.store import backends
+from kruntimes.journal.write import settings
 from kruntimes.journal.write.process import SEAL_AT, ProcessJournalWriter
 from kruntimes.journal.write.recorder import JournalRecorder
 from kruntimes.journal.write.session import JournalSession
@@ -44,11 +45,10 @@ def make_writer(journal: backends.Journal, journal_url: str, tmp_path: Path,
                 registry: CollectorRegistry) -> Iterator[Any]:
     made: list[ProcessJournalWriter] = []
 
-    def make(**kw: Any) -> ProcessJournalWriter:
-        kw.setdefault("spool_path", tmp_path / "journal.spool")
-        kw.setdefault("retry_interval", 0.02)
-        kw.setdefault("max_retry_interval", 0.1)
-        w = ProcessJournalWriter(journal_url, registry=registry, **kw)
+    def make(batching: settings.Batching = settings.Batching(), **kw: Any) -> ProcessJournalWriter:
+        w = ProcessJournalWriter(settings.Store(journal_url), settings.Spool(tmp_path / "journal.spool"),
+                                 batching=batching, patience=settings.Patience(retry_interval=0.02, max_retry_interval=0.1),
+                                 registry=registry, **kw)
         made.append(w)
         return w
 
@@ -207,7 +207,7 @@ def test_a_record_whose_data_cannot_cross_is_rejected_and_counted_and_its_chunk_
 
 
 def test_flush_does_not_wait_out_the_child_s_commit_interval(journal: backends.Journal, make_writer: Any) -> None:
-    w = make_writer(commit_interval=5.0)
+    w = make_writer(settings.Batching(commit_interval=5.0))
     w.append(record(1))
     assert w.flush(WAIT)  # the first batch: nothing was written for a while
     started = time.monotonic()
@@ -258,7 +258,7 @@ def test_a_checkpoint_is_pickled_by_the_sender_not_by_the_thread_that_appends_it
 
 
 def test_the_drop_policy_accounts_for_every_record(journal: backends.Journal, make_writer: Any) -> None:
-    w = make_writer(policy="drop", buffer_size=50)
+    w = make_writer(settings.Batching(policy="drop", buffer_size=50))
     accepted = [r.lsn for r in (record(lsn) for lsn in range(1, 5001)) if w.append(r)]
     assert w.flush(WAIT)
     stats = w.stats()

@@ -7,7 +7,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import records
-from kruntimes.journal.write import spool
+from kruntimes.journal.write import settings, spool
 from kruntimes.journal.store import backends, migrate
 from kruntimes.journal.write.recovery import SpoolRecovery, has_records, left_behind
 from kruntimes.journal.write.writer import JournalWriter
@@ -15,6 +15,7 @@ from replay import integrity
 from tests.journal.factories import record
 from tests.journal.test_epochs_writer import E1, epoch_records
 
+QUICK = settings.Patience(retry_interval=0.05)  # a recovered database is drained into within the test's wait
 
 def _spool_with(path: Path, n: int) -> None:
     opened = spool.Spool.open(path)
@@ -29,7 +30,7 @@ def test_a_spool_left_by_a_killed_term_drains_into_the_database_and_its_epoch_is
     path = tmp_path / "spool"
     _spool_with(path, 300)
     assert has_records(path) and not has_records(tmp_path / "missing")
-    recovery = SpoolRecovery(journal_url, str(path), migrate=True, retry_interval=0.05).start()
+    recovery = SpoolRecovery(journal_url, str(path), migrate=True, patience=QUICK).start()
     try:
         assert recovery.drained.wait(30.0)
     finally:
@@ -49,7 +50,7 @@ def test_a_recovery_stopped_before_the_database_answers_leaves_every_record_in_t
     path = tmp_path / "spool"
     _spool_with(path, 20)
     # Not migrated and not allowed to migrate: the writer cannot store anything yet.
-    recovery = SpoolRecovery(journal_url, str(path), migrate=False, retry_interval=0.05).start()
+    recovery = SpoolRecovery(journal_url, str(path), migrate=False, patience=QUICK).start()
     assert not recovery.drained.wait(1.0)
     recovery.stop()
     assert migrate.current_revision(journal_url) is None
@@ -66,13 +67,14 @@ def test_a_leader_killed_while_the_database_answered_is_closed_by_its_restart_as
     path = tmp_path / "spool"
     journal = backends.Journal.open(journal_url)
     try:
-        leader = JournalWriter(journal, spool_path=path, epoch=E1, registry=CollectorRegistry()).start()
+        leader = JournalWriter(journal, settings.Spool(path), epochs=settings.Epochs(epoch=E1),
+                               instruments=settings.Instruments(registry=CollectorRegistry())).start()
         for r in epoch_records(E1, 1, 50):
             leader.append(r)
         assert leader.flush(30.0)
         leader.close(30.0)  # no end record: as if the process had been killed
         assert not has_records(path) and left_behind(path)
-        recovery = SpoolRecovery(journal_url, str(path), migrate=False, retry_interval=0.05).start()
+        recovery = SpoolRecovery(journal_url, str(path), migrate=False, patience=QUICK).start()
         try:
             assert recovery.drained.wait(30.0)
         finally:

@@ -13,6 +13,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import errors, records
-from kruntimes.journal.write import spool, writer
+from kruntimes.journal.write import settings, spool, writer
 from kruntimes.journal.store import backends
 from tests.journal.factories import record, unchained
 
 WAIT = 10.0  # generous upper bound for anything that should take milliseconds
+#: Retries in these tests come quickly: a recovered database is written to within a test's patience.
+FAST_RETRY = settings.Patience(retry_interval=0.02, max_retry_interval=0.05)
 
 
 class FlakyJournal:
@@ -84,11 +87,10 @@ def registry() -> CollectorRegistry:
 def make_writer(tmp_path: Path, registry: CollectorRegistry) -> Iterator[Any]:
     made: list[writer.JournalWriter] = []
 
-    def make(journal: Any, **kw: Any) -> writer.JournalWriter:
-        kw.setdefault("spool_path", tmp_path / "journal.spool")
-        kw.setdefault("retry_interval", 0.02)
-        kw.setdefault("max_retry_interval", 0.05)
-        w = writer.JournalWriter(journal, registry=registry, **kw)
+    def make(journal: Any, batching: settings.Batching = settings.Batching(), *, spool_path: Path | None = None,
+             patience: settings.Patience = FAST_RETRY) -> writer.JournalWriter:
+        w = writer.JournalWriter(journal, settings.Spool(spool_path or tmp_path / "journal.spool"), batching=batching,
+                                 patience=patience, instruments=settings.Instruments(registry=registry))
         made.append(w)
         return w
 
@@ -109,7 +111,7 @@ def stored(journal: backends.Journal) -> list[records.EncodedRecord]:
 
 
 def test_records_appended_before_start_go_out_in_batches_of_max_batch(flaky: FlakyJournal, make_writer: Any) -> None:
-    w = make_writer(flaky, max_batch=1000)
+    w = make_writer(flaky, settings.Batching(max_batch=1000))
     appended = [record(lsn) for lsn in range(1, 2501)]
     for r in appended:
         w.append(r)
@@ -135,7 +137,7 @@ def test_a_single_record_is_written_at_once_without_waiting_for_a_batch(
 def test_a_commit_interval_gathers_a_trickle_into_few_transactions_and_a_full_batch_goes_at_once(
     flaky: FlakyJournal, make_writer: Any
 ) -> None:
-    w = make_writer(flaky, commit_interval=1.0, max_batch=50).start()
+    w = make_writer(flaky, settings.Batching(commit_interval=1.0, max_batch=50)).start()
     w.append(record(1))
     assert w.flush(WAIT)  # the first record goes at once: nothing was written for a while
     for lsn in range(2, 12):  # a trickle, well within one interval
@@ -155,7 +157,7 @@ def test_a_commit_interval_gathers_a_trickle_into_few_transactions_and_a_full_ba
 def test_an_outage_spills_in_order_and_the_journal_ends_complete_exactly_once(
     flaky: FlakyJournal, make_writer: Any, registry: CollectorRegistry
 ) -> None:
-    w = make_writer(flaky, max_batch=50).start()
+    w = make_writer(flaky, settings.Batching(max_batch=50)).start()
     everything = [record(lsn) for lsn in range(1, 501)]
     for r in everything[:100]:
         w.append(r)
@@ -179,7 +181,7 @@ def test_an_outage_spills_in_order_and_the_journal_ends_complete_exactly_once(
 def test_a_flapping_database_under_a_concurrent_producer_loses_and_duplicates_nothing(
     flaky: FlakyJournal, make_writer: Any
 ) -> None:
-    w = make_writer(flaky, max_batch=64, buffer_size=1000).start()
+    w = make_writer(flaky, settings.Batching(max_batch=64, buffer_size=1000)).start()
     everything = [record(lsn) for lsn in range(1, 3001)]
 
     def produce() -> None:
@@ -199,7 +201,7 @@ def test_a_flapping_database_under_a_concurrent_producer_loses_and_duplicates_no
 
 def test_a_slow_database_makes_the_writer_spill_until_it_recovers(flaky: FlakyJournal, make_writer: Any) -> None:
     flaky.delay = 0.1
-    w = make_writer(flaky, max_batch=10, slow_write_seconds=0.05).start()
+    w = make_writer(flaky, settings.Batching(max_batch=10), patience=replace(FAST_RETRY, slow_write_seconds=0.05)).start()
     everything = [record(lsn) for lsn in range(1, 101)]
     for r in everything:
         w.append(r)
@@ -257,7 +259,7 @@ def test_a_killed_process_keeps_what_it_spooled_and_the_next_one_drains_it(journ
         import sys, time
         from prometheus_client import CollectorRegistry
         from kruntimes.journal import errors
-        from kruntimes.journal.write import writer
+        from kruntimes.journal.write import settings, writer
         from kruntimes.journal.store import backends
         from tests.journal.factories import record
 
@@ -267,7 +269,8 @@ def test_a_killed_process_keeps_what_it_spooled_and_the_next_one_drains_it(journ
             def append_batch(self, rows, **options):
                 raise errors.JournalUnavailable("database unreachable")
 
-        w = writer.JournalWriter(Down(), spool_path={str(spool_path)!r}, registry=CollectorRegistry()).start()
+        w = writer.JournalWriter(Down(), settings.Spool({str(spool_path)!r}),
+                                 instruments=settings.Instruments(registry=CollectorRegistry())).start()
         for lsn in range(1, 201):
             w.append(record(lsn))
         assert w.flush(10)
@@ -285,7 +288,8 @@ def test_a_killed_process_keeps_what_it_spooled_and_the_next_one_drains_it(journ
 
     journal = backends.Journal.open(journal_url)
     try:
-        w = writer.JournalWriter(journal, spool_path=spool_path, registry=CollectorRegistry())
+        w = writer.JournalWriter(journal, settings.Spool(spool_path),
+                                 instruments=settings.Instruments(registry=CollectorRegistry()))
         assert journal.last_lsn() is None and w.last_lsn() == 200
         with w:
             assert w.drain(WAIT)
@@ -297,7 +301,7 @@ def test_a_killed_process_keeps_what_it_spooled_and_the_next_one_drains_it(journ
 def test_a_malformed_record_is_rejected_and_counted_and_its_batch_lands(
     flaky: FlakyJournal, make_writer: Any, registry: CollectorRegistry, caplog: pytest.LogCaptureFixture
 ) -> None:
-    w = make_writer(flaky, max_payload_bytes=1000)
+    w = make_writer(flaky, settings.Batching(max_payload_bytes=1000))
     good = [record(lsn) for lsn in (1, 2, 4, 6)]
     w.append(good[0])
     w.append(good[1])
@@ -326,7 +330,7 @@ def test_pre_encoded_records_are_written_as_they_are(flaky: FlakyJournal, make_w
 def test_drop_policy_drops_and_counts_when_the_buffer_is_full(
     flaky: FlakyJournal, make_writer: Any, registry: CollectorRegistry
 ) -> None:
-    w = make_writer(flaky, policy="drop", buffer_size=10, max_batch=5).start()
+    w = make_writer(flaky, settings.Batching(policy="drop", buffer_size=10, max_batch=5)).start()
     flaky.stalled.set()
     w.append(record(1))
     assert flaky.entered.wait(WAIT)  # the writer hangs inside the database call
@@ -339,7 +343,7 @@ def test_drop_policy_drops_and_counts_when_the_buffer_is_full(
 
 
 def test_block_policy_blocks_append_until_the_writer_frees_room(flaky: FlakyJournal, make_writer: Any) -> None:
-    w = make_writer(flaky, buffer_size=5, max_batch=5).start()
+    w = make_writer(flaky, settings.Batching(buffer_size=5, max_batch=5)).start()
     flaky.stalled.set()
     w.append(record(1))
     assert flaky.entered.wait(WAIT)
@@ -371,7 +375,7 @@ def test_drop_policy_counts_records_neither_database_nor_spool_took(
 ) -> None:
     monkeypatch.setattr(spool.Spool, "append", _unwritable)
     flaky.down = True
-    w = make_writer(flaky, policy="drop").start()
+    w = make_writer(flaky, settings.Batching(policy="drop")).start()
     for lsn in range(1, 11):
         w.append(record(lsn))
     assert w.flush(WAIT)
@@ -384,7 +388,7 @@ def test_block_policy_holds_records_until_the_database_or_the_spool_takes_them(
 ) -> None:
     monkeypatch.setattr(spool.Spool, "append", _unwritable)
     flaky.down = True
-    w = make_writer(flaky, buffer_size=5, max_batch=5).start()
+    w = make_writer(flaky, settings.Batching(buffer_size=5, max_batch=5)).start()
     for lsn in range(1, 6):
         w.append(record(lsn))
     assert not w.flush(0.3)
@@ -418,7 +422,8 @@ def test_several_writers_share_one_registry_and_counters_never_go_down(
     journal: backends.Journal, tmp_path: Path, registry: CollectorRegistry
 ) -> None:
     for i in range(3):
-        with writer.JournalWriter(journal, spool_path=tmp_path / f"s{i}", registry=registry) as w:
+        with writer.JournalWriter(journal, settings.Spool(tmp_path / f"s{i}"),
+                                  instruments=settings.Instruments(registry=registry)) as w:
             w.append(record(i + 1))
     assert metric(registry, "kruntimes_journal_records_appended_total") == 3
     assert metric(registry, "kruntimes_journal_records_written_total") == 3
@@ -427,6 +432,6 @@ def test_several_writers_share_one_registry_and_counters_never_go_down(
 
 def test_writers_on_the_default_registry_do_not_collide(journal: backends.Journal, tmp_path: Path) -> None:
     for i in range(2):
-        with writer.JournalWriter(journal, spool_path=tmp_path / f"s{i}") as w:
+        with writer.JournalWriter(journal, settings.Spool(tmp_path / f"s{i}")) as w:
             w.append(record(i + 1))
     assert journal.last_lsn() == 2

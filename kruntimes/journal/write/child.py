@@ -10,6 +10,7 @@ scheduler is gone: it stores what it received and exits.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import os
@@ -24,9 +25,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import errors, follow, payloads
-from kruntimes.journal.write import handover, metrics, wire
+from kruntimes.journal import errors, payloads
 from kruntimes.journal.store import backends
+from kruntimes.journal.write import handover, metrics, settings, wire
 from kruntimes.journal.write.writer import JournalWriter, Record
 
 # As run (``-m``) the child logs as ``__main__``; imported, under the name log configuration knows.
@@ -45,8 +46,22 @@ ACK_GAP = 0.025
 FLUSH_ACK_GAP = 0.005
 
 
-def launch(url: str, options: dict[str, Any], timeout: float) -> tuple[subprocess.Popen[bytes], Connection, int | None, str | None]:
-    """Start a writer process for ``url``; (process, pipe, last durable LSN, why it is unknown).
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """What the writer process is told first: where to write and how its ``JournalWriter`` is set."""
+
+    store: settings.Store
+    #: The spool's path; the child waits ``SPOOL_WAIT_SECONDS`` for it whatever ``wait`` says.
+    spool: settings.Spool
+    batching: settings.Batching
+    patience: settings.Patience
+    epochs: settings.Epochs
+    #: The least gap between acknowledgements (``ACK_GAP``).
+    ack_gap: float = ACK_GAP
+
+
+def launch(setup: Setup, timeout: float) -> tuple[subprocess.Popen[bytes], Connection, int | None, str | None]:
+    """Start a writer process as ``setup`` says; (process, pipe, last durable LSN, why it is unknown).
 
     A fresh interpreter (``python -m kruntimes.journal.write.child``), not fork: the
     scheduler is multi-threaded by then, and multiprocessing's spawn would run the
@@ -63,7 +78,7 @@ def launch(url: str, options: dict[str, Any], timeout: float) -> tuple[subproces
         theirs.close()
     conn = Connection(ours.detach())
     try:
-        conn.send_bytes(_setup(url, options))
+        conn.send_bytes(_first_message(setup))
         if not conn.poll(timeout):
             raise errors.JournalError(f"journal writer process did not start within {timeout:.0f}s")
         message = wire.loads(conn.recv_bytes())
@@ -83,21 +98,21 @@ def launch(url: str, options: dict[str, Any], timeout: float) -> tuple[subproces
     return process, conn, last_lsn, error
 
 
-def _setup(url: str, options: dict[str, Any]) -> bytes:
-    """What the child needs: where to write, the writer's options, and how to log like us."""
+def _first_message(setup: Setup) -> bytes:
+    """What the child needs: its ``Setup``, and how to log like us."""
     root = logging.getLogger()
     formatter = next((h.formatter for h in root.handlers if h.formatter is not None), None)
     try:
-        return wire.dumps((url, options, root.getEffectiveLevel(), formatter))
+        return wire.dumps((setup, root.getEffectiveLevel(), formatter))
     except Exception:  # noqa: BLE001 - a formatter bound to a stream: log in the default format
-        return wire.dumps((url, options, root.getEffectiveLevel(), None))
+        return wire.dumps((setup, root.getEffectiveLevel(), None))
 
 
 def main(conn: Connection) -> None:
     """The writer process: set up from the first message, then store batches until told to stop."""
     # Ctrl-C reaches the whole process group; the parent decides when the writer stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    url, options, level, formatter = wire.loads(conn.recv_bytes())
+    setup, level, formatter = wire.loads(conn.recv_bytes())
     # Every record this process holds is acyclic and short-lived, but unpickling a
     # batch allocates thousands of containers, and each default-sized generation 0
     # pass walks all of them: measured 5x slower unpickling. Collect rarely.
@@ -113,14 +128,14 @@ def main(conn: Connection) -> None:
             conn.send_bytes(wire.dumps(message))
 
     latencies: list[float] = []
-    ack_gap = options.pop("ack_gap", ACK_GAP)
-    migrate = options.pop("migrate", False)
-    history = options.pop("history", follow.DEFAULT_HISTORY)
+    store, epochs = setup.store, setup.epochs
     try:
         # No connection yet: the schema is checked before the first write (SPEC §5 "Availability").
-        journal = backends.Journal.deferred(url, migrate=migrate, history=history)
-        writer = JournalWriter(journal, registry=CollectorRegistry(), observe_latency=latencies.append,
-                               spool_wait=SPOOL_WAIT_SECONDS, **options)
+        journal = backends.Journal.deferred(store.url, migrate=store.migrate, history=store.history)
+        writer = JournalWriter(
+            journal, dataclasses.replace(setup.spool, wait=SPOOL_WAIT_SECONDS), batching=setup.batching,
+            patience=setup.patience, epochs=epochs,
+            instruments=settings.Instruments(registry=CollectorRegistry(), observe_latency=latencies.append))
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
         send(("failed", f"{type(exc).__name__}: {exc}"))
         return
@@ -131,45 +146,13 @@ def main(conn: Connection) -> None:
     send(("ready", last_lsn, error))
     # How far the scheduler handed this epoch's records over, noted before the writer takes them:
     # what a crash loses before they are durable is then named, not silent (SPEC §5 "Crash vs loss").
-    mark = handover.Mark(options["spool_path"], options["epoch"]) if options.get("epoch") else None
+    mark = handover.Mark(os.fspath(setup.spool.path), epochs.epoch) if epochs.epoch else None
     writer.start()
-    acker = _Acker(writer, send, latencies, ack_gap)
+    acker = _Acker(writer, send, latencies, setup.ack_gap)
     acker.start()
     close_timeout: float | None = 30.0
     try:
-        while True:
-            try:
-                data = conn.recv_bytes()
-            except (EOFError, OSError):
-                log.warning("journal writer: the scheduler process is gone; storing what it sent, then exiting")
-                break
-            if wire.is_chunks(data):
-                received: list[Any] = []
-                for chunk in wire.chunks_of(data):
-                    received += chunk
-                rejected, batch = _unwrap(received)
-                if mark is not None:
-                    mark.advance(batch)
-                acker.dropped += rejected + writer.extend(batch)
-                acker.received += len(received)
-                if data[:1] == wire.FLUSH:
-                    writer.hurry()  # the scheduler waits for these: no commit interval for them
-                    acker.hurry()
-                continue
-            message = wire.loads(data)
-            kind = message[0]
-            if kind == "last_lsn":
-                try:
-                    send(("reply", message[1], writer.last_lsn(), None))
-                except errors.JournalUnavailable as exc:
-                    send(("reply", message[1], None, str(exc)))
-            elif kind == "drain":
-                drained = writer.drain(message[2])
-                send(("ack", *acker.snapshot()))  # the counters as of the drain, before the answer
-                send(("reply", message[1], drained, None))
-            elif kind == "close":
-                close_timeout = message[1]
-                break
+        close_timeout = _serve(conn, writer, acker, mark, send)
     finally:
         writer.close(close_timeout)
         if mark is not None:
@@ -181,6 +164,47 @@ def main(conn: Connection) -> None:
         except (OSError, ValueError):
             pass
         conn.close()
+
+
+def _serve(conn: Connection, writer: JournalWriter, acker: _Acker, mark: handover.Mark | None,
+           send: Callable[[Any], None]) -> float | None:
+    """Hand the parent's batches to ``writer`` and answer its requests; the close's timeout once it says "close".
+
+    When the pipe ends without a "close" the scheduler is gone: what it sent is stored
+    within the usual 30 seconds.
+    """
+    while True:
+        try:
+            data = conn.recv_bytes()
+        except (EOFError, OSError):
+            log.warning("journal writer: the scheduler process is gone; storing what it sent, then exiting")
+            return 30.0
+        if wire.is_chunks(data):
+            received: list[Any] = []
+            for chunk in wire.chunks_of(data):
+                received += chunk
+            rejected, batch = _unwrap(received)
+            if mark is not None:
+                mark.advance(batch)
+            acker.dropped += rejected + writer.extend(batch)
+            acker.received += len(received)
+            if data[:1] == wire.FLUSH:
+                writer.hurry()  # the scheduler waits for these: no commit interval for them
+                acker.hurry()
+            continue
+        message = wire.loads(data)
+        kind = message[0]
+        if kind == "last_lsn":
+            try:
+                send(("reply", message[1], writer.last_lsn(), None))
+            except errors.JournalUnavailable as exc:
+                send(("reply", message[1], None, str(exc)))
+        elif kind == "drain":
+            drained = writer.drain(message[2])
+            send(("ack", *acker.snapshot()))  # the counters as of the drain, before the answer
+            send(("reply", message[1], drained, None))
+        elif kind == "close":
+            return message[1]  # type: ignore[no-any-return]
 
 
 def _unwrap(batch: list[Any]) -> tuple[int, list[Record]]:

@@ -14,7 +14,7 @@ The parent side:
 1. ``append`` buffers (bounded: records not yet settled in the child count, so the
    block and drop policies mean what they mean for ``JournalWriter``), and every
    ``SEAL_AT`` records pickles the buffer into a chunk, right there in the
-   producer's thread: a record is gone again a few cycles after it was made, and
+   producer's thread (``sealer``): a record is gone again a few cycles after it was made, and
    no other thread has to take the interpreter from the scheduler to serialise it;
 2. a sender thread writes the chunks sealed since it last looked to the pipe as one
    message (sealing what has waited ``LINGER_SECONDS`` itself), and keeps them
@@ -45,10 +45,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import errors, payloads, records
-from kruntimes.journal.write import child, intake, metrics, outbox, wire
+from kruntimes.journal import errors
 from kruntimes.journal.store import deadline, engines
-from kruntimes.journal.write.writer import SPOOL_AT_CLOSE_SECONDS, Policy, Record
+from kruntimes.journal.write import child, intake, metrics, outbox, sealer, settings, wire
+from kruntimes.journal.write.writer import SPOOL_AT_CLOSE_SECONDS, Record
 
 log = logging.getLogger("kruntimes.journal.process")  # the name operators' log configuration knows
 
@@ -64,7 +64,7 @@ SEAL_AT = 64
 #: workload; at 25 ms ~0.6%); ``flush`` wakes it at once.
 LINGER_SECONDS = 0.025
 #: The child's writer commits at most this often unless a full batch is waiting
-#: (``JournalWriter(commit_interval=...)``): it gets one message every few cycles,
+#: (``settings.Batching.commit_interval``): it gets one message every few cycles,
 #: and committing each on its own cost it more than inserting their records.
 COMMIT_INTERVAL = 0.02
 START_TIMEOUT = 60.0
@@ -75,34 +75,22 @@ class ProcessJournalWriter:
 
     accepts_deferred = True
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        spool_path: str | os.PathLike[str],
-        buffer_size: int = 100_000,
-        max_batch: int = 1_000,
-        policy: Policy = "block",
-        registry: CollectorRegistry | None = None,
-        start_timeout: float = START_TIMEOUT,
-        ack_gap: float = child.ACK_GAP,
-        **writer_options: Any,
-    ) -> None:
-        if max_batch < 1:
+    def __init__(self, store: settings.Store, spool_settings: settings.Spool, *,
+                 batching: settings.Batching = settings.Batching(), patience: settings.Patience = settings.Patience(),
+                 epochs: settings.Epochs = settings.Epochs(), registry: CollectorRegistry | None = None,
+                 start_timeout: float = START_TIMEOUT, ack_gap: float = child.ACK_GAP) -> None:
+        if batching.max_batch < 1:
             raise ValueError("buffer_size and max_batch must be positive")
         # Bounded by records not yet settled: those sent are kept until the child confirms them.
-        self._in = intake.Intake(buffer_size, policy, bound_unsettled=True, seal=self._seal, seal_at=SEAL_AT)
-        self._url = engines.parse_url(url).render_as_string(hide_password=False)
-        self._options: dict[str, Any] = {
-            "spool_path": os.fspath(spool_path), "buffer_size": buffer_size, "max_batch": max_batch,
-            "policy": policy, "commit_interval": COMMIT_INTERVAL, **writer_options, "ack_gap": ack_gap,
-        }
-        self._max_payload_bytes = writer_options.get("max_payload_bytes", records.DEFAULT_MAX_PAYLOAD_BYTES)
-        self._rejected = dict.fromkeys(metrics.REJECT_REASONS, 0)  # by the producer, before the child
-        self._unpicklable = 0  # records whose data would not pickle: rejected as malformed, before the child
-        self._unpicklable_lock = threading.Lock()
+        self._in = intake.Intake(batching.buffer_size, batching.policy, bound_unsettled=True, seal=self._seal,
+                                 seal_at=SEAL_AT)
+        if batching.commit_interval is None:
+            batching = replace(batching, commit_interval=COMMIT_INTERVAL)
+        self._setup = child.Setup(
+            replace(store, url=engines.parse_url(store.url).render_as_string(hide_password=False)),
+            replace(spool_settings, path=os.fspath(spool_settings.path)), batching, patience, epochs, ack_gap)
         self._start_timeout = start_timeout
-        self._write_timeout = float(writer_options.get("write_timeout", deadline.DEFAULT_SECONDS))
+        self._write_timeout = float(patience.write_timeout)
         self._closed_by_child = False  # the child confirmed close: its pipe ends on purpose
 
         # Guarded by the intake's lock: chunks sealed and not yet settled, and those of
@@ -111,6 +99,7 @@ class ProcessJournalWriter:
         # reach each child once and in order; _child_base is the receiver thread's own.
         self._send_lock = threading.Lock()
         self._outbox = outbox.Outbox()
+        self._sealer = sealer.Sealer(self._outbox, batching.max_payload_bytes)
         self._flushing = False  # a flush waits: the next message says so
         self._child_base = 0  # parent index of the current child's first record
         self._close_sent = False
@@ -244,9 +233,9 @@ class ProcessJournalWriter:
         total.add(self._child_stats)
         total.appended = self._in.appended
         total.dropped += self._in.dropped
-        for reason, n in self._rejected.items():
+        for reason, n in self._sealer.rejected.items():
             total.rejected[reason] = total.rejected.get(reason, 0) + n
-        total.rejected["malformed"] = total.rejected.get("malformed", 0) + self._unpicklable
+        total.rejected["malformed"] = total.rejected.get("malformed", 0) + self._sealer.unpicklable
         total.buffer_depth = self._in.appended - self._in.settled
         return total
 
@@ -258,7 +247,7 @@ class ProcessJournalWriter:
     # -- the child -------------------------------------------------------------------
 
     def _start_child(self) -> tuple[subprocess.Popen[bytes], Connection, int | None, str | None]:
-        return child.launch(self._url, self._options, self._start_timeout)
+        return child.launch(self._setup, self._start_timeout)
 
     def _send(self, message: Any) -> None:
         self._send_bytes(wire.dumps(message))
@@ -271,38 +260,8 @@ class ProcessJournalWriter:
             pass
 
     def _seal(self) -> None:
-        """(Intake lock held.) Pickle every buffered record into one chunk for the child.
-
-        Called by the producer every ``SEAL_AT`` records, and by the sender or ``flush``
-        for what is left. Only the bytes are kept (for a resend), so the records
-        themselves die young instead of aging into the scheduler's oldest
-        garbage-collector generation while the child stores them - except a
-        checkpoint's, which the sender pickles later, outside every lock (`outbox`).
-        Never raises: a record that cannot be pickled is rejected and counted, like an
-        invalid one.
-        """
-        i = self._in
-        batch = list(i.buffer)
-        i.buffer.clear()
-        self._outbox.trim(i.settled)
-        self._outbox.seal(self._encode(batch), self._dumps)  # a checkpoint is pickled later, by the sender
-
-    def _dumps(self, batch: list[Any]) -> bytes:
-        """The chunk of ``batch``; a record whose data will not pickle goes as None (rejected, counted)."""
-        try:
-            return wire.dumps(batch)
-        except Exception:  # noqa: BLE001 - some record's data will not pickle: find it, send the rest
-            return wire.dumps([self._picklable(r) for r in batch])
-
-    def _picklable(self, record: Any) -> Any:
-        try:
-            wire.dumps(record)
-        except Exception as exc:  # noqa: BLE001
-            with self._unpicklable_lock:  # the producer (intake lock held) and the sender (not) get here
-                self._unpicklable += 1
-            log.error("journal writer rejected a record whose data cannot be pickled: %s", exc)
-            return None
-        return record
+        """(Intake lock held.) The intake's buffer into a chunk for the child (``sealer``)."""
+        self._sealer.seal(self._in)
 
     def _send_loop(self) -> None:
         i = self._in
@@ -324,25 +283,8 @@ class ProcessJournalWriter:
                 # One pipe message for every chunk sealed since the last: the child
                 # pays per message (a read, a hand-over to its writer, an acknowledgement).
                 # A checkpoint is pickled here, with no lock a scheduler thread waits for.
-                self._send_bytes(wire.chunks_message([c.pickle(self._dumps) for c in chunks], flush=flushing))
+                self._send_bytes(wire.chunks_message([c.pickle(self._sealer.dumps) for c in chunks], flush=flushing))
                 del chunks
-
-    def _encode(self, batch: list[Record]) -> list[Any]:
-        """Encode the finished JournalRecords here; rejected ones go as None (counted, settled).
-
-        A finished payload is a tree of dicts: pickling it for the child costs about
-        what encoding it does, and the child would still have to encode it. Deferred
-        records go as plain tuples (pickled in C, no per-record reducer call): their
-        data is cheap to pickle and their payloads are the child's to build.
-        """
-        deferred = payloads.DeferredRecord
-        if all(type(r) is deferred for r in batch):  # the scheduler's records: nothing to encode here
-            return list(map(tuple, batch))
-        plain = [tuple(r) if type(r) is deferred else r for r in batch]
-        out, first = records.encode_batch(plain, max_payload_bytes=self._max_payload_bytes, rejected=self._rejected)
-        if first is not None:
-            log.error("journal writer rejected record(s) of a batch of %d; first: %s", len(batch), first)
-        return out
 
     def _receive_loop(self) -> None:
         while True:
@@ -406,7 +348,7 @@ class ProcessJournalWriter:
             with self._in.lock:
                 self._child_base, resend = self._outbox.resend(self._in.settled)
             if resend:
-                self._send_bytes(wire.chunks_message([c.pickle(self._dumps) for c in resend]))
+                self._send_bytes(wire.chunks_message([c.pickle(self._sealer.dumps) for c in resend]))
             if self._close_sent:
                 self._send(("close", None))
         return True

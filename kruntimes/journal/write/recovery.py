@@ -19,12 +19,11 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import follow
-from kruntimes.journal.write import child, spool, spool_drain
+from kruntimes.journal.write import child, settings, spool, spool_drain
 from kruntimes.journal.store.backends import Journal
 from kruntimes.journal.write.writer import JournalWriter
 
@@ -50,12 +49,13 @@ class SpoolRecovery:
     """Drains one spool on a thread of its own; ``stop`` before a term opens the spool itself."""
 
     def __init__(self, url: str, spool_path: str, *, migrate: bool, registry: CollectorRegistry | None = None,
-                 poll: float = 0.5, history: str = follow.DEFAULT_HISTORY, **writer_options: Any) -> None:
+                 poll: float = 0.5, history: str = follow.DEFAULT_HISTORY,
+                 patience: settings.Patience = settings.Patience()) -> None:
         self.url, self.spool_path, self.migrate, self.history = url, spool_path, migrate, history
         self.drained = threading.Event()
         self._registry = registry
         self._poll = poll
-        self._options = writer_options
+        self._patience = patience
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kruntimes-journal-recovery", daemon=True)
 
@@ -75,9 +75,9 @@ class SpoolRecovery:
         journal = Journal.deferred(self.url, migrate=self.migrate, history=self.history)
         try:
             # The killed process's writer may still be storing what it had received: wait for its spool.
-            options = {"spool_wait": child.SPOOL_WAIT_SECONDS, **self._options}
-            writer = JournalWriter(journal, spool_path=self.spool_path, registry=self._registry, recover_all=True,
-                                   **options).start()
+            writer = JournalWriter(journal, settings.Spool(self.spool_path, wait=child.SPOOL_WAIT_SECONDS),
+                                   patience=self._patience, epochs=settings.Epochs(recover_all=True),
+                                   instruments=settings.Instruments(registry=self._registry)).start()
         except Exception:  # noqa: BLE001 - the term's writer will meet the same spool and say so
             log.exception("journal spool recovery could not open %s", self.spool_path)
             journal.close()

@@ -28,7 +28,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import errors, follow
-from kruntimes.journal.write import handover
+from kruntimes.journal.write import handover, settings
 from kruntimes.journal.store.backends import Journal
 from kruntimes.journal.write.child import START_PROBE_SECONDS
 from kruntimes.journal.write.process import ProcessJournalWriter
@@ -66,7 +66,8 @@ class JournalSession:
                  checkpoint_size_ratio: int = DEFAULT_CHECKPOINT_SIZE_RATIO,
                  registry: CollectorRegistry | None = None, writer: str = DEFAULT_WRITER,
                  migrate: bool = True, key_file: str | None = None, after_lsn: int = 0,
-                 history: str = follow.DEFAULT_HISTORY, **writer_options: Any) -> None:
+                 history: str = follow.DEFAULT_HISTORY, batching: settings.Batching = settings.Batching(),
+                 patience: settings.Patience = settings.Patience()) -> None:
         if writer not in WRITERS:
             raise ValueError(f"journal writer must be one of {', '.join(WRITERS)}, not {writer!r}")
         self.url = url
@@ -83,15 +84,16 @@ class JournalSession:
         registry = registry if registry is not None else CollectorRegistry()
         self.epoch = uuid.uuid4().hex
         self.ended_lsn: int | None = None
-        writer_options = {**writer_options, "epoch": self.epoch, "key_file": key_file}
+        epochs = settings.Epochs(epoch=self.epoch, key_file=key_file)
         self.writer: JournalWriter | ProcessJournalWriter
         try:
             if writer == "process":
-                self.writer = ProcessJournalWriter(url, spool_path=spool, registry=registry, migrate=migrate,
-                                                   history=history, **writer_options)
+                self.writer = ProcessJournalWriter(
+                    settings.Store(url, migrate=migrate, history=history), settings.Spool(spool), batching=batching,
+                    patience=patience, epochs=epochs, registry=registry)
             else:
-                self.writer = JournalWriter(self.journal, spool_path=spool, registry=registry,
-                                            **writer_options).start()
+                self.writer = JournalWriter(self.journal, settings.Spool(spool), batching=batching, patience=patience,
+                                            epochs=epochs, instruments=settings.Instruments(registry=registry)).start()
         except BaseException:
             self.journal.close()
             raise

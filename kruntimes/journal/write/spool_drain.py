@@ -1,7 +1,8 @@
 """Spooled records back into the database: the drain, its checks and quarantine, and recovery.
 
-What a ``JournalWriter``'s thread does with records that wait in the spool, and with
-epochs a killed process left open: a ``SpoolDrain`` object the writer builds and calls.
+What a ``JournalWriter``'s thread (its ``committer.Committer``) does with records that
+wait in the spool, and with epochs a killed process left open: a ``SpoolDrain`` object
+the committer builds and calls.
 
 The drain (SPEC §5 "Integrity"): once the database answers, spooled records go in
 first, oldest first, with ``skip_existing`` (a crash mid-drain never duplicates).
@@ -10,7 +11,7 @@ epoch's stored head. One that fails is never stored; it and the rest of its epoc
 the spool go to a quarantine file (``<spool>.quarantine``), counted and logged with
 epoch and LSN. A key stored with other content or link goes there too.
 
-Epoch recovery: a writer told its epoch (``epoch=``) notes it in ``<spool>.epochs``
+Epoch recovery: a writer told its epoch (``settings.Epochs.epoch``) notes it in ``<spool>.epochs``
 until the epoch's ``end`` record is durable. A writer that finds an earlier epoch in
 that note, or unended in its spool (its process was killed mid-term), closes it once
 the spool is drained: an ``end`` {"reason": "recovered"} chained from its stored head.
@@ -27,25 +28,26 @@ from pathlib import Path
 from typing import Any
 
 from kruntimes.journal import chain, errors, linker, records
-from kruntimes.journal.write import backoff, handover, metrics, spool
+from kruntimes.journal.write import backoff, handover, metrics, settings, spool
 from kruntimes.journal.store import backends, deadline
 
-# The writer's logger: these lines were always the writer's, and are still read as such.
+# Logged under the writer's name: operators' log configuration knows these lines by it (as the committer's).
 log = logging.getLogger("kruntimes.journal.writer")
 
 
 class SpoolDrain:
     """The drain, quarantine and epoch recovery of one writer's spool, on the writer's thread.
 
-    Built by the writer with what it needs: the spool and the journal behind their
-    deadline, the writer's ``Linker``, ``Backoff`` and counts (``WriterStats``), and ``store`` (the
-    writer's write, which spools again on failure) and ``log_head`` (its head log).
+    Built by the committer with what it needs: the spool and the journal behind their
+    deadline, the writer's ``Linker``, ``Backoff`` and counts (``WriterStats``), ``store``
+    (the committer's write, which spools again on failure), ``log_head`` (the head's log
+    line) and the writer's ``Epochs``.
     """
 
     def __init__(self, spool: spool.Spool, journal: backends.Journal, deadline: deadline.Deadline,
                  linker: linker.Linker, backoff: backoff.Backoff, tally: metrics.WriterStats, *,
                  store: Callable[..., bool], log_head: Callable[[str, int, str], None],
-                 wall_clock: Callable[[], datetime], max_batch: int, epoch: str | None, recover_all: bool) -> None:
+                 wall_clock: Callable[[], datetime], max_batch: int, epochs: settings.Epochs) -> None:
         self._spool = spool
         self._journal = journal
         self._deadline = deadline
@@ -57,8 +59,8 @@ class SpoolDrain:
         self._clock = backoff.clock
         self._wall_clock = wall_clock
         self._max_batch = max_batch
-        self._epoch = epoch
-        self._recover_all = recover_all  # no epoch of its own: every epoch found is an earlier one to close
+        self._epoch = epochs.epoch
+        self._recover_all = epochs.recover_all  # no epoch of its own: every epoch found is an earlier one to close
         self.quarantine_path = Path(f"{spool.path}.quarantine")
         self.note_path = Path(f"{spool.path}.epochs")
         self._quarantined: set[str] = set()  # epochs whose rest of the spool goes to quarantine

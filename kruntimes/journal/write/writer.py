@@ -1,15 +1,16 @@
 """JournalWriter: the producer appends, a background thread makes records durable.
 
 ``append`` is a lock-protected deque push, called under the lock that assigned the
-record's LSN (which keeps the buffer in LSN order). The thread takes up to
-``max_batch`` records as soon as there are any, builds deferred payloads and encodes
-(a bad record is rejected and counted, its batch goes on), writes each batch in one
-transaction, and on a failed or too slow write spills this and every later batch in
+record's LSN (which keeps the buffer in LSN order). The thread (``committer``) takes
+up to ``max_batch`` records as soon as there are any, builds deferred payloads and
+encodes (a bad record is rejected and counted, its batch goes on), writes each batch in
+one transaction, and on a failed or too slow write spills this and every later batch in
 order to the spool (fsync'd per batch), retrying with backoff; once the database
 answers it drains the spool first (``skip_existing``: a crash mid-drain never
 duplicates). A call the database has not answered within ``write_timeout`` counts as
-failed (``deadline``), so a record is durable within that bound whatever the database does. If the spool fails too, ``policy="block"`` holds the batch and the
-buffer fills; ``"drop"`` drops and counts. docs/journal.md has the whole picture.
+failed (``deadline``), so a record is durable within that bound whatever the database
+does. If the spool fails too, ``policy="block"`` holds the batch and the buffer fills;
+``"drop"`` drops and counts. docs/journal.md has the whole picture.
 
 The chain (SPEC §5 "Integrity"): the thread links every record to the one before it
 in its epoch (``linker.Linker``: ``chain.link``, an HMAC with a key) as it encodes it, keeps each epoch's
@@ -20,36 +21,28 @@ link and is linked from the stored head when it reaches the database.
 
 What becomes of spooled records - the drain, the checks that keep a forged or
 mismatched record out of the database, the quarantine - and the closing of epochs a
-killed process left open are in ``spool_drain``: a ``SpoolDrain`` the writer builds with what it needs.
+killed process left open are in ``spool_drain``: a ``SpoolDrain`` the committer builds with what it needs.
 
-State is kept in memory only: a killed process loses what was still buffered;
-everything spooled or committed survives.
+This module is the writer's front: what it is built from (``settings``), the producer's
+calls, and closing. State is kept in memory only: a killed process loses what was still
+buffered; everything spooled or committed survives.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
-import time
-from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
-from prometheus_client import CollectorRegistry
-
-from kruntimes.journal import chain, errors, linker, payloads, records
-from kruntimes.journal.write import backoff, handover, intake, metrics, spool, spool_drain
+from kruntimes.journal import chain, errors, linker
 from kruntimes.journal.store import backends, deadline
+from kruntimes.journal.write import backoff, committer, handover, intake, metrics, settings, spool, spool_drain
 
 log = logging.getLogger("kruntimes.journal.writer")  # the name operators' log configuration knows
 
 Policy = intake.Policy
+Record = committer.Record
 
-
-#: A moving head is published (log line) at most this often; an ended epoch's at once.
-HEAD_LOG_INTERVAL = 60.0
 #: How long ``last_lsn`` waits for the database when the spool already knows an LSN.
 LAST_LSN_PROBE_SECONDS = 1.0
 #: Closing, once the database has had its time: the rest goes to the spool, and the
@@ -57,7 +50,6 @@ LAST_LSN_PROBE_SECONDS = 1.0
 #: flight (the write timeout) has been given up on; a spool that takes nothing for that
 #: long loses the rest, counted and logged.
 SPOOL_AT_CLOSE_SECONDS = 5.0
-Record = records.JournalRecord | records.EncodedRecord | payloads.DeferredRecord
 
 
 class JournalWriter:
@@ -66,89 +58,38 @@ class JournalWriter:
     #: The recorder may hand over ``DeferredRecord`` s: their payloads are built here.
     accepts_deferred = True
 
-    def __init__(
-        self,
-        journal: backends.Journal,
-        *,
-        spool_path: str | os.PathLike[str],
-        buffer_size: int = 100_000,
-        max_batch: int = 1_000,
-        max_payload_bytes: int = records.DEFAULT_MAX_PAYLOAD_BYTES,
-        slow_write_seconds: float = 5.0,
-        retry_interval: float = 0.5,
-        max_retry_interval: float = 30.0,
-        policy: Policy = "block",
-        registry: CollectorRegistry | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        observe_latency: Callable[[float], None] | None = None,
-        spool_wait: float = 0.0,
-        commit_interval: float = 0.0,
-        key_file: str | None = None,
-        epoch: str | None = None,
-        recover_all: bool = False,
-        wall_clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
-        write_timeout: float = deadline.DEFAULT_SECONDS,
-    ) -> None:
-        if max_batch < 1:
+    def __init__(self, journal: backends.Journal, spool_settings: settings.Spool, *,
+                 batching: settings.Batching = settings.Batching(), patience: settings.Patience = settings.Patience(),
+                 epochs: settings.Epochs = settings.Epochs(),
+                 instruments: settings.Instruments = settings.Instruments()) -> None:
+        if batching.max_batch < 1:
             raise ValueError("buffer_size and max_batch must be positive")
-        self._in = intake.Intake(buffer_size, policy, bound_unsettled=False)
+        self._in = intake.Intake(batching.buffer_size, batching.policy, bound_unsettled=False)
         self._journal = journal
         # Every database call answers within write_timeout or counts as failed (SPEC §5 "Availability").
-        self._deadline = deadline.Deadline(getattr(journal, "engine", None), write_timeout)
+        self._deadline = deadline.Deadline(getattr(journal, "engine", None), patience.write_timeout)
         if isinstance(journal, backends.Journal):
-            journal.statement_seconds = write_timeout
-        self._max_batch = max_batch
-        self._max_payload_bytes = max_payload_bytes
-        self._slow_write_seconds = slow_write_seconds
-        self._backoff = backoff.Backoff(clock, retry_interval, max_retry_interval)
-        self._policy = policy
-        self._clock = clock
-        # Fewer than max_batch records wait this long after the last batch began before
-        # the next one: a commit costs about what inserting ~50 records does, and a
-        # writer that keeps up would otherwise commit every trickle on its own.
-        self._commit_interval = commit_interval
-        self._last_batch = float("-inf")
-        self._hurry_until = 0  # records appended before a flush asked for them: no lingering for those
-        self._spool_rest = False  # closing, the database had its time: every batch goes to the spool
-
+            journal.statement_seconds = patience.write_timeout
         # Opening the spool now (not in start) truncates a torn tail and tells
         # last_lsn() about spooled records before the scheduler picks its first LSN.
-        self._spool = spool.Spool.open(spool_path, wait=spool_wait)
+        self._spool = spool.Spool.open(spool_settings.path, wait=spool_settings.wait)
         self._thread: threading.Thread | None = None
         try:
-            self._key = chain.load_key(key_file)
-            self._linker = linker.Linker(self._key)
+            key = chain.load_key(epochs.key_file)
         except BaseException:
             self._spool.close()
             raise
-        self._wall_clock = wall_clock
-        self._epoch = epoch
-
-        # The chain, owned by the writer thread: each epoch's last link computed (spooled
-        # or stored), the epochs whose head it does not know (their records go without a
-        # link until the database links them), and the heads the database holds.
-        self._heads: dict[str, tuple[int, str]] = {
-            epoch: (h.lsn, h.chain_hash) for epoch, h in self._spool.heads.items() if h.chain_hash
-        }
-        self._unlinked: set[str] = {epoch for epoch, h in self._spool.heads.items() if not h.chain_hash}
-        self._stored_heads: dict[str, tuple[int, str]] = {}
-        self._ended = False  # this writer's epoch's end record is durable
-        self._head_logged_at = float("-inf")
-        self._head_logged: tuple[int, str] | None = None
-        # The counts so far, in the shape stats() reports (which fills in the rest); the drain counts here too.
+        # The counts so far, in the shape stats() reports (which fills in the rest); the thread counts here.
         self._tally = metrics.WriterStats()
-        self._drain = spool_drain.SpoolDrain(
-            self._spool, journal, self._deadline, self._linker, self._backoff, self._tally, store=self._write,
-            log_head=self._log_head, wall_clock=wall_clock, max_batch=max_batch, epoch=epoch, recover_all=recover_all)
-
-        # Owned by the writer thread (read by stats() without a lock: ints only).
-        self._spilling = len(self._spool) > 0  # older records wait in the spool
-        self._held: list[records.EncodedRecord] = []  # neither the database nor the spool took them
-
-        self._metrics = metrics.for_registry(registry)
+        self._metrics = metrics.for_registry(instruments.registry)
+        self._committer = committer.Committer(
+            self._in, self._spool, journal, self._deadline, linker.Linker(key),
+            backoff.Backoff(instruments.clock, patience.retry_interval, patience.max_retry_interval), self._tally,
+            batching=batching, patience=patience, epochs=epochs, wall_clock=instruments.wall_clock,
+            observe_latency=instruments.observe_latency or self._metrics.write_latency.observe)
+        self._drain = self._committer.drain
         self._metrics.collector.attach(self)
-        self._observe_latency = observe_latency or self._metrics.write_latency.observe
-        if self._spilling:
+        if self._committer.spilling:
             log.warning(
                 "journal spool %s holds %d records from an earlier run; draining them first",
                 self._spool.path,
@@ -161,7 +102,7 @@ class JournalWriter:
         """Start the background thread (idempotent); returns self."""
         with self._in.lock:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="kruntimes-journal-writer", daemon=True)
+                self._thread = threading.Thread(target=self._committer.run, name="kruntimes-journal-writer", daemon=True)
                 self._thread.start()
         return self
 
@@ -220,7 +161,7 @@ class JournalWriter:
     def hurry(self) -> None:
         """Write what is appended so far without waiting out the commit interval: someone waits for it."""
         with self._in.lock:
-            self._hurry_until = self._in.appended
+            self._committer.hurry_until = self._in.appended
             self._in.has_work.notify_all()
 
     def progress(self, after: int, timeout: float | None = None) -> int:
@@ -235,7 +176,7 @@ class JournalWriter:
             if self._thread is None:
                 return False
             return i.progress.wait_for(
-                lambda: (i.settled >= target and not self._spilling and not self._held) or i.abandon, timeout)
+                lambda: (i.settled >= target and not self._committer.spilling and not self._committer.held) or i.abandon, timeout)
 
     def close(self, timeout: float | None = 30.0) -> None:
         """Flush, stop the thread and close the spool.
@@ -257,15 +198,15 @@ class JournalWriter:
                 log.error("journal writer thread did not stop within %.1fs (a database call hangs?)", wait)
                 return  # the thread still uses the spool
         self._deadline.close()
-        lost = len(self._in.buffer) + len(self._held)
+        lost = len(self._in.buffer) + len(self._committer.held)
         if lost:
             log.error("journal writer closed with %d records neither in the database nor in the spool", lost)
             self._tally.dropped += lost
             self._in.buffer.clear()
-            self._held = []
-        if self._ended:  # this epoch is closed: nothing for the next writer to recover
+            self._committer.held = []
+        if self._committer.ended:  # this epoch is closed: nothing for the next writer to recover
             spool_drain.write_note(self._drain.note_path, self._drain.to_recover)
-        self._publish_head()
+        self._committer.publish_head()
         self._spool.close()
         self._metrics.collector.retire(self)
 
@@ -277,7 +218,7 @@ class JournalWriter:
         """
         i = self._in
         with i.lock:
-            self._spool_rest = True
+            self._committer.spool_rest = True
             target, settled = i.appended, i.settled
             i.has_work.notify_all()
         log.warning("journal writer closing: %d records the database has not taken yet go to the spool %s",
@@ -302,15 +243,10 @@ class JournalWriter:
             rejected=dict(self._tally.rejected),
             write_errors=self._tally.write_errors,
             buffer_depth=len(self._in.buffer),
-            head_lsn=self._head_lsn(),
+            head_lsn=self._committer.head_lsn(),
             quarantined=self._tally.quarantined,
             history_deferred=int(self._journal.history_deferred),
         )
-
-    def _head_lsn(self) -> int:
-        if self._epoch is None:
-            return max((lsn for lsn, _ in self._stored_heads.values()), default=0)
-        return self._stored_heads.get(self._epoch, (0, ""))[0]
 
     @property
     def quarantine_path(self) -> Path:
@@ -320,7 +256,7 @@ class JournalWriter:
     @property
     def ended(self) -> bool:
         """This writer's epoch's end record is durable (database or spool)."""
-        return self._ended
+        return self._committer.ended
 
     @property
     def recovering(self) -> bool:
@@ -331,190 +267,3 @@ class JournalWriter:
     def spooled(self) -> int:
         """Records currently waiting in the spool file."""
         return len(self._spool)
-
-    # -- writer thread ----------------------------------------------------------------
-
-    def _run(self) -> None:
-        while True:
-            with self._in.lock:
-                batch = self._next_batch()
-                if batch is None:
-                    self._in.progress.notify_all()
-                    return
-            settled = self._process(batch)
-            with self._in.lock:
-                self._in.settle(self._in.settled + settled)
-
-    def _next_batch(self) -> list[Record] | None:
-        """Wait (lock held) for records or a due retry; None means stop."""
-        i = self._in
-        while True:
-            if i.abandon:
-                return None
-            if i.buffer and not self._held:
-                linger = self._last_batch + self._commit_interval - self._clock()
-                if (linger <= 0 or i.stopping or self._spool_rest or len(i.buffer) >= self._max_batch
-                        or i.settled < self._hurry_until):
-                    self._last_batch = self._clock()
-                    return i.take(self._max_batch)
-                i.consumer_waiting = True  # a full batch must not wait: appends wake us to count again
-                try:
-                    i.has_work.wait(linger)
-                finally:
-                    i.consumer_waiting = False
-                continue
-            if i.stopping and not self._held:
-                return None  # a non-empty spool stays for the next start to drain
-            retrying = self._spilling or bool(self._held) or bool(self._drain.to_recover)
-            if retrying and self._clock() >= self._backoff.next_at:
-                return []
-            i.consumer_waiting = True
-            try:
-                i.has_work.wait(max(0.0, self._backoff.next_at - self._clock()) if retrying else None)
-            finally:
-                i.consumer_waiting = False
-
-    def _process(self, batch: list[Record]) -> int:
-        """Make ``batch`` (after any held records) durable; return how many records settled."""
-        before = dict(self._heads)
-        encoded, built = payloads.encode_batch(batch, self._max_payload_bytes, self._tally.rejected)
-        rows = self._held + self._linked(encoded)
-        sources: list[Any] | None = [None] * len(self._held) + built if self._held else built
-        unsettled_before = len(self._held) + len(batch)
-        spool_first = self._spilling and not self._held  # (held: the spool failed them, the database may not)
-        self._held = []
-        try:
-            # Behind the spooled ones, and durable before any database call; or closing,
-            # the database had its time: the spool takes the rest, for the next writer to drain.
-            if rows and (spool_first or self._spool_rest):
-                outcome = self._spill(rows)
-                if outcome == "dropped":
-                    self._heads = before  # the chain goes on from the last durable record
-                self._spilling = self._spilling or outcome == "spooled"
-                rows = []
-            if self._spilling and not self._spool_rest:
-                if self._drain.drain():
-                    self._spilling = False
-            if rows and not self._spilling and self._write(rows, skip_existing=False, payloads=sources):
-                rows = []
-            if rows and self._spill(rows) == "dropped":
-                self._heads = before  # the chain goes on from the last durable record
-            if not self._spilling and not self._held:
-                self._settle_chain()
-                if self._drain.to_recover and self._clock() >= self._backoff.next_at and not self._spool_rest:
-                    self._drain.recover()
-        except Exception:  # a bug must not kill the thread silently: keep the rows, retry later
-            log.exception("journal writer: unexpected error; retrying the batch")
-            self._tally.write_errors += 1
-            self._held = rows
-            self._backoff.fail()
-        self._publish_head()
-        return unsettled_before - len(self._held)
-
-    def _linked(self, rows: list[records.EncodedRecord]) -> list[records.EncodedRecord]:
-        """``rows`` with their links, in order; a row of an epoch whose head is unknown goes without one."""
-        return self._linker.onto(rows, self._heads, self._unlinked)
-
-    def _settle_chain(self) -> None:
-        """(Nothing waits in the spool.) Epochs the database linked continue from its heads."""
-        for epoch in list(self._unlinked):
-            head = self._stored_heads.get(epoch)
-            if head is not None:
-                self._heads[epoch] = head
-                self._unlinked.discard(epoch)
-
-    def _durable(self, rows: list[records.EncodedRecord]) -> None:
-        """``rows`` are in the database or the spool: note this epoch's end."""
-        if self._epoch is not None and not self._ended:
-            for r in rows:
-                if r.kind == "end" and r.incarnation == self._epoch:
-                    self._ended = True
-
-    def _write(self, rows: list[records.EncodedRecord], *, skip_existing: bool,
-               payloads: list[Any] | None = None) -> bool:
-        """One transaction; False (and spill mode) if the database failed or was too slow.
-
-        Rows stored under their key with other content or link are moved to the
-        quarantine (with the rest of their epoch in ``rows``), never stored. ``payloads``,
-        aligned with ``rows``, are their payload dicts where the writer still has them
-        (the history tables are derived from them instead of the JSON text).
-        """
-        started = self._clock()
-        heads: dict[str, tuple[int, str]] = {}  # filled by the call's thread once it commits
-        try:
-            try:
-                self._append(rows, skip_existing, heads, payloads)
-            except errors.DuplicateRecord:
-                if skip_existing:
-                    raise
-                # Usually a commit whose acknowledgement was lost: store what is missing.
-                self._append(rows, True, heads, payloads)
-        except errors.DuplicateRecord as exc:
-            if not exc.keys:
-                raise
-            rows[:] = self._drain.quarantine_from(rows, {epoch: lsn for epoch, lsn in reversed(exc.keys)}, "conflict",
-                                            "is stored with other content or link")
-            return self._write(rows, skip_existing=True) if rows else True
-        except Exception as exc:
-            self._tally.write_errors += 1
-            log.warning("journal database write of %d records failed, spilling to %s: %s", len(rows), self._spool.path, exc)
-            self._spilling = True
-            self._backoff.fail()
-            return False
-        for epoch, head in heads.items():
-            if head[0] > self._stored_heads.get(epoch, (-1, ""))[0]:
-                self._stored_heads[epoch] = head
-        elapsed = self._clock() - started
-        self._observe_latency(elapsed)
-        self._tally.written += len(rows)
-        self._durable(rows)
-        if elapsed > self._slow_write_seconds:
-            # Written, but the database is struggling: spill what comes next and
-            # let it recover instead of stalling behind it.
-            self._tally.write_errors += 1
-            log.warning("journal database write took %.1fs (> %.1fs); spilling for a while", elapsed, self._slow_write_seconds)
-            self._spilling = True
-            self._backoff.fail()
-        return True
-
-    def _append(self, rows: list[records.EncodedRecord], skip_existing: bool, heads: dict[str, tuple[int, str]],
-                payloads: list[Any] | None) -> None:
-        self._deadline.call("write", self._journal.append_batch, rows, skip_existing=skip_existing, key=self._key,
-                            heads=heads, payloads=payloads)
-
-    def _spill(self, rows: list[records.EncodedRecord]) -> str:
-        """Spool ``rows``: "spooled", "held" (block policy, retried) or "dropped" (drop policy)."""
-        try:
-            self._spool.append(rows)
-        except errors.SpoolUnwritable as exc:
-            self._tally.write_errors += 1
-            if self._policy == "drop":
-                self._tally.dropped += len(rows)
-                log.error("journal: dropped %d records, neither database nor spool writable: %s", len(rows), exc)
-                return "dropped"
-            self._held = rows
-            log.error("journal: holding %d records, neither database nor spool writable: %s", len(rows), exc)
-            self._backoff.fail()
-            return "held"
-        self._tally.spilled += len(rows)
-        self._durable(rows)
-        return "spooled"
-
-    # -- epochs: the published head (their recovery: spool_drain) -----------------------
-
-    def _publish_head(self) -> None:
-        """Log this epoch's stored head when it ended, and at most every HEAD_LOG_INTERVAL while it moves."""
-        epoch = self._epoch
-        if epoch is None:
-            return
-        head = self._stored_heads.get(epoch)
-        if head is None or head == self._head_logged:
-            return
-        ended = self._ended and not self._spilling
-        if ended or self._clock() - self._head_logged_at >= HEAD_LOG_INTERVAL:
-            self._log_head(epoch, *head)
-            self._head_logged, self._head_logged_at = head, self._clock()
-
-    @staticmethod
-    def _log_head(epoch: str, lsn: int, link: str) -> None:
-        log.info("journal head", extra={"epoch": epoch, "lsn": lsn, "hash": link})
