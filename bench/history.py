@@ -60,7 +60,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.history_workload import EPOCH, NS, workload  # noqa: E402
-from kruntimes.journal import derived, history, records
+from kruntimes.journal import records  # noqa: E402
+from kruntimes.journal.history import derive as derived  # noqa: E402
+from kruntimes.journal.history import runs as history  # noqa: E402
 from kruntimes.journal.store import backends, engines, migrate, schema  # noqa: E402
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"

@@ -43,7 +43,8 @@ from kruntimes import demo_watch, wire
 from kruntimes.api import ingest, models
 from kruntimes.controller.reading import runtime_view
 from kruntimes.controller.reconcile import PodDefaults, pod_body
-from kruntimes.journal import history, redact
+from kruntimes.journal import redact
+from kruntimes.journal.history import runs as history
 from kruntimes.journal.store.backends import Journal
 from kruntimes.journal.write.session import JournalSession
 from kruntimes.memory.api import MemoryApi

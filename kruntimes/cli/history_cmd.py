@@ -21,7 +21,8 @@ from kruntimes.cli import journal_args as ja
 from kruntimes.cli import output
 from kruntimes.cli.output import Column, Listing
 from kruntimes.devices import results
-from kruntimes.journal import follow, history
+from kruntimes.journal.history import indexer as follow
+from kruntimes.journal.history import runs as history
 from kruntimes.journal.store import backends
 
 

@@ -14,7 +14,9 @@ import sys
 from kruntimes.cli import arg_types
 from kruntimes.cli import journal_args as ja
 from kruntimes.cli.journal_index import run_index
-from kruntimes.journal import chain, follow, history_check, prune
+from kruntimes.journal import chain, prune
+from kruntimes.journal.history import check as history_check
+from kruntimes.journal.history import indexer as follow
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

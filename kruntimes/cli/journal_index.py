@@ -20,7 +20,8 @@ from types import FrameType
 from typing import Any
 
 from kruntimes.cli import journal_args as ja
-from kruntimes.journal import errors, follow, redact
+from kruntimes.journal import errors, redact
+from kruntimes.journal.history import indexer as follow
 from kruntimes.journal.store import backends
 
 #: The longest pause between attempts while the database is away.

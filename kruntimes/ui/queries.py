@@ -31,9 +31,12 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from kruntimes import wire
-from kruntimes.journal import epoch_order, errors, follow, history
+from kruntimes.journal import errors
+from kruntimes.journal.history import buckets, indexer
+from kruntimes.journal.history import order as epoch_order
+from kruntimes.journal.history import runs as history
+from kruntimes.journal.history import windows as indexed
 from kruntimes.journal.store import backends, engines, migrate, schema
-from kruntimes.ui import buckets, indexed
 
 _R = schema.journal_records
 
@@ -273,7 +276,7 @@ class Reader:
                                              newest_first=True)).limit(limit))
         return list(reversed(list(self._records(stmt))))
 
-    def history_lag(self) -> list[follow.Lag]:
+    def history_lag(self) -> list[indexer.Lag]:
         """The epochs the history tables trail (empty: caught up); one query on the tiny journal_epochs."""
         return self.journal.history_lag()
 

@@ -26,7 +26,8 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 from wsgiref import simple_server
 
-from kruntimes.journal import errors, follow
+from kruntimes.journal import errors
+from kruntimes.journal.history import indexer as follow
 from kruntimes.ui import (busy, integrity_page, markup, params, pod_page, queries, run_page, timeline, waits_page,
                           whatif_page)
 

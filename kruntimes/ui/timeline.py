@@ -17,7 +17,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kruntimes.ui import markup as m
-from kruntimes.ui import buckets, params, queries
+from kruntimes.journal.history import buckets
+from kruntimes.ui import params, queries
 
 DEFAULT_WINDOW = timedelta(seconds=60)
 DEFAULT_RECORDS = 50_000

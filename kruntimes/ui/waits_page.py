@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from kruntimes.journal import history
+from kruntimes.journal.history import runs as history
 from kruntimes.ui import markup as m
 from kruntimes.ui import params, queries, timeline
 

@@ -16,7 +16,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 
-from kruntimes.journal import derived, history
+from kruntimes.journal.history import derive as derived
+from kruntimes.journal.history import runs as history
 from kruntimes.journal.store import backends
 from tests.journal.test_history_queries import QUERIES
 

@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from kruntimes.cli import main as cli
-from kruntimes.journal import history
+from kruntimes.journal.history import runs as history
 from kruntimes.journal.store import backends, engines, migrate
 from tests.journal.history_journal import END, NS, PHASE1, PHASE2, Generated, load
 

@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from kruntimes.journal import backends, history, records
+from kruntimes.journal import records
+from kruntimes.journal.history import runs as history
+from kruntimes.journal.store import backends
 from tests.journal.test_history_queries import QUERIES
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)

@@ -19,7 +19,9 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import derived, history, records
+from kruntimes.journal import records
+from kruntimes.journal.history import derive as derived
+from kruntimes.journal.history import runs as history
 from kruntimes.journal.write import writer
 from kruntimes.journal.store import backends, engines, migrate, schema
 from tests.journal.history_journal import NS, Generated, fresh_postgres_schema

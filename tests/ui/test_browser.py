@@ -23,7 +23,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from bench import replay as generator
-from kruntimes.journal import history
+from kruntimes.journal.history import runs as history
 from kruntimes.journal.store import backends
 from kruntimes.ui import markup, queries, server, timeline, waits_page, whatif_page
 from replay import source, whatif

@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from kruntimes.journal import derived, records
+from kruntimes.journal import records
+from kruntimes.journal.history import derive as derived
 from kruntimes.journal.store import backends
-from kruntimes.ui import buckets, params, pod_page, queries
+from kruntimes.journal.history import buckets
+from kruntimes.ui import params, pod_page, queries
 from tests.ui.test_epoch_order import journal_url  # noqa: F401  (the fixture: both backends)
 
 T0 = datetime(2026, 11, 20, tzinfo=timezone.utc)

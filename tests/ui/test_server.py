@@ -16,7 +16,8 @@ import sqlalchemy as sa
 
 from kruntimes.cli import main as cli
 from kruntimes.cli import ui_cmd
-from kruntimes.journal import errors, history
+from kruntimes.journal import errors
+from kruntimes.journal.history import runs as history
 from kruntimes.journal.store import backends
 from kruntimes.ui import busy, markup, queries, run_page, server, timeline
 from tests.ui.conftest import DemoJournal, Served, whatif_window

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from kruntimes.journal import derived
+from kruntimes.journal.history import derive as derived
 from kruntimes.journal.store import backends
-from kruntimes.ui import buckets, timeline
+from kruntimes.journal.history import buckets
+from kruntimes.ui import timeline
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
 WINDOW = buckets.Buckets.of(T0, T0 + timedelta(seconds=buckets.BUCKETS))  # one second per bucket

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench import history as bench
 from bench import history_workload
-from kruntimes.journal import history
+from kruntimes.journal.history import runs as history
 from kruntimes.journal.store import backends
 
 

@@ -24,7 +24,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import errors, follow, payloads
+from kruntimes.journal import errors, payloads
+from kruntimes.journal.history import indexer as follow
 from kruntimes.journal.write import handover, metrics, wire
 from kruntimes.journal.store import backends
 from kruntimes.journal.write.writer import JournalWriter, Record

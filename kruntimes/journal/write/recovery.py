@@ -23,7 +23,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import follow
+from kruntimes.journal.history import indexer as follow
 from kruntimes.journal.write import child, spool, spool_drain
 from kruntimes.journal.store.backends import Journal
 from kruntimes.journal.write.writer import JournalWriter

@@ -21,7 +21,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import derived, epoch_order, errors
+from kruntimes.journal import errors
+from kruntimes.journal.history import derive as derived
+from kruntimes.journal.history import order as epoch_order
 from kruntimes.journal.store import backends, schema
 from kruntimes.scheduler import status as status_bodies
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kruntimes.journal import derived
+from kruntimes.journal.history import derive as derived
 
 _NONE = (None, None, None)
 

@@ -31,7 +31,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import derived, errors, follow, prune_record
+from kruntimes.journal import errors, prune_record
+from kruntimes.journal.history import derive as derived
+from kruntimes.journal.history import indexer as follow
 from kruntimes.journal.store import backends, schema
 
 #: Rows per digest: the first differing run of this many rows is what a difference names.

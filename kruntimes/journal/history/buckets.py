@@ -21,9 +21,9 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from kruntimes.journal import epoch_order
+from kruntimes.journal.history import order as epoch_order
+from kruntimes.journal.history import windows as indexed
 from kruntimes.journal.store import schema
-from kruntimes.ui import indexed
 
 BUCKETS = 120
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from kruntimes.journal import epoch_order
+from kruntimes.journal.history import order as epoch_order
 from kruntimes.journal.store import schema
 
 Execute = Callable[[sa.Executable], Sequence[sa.Row[Any]]]
