@@ -30,97 +30,25 @@ writer built incrementally; a test holds both backends to that.
 from __future__ import annotations
 
 import json
-import json.encoder
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any
 
 from kruntimes import wire
 from kruntimes.journal import records
-# The tables live in history_tables; their names stay readable here, where the rows are made.
+# The tables live in ``tables``; their names stay readable here, where the rows are made.
 from kruntimes.journal.history.tables import (  # noqa: F401
     COLUMNS, COPY_TYPES, ROW_TABLES, TABLE_NAMES, TABLES, binds, candidates, cycles, epochs, left_empty, placements,
     pod_hours, pods, rejection_hours, rejections, runs, waits, written_columns_exist)
+from kruntimes.journal.history.values import bool_or_none as _bool
+from kruntimes.journal.history.values import compact_json, hour_of, micros
+from kruntimes.journal.history.values import int_or_none as _int
+from kruntimes.journal.history.values import list_or_empty as _list
+from kruntimes.journal.history.values import text_or_none as _str
 
 TERMINAL_PHASES = {phase: phase.lower() for phase in wire.TERMINAL_PHASES}  # phase -> why its Run left the pod
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MAX_INT = 2**63
-
-
-# -- values, as the columns take them ---------------------------------------------------------------
-
-
-def _str(value: Any) -> str | None:
-    # PostgreSQL refuses NUL in text; a payload may carry one (escaped in its JSON).
-    return value if type(value) is str and "\x00" not in value else None
-
-
-def _int(value: Any) -> int | None:
-    return value if type(value) is int and -_MAX_INT <= value < _MAX_INT else None
-
-
-def _bool(value: Any) -> bool | None:
-    return value if type(value) is bool else None
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if type(value) is dict else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if type(value) is list else []
-
-
-def _unencodable(value: Any) -> Any:
-    raise TypeError(f"{type(value).__name__} is not JSON")
-
-
-# The C encoder itself, set up once: json.dumps with these options builds an encoder per
-# call and costs ~20 times as much for a candidate's few scores.
-_encode_compact = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
-    None, _unencodable, json.encoder.encode_basestring, None, ":", ",", False, False, False)
-
-
-def compact_json(value: Any) -> str | None:
-    """The compact JSON text of a list (scores, capacities) as stored; None if not encodable.
-
-    Payloads are acyclic (built by the recorder or parsed from JSON), so no cycle check.
-    """
-    if _encode_compact is None:  # a Python without the C accelerator
-        try:
-            return _str(json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False))
-        except (TypeError, ValueError, RecursionError):
-            return None
-    try:
-        return _str("".join(_encode_compact(value, 0)))
-    except (TypeError, ValueError, RecursionError):
-        return None
-
-
-_scores = compact_json
-
-_hours: dict[int, str] = {}
-
-
-def hour_of(at: datetime) -> str:
-    """The UTC hour bucket of an instant, ``YYYY-MM-DD HH:00`` (the hourly tables' key)."""
-    index = int(at.timestamp()) // 3600
-    text = _hours.get(index)
-    if text is None:
-        if len(_hours) > 10_000:
-            _hours.clear()
-        text = _hours[index] = f"{at.astimezone(timezone.utc):%Y-%m-%d %H}:00"
-    return text
-
-
-def micros(at: datetime) -> int:
-    """An instant as integer microseconds since the Unix epoch (waits are differences of these)."""
-    return (at - _EPOCH) // _MICROSECOND
-
-
-_MICROSECOND = timedelta(microseconds=1)
 
 
 # -- deriving a batch ---------------------------------------------------------------------------------
@@ -219,7 +147,7 @@ def _cycle(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, ls
         for rank, c in enumerate(_list(candidates), 1):
             if type(c) is not dict:
                 c = {}
-            add((epoch, lsn, rank, s(c.get("pod")), i(c.get("total")), _scores(c.get("scores"))))
+            add((epoch, lsn, rank, s(c.get("pod")), i(c.get("total")), compact_json(c.get("scores"))))
     rejected = _list(get("rejections"))
     if rejected:
         add = rows["history_rejections"].append

@@ -1,12 +1,12 @@
 """The history views, declared for SQLAlchemy so queries on them are typed and parameterized.
 
 The views themselves are created by the Alembic revision ``0002_history_views`` and
-redefined over the history tables (``derived``) by ``0004_history_tables``, with the same
-names and columns (SQL per dialect, frozen with each revision); ``history`` reads the
-tables themselves. Here they are declared as ``Table`` objects on the
-journal's metadata, marked ``info={"view": True}``, so that ``history`` can build
-``select()`` statements with bound parameters and get UTC datetimes, ints and bools
-back on both backends. They are not tables: ``include_object`` keeps Alembic's
+redefined over the history tables (``tables``) by ``0004_history_tables``, with the same
+names and columns (SQL per dialect, frozen with each revision); the query layer
+(``runs``, ``pods``, ``cycles``, ...) reads the tables themselves. Here they are declared
+as ``Table`` objects on the journal's metadata, marked ``info={"view": True}``, so that
+a query on them is a ``select()`` with bound parameters that gets UTC datetimes, ints
+and bools back on both backends. They are not tables: ``include_object`` keeps Alembic's
 autogenerate from proposing to create them, and nothing may call
 ``metadata.create_all`` (the migrations own the DDL).
 
