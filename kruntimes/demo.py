@@ -44,7 +44,8 @@ from kruntimes.api import ingest, models
 from kruntimes.controller.reading import runtime_view
 from kruntimes.controller.reconcile import PodDefaults, pod_body
 from kruntimes.journal import redact
-from kruntimes.journal.history import runs as history
+from kruntimes.journal.history import cycles as history_cycles
+from kruntimes.journal.history import runs as history_runs
 from kruntimes.journal.store.backends import Journal
 from kruntimes.journal.write.session import JournalSession
 from kruntimes.memory.api import MemoryApi
@@ -324,8 +325,8 @@ def run(*, workers: int = 4, conflict_rate: float = 0.02, seed: int = 7, journal
         report.records = session.recorder.lsn - session.first_lsn + 1
         store = Journal.open(journal)
         try:
-            report.history = history.examples(store)
-            report.latest_placement = history.latest_placement(store)
+            report.history = history_cycles.examples(store)
+            report.latest_placement = history_runs.latest_placement(store)
         finally:
             store.close()
     return report

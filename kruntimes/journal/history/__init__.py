@@ -1,4 +1,4 @@
-"""The journal's history room: the typed history tables, how records become their rows, and every question read from them.
+"""The journal's history room: the history tables, how records become their rows, and every question asked of them.
 
 ``journal_records`` is the truth; the history tables are what people's questions read
 (``kruntimes history`` and the web view alike). Importing the package imports nothing;
