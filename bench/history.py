@@ -60,7 +60,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.history_workload import EPOCH, NS, workload  # noqa: E402
-from kruntimes.journal import derived, history, records
+from kruntimes.journal import records  # noqa: E402
+from kruntimes.journal.history import derive as derived  # noqa: E402
+from kruntimes.journal.history import cycles as history_cycles  # noqa: E402
+from kruntimes.journal.history import pods as history_pods  # noqa: E402
+from kruntimes.journal.history import runs as history_runs  # noqa: E402
+from kruntimes.journal.history import waits as history_waits  # noqa: E402
 from kruntimes.journal.store import backends, engines, migrate, schema  # noqa: E402
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -172,16 +177,17 @@ def questions(journal: backends.Journal, p: dict[str, Any]) -> list[tuple[str, C
         asked.append((query_id, run))
     ns, at = p["namespace"], p["at"]
     asked += [
-        ("history.run_history", lambda: history.run_history(journal, ns, p["run"])),
-        ("history.pod_history(at)", lambda: history.pod_history(journal, ns, p["pod"], at=at, limit=20)),
-        ("history.pod_held", lambda: history.pod_held(journal, ns, p["pod"], at)),
-        ("history.cycles", lambda: history.cycles(journal, since=p["since"], until=p["until"])),
-        ("history.decisions (5 min)", lambda: history.decisions(journal, since=at - timedelta(minutes=5), until=at)),
-        ("history.pending_by_reason", lambda: history.pending_by_reason(journal)),
-        ("history.longest_waits", lambda: history.longest_waits(journal)),
-        ("history.churn", lambda: history.churn(journal, since=p["since"], until=p["until"])),
-        ("history.conflicts", lambda: history.conflicts(journal, since=p["since"], until=p["until"])),
-        ("history.examples", lambda: history.examples(journal)),
+        ("history.run_history", lambda: history_runs.run_history(journal, ns, p["run"])),
+        ("history.pod_history(at)", lambda: history_pods.pod_history(journal, ns, p["pod"], at=at, limit=20)),
+        ("history.pod_held", lambda: history_pods.pod_held(journal, ns, p["pod"], at)),
+        ("history.cycles", lambda: history_cycles.cycles(journal, since=p["since"], until=p["until"])),
+        ("history.decisions (5 min)",
+         lambda: history_cycles.decisions(journal, since=at - timedelta(minutes=5), until=at)),
+        ("history.pending_by_reason", lambda: history_cycles.pending_by_reason(journal)),
+        ("history.longest_waits", lambda: history_waits.longest_waits(journal)),
+        ("history.churn", lambda: history_cycles.churn(journal, since=p["since"], until=p["until"])),
+        ("history.conflicts", lambda: history_cycles.conflicts(journal, since=p["since"], until=p["until"])),
+        ("history.examples", lambda: history_cycles.examples(journal)),
     ]
     return asked
 

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import history as bench_history  # noqa: E402
-from kruntimes.journal import history_check
+from kruntimes.journal.history import check as history_check
 from kruntimes.journal.store import backends  # noqa: E402
 from replay import coverage, integrity  # noqa: E402
 

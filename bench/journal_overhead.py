@@ -47,7 +47,7 @@ import sqlalchemy as sa
 
 from kruntimes import demo_workload, gctuning
 from kruntimes.api import ingest
-from kruntimes.journal import derived
+from kruntimes.journal.history import derive as derived
 from kruntimes.journal.write import intake, wire
 from kruntimes.journal.store.backends import Journal
 from kruntimes.journal.write.process import SEAL_AT

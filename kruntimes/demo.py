@@ -31,7 +31,9 @@ from typing import Any, Callable
 from kruntimes import demo_watch, wire
 from kruntimes.api import ingest, models
 from kruntimes.demo_workload import NO_RUNTIMED, NOT_READY, Workload, generate
-from kruntimes.journal import history, redact
+from kruntimes.journal import redact
+from kruntimes.journal.history import cycles as history_cycles
+from kruntimes.journal.history import runs as history_runs
 from kruntimes.journal.store.backends import Journal
 from kruntimes.journal.write.session import JournalSession
 from kruntimes.memory.api import MemoryApi
@@ -167,8 +169,8 @@ def _from_journal(report: Report, session: JournalSession, journal: str) -> None
     report.records = session.recorder.lsn - session.first_lsn + 1
     store = Journal.open(journal)
     try:
-        report.history = history.examples(store)
-        report.latest_placement = history.latest_placement(store)
+        report.history = history_cycles.examples(store)
+        report.latest_placement = history_runs.latest_placement(store)
     finally:
         store.close()
 

@@ -36,7 +36,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import chain, epoch_order, prune_record
+from kruntimes.journal import chain, prune_record
+from kruntimes.journal.history import order as epoch_order
 from kruntimes.journal.store import backends, schema
 from kruntimes.journal import errors as journal_errors
 from replay import errors, integrity, source

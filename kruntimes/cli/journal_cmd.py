@@ -14,7 +14,9 @@ import sys
 from kruntimes.cli import arg_types
 from kruntimes.cli import journal_args as ja
 from kruntimes.cli.journal_index import run_index
-from kruntimes.journal import chain, follow, history_check, prune
+from kruntimes.journal import chain, prune
+from kruntimes.journal.history import check as history_check
+from kruntimes.journal.history import indexer
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -82,7 +84,7 @@ EXIT_DIFFERS, EXIT_CANNOT_CHECK = 3, 2
 def _report_check(found: history_check.HistoryCheck) -> int:
     """What `reindex --check` found, one line per difference, then a summary line."""
     if found.trailing:
-        print(f"not checked: {follow.describe(list(found.trailing))}; run \"{follow.CATCH_UP}\" first",
+        print(f"not checked: {indexer.describe(list(found.trailing))}; run \"{indexer.CATCH_UP}\" first",
               file=sys.stderr)
         return EXIT_CANNOT_CHECK
     for d in found.differences:

@@ -1,5 +1,5 @@
 """`kruntimes journal index [--follow]`: the history tables' indexer, for schedulers started with
-``--journal-history follow`` (``kruntimes.journal.follow``).
+``--journal-history follow`` (``kruntimes.journal.history.indexer``).
 
 Once, it derives what the tables lack and exits. With ``--follow`` it is a long-running
 process (a sidecar, or a Deployment of its own): it indexes, sleeps ``--interval`` when
@@ -20,7 +20,8 @@ from types import FrameType
 from typing import Any
 
 from kruntimes.cli import journal_args as ja
-from kruntimes.journal import errors, follow, redact
+from kruntimes.journal import errors, redact
+from kruntimes.journal.history import indexer
 from kruntimes.journal.store import backends
 
 #: The longest pause between attempts while the database is away.
@@ -47,7 +48,7 @@ def run_index(args: argparse.Namespace) -> int:
             started = time.monotonic()
             total = journal.index(chunk_size=args.chunk)
             seconds = time.monotonic() - started
-            print(f"indexed {total} records in {seconds:.1f} s; {follow.describe(journal.history_lag())}")
+            print(f"indexed {total} records in {seconds:.1f} s; {indexer.describe(journal.history_lag())}")
             return 0
         return _follow(journal, args)
     finally:
@@ -84,9 +85,9 @@ def _follow(journal: backends.Journal, args: argparse.Namespace) -> int:
             retry = args.interval
             total += read
             metrics.indexed.inc(read)
-            metrics.lag.set(t.lsns if (t := follow.trail(lag)) is not None else 0)
+            metrics.lag.set(t.lsns if (t := indexer.trail(lag)) is not None else 0)
             if read:
-                print(f"indexed {read} records; {follow.describe(lag)}", flush=True)
+                print(f"indexed {read} records; {indexer.describe(lag)}", flush=True)
             if not lag:
                 stop.wait(args.interval)
     except KeyboardInterrupt:

@@ -34,7 +34,8 @@ from kruntimes.cluster import logs, shared_settings
 from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.cluster.settings import DETAILS, MIGRATE_MODES, ClusterSettings, LeaseSettings, default_identity
-from kruntimes.journal import chain, follow, redact
+from kruntimes.journal import chain, redact
+from kruntimes.journal.history import indexer as follow
 from kruntimes.journal.store import schema_wait
 from kruntimes.scheduler.config import ConfigError
 

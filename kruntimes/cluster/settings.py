@@ -83,7 +83,7 @@ class ClusterSettings:
     journal_spool: str | None = None
     journal_writer: str = "process"
     # "inline": history rows in each batch's transaction; "follow": records only, the rows
-    # left to `kruntimes journal index` (kruntimes.journal.follow.HISTORY_MODES, spelled out
+    # left to `kruntimes journal index` (kruntimes.journal.history.indexer.HISTORY_MODES, spelled out
     # here: the controller reads these settings and must not load SQLAlchemy).
     journal_history: str = "inline"
     # The HMAC key of the journal's chain (SPEC §5 "Integrity"); None: $KRUNTIMES_JOURNAL_KEY_FILE, else unkeyed.

@@ -1,15 +1,17 @@
 """The audit journal: every watch event and decision of the scheduler, in LSN order (SPEC §5).
 
-Modules, from the inside out:
+Three rooms, and what they share:
 
-- ``records``: ``JournalRecord``, the canonical encoding (``encode``/``decode``).
-- ``schema``: SQLAlchemy models; ``migrate`` and ``migrations/`` (Alembic) own the DDL;
-  ``schema_wait`` waits for the schema in the background, never before scheduling.
-- ``backends``: ``Journal`` over SQLite (``backend_sqlite``) and PostgreSQL
-  (``backend_postgres``).
-- ``spool``: the local append-only file records spill to while the database is away.
-- ``writer``: ``JournalWriter``, the bounded buffer and background thread the
-  scheduler appends to; ``recovery`` drains a standby's spool left by a killed term.
+- ``store``: the journal's database - URL and engine, the SQLite and PostgreSQL backends
+  (``Journal``), schema and migrations, bounded database calls.
+- ``write``: the writer the scheduler appends to - session, process or thread writer,
+  spool, chain linking.
+- ``history``: the typed history tables, how records become their rows (``derive``,
+  ``indexer``, ``check``), and the one query layer ``kruntimes history`` and the web view
+  both read.
+- Beside them: ``records`` (``JournalRecord`` and its canonical encoding), ``chain`` and
+  ``linker`` (the hash chain), ``prune``, ``errors``. ``backends``, ``schema``,
+  ``derived`` and ``views`` at this level are for the Alembic revisions already shipped.
 
 Importing the package imports nothing heavy; import the module you need.
 """

@@ -2,12 +2,12 @@
 
 The journal store lives in ``kruntimes.journal.store`` (``Journal`` in ``store.backends``);
 a revision, once shipped, keeps importing ``kruntimes.journal.backends``. Nothing else
-imports this module - new code imports ``journal.follow`` or ``journal.store``.
+imports this module - new code imports ``journal.history.indexer`` or ``journal.store``.
 """
 
 from __future__ import annotations
 
-from kruntimes.journal import follow
+from kruntimes.journal.history import indexer
 
 #: Revisions 0004-0006 and 0009 call it by this name.
-rebuild_history = follow.rebuild_history
+rebuild_history = indexer.rebuild_history

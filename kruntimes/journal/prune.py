@@ -43,7 +43,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import chain, derived, epoch_order, errors, follow, prune_record, views
+from kruntimes.journal import chain, errors, prune_record
+from kruntimes.journal.history import derive as derived
+from kruntimes.journal.history import indexer as follow
+from kruntimes.journal.history import order as epoch_order
+from kruntimes.journal.history import views
 from kruntimes.journal.store import backends, schema
 
 #: The LSN of the prune records: outside the sequence a scheduler numbers from 1.

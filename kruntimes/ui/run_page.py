@@ -14,8 +14,9 @@ import json
 from collections import Counter
 from typing import Any
 
-from kruntimes import scores
+from kruntimes import scores, wire
 from kruntimes.devices import results
+from kruntimes.journal.history import stored
 from kruntimes.ui import markup as m
 from kruntimes.ui import params, queries, waits_page
 from replay import errors as replay_errors
@@ -43,10 +44,10 @@ def render(reader: queries.Reader, q: params.Query, namespace: str, name: str) -
 _DECISION = ("result", "status", "chosen", "message", "rejections", "candidates", "pods_evaluated", "pods_feasible")
 
 
-def alike(cycles: list[queries.Record]) -> list[list[queries.Record]]:
+def alike(cycles: list[stored.Record]) -> list[list[stored.Record]]:
     """The records in order, consecutive cycles with the same decision grouped: a Pending Run retried 46 times
     for the same reason is one card, not 46 identical ones (any other record stands alone)."""
-    groups: list[list[queries.Record]] = []
+    groups: list[list[stored.Record]] = []
     for rec in cycles:
         if groups and rec.kind == "cycle" and groups[-1][-1].kind == "cycle" and \
                 all(groups[-1][-1].payload.get(k) == rec.payload.get(k) for k in _DECISION):
@@ -56,7 +57,7 @@ def alike(cycles: list[queries.Record]) -> list[list[queries.Record]]:
     return groups
 
 
-def _repeated(group: list[queries.Record]) -> m.Html:
+def _repeated(group: list[stored.Record]) -> m.Html:
     """One card for consecutive identical cycles: how many, from when to when, and what they all said."""
     first, last = group[0], group[-1]
     p = last.payload
@@ -80,7 +81,7 @@ def _repeated(group: list[queries.Record]) -> m.Html:
     return m.h("section", *parts, class_="cycle repeated", data_cycles=str(len(group)))
 
 
-def _waits(reader: queries.Reader, namespace: str, records: list[queries.Record]) -> dict[str, str]:
+def _waits(reader: queries.Reader, namespace: str, records: list[stored.Record]) -> dict[str, str]:
     """The Run's two waits, named as the Waits page names them (``Reader.run_waits``)."""
     uids = sorted({str(r.payload.get("uid") or r.payload.get("run_uid")) for r in records
                    if r.kind in ("mutation", "cycle") and (r.payload.get("uid") or r.payload.get("run_uid"))})
@@ -95,13 +96,13 @@ def _waits(reader: queries.Reader, namespace: str, records: list[queries.Record]
             + (" so far (still unschedulable)" if w["still_unschedulable"] else "")}
 
 
-def _summary(records: list[queries.Record], waits: dict[str, str]) -> m.Html:
+def _summary(records: list[stored.Record], waits: dict[str, str]) -> m.Html:
     runs = [r for r in records if r.kind == "mutation"]
     latest = runs[-1].payload.get("object") or {} if runs else {}
     ran = [(r, (r.payload.get("object") or {}).get("pod_name")) for r in runs]
     first_on_pod = next(((r, pod) for r, pod in ran if pod), None)
     ended = next((r for r in runs if r.payload.get("event") == "DELETED"
-                  or (r.payload.get("object") or {}).get("phase") in queries.TERMINAL), None)
+                  or (r.payload.get("object") or {}).get("phase") in wire.TERMINAL_PHASES), None)
     results = Counter(str(r.payload.get("result")) for r in records if r.kind == "cycle")
     binds = Counter(str(r.payload.get("result")) for r in records if r.kind == "bind")
     where: Any = "-"
@@ -126,7 +127,7 @@ def _summary(records: list[queries.Record], waits: dict[str, str]) -> m.Html:
     return m.definition(items, id="summary")
 
 
-def _devices(runs: list[queries.Record], records: list[queries.Record]) -> str:
+def _devices(runs: list[stored.Record], records: list[stored.Record]) -> str:
     """What the Run was allocated (SPEC §7.6): its observed `status.devices`, else its latest placing cycle's."""
     for r in reversed(runs):
         text = (r.payload.get("object") or {}).get("device_results")
@@ -141,7 +142,7 @@ def _devices(runs: list[queries.Record], records: list[queries.Record]) -> str:
     return results.describe(chosen) or "-"
 
 
-def _why_ended(ended: queries.Record, records: list[queries.Record]) -> str:
+def _why_ended(ended: stored.Record, records: list[stored.Record]) -> str:
     """The Completed condition's reason and message as journaled; for a journal written before
     they were (``0009_run_end_reason``), an invalid Run's invalid cycle still says why."""
     obj = ended.payload.get("object") or {}
@@ -155,7 +156,7 @@ def _why_ended(ended: queries.Record, records: list[queries.Record]) -> str:
     return "not recorded (a journal written before kruntimes recorded why Runs end)"
 
 
-def _event(rec: queries.Record) -> str:
+def _event(rec: stored.Record) -> str:
     p = rec.payload
     if rec.kind == "mutation":
         obj = p.get("object") or {}
@@ -180,7 +181,7 @@ def _event(rec: queries.Record) -> str:
     return rec.kind
 
 
-def _story(records: list[queries.Record]) -> m.Html:
+def _story(records: list[stored.Record]) -> m.Html:
     """One row per record; consecutive identical cycles (``alike``) are one row saying how many and until when."""
     rows: list[tuple[Any, ...]] = []
     for group in alike(records):
@@ -194,7 +195,7 @@ def _story(records: list[queries.Record]) -> m.Html:
     return m.table(("LSN", "recorded at", "kind", "what happened"), rows, id="story")
 
 
-def _cycle(rec: queries.Record) -> m.Html:
+def _cycle(rec: stored.Record) -> m.Html:
     p = rec.payload
     result = str(p.get("result"))
     head = m.h("h3", f"cycle {rec.lsn} · {m.when(rec.at)} · ", m.h("span", result, class_="result"),

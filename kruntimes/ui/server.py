@@ -26,7 +26,8 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 from wsgiref import simple_server
 
-from kruntimes.journal import errors, follow
+from kruntimes.journal import errors
+from kruntimes.journal.history import indexer
 from kruntimes.ui import (busy, integrity_page, markup, params, pod_page, queries, run_page, timeline, waits_page,
                           whatif_page)
 
@@ -149,7 +150,7 @@ class App:
     def _with_lag(self, body: bytes) -> bytes:
         """``body`` with a banner while the history tables trail the records (``--journal-history follow``)."""
         try:
-            advice = follow.advice(self.reader.history_lag())
+            advice = indexer.advice(self.reader.history_lag())
         except errors.JournalError as exc:  # the page was read: it is worth more than the banner
             log.warning("cannot tell whether the history tables trail the journal: %s", exc)
             return body

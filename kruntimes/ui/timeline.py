@@ -2,7 +2,7 @@
 
 The window's pods (``Reader.window``) are the lanes; bars are read for the lanes on
 screen only (one per placement, coloured by the pod's Runtime, clipped to the
-window). The three figures below are SQL aggregates per time bucket (``buckets``):
+window). The three figures below are SQL aggregates per time bucket (``history.buckets``):
 utilisation per resource over every chosen pod (not only the lanes shown), Pending
 Runs by reason, binds and conflicts per second. At a thousand pods the lanes are paged
 (``per`` lanes at a time, ``lanes`` the offset) and can be narrowed to one Runtime: a
@@ -16,8 +16,9 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
+from kruntimes.journal.history import buckets, windows
 from kruntimes.ui import markup as m
-from kruntimes.ui import buckets, params, queries
+from kruntimes.ui import params, queries
 
 DEFAULT_WINDOW = timedelta(seconds=60)
 DEFAULT_RECORDS = 50_000
@@ -38,13 +39,13 @@ def colours(runtimes: list[str]) -> dict[str, str]:
     return {rt: PALETTE[i % len(PALETTE)] for i, rt in enumerate(sorted(set(runtimes), key=natural))}
 
 
-def runtime_key(lane: queries.Lane) -> str:
+def runtime_key(lane: windows.Lane) -> str:
     """A lane's Runtime as ``namespace/name``: Runtimes are namespaced, so ``demo/python`` and
     ``team-b/python`` are two Runtimes with two colours, two legend entries and two filters."""
     return f"{lane.namespace}/{lane.runtime}"
 
 
-def of_runtime(lane: queries.Lane, runtime: str) -> bool:
+def of_runtime(lane: windows.Lane, runtime: str) -> bool:
     """Whether the lane is a pod of ``runtime``: ``namespace/name``, or a bare name in any namespace."""
     return not runtime or (runtime_key(lane) if "/" in runtime else lane.runtime) == runtime
 
@@ -123,7 +124,7 @@ def _controls(since: datetime, until: datetime, runtime: str, offset: int, per: 
     return m.join((form, links))
 
 
-def _legend(alive: list[queries.Lane], palette: dict[str, str], base: dict[str, Any]) -> m.Html:
+def _legend(alive: list[windows.Lane], palette: dict[str, str], base: dict[str, Any]) -> m.Html:
     pods = Counter(runtime_key(lane) for lane in alive)
     items = [m.h("span", m.h("i", style=f"background:{colour}"),
                   m.link(f"{rt} ({pods[rt]} pods)", m.url("/timeline", **{**base, "runtime": rt})), class_="key")
@@ -143,13 +144,13 @@ def _pager(offset: int, per: int, total: int, base: dict[str, Any]) -> m.Html:
     return m.h("p", *parts, class_="pager")
 
 
-def _clip(bar: queries.Bar, since: datetime, until: datetime) -> tuple[datetime, datetime]:
+def _clip(bar: windows.Bar, since: datetime, until: datetime) -> tuple[datetime, datetime]:
     start = max(bar.start, since)
     end = min(bar.end or until, until)
     return start, max(start, end)
 
 
-def lanes_figure(w: queries.Window, bars: list[queries.Bar], shown: list[queries.Lane],
+def lanes_figure(w: windows.Window, bars: list[windows.Bar], shown: list[windows.Lane],
                  palette: dict[str, str]) -> dict[str, Any]:
     names = {(lane.namespace, lane.name): f"{lane.namespace}/{lane.name}" for lane in shown}
     runtime_of = {(lane.namespace, lane.name): runtime_key(lane) for lane in shown}
@@ -189,13 +190,50 @@ def _xs(b: buckets.Buckets) -> list[str]:
     return [m.iso(e) for e in b.starts()]
 
 
-def utilisation_figure(b: buckets.Buckets, held: buckets.Held, lanes: list[queries.Lane]) -> dict[str, Any]:
+def utilisation(held: buckets.Held, b: buckets.Buckets, capacity: dict[str, int]) -> dict[str, list[float]]:
+    """Per resource and bucket: the time-weighted share of ``capacity`` the placements held, in percent.
+
+    Time-weighted, not a count of the Runs seen in a bucket: ten Runs of 50 ms one after
+    another in the same slot of a half-second bucket held it for a tenth of the bucket.
+    A group's placements fill the buckets between their first and last whole (through a
+    difference array) and those two in part, from the sums of their clipped starts and ends.
+    """
+    step = b.step_us
+    full: dict[str, list[float]] = {}
+    part: dict[str, list[float]] = {}
+    parsed: dict[str, list[tuple[str, int]]] = {}
+    for requests, first, last, n, starts, ends in held.groups:
+        asked = parsed.get(requests)
+        if asked is None:
+            asked = parsed[requests] = buckets.amounts(requests)
+        for resource, amount in asked:
+            f = full.setdefault(resource, [0.0] * (BUCKETS + 1))
+            q = part.setdefault(resource, [0.0] * (BUCKETS + 1))
+            if first == last:
+                q[first] += amount * (ends - starts) / step
+                continue
+            q[first] += amount * (n * (first + 1) * step - starts) / step
+            q[last] += amount * (ends - n * last * step) / step
+            f[first + 1] += amount * n
+            f[last] -= amount * n
+    out: dict[str, list[float]] = {}
+    for resource in sorted(set(full) | set(capacity)):
+        whole, partial = full.get(resource, [0.0] * (BUCKETS + 1)), part.get(resource, [0.0] * (BUCKETS + 1))
+        running, series, cap = 0.0, [], capacity.get(resource, 0)
+        for i in range(BUCKETS):
+            running += whole[i]
+            series.append(round(100.0 * (running + partial[i]) / cap, 2) if cap else 0.0)
+        out[resource] = series
+    return out
+
+
+def utilisation_figure(b: buckets.Buckets, held: buckets.Held, lanes: list[windows.Lane]) -> dict[str, Any]:
     capacity: Counter[str] = Counter()
     for lane in lanes:
         capacity.update(lane.capacity)
     xs = _xs(b)
     data = [{"type": "scatter", "mode": "lines", "line": {"shape": "hv"}, "name": resource, "x": xs, "y": ys}
-            for resource, ys in buckets.utilisation(held, b, dict(capacity)).items()]
+            for resource, ys in utilisation(held, b, dict(capacity)).items()]
     return {"data": data, "layout": _layout(b, "% of capacity")}
 
 

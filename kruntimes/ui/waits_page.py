@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from kruntimes.journal import history
+from kruntimes.journal.history import waits
 from kruntimes.ui import markup as m
 from kruntimes.ui import params, queries, timeline
 
@@ -30,7 +30,7 @@ def seconds(us: int | None) -> str:
 
 def render(reader: queries.Reader, q: params.Query) -> bytes:
     limit = q.integer("limit", DEFAULT_ROWS, low=1, high=MAX_ROWS)
-    found = history.waits(reader.journal)
+    found = reader.waits()
     now = Counter(w["state"] for w in found if w["outcome"] is None)
     summary = m.definition({
         "Pending at the journal's end": f"{sum(now.values()):,}",
@@ -46,7 +46,7 @@ def render(reader: queries.Reader, q: params.Query) -> bytes:
     body: list[Any] = [
         summary,
         m.h("h2", f"The {min(limit, len(found)):,} longest waits of {len(found):,} Runs"),
-        m.h("p", history.WAITS_LEGEND, class_="note", id="waits-legend"),
+        m.h("p", waits.WAITS_LEGEND, class_="note", id="waits-legend"),
         m.table(("Run", "waited", "in queue", "unschedulable", "first seen", "placed", "pod", "Pending cycles",
                  "latest reason"), rows, id="waits") if rows else m.h("p", "No Run in this journal.", class_="note"),
     ]

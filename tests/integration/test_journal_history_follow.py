@@ -10,7 +10,7 @@ from typing import Callable
 import sqlalchemy as sa
 
 from kruntimes.cluster.runner import ClusterScheduler
-from kruntimes.journal import history_tables
+from kruntimes.journal.history import tables as history_tables
 from kruntimes.journal.store.backends import Journal
 from replay import verify
 from tests.integration.cluster import Cluster, wait_for

@@ -9,7 +9,8 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from kruntimes.journal import chain, errors, records, views
+from kruntimes.journal import chain, errors, records
+from kruntimes.journal.history import views
 from kruntimes.journal.store import backends, engines, migrate
 from tests.journal.factories import INCARNATION, T0, record
 

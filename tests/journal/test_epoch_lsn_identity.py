@@ -16,7 +16,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 
-from kruntimes.journal import derived, history
+from kruntimes.journal.history import derive as derived
+from kruntimes.journal.history import runs as history_runs
 from kruntimes.journal.store import backends
 from tests.journal.test_history_queries import QUERIES
 
@@ -42,13 +43,13 @@ def placed(journal: backends.Journal) -> backends.Journal:
 
 
 def test_the_latest_placement_of_a_run_is_the_newest_by_time_not_by_bare_lsn(placed: backends.Journal) -> None:
-    found = history.run_placement(placed, NS, RUN)
+    found = history_runs.run_placement(placed, NS, RUN)
     assert found is not None and (found["pod"], found["lsn"]) == ("pod-new", 120)
 
 
 def test_a_runs_cycles_are_listed_oldest_first_across_epochs(placed: backends.Journal) -> None:
-    assert [c["chosen"] for c in history.run_cycles(placed, NS, RUN)] == ["pod-old", "pod-new"]
-    assert [c["chosen"] for c in history.run_cycles(placed, NS, RUN, limit=1)] == ["pod-new"]
+    assert [c["chosen"] for c in history_runs.run_cycles(placed, NS, RUN)] == ["pod-old", "pod-new"]
+    assert [c["chosen"] for c in history_runs.run_cycles(placed, NS, RUN, limit=1)] == ["pod-new"]
 
 
 def test_the_documented_why_placed_query_reads_the_newest_placement(placed: backends.Journal) -> None:

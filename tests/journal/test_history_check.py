@@ -18,7 +18,8 @@ import pytest
 import sqlalchemy as sa
 
 from kruntimes.cli import main as cli
-from kruntimes.journal import derived, prune
+from kruntimes.journal import prune
+from kruntimes.journal.history import derive as derived
 from kruntimes.journal.store import backends, engines
 from tests.journal.history_journal import PHASE2, Generated, load
 

@@ -15,7 +15,8 @@ import pytest
 import sqlalchemy as sa
 
 from kruntimes.cli import main as cli
-from kruntimes.journal import history
+from kruntimes.journal.history import cycles as history_cycles
+from kruntimes.journal.history import runs as history_runs
 from kruntimes.journal.store import backends, engines, migrate
 from tests.journal.history_journal import END, NS, PHASE1, PHASE2, Generated, load
 
@@ -253,8 +254,8 @@ def test_user_errors_are_one_line_on_stderr_and_exit_code_2(argv: list[str], exp
 def test_examples_answer_two_history_questions(history_url: str, generated: Generated) -> None:
     journal = backends.Journal.open(history_url, create=False)
     try:
-        (why, candidates), (pending, reasons) = history.examples(journal)
-        placed = history.latest_placement(journal)
+        (why, candidates), (pending, reasons) = history_cycles.examples(journal)
+        placed = history_runs.latest_placement(journal)
     finally:
         journal.close()
     assert placed is not None and generated.truth.placed[placed["run"]] == placed["pod"]

@@ -21,7 +21,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kruntimes.journal import derived, history_check, records
+from kruntimes.journal import records
+from kruntimes.journal.history import check as history_check
+from kruntimes.journal.history import derive as derived
 from kruntimes.journal.store import backends
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)

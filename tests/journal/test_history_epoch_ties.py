@@ -17,7 +17,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from kruntimes.journal import backends, history, records
+from kruntimes.journal import records
+from kruntimes.journal.history import cycles as history_cycles
+from kruntimes.journal.history import pods as history_pods
+from kruntimes.journal.history import runs as history_runs
+from kruntimes.journal.store import backends
 from tests.journal.test_history_queries import QUERIES
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
@@ -55,29 +59,29 @@ def tied(journal: backends.Journal) -> backends.Journal:
 
 
 def test_the_newest_of_a_run_s_cycles_at_one_instant_is_the_newer_epoch_s(tied: backends.Journal) -> None:
-    assert [c["chosen"] for c in history.run_cycles(tied, NS, "r", limit=1)] == ["pod-new"]
-    assert [c["chosen"] for c in history.run_cycles(tied, NS, "r")] == ["pod-old", "pod-new"]
-    placed = history.run_placement(tied, NS, "r")
+    assert [c["chosen"] for c in history_runs.run_cycles(tied, NS, "r", limit=1)] == ["pod-new"]
+    assert [c["chosen"] for c in history_runs.run_cycles(tied, NS, "r")] == ["pod-old", "pod-new"]
+    placed = history_runs.run_placement(tied, NS, "r")
     assert placed is not None and placed["pod"] == "pod-new"
 
 
 def test_the_journal_s_latest_placement_and_its_cycles_go_by_epoch_order_at_one_instant(
         tied: backends.Journal) -> None:
-    latest = history.latest_placement(tied)
+    latest = history_runs.latest_placement(tied)
     assert latest is not None and (latest["epoch"], latest["lsn"]) == (NEWER, 102)
-    assert [c["chosen"] for c in history.cycles(tied)] == ["pod-old", "pod-new"]
-    assert [(c["epoch"], c["lsn"]) for c in history.decisions(tied, since=T0, until=TIE + timedelta(seconds=1))] \
-        == [(OLDER, 902), (NEWER, 102)]
-    assert [p["runtime"] for p in history.pod_held(tied, NS, "pod-new", TIE)] == [None]
+    assert [c["chosen"] for c in history_cycles.cycles(tied)] == ["pod-old", "pod-new"]
+    decided = history_cycles.decisions(tied, since=T0, until=TIE + timedelta(seconds=1))
+    assert [(c["epoch"], c["lsn"]) for c in decided] == [(OLDER, 902), (NEWER, 102)]
+    assert [p["runtime"] for p in history_pods.pod_held(tied, NS, "pod-new", TIE)] == [None]
 
 
 def test_a_pod_at_t_is_the_newer_epoch_s_observation_at_one_instant(tied: backends.Journal) -> None:
-    seen = history.pod_observations(tied, NS, "p", at=TIE, limit=1)
+    seen = history_pods.pod_observations(tied, NS, "p", at=TIE, limit=1)
     assert [o["runtime"] for o in seen] == ["new"]
 
 
 def test_a_run_s_end_is_its_newest_by_time_not_its_highest_lsn(tied: backends.Journal) -> None:
-    ended = history.run_ended(tied, NS, ["u"])
+    ended = history_runs.run_ended(tied, NS, ["u"])
     assert ended is not None and ended["phase"] == "Succeeded"
 
 

@@ -21,7 +21,9 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from kruntimes.cli import main as cli
-from kruntimes.journal import derived, follow, records
+from kruntimes.journal import records
+from kruntimes.journal.history import derive as derived
+from kruntimes.journal.history import indexer as follow
 from kruntimes.journal.write import settings, writer
 from kruntimes.journal.store import backends, engines, migrate, schema
 from tests.journal.history_journal import Generated

@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import follow, history_tables, records
+from kruntimes.journal import records
+from kruntimes.journal.history import indexer as follow
+from kruntimes.journal.history import tables as history_tables
 from kruntimes.journal.write import settings, spool
 from kruntimes.journal.store import backends, schema
 from kruntimes.journal.write.process import ProcessJournalWriter

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from kruntimes.cli import main as cli
-from kruntimes.journal import follow
+from kruntimes.journal.history import indexer as follow
 from tests.journal.history_journal import END, NS, PHASE1, Generated
 from tests.journal.test_history_follow import BACKENDS, index, lag, store
 from tests.journal.test_history_tables import empty_journal_url

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from kruntimes.journal import views
+from kruntimes.journal.history import views
 from kruntimes.journal.store import backends, engines, schema
 from tests.journal.history_journal import END, NS, PHASE1, PHASE2, SCORES, Generated
 

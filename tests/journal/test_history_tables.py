@@ -19,7 +19,9 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import derived, history, records
+from kruntimes.journal import records
+from kruntimes.journal.history import derive as derived
+from kruntimes.journal.history import cycles as history_cycles
 from kruntimes.journal.write import settings, writer
 from kruntimes.journal.store import backends, engines, migrate, schema
 from tests.journal.history_journal import NS, Generated, fresh_postgres_schema
@@ -211,7 +213,7 @@ def test_a_placement_keeps_its_previous_cycle_and_top_candidate_from_this_batch_
     incremental = linked()
     assert incremental == [(1, None, None, None), (2, None, None, None), (3, 1, "conflict", "a"),
                            (4, None, None, None), (5, 4, "scheduled", "a")]
-    churned = history.churn(journal)
+    churned = history_cycles.churn(journal)
     assert [(c["lsn"], c["pod"], c["previous_top"], c["previous_top_total"]) for c in churned] == [
         (3, "b", "a", 9), (5, "c", "a", 9)]
     journal.reindex()

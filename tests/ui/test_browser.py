@@ -23,7 +23,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from bench import replay as generator
-from kruntimes.journal import history
+from kruntimes.journal.history import pods as history_pods
+from kruntimes.journal.history import runs as history_runs
+from kruntimes.journal.history import waits as history_waits
 from kruntimes.journal.store import backends
 from kruntimes.ui import markup, queries, server, timeline, waits_page, whatif_page
 from replay import source, whatif
@@ -134,7 +136,7 @@ def test_a_pending_runs_page_shows_its_identical_cycles_as_one_card(
         name = conn.execute(sa.text(
             "SELECT run FROM history_cycles WHERE status = 'unschedulable' GROUP BY run ORDER BY COUNT(*) DESC, run "
             "LIMIT 1")).scalar_one()
-    cycles = history.run_cycles(journal, "demo", name)
+    cycles = history_runs.run_cycles(journal, "demo", name)
     cards = _cards(cycles)
     longest = max(cards, key=len)
     assert len(longest) > 2, "the demo retries some Pending Run for the same reason"
@@ -171,7 +173,7 @@ def _run_with_a_conflict(journal: backends.Journal) -> tuple[str, str]:
 def test_a_runs_page_tells_its_story_and_replays_a_cycle_on_demand(
         driver: Any, served: Served, journal: backends.Journal) -> None:
     namespace, name = _run_with_a_conflict(journal)
-    story = history.run_history(journal, namespace, name)
+    story = history_runs.run_history(journal, namespace, name)
     _open(driver, served, f"/run/{namespace}/{name}")
     assert browser.console_errors(driver) == []
     sections = driver.find_elements(By.CSS_SELECTOR, "section.cycle")
@@ -237,10 +239,10 @@ def test_what_if_lists_the_decisions_replay_says_would_change(
 
 def test_the_pod_page_shows_what_it_held_its_capacity_and_heartbeat_at_an_instant(
         driver: Any, served: Served, journal: backends.Journal) -> None:
-    placement = history.latest_placement(journal)
+    placement = history_runs.latest_placement(journal)
     assert placement is not None
     at = placement["decided_at"] + timedelta(microseconds=1)
-    seen = history.pod_observations(journal, placement["namespace"], placement["pod"], at=at, limit=1)[0]
+    seen = history_pods.pod_observations(journal, placement["namespace"], placement["pod"], at=at, limit=1)[0]
     _open(driver, served, markup.url(f"/pod/{placement['namespace']}/{placement['pod']}", at=at))
     assert browser.console_errors(driver) == []
     capacity = {row.find_elements(By.TAG_NAME, "td")[0].text: int(row.find_elements(By.TAG_NAME, "td")[1].text)
@@ -315,7 +317,7 @@ def test_a_thousand_pods_are_paged_forty_lanes_at_a_time_and_every_page_of_lanes
 
 def test_the_waits_page_names_the_queue_wait_apart_from_the_unschedulable_one(
         driver: Any, served: Served, journal: backends.Journal, demo_journal: DemoJournal) -> None:
-    found = history.waits(journal)
+    found = history_waits.waits(journal)
     _open(driver, served, "/waits?limit=500")
     assert browser.console_errors(driver) == []
     summary = _text(driver, "#waits-summary")
@@ -358,7 +360,7 @@ def test_the_pod_list_is_paged_and_says_whether_each_pod_is_ready_and_its_heartb
         "pod", "Runtime", "state", "heartbeat", "capacity"]
     for cells in first:  # each row as the history says the pod was last seen
         namespace, name = cells[0].text.split("/")
-        seen = history.pod_observations(journal, namespace, name, at=bounds.last_at, limit=1)[0]
+        seen = history_pods.pod_observations(journal, namespace, name, at=bounds.last_at, limit=1)[0]
         assert cells[1].text == f"{namespace}/{seen['runtime']}"
         assert cells[2].text.startswith("ready" if seen["ready"] else "not ready")
         assert cells[3].text.split(":")[0] in ("fresh", "stale") and seen["heartbeat"] in cells[3].text

@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from kruntimes.journal import derived, records
+from kruntimes.journal import records
+from kruntimes.journal.history import buckets, windows
+from kruntimes.journal.history import derive as derived
 from kruntimes.journal.store import backends
-from kruntimes.ui import buckets, params, pod_page, queries
+from kruntimes.ui import params, pod_page, queries, timeline
 from tests.ui.test_epoch_order import journal_url  # noqa: F401  (the fixture: both backends)
 
 T0 = datetime(2026, 11, 20, tzinfo=timezone.utc)
@@ -86,7 +88,7 @@ def test_checkpoints_are_named_by_epoch_and_lsn_newest_by_time(reader: queries.R
     assert reader.checkpoints(1, at=_s(T1, 1)) == [(OLDER, 901, _s(T0, 2))]
 
 
-def _lanes(w: queries.Window) -> dict[str, bool]:
+def _lanes(w: windows.Window) -> dict[str, bool]:
     """Pod name -> deleted."""
     return {name: lane.deleted_at is not None for (_, name), lane in w.lanes.items()}
 
@@ -136,7 +138,7 @@ def test_what_a_window_s_pods_held_is_read_per_epoch(journal_url: str) -> None: 
         since, until = _s(T0, 2), _s(T1, 10)
         w = reader.window(since, until)
         b = buckets.Buckets.of(since, until)
-        held = buckets.utilisation(reader.held(w, [(NS, "p")], b), b, {"slots": 4})
+        held = timeline.utilisation(reader.held(w, [(NS, "p")], b), b, {"slots": 4})
         # The newer epoch's Run holds 2 of the pod's 4 slots for the last bucket's final 9 s.
         assert held["slots"][-1] == pytest.approx(50.0 * 9e6 / b.step_us, abs=0.01)
     finally:

@@ -16,9 +16,11 @@ import sqlalchemy as sa
 
 from kruntimes.cli import main as cli
 from kruntimes.cli import ui_cmd
-from kruntimes.journal import errors, history
+from kruntimes.journal import errors
+from kruntimes.journal.history import pods as history_pods
+from kruntimes.journal.history import stored
 from kruntimes.journal.store import backends
-from kruntimes.ui import busy, markup, queries, run_page, server, timeline
+from kruntimes.ui import busy, markup, run_page, server, timeline
 from tests.ui.conftest import DemoJournal, Served, whatif_window
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
@@ -144,7 +146,7 @@ def test_the_lanes_are_paged(served: Served) -> None:
 class _HostileReader:
     """A reader whose records were written by someone hostile: every name and message is markup."""
 
-    def run_records(self, namespace: str, name: str) -> list[queries.Record]:
+    def run_records(self, namespace: str, name: str) -> list[stored.Record]:
         at = datetime(2026, 12, 1, tzinfo=timezone.utc)
         run = {"event": "MODIFIED", "kind": "Run", "name": name, "namespace": namespace, "uid": HOSTILE,
                "object": {"phase": "Pending", "pod_name": HOSTILE, "pending_message": HOSTILE, "runtime": HOSTILE,
@@ -152,7 +154,7 @@ class _HostileReader:
         cycle = {"namespace": namespace, "run": name, "run_uid": HOSTILE, "result": "unschedulable",
                  "status": "unschedulable", "message": HOSTILE, "rejections": [[HOSTILE, HOSTILE, 3]],
                  "candidates": [{"pod": HOSTILE, "total": 1, "scores": [[HOSTILE, HOSTILE, 1]]}], "chosen": HOSTILE}
-        return [queries.Record(1, at, "mutation", "i", run), queries.Record(2, at, "cycle", "i", cycle)]
+        return [stored.Record(1, at, "mutation", "i", run), stored.Record(2, at, "cycle", "i", cycle)]
 
     def run_waits(self, namespace: str, run_uids: list[str]) -> dict[str, Any]:
         at = datetime(2026, 12, 1, tzinfo=timezone.utc)
@@ -288,7 +290,7 @@ def test_the_pod_list_shows_each_pod_as_its_newest_observation_at_t_says(
     try:
         for pod, state, heartbeat in rows:
             namespace, name = pod.split("/")
-            seen = history.pod_observations(journal, namespace, name, at=bounds.last_at, limit=1)[0]
+            seen = history_pods.pod_observations(journal, namespace, name, at=bounds.last_at, limit=1)[0]
             assert state.startswith("ready" if seen["ready"] else "not ready"), pod
             assert seen["heartbeat"] is None or seen["heartbeat"] in heartbeat, pod
     finally:

@@ -1,18 +1,23 @@
-"""The Timeline's arithmetic, done in SQL over history_placements: time-weighted, clipped to the window."""
+"""The Timeline's arithmetic, done in SQL over history_placements: time-weighted, clipped to the window.
+
+On SQLite and on PostgreSQL: each turns stored times into microseconds its own way, and both must put every
+placement in the same buckets.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
-from kruntimes.journal import derived
+from kruntimes.journal.history import buckets
+from kruntimes.journal.history import derive as derived
 from kruntimes.journal.store import backends
-from kruntimes.ui import buckets, timeline
+from kruntimes.ui import timeline
+from tests.ui.test_epoch_order import journal_url  # noqa: F401  (the fixture: both backends)
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
 WINDOW = buckets.Buckets.of(T0, T0 + timedelta(seconds=buckets.BUCKETS))  # one second per bucket
@@ -20,8 +25,8 @@ CAPACITY = {"runs": 8}  # two pods of 4
 
 
 @pytest.fixture
-def journal(tmp_path: Path) -> Iterator[backends.Journal]:
-    j = backends.Journal.open(f"sqlite:///{tmp_path}/journal.db")
+def journal(journal_url: str) -> Iterator[backends.Journal]:  # noqa: F811
+    j = backends.Journal.open(journal_url)
     yield j
     j.close()
 
@@ -40,13 +45,9 @@ def _placements(journal: backends.Journal, *bars: tuple[str, float, float | None
 
 def _runs(journal: backends.Journal, pods: tuple[str, ...] = ("p", "q"), after: int = 0,
           placed_before: dict[str, set[str]] | None = None) -> list[float]:
-    def execute(stmt: sa.Executable) -> list[sa.Row[Any]]:
-        with journal.engine.connect() as conn:
-            return list(conn.execute(stmt))
-
-    held = buckets.held(execute, "sqlite", WINDOW, [("ns", pod) for pod in pods], {"e": after} if after else {},
+    held = buckets.held(journal, WINDOW, [("ns", pod) for pod in pods], {"e": after} if after else {},
                         {"e": 10**6}, placed_before or {})
-    return buckets.utilisation(held, WINDOW, CAPACITY)["runs"]
+    return timeline.utilisation(held, WINDOW, CAPACITY)["runs"]
 
 
 def test_ten_short_runs_one_after_another_hold_one_slot_not_ten(journal: backends.Journal) -> None:

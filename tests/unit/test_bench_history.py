@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench import history as bench
 from bench import history_workload
-from kruntimes.journal import history
+from kruntimes.journal.history import runs as history_runs
 from kruntimes.journal.store import backends
 
 
@@ -34,7 +34,7 @@ def test_a_small_journal_answers_every_question_of_the_docs_and_of_history(tmp_p
         asked = dict(bench.questions(journal, p))
         assert set(bench.doc_queries()) <= set(asked)
         assert asked["placement-of-run"]() >= 1 and asked["why-placed"]() >= 5
-        assert history.run_placement(journal, p["namespace"], p["run"])["pod"] == p["pod"]
+        assert history_runs.run_placement(journal, p["namespace"], p["run"])["pod"] == p["pod"]
     finally:
         journal.close()
     assert set(bench.time_questions(url, repeat=1)) == set(asked)

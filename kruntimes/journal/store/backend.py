@@ -13,7 +13,8 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 
-from kruntimes.journal import derived, records
+from kruntimes.journal import records
+from kruntimes.journal.history import derive as derived
 
 
 class Backend(Protocol):

@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kruntimes.journal import derived as derived_rows
+from kruntimes.journal.history import derive as derived_rows
 from kruntimes.journal import records
 
 NAME = "postgresql"

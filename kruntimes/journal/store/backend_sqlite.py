@@ -22,7 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import event, pool
 
-from kruntimes.journal import derived as derived_rows
+from kruntimes.journal.history import derive as derived_rows
 from kruntimes.journal import records
 from kruntimes.journal.store import schema
 

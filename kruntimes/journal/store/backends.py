@@ -19,7 +19,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import chain, derived, errors, follow, linker, previous, records
+from kruntimes.journal import chain, errors, linker, records
+from kruntimes.journal.history import derive as derived
+from kruntimes.journal.history import indexer as follow
+from kruntimes.journal.history import previous
 from kruntimes.journal.store import backend, deadline, engines, epochs, schema, schema_wait
 
 log = logging.getLogger("kruntimes.journal.backends")  # the name operators' log configuration knows

@@ -127,7 +127,7 @@ class JournalEpochRow(Base):
     ``history_lsn`` is the epoch's last record whose history rows are written (the
     history tables hold every record of the epoch up to it; NULL: none yet): the head
     when the writer derives them in the record's transaction, behind it while
-    ``kruntimes journal index`` has yet to catch up (``kruntimes.journal.follow``).
+    ``kruntimes journal index`` has yet to catch up (``journal.history.indexer``).
     """
 
     __tablename__ = "journal_epochs"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import follow
+from kruntimes.journal.history import indexer as follow
 from kruntimes.journal.write import child, settings, spool, spool_drain
 from kruntimes.journal.store.backends import Journal
 from kruntimes.journal.write.writer import JournalWriter

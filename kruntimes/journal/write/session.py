@@ -27,7 +27,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import errors, follow
+from kruntimes.journal import errors
+from kruntimes.journal.history import indexer as follow
 from kruntimes.journal.write import handover, settings
 from kruntimes.journal.store.backends import Journal
 from kruntimes.journal.write.child import START_PROBE_SECONDS

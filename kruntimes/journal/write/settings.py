@@ -27,7 +27,8 @@ from datetime import datetime, timezone
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal import follow, records
+from kruntimes.journal import records
+from kruntimes.journal.history import indexer as follow
 from kruntimes.journal.store import deadline
 from kruntimes.journal.write import intake
 

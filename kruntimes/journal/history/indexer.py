@@ -22,7 +22,10 @@ from typing import NamedTuple
 
 import sqlalchemy as sa
 
-from kruntimes.journal import derived, epoch_order, previous, records
+from kruntimes.journal import records
+from kruntimes.journal.history import derive as derived
+from kruntimes.journal.history import order as epoch_order
+from kruntimes.journal.history import previous
 from kruntimes.journal.store import backend_postgres, backend_sqlite, schema
 
 #: ``inline``: the writer derives each batch's history rows in its transaction; ``follow``:

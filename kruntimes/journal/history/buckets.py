@@ -8,30 +8,27 @@ plus the index range it reads, not a Python loop over every row. A window always
 
 Times become integer microseconds in SQL (SQLite's stored text, PostgreSQL's
 ``timestamptz``), and bucket arithmetic is integer division, so both backends put
-every row in the same bucket and draw the same figures.
+every row in the same bucket and draw the same figures. What the rows mean as a
+figure is the web view's (``ui.timeline.utilisation`` turns ``held``'s groups into
+percentages of capacity).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
 import sqlalchemy as sa
 
-from kruntimes.journal import epoch_order
-from kruntimes.journal.store import schema
-from kruntimes.ui import indexed
+from kruntimes.journal.history import order, read, tables, windows
+from kruntimes.journal.history.values import micros
+from kruntimes.journal.store import backends, schema
 
 BUCKETS = 120
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _US = timedelta(microseconds=1)
-
-
-def micros(at: datetime) -> int:
-    return (at - _EPOCH) // _US
 
 
 @dataclass(frozen=True)
@@ -72,16 +69,13 @@ def _micros(column: str, dialect: str) -> str:
     return f"CAST(EXTRACT(EPOCH FROM {column}) * 1000000 AS BIGINT)"
 
 
-Execute = Callable[[sa.Executable], Sequence[sa.Row[Any]]]
-
-
-def binds(execute: Execute, dialect: str, b: Buckets) -> dict[str, list[int]]:
+def binds(journal: backends.Journal, b: Buckets) -> dict[str, list[int]]:
     """Bind results per bucket: result -> counts.
 
     One range of the ``(recorded_at, result)`` index per bucket, counted there: a bind is
     never parsed (a window of five minutes holds tens of thousands).
     """
-    t = indexed.BINDS
+    t = tables.binds
     edges = [*b.starts(), b.until]
     rows = [(k, edges[k], min(edges[k + 1], b.until)) for k in range(BUCKETS) if edges[k] < b.until]
     k = sa.values(sa.column("k", sa.Integer), sa.column("lo", schema.UtcDateTime()),
@@ -90,32 +84,32 @@ def binds(execute: Execute, dialect: str, b: Buckets) -> dict[str, list[int]]:
             .select_from(k.join(t, sa.and_(t.c.recorded_at >= k.c.lo, t.c.recorded_at < k.c.hi)))
             .group_by(k.c.k, t.c.result))
     out: dict[str, list[int]] = {}
-    for bucket, result, n in execute(stmt):
+    for bucket, result, n in read.execute(journal, stmt):
         out.setdefault(str(result), [0] * BUCKETS)[int(bucket)] += int(n)
     return out
 
 
-def pending(execute: Execute, dialect: str, b: Buckets) -> dict[str, list[int]]:
+def pending(journal: backends.Journal, b: Buckets) -> dict[str, list[int]]:
     """Pending Runs per bucket: reason -> Runs with a cycle in that bucket that left them Pending for it.
 
     A cycle's reasons are its rejections; one with none counts under its message.
     """
-    c, r = indexed.CYCLES, indexed.REJECTIONS
-    k = b.index("history_cycles.decided_at", dialect)
+    c, r = tables.cycles, tables.rejections
+    k = b.index("history_cycles.decided_at", journal.backend)
     reason = sa.func.coalesce(sa.func.nullif(r.c.reason, ""), sa.func.nullif(c.c.message, ""), "unschedulable")
     stmt = (sa.select(k, reason, sa.func.count(sa.distinct(c.c.run_uid)))
             .select_from(c.outerjoin(r, sa.and_(r.c.epoch == c.c.epoch, r.c.lsn == c.c.lsn)))
             .where(c.c.decided_at >= b.since, c.c.decided_at < b.until, c.c.status == "unschedulable")
             .group_by(k, reason))
     out: dict[str, list[int]] = {}
-    for bucket, why, n in execute(stmt):
+    for bucket, why, n in read.execute(journal, stmt):
         out.setdefault(str(why), [0] * BUCKETS)[min(BUCKETS - 1, int(bucket))] += int(n)
     return out
 
 
 @dataclass(frozen=True)
 class Held:
-    """What the placements of a window held, for ``utilisation``: grouped by requests and first/last bucket."""
+    """What the placements of a window held, for the utilisation figure: grouped by requests and first/last bucket."""
 
     groups: list[tuple[str, int, int, int, int, int]]  # (requests, first, last, placements, sum start, sum end)
 
@@ -124,8 +118,8 @@ class Held:
         return sum(g[3] for g in self.groups)
 
 
-def held(execute: Execute, dialect: str, b: Buckets, lanes: Sequence[tuple[str, str]], after: epoch_order.Cut,
-         upto: epoch_order.Cut, placed_before: dict[str, set[str]]) -> Held:
+def held(journal: backends.Journal, b: Buckets, lanes: Sequence[tuple[str, str]], after: order.Cut,
+         upto: order.Cut, placed_before: dict[str, set[str]]) -> Held:
     """The scheduled placements on ``lanes`` that overlap the window, as sums per (requests, first, last bucket).
 
     Which placements, without a scan: those recorded after the starting checkpoint
@@ -135,18 +129,19 @@ def held(execute: Execute, dialect: str, b: Buckets, lanes: Sequence[tuple[str, 
     ``since``. Starts and ends are clipped
     to the window and counted in microseconds from ``since``.
     """
-    p = indexed.PLACEMENTS
+    p = tables.placements
     if not lanes:
         return Held([])
-    common = (indexed.pods_of(p, lanes), p.c.outcome == "scheduled", p.c.requests.is_not(None),
+    dialect = journal.backend
+    common = (windows.pods_of(p, lanes), p.c.outcome == "scheduled", p.c.requests.is_not(None),
               p.c.decided_at < b.until, sa.or_(p.c.ended_at.is_(None), p.c.ended_at >= b.since))
     columns = (p.c.requests, p.c.decided_at, p.c.ended_at)
-    recent = sa.select(*columns).where(epoch_order.between(p.c.epoch, p.c.lsn, after, upto), *common)
+    recent = sa.select(*columns).where(order.between(p.c.epoch, p.c.lsn, after, upto), *common)
     parts: list[sa.Select[Any]] = [recent]
     if placed_before:
         runs = sa.or_(*(sa.and_(p.c.namespace == ns, p.c.run.in_(sorted(names)))
                         for ns, names in sorted(placed_before.items())))
-        parts.append(sa.select(*columns).where(runs, epoch_order.between(p.c.epoch, p.c.lsn, {}, after), *common))
+        parts.append(sa.select(*columns).where(runs, order.between(p.c.epoch, p.c.lsn, {}, after), *common))
     w = sa.union_all(*parts).subquery("w")
     # Each time is parsed once (a materialised step: otherwise every use of the clipped values re-parses it).
     parsed = sa.select(w.c.requests, sa.literal_column(_micros("w.decided_at", dialect)).label("s"),
@@ -160,44 +155,8 @@ def held(execute: Execute, dialect: str, b: Buckets, lanes: Sequence[tuple[str, 
                              f"ELSE m.e - {since} END) / {b.step_us}")
     stmt = (sa.select(parsed.c.requests, first, last, sa.func.count(), sa.func.sum(a), sa.func.sum(z))
             .group_by(parsed.c.requests, first, last))
-    return Held([(str(req), int(f), int(z), int(n), int(sa_), int(sz)) for req, f, z, n, sa_, sz in execute(stmt)])
-
-
-def utilisation(held: Held, b: Buckets, capacity: dict[str, int]) -> dict[str, list[float]]:
-    """Per resource and bucket: the time-weighted share of ``capacity`` the placements held, in percent.
-
-    Time-weighted, not a count of the Runs seen in a bucket: ten Runs of 50 ms one after
-    another in the same slot of a half-second bucket held it for a tenth of the bucket.
-    A group's placements fill the buckets between their first and last whole (through a
-    difference array) and those two in part, from the sums of their clipped starts and ends.
-    """
-    step = b.step_us
-    full: dict[str, list[float]] = {}
-    part: dict[str, list[float]] = {}
-    parsed: dict[str, list[tuple[str, int]]] = {}
-    for requests, first, last, n, starts, ends in held.groups:
-        asked = parsed.get(requests)
-        if asked is None:
-            asked = parsed[requests] = amounts(requests)
-        for resource, amount in asked:
-            f = full.setdefault(resource, [0.0] * (BUCKETS + 1))
-            q = part.setdefault(resource, [0.0] * (BUCKETS + 1))
-            if first == last:
-                q[first] += amount * (ends - starts) / step
-                continue
-            q[first] += amount * (n * (first + 1) * step - starts) / step
-            q[last] += amount * (ends - n * last * step) / step
-            f[first + 1] += amount * n
-            f[last] -= amount * n
-    out: dict[str, list[float]] = {}
-    for resource in sorted(set(full) | set(capacity)):
-        whole, partial = full.get(resource, [0.0] * (BUCKETS + 1)), part.get(resource, [0.0] * (BUCKETS + 1))
-        running, series, cap = 0.0, [], capacity.get(resource, 0)
-        for i in range(BUCKETS):
-            running += whole[i]
-            series.append(round(100.0 * (running + partial[i]) / cap, 2) if cap else 0.0)
-        out[resource] = series
-    return out
+    return Held([(str(req), int(f), int(z), int(n), int(sa_), int(sz))
+                 for req, f, z, n, sa_, sz in read.execute(journal, stmt)])
 
 
 def amounts(requests: str) -> list[tuple[str, int]]:

@@ -6,7 +6,7 @@ that checks, that the history tables are what the records derive. The tables are
 without touching a record, and `verify`, which proves the records, would not notice.
 
 `check` rebuilds the tables exactly as `kruntimes journal reindex` does
-(`follow.rebuild_history`), inside a transaction it then rolls back, so the stored
+(`indexer.rebuild_history`), inside a transaction it then rolls back, so the stored
 tables are never changed. It compares each table before and after in key order, as
 digests of runs of `BUCKET` rows (memory stays bounded however long the journal): the
 same digests are the same rows, and the first run that differs says where to look.
@@ -31,15 +31,16 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal import derived, errors, follow, prune_record
+from kruntimes.journal import errors, prune_record
+from kruntimes.journal.history import indexer, tables
 from kruntimes.journal.store import backends, schema
 
 #: Rows per digest: the first differing run of this many rows is what a difference names.
 BUCKET = 1000
 #: Tables a prune leaves unlike a rebuild of what is left: the counts keep counting what it removed, and a
 #: pending episode that began before the cut is gone while a rebuild starts one at the first Pending cycle left.
-AFTER_PRUNE = frozenset({derived.pod_hours.name, derived.rejection_hours.name, derived.epochs.name,
-                         derived.waits.name})
+AFTER_PRUNE = frozenset({tables.pod_hours.name, tables.rejection_hours.name, tables.epochs.name,
+                         tables.waits.name})
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class HistoryCheck:
     records: int  # records the rebuild read
     tables: int  # tables compared
     differences: tuple[Difference, ...] = ()
-    trailing: tuple[follow.Lag, ...] = ()  # the tables trail the records: nothing was compared
+    trailing: tuple[indexer.Lag, ...] = ()  # the tables trail the records: nothing was compared
     seconds: float = 0.0
 
     @property
@@ -68,36 +69,36 @@ class HistoryCheck:
         return not self.trailing and all(d.after_prune for d in self.differences)
 
 
-def check(journal: backends.Journal, *, chunk_size: int = follow.REINDEX_CHUNK) -> HistoryCheck:
+def check(journal: backends.Journal, *, chunk_size: int = indexer.REINDEX_CHUNK) -> HistoryCheck:
     """Compare every history table with what the stored records derive; change nothing."""
     started = time.perf_counter()
     try:
         with journal.engine.connect() as conn:
             tx = conn.begin()
             try:
-                follow.take_turn(conn)
-                lag = follow.lag(conn)
+                indexer.take_turn(conn)
+                lag = indexer.lag(conn)
                 if lag:
                     return HistoryCheck(0, 0, trailing=tuple(lag), seconds=time.perf_counter() - started)
                 pruned = conn.execute(sa.select(sa.func.count()).where(
                     schema.journal_records.c.lsn == prune_record.PRUNE_LSN)).scalar() != 0
                 cut = prune_record.cuts(conn)
-                stored = {t.name: _digests(conn, t, cut) for t in derived.TABLES}
-                read = follow.rebuild_history(conn, chunk_size=chunk_size)
-                rebuilt = {t.name: _digests(conn, t, cut) for t in derived.TABLES}
+                stored = {t.name: _digests(conn, t, cut) for t in tables.TABLES}
+                read = indexer.rebuild_history(conn, chunk_size=chunk_size)
+                rebuilt = {t.name: _digests(conn, t, cut) for t in tables.TABLES}
             finally:
                 tx.rollback()  # the stored tables stay as they were
     except sa_exc.DBAPIError as exc:
         raise errors.JournalUnavailable(f"cannot check the history tables ({journal.backend}): {exc.orig}") from exc
     differences = []
-    for name in derived.TABLE_NAMES:
+    for name in tables.TABLE_NAMES:
         (n_stored, d_stored), (n_rebuilt, d_rebuilt) = stored[name], rebuilt[name]
         if d_stored != d_rebuilt:
             at = next(i for i in range(max(len(d_stored), len(d_rebuilt)))
                       if i >= len(d_stored) or i >= len(d_rebuilt) or d_stored[i] != d_rebuilt[i])
             near = (d_stored[at] if at < len(d_stored) else d_rebuilt[at])[0]
             differences.append(Difference(name, n_stored, n_rebuilt, near, after_prune=pruned and name in AFTER_PRUNE))
-    return HistoryCheck(read, len(derived.TABLES), tuple(differences), seconds=time.perf_counter() - started)
+    return HistoryCheck(read, len(tables.TABLES), tuple(differences), seconds=time.perf_counter() - started)
 
 
 def _digests(conn: sa.Connection, table: sa.Table,
@@ -112,7 +113,7 @@ def _digests(conn: sa.Connection, table: sa.Table,
     columns = [*key, *[c for c in table.columns if c not in key]]
     stmt = sa.select(*columns).order_by(*key)
     blank = None
-    if table is derived.placements and cut:
+    if table is tables.placements and cut:
         blank = ([c.name for c in columns].index("epoch"), [c.name for c in columns].index("snapshot_lsn"),
                  [c.name for c in columns].index("requests"))
     count, runs = 0, []

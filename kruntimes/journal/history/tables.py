@@ -1,6 +1,6 @@
 """The history tables: their definitions, and what a revision asks of them before it fills them.
 
-The tables are typed, indexed rows derived from ``journal_records`` (``derived`` says how
+The tables are typed, indexed rows derived from ``journal_records`` (``derive`` says how
 each record becomes rows); they belong to the journal's metadata, so Alembic and the
 schema checks see them beside the records.
 """

@@ -23,12 +23,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kruntimes.journal import derived
+from kruntimes.journal.history import derive
 
 _NONE = (None, None, None)
 
 
-def link(conn: sa.Connection, batch: derived.Derived) -> None:
+def link(conn: sa.Connection, batch: derive.Derived) -> None:
     """Give each placement row of ``batch`` its previous cycle's LSN, result and top candidate.
 
     Runs before the rows are inserted, in the writer's transaction. A row of a
