@@ -23,13 +23,7 @@ LONG_FUNCTIONS: dict[str, str] = {}
 # rooms, the web view's queries, the history command, the device allocator, the planner). Empty
 # it as that work lands; an entry that no longer needs to be here fails the test.
 PENDING_SPLIT: dict[str, str] = {
-    "kruntimes/ui/queries.py": "the one history query layer (issue 25)",
-    "kruntimes/journal/history.py": "the journal's history room (issue 25)",
-    "kruntimes/journal/derived.py": "the journal's history room (issue 25)",
-    "kruntimes/cli/history_cmd.py": "the one history query layer (issue 25)",
     "kruntimes/devices/allocation.py": "the device allocator (issue 25)",
-    "kruntimes.journal.derived:_cycle": "the journal's history room (issue 25)",
-    "kruntimes.journal.history:waits": "the journal's history room (issue 25)",
     "kruntimes.scheduler.planner:Planner.plan": "the planner's steps (issue 25)",
     "kruntimes.scheduler.planner:Planner._plan_columns": "the planner's steps (issue 25)",
 }

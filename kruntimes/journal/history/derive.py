@@ -150,20 +150,7 @@ def _cycle(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, ls
             add((epoch, lsn, rank, s(c.get("pod")), i(c.get("total")), compact_json(c.get("scores"))))
     rejected = _list(get("rejections"))
     if rejected:
-        add = rows["history_rejections"].append
-        hour = hour_of(when)
-        counts = out.rejection_hours
-        for position, entry in enumerate(rejected, 1):
-            plugin, reason, n = (entry + [None, None, None])[:3] if type(entry) is list else (None, None, None)
-            plugin, reason, n = _str(plugin), _str(reason), _int(n)
-            add((epoch, lsn, position, at, namespace, run, run_uid, status, result, plugin, reason, n))
-            if plugin is not None and reason is not None:
-                total_for = counts.get((hour, plugin, reason))
-                if total_for is None:
-                    counts[(hour, plugin, reason)] = [n or 0, 1]
-                else:
-                    total_for[0] += n or 0
-                    total_for[1] += 1
+        _rejections(out, epoch, lsn, at, when, (namespace, run, run_uid, status, result), rejected)
     if chosen is not None:
         rows["history_placements"].append((
             epoch, lsn, at, namespace, run, run_uid, chosen, _str(p.get("chosen_uid")), _str(p.get("now")), total,
@@ -172,7 +159,34 @@ def _cycle(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, ls
             out.pod_hours[(namespace, chosen, hour_of(when))] += 1
     if namespace is None or run_uid is None:
         return
-    rs = _run_state(out, state, (namespace, run_uid))
+    _cycle_run_state(_run_state(out, state, (namespace, run_uid)), epoch, lsn, at, when,
+                     (namespace, run, run_uid, status, result), chosen, message)
+
+def _rejections(out: Derived, epoch: str, lsn: int, at: Any, when: datetime,
+                run: tuple[str | None, str | None, str | None, str | None, str | None], rejected: list[Any]) -> None:
+    """A cycle's rejection rows, and their counts in the hour's roll-up."""
+    namespace, name, run_uid, status, result = run
+    add = out.rows["history_rejections"].append
+    hour = hour_of(when)
+    counts = out.rejection_hours
+    for position, entry in enumerate(rejected, 1):
+        plugin, reason, n = (entry + [None, None, None])[:3] if type(entry) is list else (None, None, None)
+        plugin, reason, n = _str(plugin), _str(reason), _int(n)
+        add((epoch, lsn, position, at, namespace, name, run_uid, status, result, plugin, reason, n))
+        if plugin is not None and reason is not None:
+            total_for = counts.get((hour, plugin, reason))
+            if total_for is None:
+                counts[(hour, plugin, reason)] = [n or 0, 1]
+            else:
+                total_for[0] += n or 0
+                total_for[1] += 1
+
+
+def _cycle_run_state(rs: _RunState, epoch: str, lsn: int, at: Any, when: datetime,
+                     run: tuple[str | None, str | None, str | None, str | None, str | None],
+                     chosen: str | None, message: str | None) -> None:
+    """What a cycle does to its Run's wait: a placement closes it, a Pending cycle opens or extends it."""
+    namespace, name, run_uid, status, result = run
     if result == "scheduled" and chosen is not None:
         # A newer placement ends the one the Run held (its pod went away, it was re-planned).
         if not rs.ended:
@@ -187,8 +201,8 @@ def _cycle(out: Derived, state: dict[tuple[str, str], _RunState], epoch: str, ls
             op[9:14] = [epoch, lsn, at, message, status]
             op[14] += 1
         else:
-            rs.pending = [PENDING, epoch, lsn, namespace, run, run_uid, at, micros(when), message,
-                         epoch, lsn, at, message, status, 1]
+            rs.pending = [PENDING, epoch, lsn, namespace, name, run_uid, at, micros(when), message,
+                          epoch, lsn, at, message, status, 1]
             rs.ops.append(rs.pending)
             rs.closed = False
     elif not rs.closed:

@@ -54,6 +54,24 @@ def waits(journal: backends.Journal, *, waiting: bool = True) -> list[dict[str, 
     A question about every Run: it reads one grouped row per Run from each table (the
     first observation, the first cycle, the first placement) and every wait episode.
     """
+    seen, first_cycle, placed, episodes, newest = _wait_inputs(journal)
+    found: list[dict[str, Any]] = []
+    for run in seen:
+        key = (run["namespace"], run["uid"])
+        placement, spells, cycled = placed.get(key), episodes.get(key, []), first_cycle.get(key)
+        still = placement is None and not run["ended"] and all(e["end_lsn"] is None for e in spells)
+        if placement is None and not (waiting and still):
+            continue
+        found.append(_wait_row(run, placement, spells, cycled, newest))
+    found.sort(key=lambda row: (-row["waited_us"], row["first_seen_at"], row["namespace"], row["run"]))
+    return found
+
+
+def _wait_inputs(journal: backends.Journal) -> tuple[list[dict[str, Any]], dict[tuple[str, str], Any],
+                                                     dict[tuple[str, str], dict[str, Any]],
+                                                     dict[tuple[str, str], list[dict[str, Any]]], Any]:
+    """What ``waits`` reads, one grouped row per Run from each table: the first observation, the
+    first cycle, the first placement, every wait episode, and the journal's newest record time."""
     r, c, p, w = tables.runs, tables.cycles, tables.placements, tables.waits
     ended = sa.func.max(sa.case((sa.or_(r.c.event == "DELETED", r.c.phase.in_(sorted(wire.TERMINAL_PHASES))), 1),
                                 else_=0)).label("ended")
@@ -75,31 +93,28 @@ def waits(journal: backends.Journal, *, waiting: bool = True) -> list[dict[str, 
                          .order_by(*read.order_by(journal, w.c.first_pending_at, w.c.epoch, w.c.first_lsn))):
         episodes.setdefault((row["namespace"], row["run_uid"]), []).append(row)
     newest = read.rows(journal, sa.select(sa.func.max(r.c.recorded_at).label("at")))[0]["at"]
-    found: list[dict[str, Any]] = []
-    for run in seen:
-        key = (run["namespace"], run["uid"])
-        placement, spells, cycled = placed.get(key), episodes.get(key, []), first_cycle.get(key)
-        still = placement is None and not run["ended"] and all(e["end_lsn"] is None for e in spells)
-        if placement is None and not (waiting and still):
-            continue
-        queued_until = cycled or (placement or {}).get("decided_at") or newest
-        unschedulable = sum(e["waited_us"] if e["end_lsn"] is not None else
-                            (e["last_pending_at"] - e["first_pending_at"]) // _US for e in spells)
-        queued = max(0, (queued_until - run["first_seen_at"]) // _US)
-        found.append({
-            "namespace": run["namespace"], "run": run["run"], "run_uid": run["uid"],
-            "first_seen_at": run["first_seen_at"], "first_cycle_at": cycled,
-            "first_pending_at": spells[0]["first_pending_at"] if spells else None,
-            "placed_at": placement["decided_at"] if placement else None, "pod": placement["pod"] if placement else None,
-            "queued_us": queued, "unschedulable_us": unschedulable, "waited_us": queued + unschedulable,
-            "pending_cycles": sum(e["pending_cycles"] or 0 for e in spells),
-            "first_reason": spells[0]["first_reason"] if spells else None,
-            "last_reason": spells[-1]["last_reason"] if spells else None,
-            "outcome": "scheduled" if placement else None,
-            "state": "placed" if placement else "unschedulable" if cycled else "in queue",
-        })
-    found.sort(key=lambda row: (-row["waited_us"], row["first_seen_at"], row["namespace"], row["run"]))
-    return found
+    return seen, first_cycle, placed, episodes, newest
+
+
+def _wait_row(run: dict[str, Any], placement: dict[str, Any] | None, spells: list[dict[str, Any]],
+              cycled: Any, newest: Any) -> dict[str, Any]:
+    """One Run's row of ``waits``: its queue wait, its unschedulable episodes summed, its reasons."""
+    queued_until = cycled or (placement or {}).get("decided_at") or newest
+    unschedulable = sum(e["waited_us"] if e["end_lsn"] is not None else
+                        (e["last_pending_at"] - e["first_pending_at"]) // _US for e in spells)
+    queued = max(0, (queued_until - run["first_seen_at"]) // _US)
+    return {
+        "namespace": run["namespace"], "run": run["run"], "run_uid": run["uid"],
+        "first_seen_at": run["first_seen_at"], "first_cycle_at": cycled,
+        "first_pending_at": spells[0]["first_pending_at"] if spells else None,
+        "placed_at": placement["decided_at"] if placement else None, "pod": placement["pod"] if placement else None,
+        "queued_us": queued, "unschedulable_us": unschedulable, "waited_us": queued + unschedulable,
+        "pending_cycles": sum(e["pending_cycles"] or 0 for e in spells),
+        "first_reason": spells[0]["first_reason"] if spells else None,
+        "last_reason": spells[-1]["last_reason"] if spells else None,
+        "outcome": "scheduled" if placement else None,
+        "state": "placed" if placement else "unschedulable" if cycled else "in queue",
+    }
 
 
 def run_waits(journal: backends.Journal, namespace: str, run_uids: Sequence[str]) -> dict[str, Any] | None:
