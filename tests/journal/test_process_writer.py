@@ -100,7 +100,7 @@ def test_payloads_built_in_the_child_are_the_ones_this_process_would_build(
     assert {d.kind for d in deferred} >= {"mutation", "cycle", "reserve", "release", "bind", "drop", "checkpoint"}
     journal = backends.Journal.open(journal_url)
     try:
-        by_lsn = {r.lsn: r for r in journal.read_encoded() if r.incarnation == written.incarnation}
+        by_lsn = {r.lsn: r for r in journal.read_encoded(written.incarnation)}
     finally:
         journal.close()
     # Every record but the incarnation record, which start() made before the tee was in place.
