@@ -347,7 +347,8 @@ class Journal:
         A record's identity is (epoch, LSN): LSNs overlap between epochs begun while the
         database was away, so an LSN range is one epoch's and needs ``epoch`` (a bare
         range is a ``ValueError``: it would mix epochs). Without ``epoch`` every record
-        comes, each epoch's together in LSN order, the epochs by their ID (not their age:
+        comes: the prune records (LSN 0, numbered in a chain of their own) first, then each
+        epoch's together in LSN order, the epochs by their ID (not their age:
         ``epoch_order`` says which is older; read epoch by epoch in its order when that
         matters). Streams (server-side cursor on PostgreSQL); the connection is held
         until the iterator is exhausted or closed.
@@ -364,7 +365,7 @@ class Journal:
             table.c.payload,
             table.c.payload_sha256,
             table.c.chain_hash,
-        ).order_by(table.c.incarnation, table.c.lsn)
+        ).order_by(sa.case((table.c.lsn == 0, 0), else_=1), table.c.incarnation, table.c.lsn)  # prunes' (LSN 0) first
         if epoch is not None:
             stmt = stmt.where(table.c.incarnation == epoch)
         if since_lsn is not None:
