@@ -17,13 +17,15 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from kruntimes.cli import main as cli
-from kruntimes.journal.store import backends
+from kruntimes.journal import chain, records
+from kruntimes.journal.store import backends, schema
 from kruntimes.journal.write import handover, spool_drain
 from kruntimes.journal.write.recovery import SpoolRecovery, left_behind
-from replay import ends, integrity
+from replay import ends, errors, integrity
 from tests.journal.factories import T0, record
 
 WAIT = 30.0
@@ -88,3 +90,62 @@ def test_verify_says_which_records_a_crash_lost_and_exits_0(recovered: str,
     assert cli.main(["replay", "verify", "--journal", recovered, "--json"]) == 0
     epochs = {e["epoch"]: e for e in json.loads(capsys.readouterr().out)["epochs"]}
     assert epochs[LOST]["lost_in_crash"] == [3, 41] and epochs[LOST]["problems"] == []
+
+
+# -- the same end forged over an epoch deleted whole: what each kind of journal tells (the tamper matrix) --------
+
+KEY = chain.ChainKey(b"k" * 48)
+GONE = "c" * 32
+
+
+def _forged(url: str, key: chain.ChainKey | None) -> tuple[str, int, str]:
+    """An ended epoch (LSNs 1..10) deleted whole with its head row, and in its place the end a restart writes
+    for an epoch none of whose records was stored, naming 1..10, linked without the key. Returns its head."""
+    at = T0 - timedelta(days=2)
+    rows = [record(1, "incarnation", {"version": "1", "config_hash": "c"}, incarnation=GONE, recorded_at=at)]
+    rows += [record(n, "leader", {"event": "acquired", "identity": GONE}, incarnation=GONE, recorded_at=at)
+             for n in range(2, 10)]
+    rows.append(record(10, "end", {"reason": "shutdown"}, incarnation=GONE, recorded_at=at))
+    journal = backends.Journal.open(url)
+    try:
+        journal.append_batch(rows, key=key)
+        head = journal.epochs([GONE])[GONE]
+        with journal.engine.begin() as conn:
+            t, e = schema.journal_records, schema.journal_epochs
+            conn.execute(sa.delete(t).where(t.c.incarnation == GONE))
+            conn.execute(sa.delete(e).where(e.c.epoch == GONE))
+        end = records.encode(record(11, "end", {"reason": "recovered", "handed_lsn": 10, "first_lsn": 1},
+                                    incarnation=GONE, recorded_at=at))
+        journal.append_batch([end._replace(chain_hash=chain.link(chain.GENESIS, GONE, 11, end.recorded_at, "end",
+                                                                 end.schema_version, end.payload_sha256))])
+        return GONE, head.head_lsn, head.head_hash
+    finally:
+        journal.close()
+
+
+def _checked(url: str, key: chain.ChainKey | None = None, published: tuple[integrity.PublishedHead, ...] = ()
+             ) -> integrity.EpochReport:
+    journal = backends.Journal.open(url, create=False)
+    try:
+        return {r.epoch: r for r in integrity.check(journal, key, published=published)}[GONE]
+    finally:
+        journal.close()
+
+
+def test_a_plain_journal_reads_an_epoch_deleted_whole_under_a_forged_crash_end_as_lost_in_a_crash(
+        journal_url: str) -> None:
+    _forged(journal_url, None)
+    report = _checked(journal_url)
+    assert report.ok and report.lost_in_crash == (1, 10)  # not caught: named as lost, what a crash leaves
+
+
+def test_a_keyed_journal_refuses_the_forged_end(journal_url: str) -> None:
+    _forged(journal_url, KEY)
+    report = _checked(journal_url, KEY)
+    assert [type(p) for p in report.problems][:1] == [errors.KeyMismatch]
+
+
+def test_a_published_head_catches_the_forged_end(journal_url: str) -> None:
+    epoch, lsn, link = _forged(journal_url, None)
+    report = _checked(journal_url, published=(integrity.PublishedHead(epoch, lsn, link),))
+    assert not report.ok and report.problems
