@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from kruntimes.journal import derived, history, records
 from kruntimes.journal.store import backends
+from tests.journal.test_history_queries import QUERIES
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 TIE = T0 + timedelta(hours=2)
@@ -78,3 +79,11 @@ def test_a_runs_wait_takes_its_first_placement_and_reason_from_the_older_epoch_a
         tied: backends.Journal) -> None:
     (wait,) = history.waits(tied)
     assert (wait["pod"], wait["first_reason"], wait["last_reason"]) == ("pod-old", "reason-old", "reason-new")
+
+
+def test_the_documented_conflicts_query_breaks_a_tie_by_epoch_order(tied: backends.Journal) -> None:
+    variants = QUERIES["conflicts-in-window"]
+    sql = variants.get(tied.engine.dialect.name) or variants["any"]
+    with tied.engine.connect() as conn:
+        rows = conn.execute(sa.text(sql), WINDOW).mappings().all()
+    assert [(r["epoch"], r["lsn"], r["detail"]) for r in rows] == [(OLDER, 103, "bind-old"), (NEWER, 101, "bind-new")]
