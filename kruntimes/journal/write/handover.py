@@ -111,7 +111,7 @@ _NUMBERED_BYTES = 2 * _NUMBERED.itemsize  # then the epoch's first LSN (a mark f
 
 def _numbered(spool_path: str | os.PathLike[str], epoch: str, slot: int) -> int | None:
     data = _contents(numbered_path_for(spool_path, epoch))
-    if data is None or len(data) not in (_NUMBERED.itemsize, _NUMBERED_BYTES) or len(data) <= slot * 8:
+    if data is None or len(data) not in (_NUMBERED.itemsize, _NUMBERED_BYTES) or len(data) <= slot * _NUMBERED.itemsize:
         return None
     value = memoryview(data).cast(_NUMBERED.format)[slot]
     return value if value > 0 else None

@@ -13,7 +13,8 @@ epoch and LSN. A key stored with other content or link goes there too.
 Epoch recovery: a writer told its epoch (``epoch=``) notes it in ``<spool>.epochs``
 until the epoch's ``end`` record is durable. A writer that finds an earlier epoch in
 that note, or unended in its spool (its process was killed mid-term), closes it once
-the spool is drained: an ``end`` {"reason": "recovered"} chained from its stored head.
+the spool is drained: an ``end`` {"reason": "recovered"} chained from its stored head,
+or, when none of its records was stored, from its start, naming the LSNs it lost.
 """
 
 from __future__ import annotations
@@ -226,7 +227,6 @@ class SpoolDrain:
             handover.forget_all(self._spool.path, epoch)
             self.to_recover.remove(epoch)
             write_note(self.note_path, [*self.to_recover, *([self._epoch] if self._epoch else [])])
-
 
     def _end_lost(self, epoch: str, first: int, handed: int) -> bool:
         """Close an epoch none of whose records was stored: its ``end`` names the LSNs lost (``first_lsn``
