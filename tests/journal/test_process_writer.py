@@ -28,6 +28,7 @@ from kruntimes.journal.write.recorder import JournalRecorder
 from kruntimes.journal.write.session import JournalSession
 from kruntimes.scheduler.config import SchedulerConfig
 from tests import builders
+from tests.journal import factories
 from tests.journal.factories import INCARNATION, T0, record, unchained
 from tests.replay import journals
 
@@ -273,7 +274,7 @@ def test_the_next_writer_continues_after_the_last_durable_lsn(journal_url: str, 
             session.recorder.record("leader", {"event": "acquired", "identity": "a", "term": 1})
     journal = backends.Journal.open(journal_url)
     try:
-        stored = [(r.lsn, r.kind, r.incarnation) for r in journal.read_encoded()]
+        stored = [(r.lsn, r.kind, r.incarnation) for r in factories.in_epoch_order(journal)]
         epochs = journal.epochs()
     finally:
         journal.close()

@@ -397,11 +397,12 @@ class Journal:
             raise errors.JournalUnavailable(f"cannot read the epochs ({self.backend}): {exc.orig}") from exc
 
     def incarnations(self) -> list[epochs.Incarnation]:
-        """Every incarnation that wrote to this journal, oldest first."""
+        """Every incarnation that wrote to this journal, by first LSN (not by age, where epochs' LSNs
+        overlap: ``epoch_order`` says which is older)."""
         table = schema.journal_incarnations
         stmt = sa.select(
             table.c.incarnation, table.c.started_at, table.c.first_lsn, table.c.version, table.c.config_hash
-        ).order_by(table.c.first_lsn)
+        ).order_by(table.c.first_lsn, table.c.incarnation)
         try:
             with self._engine.connect() as conn:
                 return [epochs.Incarnation(*row) for row in conn.execute(stmt)]
