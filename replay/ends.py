@@ -13,6 +13,9 @@ handed records to its writer (``kruntimes.journal.write.handover``). So ``verify
   acknowledged, at most one write timeout's worth (SPEC §5 "Availability"). Named, in
   the epoch's state and ``lost_in_crash``, not damage: nothing acknowledged is missing,
   and the end's link still follows from the last stored record;
+- ended by a crash before any of its records was stored: the epoch's one record is
+  the end, chained from its start, naming the LSNs lost (``first_lsn``..``handed_lsn``),
+  named as above;
 - records missing: any other gap (integrity's problems, exit 3);
 - no end while a newer epoch began: the writer died and its replica never came back
   (or the end record was deleted), its tail may be lost.
@@ -51,6 +54,25 @@ def handed(end_payload: str) -> int | None:
     except (ValueError, AttributeError):
         return None
     return value if type(value) is int else None
+
+
+def lost_whole(end_payload: str, lsn: int) -> tuple[int, int] | None:
+    """The LSNs an end record at ``lsn`` says its epoch lost whole (none of its records was stored), or None.
+
+    Such an end is the epoch's only record, chained from its start, written by the
+    restart that closed it: ``first_lsn`` (where its process began numbering) through
+    ``handed_lsn``, which it directly follows.
+    """
+    try:
+        payload = json.loads(end_payload)
+    except ValueError:
+        return None
+    if not isinstance(payload, dict) or payload.get("reason") != RECOVERED:
+        return None
+    first, handed = payload.get("first_lsn"), payload.get("handed_lsn")
+    if type(first) is not int or type(handed) is not int or handed != lsn - 1 or not 0 < first <= handed:
+        return None
+    return first, handed
 
 
 def check(report: EpochReport, row: Any, ended_at: int | None, newest: bool) -> None:

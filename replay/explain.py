@@ -111,7 +111,7 @@ def explain(journal: backends.Journal, selection: source.Selection) -> list[Expl
 def _nothing(journal: backends.Journal, selection: source.Selection) -> str:
     if selection.lsns:
         lsn = selection.lsns[0]
-        record = source.record_at(journal, lsn)
+        record = source.record_at(journal, lsn, selection.incarnation)
         if record is None:
             return f"no record with LSN {lsn} in the journal"
         return f"LSN {lsn} is a {record.kind} record, not a cycle (`kruntimes history cycles` lists cycles)"

@@ -237,7 +237,10 @@ def _check_epoch(journal: backends.Journal, row: _Row, key: chain.ChainKey | Non
     with contextlib.closing(_records(journal, row.epoch)) as found:
         for lsn, at, kind, version, text, sha, link in found:
             report.records += 1
-            if lsn == first and kind != "incarnation":
+            if lsn == first and kind == "end" and (lost := ends.lost_whole(text, lsn)) is not None:
+                report.lost_in_crash = lost  # none of the epoch's records was stored: its crash's end names them
+                report.first_lsn = lost[0]
+            elif lsn == first and kind != "incarnation":
                 report.add(errors.MissingStart(lsn, f"the epoch's first record is a {kind} record, not its "
                                                     "incarnation record"))
             elif lsn > expected:

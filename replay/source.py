@@ -21,6 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
+from kruntimes.journal.history import order as epoch_order
 from kruntimes.journal.store import backends, schema
 from kruntimes.journal import errors as journal_errors
 from replay import errors, integrity
@@ -93,9 +94,15 @@ class Record:
 
 @dataclass(frozen=True)
 class Selection:
-    """Which cycles to replay: one LSN, a Run's, or a time range (of one incarnation)."""
+    """Which cycles to replay: by (epoch, LSN), by LSN (of one incarnation), a Run's, or a time range.
+
+    A record's identity is (epoch, LSN): LSNs overlap between epochs begun while the
+    database was away, so ``lsns`` without ``incarnation`` may name several epochs'
+    records; ``keys`` names each cycle whole.
+    """
 
     lsns: tuple[int, ...] | None = None
+    keys: tuple[tuple[str, int], ...] | None = None  # (epoch, LSN) of each cycle
     since: datetime | None = None  # decided at or after
     until: datetime | None = None  # decided before
     incarnation: str | None = None
@@ -189,16 +196,27 @@ def latest_checkpoint(journal: backends.Journal, incarnation: str, at_or_before:
 def last_cycle(journal: backends.Journal) -> tuple[str, int] | None:
     """(epoch, LSN) of the newest recorded cycle (`kruntimes replay cycle --last`), or None.
 
-    Newest by the time it was recorded: LSNs are comparable only within an epoch.
+    Newest by the time it was recorded, then by epoch order: LSNs are comparable only within an epoch.
     """
     r = schema.journal_records
     try:
         with journal.engine.connect() as conn:
+            newest = epoch_order.order(r.c.recorded_at, r.c.incarnation, r.c.lsn,
+                                       [s.epoch for s in epoch_order.starts(conn)], newest_first=True)
             found = conn.execute(sa.select(r.c.incarnation, r.c.lsn).where(r.c.kind == "cycle")
-                                 .order_by(r.c.recorded_at.desc(), r.c.lsn.desc()).limit(1)).first()
+                                 .order_by(*newest).limit(1)).first()
     except sa_exc.DBAPIError as exc:
         raise _unavailable(journal, exc) from exc
     return None if found is None else (str(found[0]), int(found[1]))
+
+
+def _oldest_first(journal: backends.Journal) -> list[str]:
+    """The epochs that have records, oldest first (``epoch_order``: by their first records' time)."""
+    try:
+        with journal.engine.connect() as conn:
+            return [s.epoch for s in epoch_order.starts(conn)]
+    except sa_exc.DBAPIError as exc:
+        raise _unavailable(journal, exc) from exc
 
 
 def resolve_incarnation(journal: backends.Journal, given: str) -> str:
@@ -208,10 +226,15 @@ def resolve_incarnation(journal: backends.Journal, given: str) -> str:
 
 
 def cycles(journal: backends.Journal, selection: Selection) -> Iterator[Record]:
-    """The cycle records `selection` names, in LSN order (checked, not yet compared)."""
-    stmt = sa.select(*_COLUMNS).where(_T.c.kind == "cycle").order_by(_T.c.lsn)
+    """The cycle records `selection` names, oldest epoch first, each epoch's in LSN order (checked, not yet
+    compared)."""
+    stmt = sa.select(*_COLUMNS).where(_T.c.kind == "cycle").order_by(
+        epoch_order.rank(_T.c.incarnation, _oldest_first(journal)), _T.c.lsn)
     if selection.lsns is not None:
         stmt = stmt.where(_T.c.lsn.in_(sorted(set(selection.lsns))))
+    if selection.keys is not None:
+        stmt = stmt.where(sa.or_(sa.false(), *(sa.and_(_T.c.incarnation == epoch, _T.c.lsn == lsn)
+                                               for epoch, lsn in sorted(set(selection.keys)))))
     if selection.since is not None:
         stmt = stmt.where(_T.c.recorded_at >= selection.since)
     if selection.until is not None:

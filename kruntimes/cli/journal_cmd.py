@@ -145,10 +145,9 @@ def describe(r: prune.PruneReport) -> str:
             return f"nothing to prune before {cutoff}: {why}, and no older epoch is wholly before it"
         return f"nothing to prune before {cutoff}\n{kept}"
     verb = "would delete" if r.dry_run else "deleted"
-    assert r.deleted_lsns is not None
     kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(r.deleted.items()))
-    low, high = r.deleted_lsns
-    lines = [f"{verb} {r.total} records older than {cutoff} (LSNs {low}..{high} of their epochs): {kinds}"]
+    spans = ", ".join(f"{low}..{high} of epoch {epoch}" for epoch, (low, high) in r.deleted_lsns.items())
+    lines = [f"{verb} {r.total} records older than {cutoff} (LSNs {spans}): {kinds}"]
     if r.removed_epochs:
         n = len(r.removed_epochs)
         lines.append(f"{verb} {n} older epoch{'s' if n != 1 else ''} whole: {', '.join(r.removed_epochs)} "

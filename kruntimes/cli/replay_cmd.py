@@ -182,10 +182,11 @@ def run_cycle(args: argparse.Namespace) -> int:
     try:
         if args.run_key is not None:
             run_key = ja.parse_key(args.run_key)
-            lsns = [ref.lsn for ref in engine.select(journal, source.Selection(run=run_key))][-args.limit:]
-            if not lsns:
+            # By (epoch, LSN): another epoch may hold another Run's cycle at the same LSN.
+            keys = [(ref.incarnation, ref.lsn) for ref in engine.select(journal, source.Selection(run=run_key))]
+            if not keys:
                 raise errors.CycleNotFound(f"no cycle of Run {args.run_key} in the journal")
-            found = explain.explain(journal, source.Selection(lsns=tuple(lsns)))
+            found = explain.explain(journal, source.Selection(keys=tuple(keys[-args.limit:])))
         else:
             if args.last:
                 last = source.last_cycle(journal)

@@ -116,6 +116,11 @@ def print_verify(console: Console, report: verify.VerifyReport, show: int, args:
         console.print(note, markup=False, highlight=False, soft_wrap=True)
     if report.epochs:
         console.print(_epochs_table(report))
+    for e in report.epochs.values():  # named, not damage: handed over, never acknowledged, lost in a crash
+        if e.lost_in_crash is not None:
+            first, last = e.lost_in_crash
+            console.print(f"records lost in a crash: epoch {e.epoch}, LSNs {first}..{last} (handed to its writer, "
+                          "never acknowledged)", markup=False, highlight=False, soft_wrap=True)
     for problem in report.problems:
         console.print(Text.assemble(("problem ", "bold red"), str(problem)), highlight=False, soft_wrap=True)
     for e in report.epochs.values():

@@ -65,7 +65,7 @@ class PruneReport:
     epoch: str | None = None  # the epoch cut at that checkpoint
     removed_epochs: tuple[str, ...] = ()  # older epochs removed whole
     deleted: dict[str, int] = field(default_factory=dict)  # kind -> records
-    deleted_lsns: tuple[int, int] | None = None  # (lowest, highest) LSN deleted
+    deleted_lsns: dict[str, tuple[int, int]] = field(default_factory=dict)  # epoch -> (lowest, highest) LSN deleted
     dry_run: bool = False
 
     @property
@@ -86,9 +86,12 @@ def prune(journal: backends.Journal, before: datetime, *, dry_run: bool = False,
             if not dry_run:  # an indexer's chunk in flight ends first: no row of a pruned record after
                 follow.take_turn(conn)
             c = views.cycles
+            # The oldest snapshot is the oldest epoch's, then the lowest of its LSNs: (epoch, LSN) is a
+            # record's identity, and LSNs overlap between epochs begun while the database was away.
+            oldest_first = [s.epoch for s in epoch_order.starts(conn)]
             first = conn.execute(
                 sa.select(c.c.lsn, c.c.snapshot_lsn, c.c.incarnation).where(c.c.decided_at >= before)
-                .order_by(c.c.snapshot_lsn, c.c.lsn).limit(1)
+                .order_by(epoch_order.rank(c.c.incarnation, oldest_first), c.c.snapshot_lsn, c.c.lsn).limit(1)
             ).first()
             epoch = first.incarnation if first is not None else _newest_epoch(conn)
             needed: int | None = None
@@ -171,8 +174,8 @@ def _cut(conn: sa.Connection, report: PruneReport, by: str | None, now: datetime
     if report.removed_epochs:
         doomed = sa.or_(doomed, sa.and_(r.c.incarnation.in_(report.removed_epochs), r.c.lsn != PRUNE_LSN))
     counts = conn.execute(
-        sa.select(r.c.kind, sa.func.count(), sa.func.min(r.c.lsn), sa.func.max(r.c.lsn))
-        .where(doomed).group_by(r.c.kind).order_by(r.c.kind)
+        sa.select(r.c.kind, r.c.incarnation, sa.func.count(), sa.func.min(r.c.lsn), sa.func.max(r.c.lsn))
+        .where(doomed).group_by(r.c.kind, r.c.incarnation).order_by(r.c.kind, r.c.incarnation)
     ).all()
     if not counts:
         return report
@@ -189,10 +192,14 @@ def _cut(conn: sa.Connection, report: PruneReport, by: str | None, now: datetime
             e = schema.journal_epochs
             conn.execute(sa.delete(e).where(e.c.epoch.in_(report.removed_epochs)))
         _forget_history(conn, report)
-        _record_evidence(conn, report, by, now, sum(int(row[1]) for row in counts), link_before, removed, key)
-    return dataclasses.replace(
-        report, deleted={kind: int(n) for kind, n, _low, _high in counts},
-        deleted_lsns=(min(int(row[2]) for row in counts), max(int(row[3]) for row in counts)))
+        _record_evidence(conn, report, by, now, sum(int(row[2]) for row in counts), link_before, removed, key)
+    deleted: dict[str, int] = {}
+    spans: dict[str, tuple[int, int]] = {}  # per epoch: LSNs are an epoch's own
+    for kind, epoch_of, n, low, high in counts:
+        deleted[kind] = deleted.get(kind, 0) + int(n)
+        was = spans.get(epoch_of, (int(low), int(high)))
+        spans[epoch_of] = (min(was[0], int(low)), max(was[1], int(high)))
+    return dataclasses.replace(report, deleted=deleted, deleted_lsns=dict(sorted(spans.items())))
 
 
 def _removed_heads(conn: sa.Connection, epochs: tuple[str, ...]) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from kruntimes.scheduler.writes import ReadDone, WriteDone
 from tests.emulator.server import Emulator
 from tests.integration.cluster import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, Cluster, wait_for
 from tests.integration.test_informers import block_reads
+from tests.journal import factories
 
 WAKEUPS = "kruntimes_scheduler_pending_run_wakeups_total"
 
@@ -36,7 +37,8 @@ def pending_gauge(scheduler: ClusterScheduler) -> dict[str, float | None]:
 def leader_records(url: str) -> list[dict[str, Any]]:
     journal = Journal.open(url)
     try:
-        return [dict(r.payload, lsn=r.lsn, incarnation=r.incarnation) for r in journal.read(kinds={"leader"})]
+        return [dict(r.payload, lsn=r.lsn, incarnation=r.incarnation)
+                for r in factories.in_epoch_order(journal, kinds={"leader"})]
     finally:
         journal.close()
 
@@ -131,8 +133,8 @@ def test_a_leader_that_stops_releases_the_lease_and_the_standby_takes_over_at_on
     assert records[1]["reason"] == "shutdown" and records[0]["incarnation"] != records[2]["incarnation"]
     journal = Journal.open(url)
     try:
-        lsns = [r.lsn for r in journal.read()]
-        kinds = [r.kind for r in journal.read()]
+        lsns = [r.lsn for r in factories.in_epoch_order(journal)]
+        kinds = [r.kind for r in factories.in_epoch_order(journal)]
         epochs = journal.epochs()
     finally:
         journal.close()

@@ -12,6 +12,7 @@ from kubernetes import client
 from kruntimes.journal.store import migrate
 from kruntimes.journal.store.backends import Journal
 from tests.integration.cluster import Cluster, wait_for
+from tests.journal import factories
 from tests.integration.db_proxy import ProxiedJournal, proxied_journal  # noqa: F401 - the fixture
 from tests.integration.processes import Process, kubeconfig, run_scheduler  # noqa: F401 - the fixtures
 
@@ -85,9 +86,10 @@ def _durable(process: Process) -> bool:
 
 
 def _stored(url: str) -> list[tuple[str, int, str]]:
+    """Every stored record's (epoch, LSN, kind): the oldest epoch's first (epoch order), each in LSN order."""
     store = Journal.open(url, create=False)
     try:
-        return [(r.incarnation, r.lsn, r.kind) for r in store.read_encoded()]
+        return [(r.incarnation, r.lsn, r.kind) for r in factories.in_epoch_order(store)]
     finally:
         store.close()
 

@@ -143,16 +143,42 @@ def test_an_append_connection_the_server_ended_is_replaced_without_losing_the_ba
 
 def test_read_ranges_are_after_since_and_up_to_until(journal: backends.Journal) -> None:
     journal.append_batch([record(lsn) for lsn in range(1, 11)])
-    assert [r.lsn for r in journal.read(since_lsn=3, until_lsn=6)] == [4, 5, 6]
-    assert [r.lsn for r in journal.read(since_lsn=8)] == [9, 10]
-    assert [r.lsn for r in journal.read(until_lsn=2)] == [1, 2]
+    assert [r.lsn for r in journal.read(INCARNATION, since_lsn=3, until_lsn=6)] == [4, 5, 6]
+    assert [r.lsn for r in journal.read(INCARNATION, since_lsn=8)] == [9, 10]
+    assert [r.lsn for r in journal.read(INCARNATION, until_lsn=2)] == [1, 2]
+
+
+OLDER, NEWER = "a" * 32, "b" * 32
+
+
+def _overlapping_epochs(journal: backends.Journal) -> None:
+    """The older epoch wrote LSNs 1..5; the newer one, begun while the database was away, 3..6."""
+    journal.append_batch([record(lsn, incarnation=OLDER) for lsn in range(1, 6)])
+    later = T0 + timedelta(hours=1)
+    journal.append_batch([record(lsn, incarnation=NEWER, recorded_at=later + timedelta(milliseconds=lsn))
+                          for lsn in range(3, 7)])
+
+
+def test_an_lsn_range_is_read_within_the_epoch_it_names_never_across_epochs(journal: backends.Journal) -> None:
+    _overlapping_epochs(journal)
+    assert [(r.incarnation, r.lsn) for r in journal.read(OLDER, since_lsn=2, until_lsn=4)] == [(OLDER, 3), (OLDER, 4)]
+    assert [(r.incarnation, r.lsn) for r in journal.read_encoded(NEWER, until_lsn=4)] == [(NEWER, 3), (NEWER, 4)]
+    with pytest.raises(ValueError, match="epoch"):  # a bare LSN range would mix the two epochs' records
+        list(journal.read(since_lsn=2, until_lsn=4))
+
+
+def test_reading_every_epoch_gives_each_epochs_records_together_in_lsn_order(journal: backends.Journal) -> None:
+    _overlapping_epochs(journal)
+    read = [(r.incarnation, r.lsn) for r in journal.read_encoded()]
+    assert read == [(OLDER, n) for n in range(1, 6)] + [(NEWER, n) for n in range(3, 7)]
+    assert [(r.incarnation, r.lsn) for r in journal.read(kinds={"cycle"})] == read
 
 
 def test_read_filters_by_kind(journal: backends.Journal) -> None:
     kinds = ["mutation", "cycle", "reserve", "bind", "cycle", "release"]
     journal.append_batch([record(lsn, kind) for lsn, kind in enumerate(kinds, start=1)])
     assert [r.lsn for r in journal.read(kinds={"cycle"})] == [2, 5]
-    assert [r.lsn for r in journal.read(since_lsn=2, kinds=["cycle", "bind"])] == [4, 5]
+    assert [r.lsn for r in journal.read(INCARNATION, since_lsn=2, kinds=["cycle", "bind"])] == [4, 5]
 
 
 def test_read_streams_many_records_in_order(journal: backends.Journal) -> None:

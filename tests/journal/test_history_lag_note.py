@@ -8,10 +8,14 @@ one a single note on stderr first, with the gap in LSNs and epochs.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from kruntimes.cli import main as cli
 from kruntimes.journal.history import indexer as follow
+from kruntimes.journal.store import backends
+from tests.journal.factories import T0, record
 from tests.journal.history_journal import END, NS, PHASE1, Generated
 from tests.journal.test_history_follow import BACKENDS, index, lag, store
 from tests.journal.test_history_tables import empty_journal_url
@@ -49,8 +53,9 @@ def test_every_history_command_notes_how_far_the_tables_trail_and_prints_the_sam
         store(trailing, pending, history="follow")
         store(caught_up, indexed, history="inline")
         note = (f"note: the history tables trail the journal in 1 epoch(s) by {len(pending)} LSNs "
-                f"(from LSN {pending[0].lsn}), so answers leave out those records (stored with "
-                f'--journal-history follow); run "kruntimes journal index" to bring the tables up to date\n')
+                f"(from LSN {pending[0].lsn} of epoch {pending[0].incarnation[:12]}), so answers leave out those "
+                'records (stored with --journal-history follow); run "kruntimes journal index" to bring the tables '
+                "up to date\n")
         assert lag(trailing) == [follow.Lag(indexed[0].incarnation, indexed[-1].lsn, pending[-1].lsn,
                                             indexed[0].lsn)]
         for argv in [*COMMANDS, ("run", f"{NS}/{some_run}", "--json")]:
@@ -76,7 +81,23 @@ def test_the_note_goes_once_the_indexer_has_caught_up_and_an_inline_journal_neve
 
 def test_the_gap_is_summed_over_every_lagging_epoch() -> None:
     lagging = [follow.Lag("a", 10, 25, 1), follow.Lag("b", None, 60, 41)]  # 15 + 20 LSNs, oldest from LSN 11
-    assert follow.trail(lagging) == follow.Trail(lsns=35, epochs=2, from_lsn=11)
-    assert follow.describe(lagging) == "the history tables trail the journal in 2 epoch(s) by 35 LSNs (from LSN 11)"
+    assert follow.trail(lagging) == follow.Trail(lsns=35, epochs=2, from_epoch="a", from_lsn=11)
+    assert follow.describe(lagging) == ("the history tables trail the journal in 2 epoch(s) by 35 LSNs "
+                                        "(from LSN 11 of epoch a)")
     assert follow.trail([]) is None and follow.advice([]) is None
     assert follow.describe([]) == "the history tables hold every stored record"
+
+
+def test_the_gap_starts_in_the_oldest_lagging_epoch_not_at_the_lowest_bare_lsn(journal_url: str) -> None:
+    # The newer epoch, begun while the database was away, numbered from 1: LSN 1 is not the oldest record.
+    older, newer = "b" * 32, "a" * 32
+    journal = backends.Journal.open(journal_url, history="follow")
+    try:
+        journal.append_batch([record(n, incarnation=older) for n in range(10, 15)])
+        journal.append_batch([record(n, incarnation=newer, recorded_at=T0 + timedelta(hours=1, milliseconds=n))
+                              for n in range(1, 4)])
+        lagging = journal.history_lag()
+    finally:
+        journal.close()
+    assert [e.epoch for e in lagging] == [older, newer]
+    assert follow.describe(lagging).endswith(f"by 8 LSNs (from LSN 10 of epoch {older[:12]})")

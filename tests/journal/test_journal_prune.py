@@ -70,7 +70,7 @@ def test_prune_keeps_what_every_later_cycle_needs_and_a_gap_free_tail(journal_ur
     assert evidence["incarnation_lsns"] == [r.lsn for r in below] and evidence["deleted"] == report.total
     gone = {r.lsn for r in original} - set(lsns)
     assert report.total == len(gone) > 0
-    assert report.deleted_lsns == (min(gone), max(gone))
+    assert report.deleted_lsns == {report.epoch: (min(gone), max(gone))}
     assert report.deleted == Counter(r.kind for r in original if r.lsn in gone)
 
 
@@ -97,9 +97,9 @@ def test_a_dry_run_reports_the_same_and_deletes_nothing(journal_url: str, genera
     assert dry.total == real.total > 0 and dry.deleted == real.deleted and dry.checkpoint_lsn == real.checkpoint_lsn
 
 
-def _cycle(lsn: int, snapshot: int, at: datetime) -> records.JournalRecord:
+def _cycle(lsn: int, snapshot: int, at: datetime, **kw: Any) -> records.JournalRecord:
     return record(lsn, "cycle", {"namespace": "ns", "run": f"r{lsn}", "run_uid": f"u{lsn}",
-                                 "snapshot_lsn": snapshot}, recorded_at=at)
+                                 "snapshot_lsn": snapshot}, recorded_at=at, **kw)
 
 
 def test_the_cycle_with_the_oldest_snapshot_decides_not_the_first_cycle_recorded(journal_url: str) -> None:
@@ -293,3 +293,51 @@ def test_a_bumped_started_at_does_not_make_prune_remove_the_newest_epoch(journal
     finally:
         journal.close()
     assert report.removed_epochs == ("epoch-a",) and report.epoch == "epoch-b" and left == {"epoch-b"}
+
+
+def _overlapping_epochs() -> tuple[list[Any], list[Any], datetime]:
+    """An older epoch at LSNs 1..62, cycles after the cut-off reading LSN 45; a newer one begun while the
+    database was away, numbered from 3, its cycle after the cut-off reading LSN 7 (of its own)."""
+    cut = T0 + timedelta(minutes=5)
+    older = [record(1, "incarnation", {"version": "0.1.0", "config_hash": "c" * 64}, recorded_at=T0,
+                    incarnation="epoch-b")]
+    older += [record(n, "checkpoint" if n in (10, 40) else "mutation", {"n": n}, recorded_at=T0 + timedelta(seconds=n),
+                     incarnation="epoch-b") for n in range(2, 61)]
+    older += [_cycle(61, 45, cut + timedelta(seconds=1), incarnation="epoch-b"),
+              _cycle(62, 50, cut + timedelta(seconds=2), incarnation="epoch-b")]
+    start = T0 + timedelta(minutes=20)
+    newer = [record(3, "incarnation", {"version": "0.1.0", "config_hash": "c" * 64}, recorded_at=start,
+                    incarnation="epoch-a")]
+    newer += [record(n, "checkpoint" if n == 5 else "mutation", {"n": n}, recorded_at=start, incarnation="epoch-a")
+              for n in range(4, 10)]
+    newer.append(_cycle(10, 7, start + timedelta(seconds=1), incarnation="epoch-a"))
+    return older, newer, cut
+
+
+def test_the_oldest_snapshot_is_the_oldest_epochs_not_the_lowest_bare_lsn(journal_url: str) -> None:
+    # (epoch, LSN) is a record's identity: LSN 7 of the newer epoch is not older than LSN 45 of the older one.
+    older, newer, cut = _overlapping_epochs()
+    journal = backends.Journal.open(journal_url)
+    try:
+        journal.append_batch(older)
+        journal.append_batch(newer)
+        report = prune.prune(journal, cut)
+        kept = {(r.incarnation, r.lsn) for r in _all(journal)}
+    finally:
+        journal.close()
+    assert (report.epoch, report.first_cycle_lsn, report.needed_lsn, report.checkpoint_lsn) == ("epoch-b", 61, 45, 40)
+    assert {("epoch-a", n) for n in range(3, 11)} <= kept  # the newer epoch whole
+    assert report.deleted_lsns == {"epoch-b": (2, 39)}
+
+
+def test_what_a_prune_deleted_is_named_per_epoch(journal_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    journal = backends.Journal.open(journal_url)
+    try:
+        journal.append_batch(_epoch("epoch-a", 1, 10, T0))
+        journal.append_batch(_epoch("epoch-b", 5, 20, T0 + timedelta(minutes=2)))  # LSNs overlapping epoch-a's
+    finally:
+        journal.close()
+    before = (T0 + timedelta(minutes=2, seconds=10)).isoformat()
+    assert cli.main(["journal", "prune", "--before", before, "--journal", journal_url, "--yes"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("deleted 18 records ") and "(LSNs 1..11 of epoch epoch-a, 6..12 of epoch epoch-b)" in first

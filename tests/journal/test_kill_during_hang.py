@@ -109,7 +109,7 @@ def recover_and_check(url: str, direct: str, spool: Path, epoch: str) -> tuple[s
         recovery.stop()
     journal = backends.Journal.open(direct, create=False)
     try:
-        stored = {r.lsn for r in journal.read_encoded() if r.incarnation == epoch and r.kind != "end"}
+        stored = {r.lsn for r in journal.read_encoded(epoch) if r.kind != "end"}
         [report] = integrity.check(journal)
     finally:
         journal.close()

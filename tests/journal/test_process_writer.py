@@ -29,6 +29,7 @@ from kruntimes.journal.write.recorder import JournalRecorder
 from kruntimes.journal.write.session import JournalSession
 from kruntimes.scheduler.config import SchedulerConfig
 from tests import builders
+from tests.journal import factories
 from tests.journal.factories import INCARNATION, T0, record, unchained
 from tests.replay import journals
 
@@ -100,7 +101,7 @@ def test_payloads_built_in_the_child_are_the_ones_this_process_would_build(
     assert {d.kind for d in deferred} >= {"mutation", "cycle", "reserve", "release", "bind", "drop", "checkpoint"}
     journal = backends.Journal.open(journal_url)
     try:
-        by_lsn = {r.lsn: r for r in journal.read_encoded() if r.incarnation == written.incarnation}
+        by_lsn = {r.lsn: r for r in journal.read_encoded(written.incarnation)}
     finally:
         journal.close()
     # Every record but the incarnation record, which start() made before the tee was in place.
@@ -273,7 +274,7 @@ def test_the_next_writer_continues_after_the_last_durable_lsn(journal_url: str, 
             session.recorder.record("leader", {"event": "acquired", "identity": "a", "term": 1})
     journal = backends.Journal.open(journal_url)
     try:
-        stored = [(r.lsn, r.kind, r.incarnation) for r in journal.read_encoded()]
+        stored = [(r.lsn, r.kind, r.incarnation) for r in factories.in_epoch_order(journal)]
         epochs = journal.epochs()
     finally:
         journal.close()

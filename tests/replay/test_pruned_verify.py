@@ -199,7 +199,7 @@ def test_verify_passes_on_a_journal_pruned_across_epochs(journal_url: str, tmp_p
     journals.scripted(journal_url, tmp_path, checkpoint_every=10)
     journal = Journal.open(journal_url)
     try:
-        mine = [r for r in journal.read(kinds=("cycle",)) if r.incarnation == middle.incarnation]
+        mine = list(journal.read(middle.incarnation, kinds=("cycle",)))
         report = prune.prune(journal, mine[len(mine) // 2].recorded_at)
     finally:
         journal.close()

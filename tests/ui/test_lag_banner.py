@@ -55,7 +55,8 @@ def test_every_page_says_how_far_the_history_tables_trail_and_what_catches_up(ha
             body = _get(app, path)
             assert body.count(BANNER) == 1, path
             assert "</nav>" + BANNER in body, f"{path}: the banner sits under the navigation"
-            assert (f"trail the journal in 1 epoch(s) by {len(pending)} LSNs (from LSN {pending[0].lsn})"
+            assert (f"trail the journal in 1 epoch(s) by {len(pending)} LSNs (from LSN {pending[0].lsn} of epoch "
+                    f"{pending[0].incarnation[:12]})"
                     in body), path
             assert "run &quot;kruntimes journal index&quot;" in body, path
         status, _, fragment = app.respond("GET", _pages(indexed)[-1], "fragment=1")

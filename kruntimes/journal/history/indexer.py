@@ -63,11 +63,17 @@ def lagging(conn: sa.Connection) -> bool:
 
 
 def lag(conn: sa.Connection) -> list[Lag]:
-    """The epochs the history tables trail, oldest first."""
-    return [Lag(epoch, None if done is None else int(done), int(head), int(first))
-            for epoch, done, head, first in conn.execute(
-                sa.select(_e.c.epoch, _e.c.history_lsn, _e.c.head_lsn, _e.c.first_lsn).where(_LAGS)
-                .order_by(_e.c.first_lsn, _e.c.epoch))]
+    """The epochs the history tables trail, oldest first (``epoch_order``: LSNs overlap between epochs)."""
+    behind = [Lag(epoch, None if done is None else int(done), int(head), int(first))
+              for epoch, done, head, first in conn.execute(
+                  sa.select(_e.c.epoch, _e.c.history_lsn, _e.c.head_lsn, _e.c.first_lsn).where(_LAGS))]
+    if not behind:
+        return behind
+    spans = epoch_order.spans_query()  # probes of the key, not a pass over the records: readers ask this often
+    rows = conn.execute(spans.where(spans.selected_columns.epoch.in_(sorted(e.epoch for e in behind))))
+    starts = epoch_order.ordered((row.epoch, row.first_lsn, row.first_at) for row in rows)
+    order = {s.epoch: at for at, s in enumerate(starts)}
+    return sorted(behind, key=lambda e: (order.get(e.epoch, -1), e.first_lsn, e.epoch))  # none left: first
 
 
 #: The command that brings the tables up to date, as the notes to readers name it.
@@ -79,15 +85,16 @@ class Trail(NamedTuple):
 
     lsns: int  # records (LSNs) stored but not yet in the tables
     epochs: int
-    from_lsn: int  # the oldest LSN not yet in the tables
+    from_epoch: str  # the oldest record not yet in the tables: (epoch, LSN), its identity
+    from_lsn: int
 
 
 def trail(lag: list[Lag]) -> Trail | None:
-    """``lag`` summed up (None: caught up)."""
+    """``lag`` (oldest epoch first, as ``lag`` gives it) summed up (None: caught up)."""
     if not lag:
         return None
     start = [(done if done is not None else first - 1) for _epoch, done, _head, first in lag]
-    return Trail(sum(head - s for (_e, _d, head, _f), s in zip(lag, start)), len(lag), min(start) + 1)
+    return Trail(sum(head - s for (_e, _d, head, _f), s in zip(lag, start)), len(lag), lag[0].epoch, start[0] + 1)
 
 
 def describe(lag: list[Lag]) -> str:
@@ -95,7 +102,8 @@ def describe(lag: list[Lag]) -> str:
     t = trail(lag)
     if t is None:
         return "the history tables hold every stored record"
-    return f"the history tables trail the journal in {t.epochs} epoch(s) by {t.lsns} LSNs (from LSN {t.from_lsn})"
+    return (f"the history tables trail the journal in {t.epochs} epoch(s) by {t.lsns} LSNs "
+            f"(from LSN {t.from_lsn} of epoch {t.from_epoch[:12]})")
 
 
 def advice(lag: list[Lag]) -> str | None:
@@ -136,11 +144,9 @@ def index_chunk(conn: sa.Connection, chunk_size: int) -> int:
     records were read (0: caught up).
     """
     take_turn(conn)
-    behind = lag(conn)
+    behind = lag(conn)  # oldest first
     if not behind:
         return 0
-    order = {s.epoch: at for at, s in enumerate(epoch_order.starts(conn, [e.epoch for e in behind]))}
-    behind.sort(key=lambda e: (order.get(e.epoch, -1), e.first_lsn, e.epoch))  # no records left: nothing to order
     r = schema.journal_records
     # Payloads only of the kinds that have rows: a checkpoint's is large and derives nothing.
     payload = sa.case((r.c.kind.in_(sorted(derived.KINDS)), r.c.payload), else_=sa.literal(""))

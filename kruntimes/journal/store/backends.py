@@ -31,7 +31,7 @@ REINDEX_CHUNK = follow.REINDEX_CHUNK
 
 
 class Journal:
-    """Append-only store of journal records, keyed by (epoch, LSN), read in LSN order."""
+    """Append-only store of journal records, keyed by (epoch, LSN), read epoch by epoch in LSN order."""
 
     def __init__(self, engine: sa.Engine, *, schema: schema_wait.SchemaGate | None = None,
                  history: str = follow.DEFAULT_HISTORY) -> None:
@@ -323,27 +323,41 @@ class Journal:
 
     def read(
         self,
+        epoch: str | None = None,
+        *,
         since_lsn: int | None = None,
         until_lsn: int | None = None,
         kinds: Collection[str] | None = None,
     ) -> Iterator[records.JournalRecord]:
-        """Records with ``since_lsn < lsn <= until_lsn`` in LSN order, streamed, hashes verified."""
-        for row in self.read_encoded(since_lsn, until_lsn, kinds):
+        """Records of ``epoch`` with ``since_lsn < lsn <= until_lsn`` in LSN order, streamed, hashes verified.
+
+        Without ``epoch``: every epoch's records, one epoch after another (see ``read_encoded``).
+        """
+        for row in self.read_encoded(epoch, since_lsn=since_lsn, until_lsn=until_lsn, kinds=kinds):
             yield records.decode(row)
 
     def read_encoded(
         self,
+        epoch: str | None = None,
+        *,
         since_lsn: int | None = None,
         until_lsn: int | None = None,
         kinds: Collection[str] | None = None,
-        *,
         chunk_size: int = 1000,
     ) -> Iterator[records.EncodedRecord]:
         """Like ``read`` but yields the stored form (canonical text and hash) unchanged.
 
-        Streams (server-side cursor on PostgreSQL); the connection is held until the
-        iterator is exhausted or closed.
+        A record's identity is (epoch, LSN): LSNs overlap between epochs begun while the
+        database was away, so an LSN range is one epoch's and needs ``epoch`` (a bare
+        range is a ``ValueError``: it would mix epochs). Without ``epoch`` every record
+        comes: the prune records (LSN 0, numbered in a chain of their own) first, then each
+        epoch's together in LSN order, the epochs by their ID (not their age:
+        ``epoch_order`` says which is older; read epoch by epoch in its order when that
+        matters). Streams (server-side cursor on PostgreSQL); the connection is held
+        until the iterator is exhausted or closed.
         """
+        if epoch is None and (since_lsn is not None or until_lsn is not None):
+            raise ValueError("an LSN range is one epoch's (LSNs overlap between epochs): name the epoch")
         table = schema.journal_records
         stmt = sa.select(
             table.c.lsn,
@@ -354,7 +368,9 @@ class Journal:
             table.c.payload,
             table.c.payload_sha256,
             table.c.chain_hash,
-        ).order_by(table.c.lsn, table.c.incarnation)
+        ).order_by(sa.case((table.c.lsn == 0, 0), else_=1), table.c.incarnation, table.c.lsn)  # prunes' (LSN 0) first
+        if epoch is not None:
+            stmt = stmt.where(table.c.incarnation == epoch)
         if since_lsn is not None:
             stmt = stmt.where(table.c.lsn > since_lsn)
         if until_lsn is not None:
@@ -384,11 +400,12 @@ class Journal:
             raise errors.JournalUnavailable(f"cannot read the epochs ({self.backend}): {exc.orig}") from exc
 
     def incarnations(self) -> list[epochs.Incarnation]:
-        """Every incarnation that wrote to this journal, oldest first."""
+        """Every incarnation that wrote to this journal, by first LSN (not by age, where epochs' LSNs
+        overlap: ``epoch_order`` says which is older)."""
         table = schema.journal_incarnations
         stmt = sa.select(
             table.c.incarnation, table.c.started_at, table.c.first_lsn, table.c.version, table.c.config_hash
-        ).order_by(table.c.first_lsn)
+        ).order_by(table.c.first_lsn, table.c.incarnation)
         try:
             with self._engine.connect() as conn:
                 return [epochs.Incarnation(*row) for row in conn.execute(stmt)]

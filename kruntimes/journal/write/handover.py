@@ -30,6 +30,7 @@ import logging
 import mmap
 import os
 from collections.abc import Iterable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -78,19 +79,23 @@ def numbered_path_for(spool_path: str | os.PathLike[str], epoch: str) -> Path:
 class Numbered:
     """The scheduler's mark of one epoch: ``view[0] = lsn`` before the recorder hands record ``lsn`` over.
 
-    An 8-byte file mapped shared: the store lands in the page cache, which outlives the
-    process. Native byte order: only this machine's recovery reads it (``read_numbered``).
+    A file of two int64 mapped shared: the highest LSN numbered, then the epoch's first
+    LSN (written once, here), so that recovery can name what an epoch lost even when
+    not one of its records was stored. The store lands in the page cache, which outlives
+    the process. Native byte order: only this machine's recovery reads it (``read_numbered``).
     """
 
-    def __init__(self, spool_path: str | os.PathLike[str], epoch: str) -> None:
+    def __init__(self, spool_path: str | os.PathLike[str], epoch: str, *, first_lsn: int | None = None) -> None:
         self.path = numbered_path_for(spool_path, epoch)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            os.ftruncate(fd, _NUMBERED.itemsize)
-            self._map = mmap.mmap(fd, _NUMBERED.itemsize)
+            os.ftruncate(fd, _NUMBERED_BYTES)
+            self._map = mmap.mmap(fd, _NUMBERED_BYTES)
         finally:
             os.close(fd)
         self.view = memoryview(self._map).cast(_NUMBERED.format)
+        if first_lsn is not None:
+            self.view[1] = first_lsn
 
     def close(self, *, ended: bool) -> None:
         """Unmap; an epoch whose end record was handed over needs no mark any more."""
@@ -100,16 +105,41 @@ class Numbered:
             forget(self.path)
 
 
-_NUMBERED = memoryview(bytes(8)).cast("q")  # the mark's layout: one native int64
+_NUMBERED = memoryview(bytes(8)).cast("q")  # the mark's layout: native int64s, the highest LSN numbered first
+_NUMBERED_BYTES = 2 * _NUMBERED.itemsize  # then the epoch's first LSN (a mark from before it holds one int64)
+
+
+def _numbered(spool_path: str | os.PathLike[str], epoch: str, slot: int) -> int | None:
+    data = _contents(numbered_path_for(spool_path, epoch))
+    if data is None or len(data) not in (_NUMBERED.itemsize, _NUMBERED_BYTES) or len(data) <= slot * _NUMBERED.itemsize:
+        return None
+    value = memoryview(data).cast(_NUMBERED.format)[slot]
+    return value if value > 0 else None
 
 
 def read_numbered(spool_path: str | os.PathLike[str], epoch: str) -> int | None:
     """The highest LSN the scheduler numbered in ``epoch`` (None when there is no mark)."""
-    data = _contents(numbered_path_for(spool_path, epoch))
-    if data is None or len(data) != _NUMBERED.itemsize:
-        return None
-    value = memoryview(data).cast(_NUMBERED.format)[0]
-    return value if value > 0 else None
+    return _numbered(spool_path, epoch, 0)
+
+
+def first_numbered(spool_path: str | os.PathLike[str], epoch: str) -> int | None:
+    """The first LSN of ``epoch``, as its session noted it when it began (None when no mark says)."""
+    return _numbered(spool_path, epoch, 1)
+
+
+def marked_at(spool_path: str | os.PathLike[str], epoch: str) -> datetime | None:
+    """When the epoch's marks last changed (the newer of the two; None without marks): about when it died.
+
+    A mapped file's time lags its last store by up to the kernel's writeback interval,
+    so this is at or before the kill, never after it.
+    """
+    times = []
+    for path in (path_for(spool_path, epoch), numbered_path_for(spool_path, epoch)):
+        try:
+            times.append(path.stat().st_mtime)
+        except OSError:
+            continue
+    return datetime.fromtimestamp(max(times), timezone.utc) if times else None
 
 
 def handed(spool_path: str | os.PathLike[str], epoch: str) -> int | None:

@@ -107,7 +107,7 @@ class JournalSession:
                                             checkpoint_every=checkpoint_every,
                                             checkpoint_size_ratio=checkpoint_size_ratio, incarnation=self.epoch)
             # Every LSN is noted before its record is handed over: a kill's unsent tail is named (SPEC §5).
-            self._numbered = handover.Numbered(spool, self.epoch)
+            self._numbered = handover.Numbered(spool, self.epoch, first_lsn=start_lsn + 1)
             self.recorder.numbered = self._numbered.view
             self.first_lsn = self.recorder.start(config, top_candidates=top_candidates)
         except BaseException:

@@ -14,7 +14,8 @@ epoch and LSN. A key stored with other content or link goes there too.
 Epoch recovery: a writer told its epoch (``settings.Epochs.epoch``) notes it in ``<spool>.epochs``
 until the epoch's ``end`` record is durable. A writer that finds an earlier epoch in
 that note, or unended in its spool (its process was killed mid-term), closes it once
-the spool is drained: an ``end`` {"reason": "recovered"} chained from its stored head.
+the spool is drained: an ``end`` {"reason": "recovered"} chained from its stored head,
+or, when none of its records was stored, from its start, naming the LSNs it lost.
 """
 
 from __future__ import annotations
@@ -218,11 +219,34 @@ class SpoolDrain:
                               extra={"epoch": epoch, "lsn": head.head_lsn + 1, "handed_lsn": handed})
                 self._log_head(epoch, end.lsn, end.chain_hash)
             elif head is None:
-                log.warning("journal: epoch %s to recover has no record in the database; nothing to close%s", epoch,
-                            "" if handed is None else f" (its records up to LSN {handed} were lost)")
+                first = handover.first_numbered(self._spool.path, epoch)
+                if handed is not None and first is not None and first <= handed:
+                    if not self._end_lost(epoch, first, handed):
+                        return  # spilling now; recovery waits for the spool to drain again
+                else:
+                    log.warning("journal: epoch %s to recover has no record in the database; nothing to close%s",
+                                epoch, "" if handed is None else f" (its records up to LSN {handed} were lost)")
             handover.forget_all(self._spool.path, epoch)
             self.to_recover.remove(epoch)
             write_note(self.note_path, [*self.to_recover, *([self._epoch] if self._epoch else [])])
+
+    def _end_lost(self, epoch: str, first: int, handed: int) -> bool:
+        """Close an epoch none of whose records was stored: its ``end`` names the LSNs lost (``first_lsn``
+        to ``handed_lsn``), chained from the epoch's start, so that verify names them (SPEC §5 "Crash vs
+        loss"). Recorded when the epoch's marks last changed, about when it died: its one record is also
+        its first, which places the epoch among the others (``epoch_order``), before any begun after the
+        crash. False if it went to the spool."""
+        at = handover.marked_at(self._spool.path, epoch) or self._wall_clock()
+        payload = {"reason": "recovered", "handed_lsn": handed, "first_lsn": first}
+        end = records.encode_fields(epoch, handed + 1, min(at, self._wall_clock()), "end", payload)
+        end = end._replace(chain_hash=self._linker.after(chain.GENESIS, end))
+        if not self._write([end], skip_existing=True):
+            return False
+        log.error("journal: epoch %s lost LSNs %d..%d when its process was killed: handed to its writer, none "
+                  "stored; closed it with an end record naming them", epoch, first, handed,
+                  extra={"epoch": epoch, "lsn": first, "handed_lsn": handed})
+        self._log_head(epoch, end.lsn, end.chain_hash)
+        return True
 
 
 def read_note(path: Path) -> list[str]:
