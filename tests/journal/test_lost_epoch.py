@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 from kruntimes.cli import main as cli
 from kruntimes.journal import chain, records
 from kruntimes.journal.store import backends, schema
-from kruntimes.journal.write import handover, spool_drain
+from kruntimes.journal.write import handover, settings, spool_drain
 from kruntimes.journal.write.recovery import SpoolRecovery, left_behind
 from replay import ends, errors, integrity
 from tests.journal.factories import T0, record
@@ -42,7 +42,7 @@ def _killed_before_anything_was_stored(spool: Path, first: int, last: int) -> No
 
 def _recover(url: str, spool: Path) -> None:
     assert left_behind(spool)
-    recovery = SpoolRecovery(url, str(spool), migrate=False, retry_interval=0.05, registry=CollectorRegistry()).start()
+    recovery = SpoolRecovery(url, str(spool), migrate=False, patience=settings.Patience(retry_interval=0.05), registry=CollectorRegistry()).start()
     try:
         assert recovery.drained.wait(WAIT)
     finally:

@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from kruntimes.cli import main as cli
 from kruntimes.journal.store import backends
+from kruntimes.journal.write import settings
 from kruntimes.journal.write.recovery import SpoolRecovery, has_records, left_behind
 from replay import ends, integrity
 from tests.integration.db_proxy import ProxiedJournal, proxied_journal  # noqa: F401 - the fixture
@@ -33,11 +34,12 @@ OLDER = "a" * 32
 
 PRODUCER = textwrap.dedent("""
     import os, sys
+    from kruntimes.journal.write import settings
     from kruntimes.journal.write.session import JournalSession
     from kruntimes.scheduler.config import SchedulerConfig
 
     session = JournalSession(sys.argv[1], SchedulerConfig(), spool_path=sys.argv[2], writer="process",
-                             migrate=False, write_timeout=30.0)
+                             migrate=False, patience=settings.Patience(write_timeout=30.0))
     print(session.epoch, session.first_lsn, flush=True)
     for n in range(200):  # each line once its record is handed over
         lsn = session.recorder.record("bind", {"namespace": "ns", "run_uid": f"u{n}", "result": "ok"})
@@ -74,7 +76,7 @@ def test_an_epoch_killed_before_its_first_write_is_named_by_verify(proxied_journ
     assert int(first) == 1 and appended[-1] == 201  # numbered from 1: the database did not answer
     assert left_behind(spool) and not has_records(spool)  # its epoch noted open, nothing spooled
 
-    recovery = SpoolRecovery(proxied_journal.url, str(spool), migrate=False, retry_interval=0.05,
+    recovery = SpoolRecovery(proxied_journal.url, str(spool), migrate=False, patience=settings.Patience(retry_interval=0.05),
                              registry=CollectorRegistry()).start()  # the replica restarts, a standby
     try:
         assert recovery.drained.wait(WAIT)
