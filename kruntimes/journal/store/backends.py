@@ -23,7 +23,7 @@ from kruntimes.journal import chain, errors, linker, records
 from kruntimes.journal.history import derive as derived
 from kruntimes.journal.history import indexer as follow
 from kruntimes.journal.history import previous
-from kruntimes.journal.store import backend, deadline, engines, epochs, schema, schema_wait
+from kruntimes.journal.store import backend, deadline, engines, epochs, schema, schema_wait, selects
 
 log = logging.getLogger("kruntimes.journal.backends")  # the name operators' log configuration knows
 
@@ -347,36 +347,11 @@ class Journal:
     ) -> Iterator[records.EncodedRecord]:
         """Like ``read`` but yields the stored form (canonical text and hash) unchanged.
 
-        A record's identity is (epoch, LSN): LSNs overlap between epochs begun while the
-        database was away, so an LSN range is one epoch's and needs ``epoch`` (a bare
-        range is a ``ValueError``: it would mix epochs). Without ``epoch`` every record
-        comes: the prune records (LSN 0, numbered in a chain of their own) first, then each
-        epoch's together in LSN order, the epochs by their ID (not their age:
-        ``epoch_order`` says which is older; read epoch by epoch in its order when that
-        matters). Streams (server-side cursor on PostgreSQL); the connection is held
-        until the iterator is exhausted or closed.
+        An LSN range is one epoch's and needs ``epoch`` (``selects.records`` says why and in
+        which order records come). Streams (server-side cursor on PostgreSQL); the
+        connection is held until the iterator is exhausted or closed.
         """
-        if epoch is None and (since_lsn is not None or until_lsn is not None):
-            raise ValueError("an LSN range is one epoch's (LSNs overlap between epochs): name the epoch")
-        table = schema.journal_records
-        stmt = sa.select(
-            table.c.lsn,
-            table.c.incarnation,
-            table.c.recorded_at,
-            table.c.kind,
-            table.c.schema_version,
-            table.c.payload,
-            table.c.payload_sha256,
-            table.c.chain_hash,
-        ).order_by(sa.case((table.c.lsn == 0, 0), else_=1), table.c.incarnation, table.c.lsn)  # prunes' (LSN 0) first
-        if epoch is not None:
-            stmt = stmt.where(table.c.incarnation == epoch)
-        if since_lsn is not None:
-            stmt = stmt.where(table.c.lsn > since_lsn)
-        if until_lsn is not None:
-            stmt = stmt.where(table.c.lsn <= until_lsn)
-        if kinds is not None:
-            stmt = stmt.where(table.c.kind.in_(sorted(kinds)))
+        stmt = selects.records(epoch, since_lsn, until_lsn, kinds)
         try:
             with self._engine.connect() as conn:
                 result = conn.execution_options(yield_per=chunk_size).execute(stmt)
@@ -389,10 +364,7 @@ class Journal:
         """Each epoch's stored head (``only`` those named), by epoch."""
         if self._schema is not None:
             self._schema.check(self._engine)  # the writer drains a spool with this: not before the schema is there
-        table = schema.journal_epochs
-        stmt = sa.select(*[table.c[name] for name in epochs.EpochHead._fields]).order_by(table.c.first_lsn)
-        if only is not None:
-            stmt = stmt.where(table.c.epoch.in_(sorted(only)))
+        stmt = selects.epoch_heads(only)
         try:
             with self._engine.connect() as conn:
                 return {row[0]: epochs.EpochHead(*row) for row in conn.execute(stmt)}
@@ -402,10 +374,7 @@ class Journal:
     def incarnations(self) -> list[epochs.Incarnation]:
         """Every incarnation that wrote to this journal, by first LSN (not by age, where epochs' LSNs
         overlap: ``epoch_order`` says which is older)."""
-        table = schema.journal_incarnations
-        stmt = sa.select(
-            table.c.incarnation, table.c.started_at, table.c.first_lsn, table.c.version, table.c.config_hash
-        ).order_by(table.c.first_lsn, table.c.incarnation)
+        stmt = selects.incarnations()
         try:
             with self._engine.connect() as conn:
                 return [epochs.Incarnation(*row) for row in conn.execute(stmt)]
