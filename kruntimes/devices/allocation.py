@@ -109,6 +109,7 @@ class SearchMemo:
     def __init__(self) -> None:
         self._entries: dict[tuple, tuple[Allocation | Rejection, bool, bool]] = {}
         self.hits = 0  # device_searches_total{result="memoised"} (§7.8)
+        self.generation = 0  # moves when entries are forgotten: what a caller kept from a recall may not hold
 
     def recall(self, key: tuple, limit: int) -> Allocation | Rejection | None:
         entry = self._entries.get(key)
@@ -126,6 +127,7 @@ class SearchMemo:
     def remember(self, key: tuple, outcome: Allocation | Rejection, exhausted: bool, errors: bool) -> None:
         if len(self._entries) >= self.LIMIT:
             self._entries.clear()  # changes no outcome: each is recomputed alike
+            self.generation += 1
         self._entries[key] = (outcome, exhausted, errors)
 
 
@@ -331,7 +333,7 @@ def on_pod(prepared: Prepared, inv: inventory.Inventory, holders: Holders, engin
     """
     if fingerprint is None:
         fingerprint = usage.fingerprint(inv, holders)
-    key = (inv.digest, fingerprint, prepared.claim.digest, prepared.class_digests)
+    key = search_key(prepared, inv, fingerprint)
     known = budget.seen.get(key)
     if known is not None:
         return known
@@ -344,6 +346,11 @@ def on_pod(prepared: Prepared, inv: inventory.Inventory, holders: Holders, engin
     budget.remaining -= outcome.steps
     budget.seen[key] = outcome
     return outcome
+
+
+def search_key(prepared: Prepared, inv: inventory.Inventory, fingerprint: tuple) -> tuple:  # type: ignore[type-arg]
+    """What a search is a pure function of (besides its step limit): the key of `CycleBudget.seen` and the memo."""
+    return (inv.digest, fingerprint, prepared.claim.digest, prepared.class_digests)
 
 
 def _allocate(inv: inventory.Inventory, before: usage.Usage, prepared: Prepared, engine: cel_engine.Engine,

@@ -89,7 +89,8 @@ class ColumnPlugin(Protocol):
 class PodTable:
     """The views of one (namespace, Runtime, request shape) and every plugin's column."""
 
-    __slots__ = ("views", "uids", "position", "unique", "layout", "columns", "era", "mark", "filtered")
+    __slots__ = ("views", "uids", "position", "unique", "layout", "columns", "era", "mark", "filtered",
+                 "prefiltered", "_passed")
 
     def __init__(self, columns: dict[str, Column]) -> None:
         self.views: tuple[PodView, ...] | None = None
@@ -101,6 +102,8 @@ class PodTable:
         self.era: object = None  # of the group's change log last read, and how far
         self.mark = 0
         self.filtered: Any = None  # the planner's Filter result, and what it was computed from
+        self.prefiltered: Any = None  # (signatures, rejections) of the Filters before a narrowing column
+        self._passed: tuple[None, ...] = ()
 
     def update(self, pods: tuple[PodView, ...], changes: ViewChanges | None = None) -> None:
         """Bring every column up to date with `pods`; raises what a column raised."""
@@ -141,6 +144,12 @@ class PodTable:
             if uid in position:
                 self.unique = False  # stays so until a rebuild re-counts
             position[uid] = i
+
+    def passed(self) -> tuple[None, ...]:
+        """Every pod's rejection when no Filter rejected any: one tuple, kept while the length holds."""
+        if self.views is None or len(self._passed) != len(self.views):
+            self._passed = (None,) * (0 if self.views is None else len(self.views))
+        return self._passed
 
     def positions(self, uids: Any) -> list[int]:
         """Positions of those of `uids` that are pods of this table (others are ignored)."""

@@ -33,7 +33,7 @@ def attach(planner: Any, run: RunInfo, outcome: out.CycleOutcome) -> out.CycleOu
     steps = sum(r.steps for r in cycle.budget.seen.values())
     allocations = []
     for pod in outcome.feasible:
-        found = cycle.found.get(pod)
+        found = cycle.found_on(pod)
         allocations.append((pod, None if found is None else results.encode(*found)))
     chosen = dict(allocations).get(outcome.chosen) if outcome.chosen is not None else None
     return dataclasses.replace(outcome, devices=out.DeviceWork(steps=steps, allocations=tuple(allocations),

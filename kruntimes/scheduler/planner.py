@@ -107,9 +107,7 @@ class Planner:
         state = CycleState(snapshot=snapshot, run=run, requests=run.requests, data=MappingProxyType(data))
         pods = snapshot.pods
         names = snapshot.names if snapshot.names is not None else tuple([p.info.name for p in pods])
-        # A Run with a device claim is planned pod by pod: its step budget is charged only for the
-        # pods earlier Filters accepted, in name order (SPEC §7.5); columns would judge every pod.
-        if self.columnar and run.devices is None and (table := self._table(snapshot)) is not None:
+        if self.columnar and (table := self._table(snapshot)) is not None:
             return self._plan_columns(state, table, names, base)
 
         # 2. Filter: each plugin sees only the pods every earlier plugin accepted.
@@ -170,7 +168,7 @@ class Planner:
         last = getattr(plugin, "last", None)
         if last is None or last.run_uid != run.uid:
             return None
-        return last.found.get(pod_name)  # type: ignore[no-any-return]
+        return last.found_on(pod_name)  # type: ignore[no-any-return]
 
     def _table(self, snapshot: Snapshot) -> cols.PodTable | None:
         """The pod table of the Run's Runtime and request shape, up to date; None: plan pod by pod."""
@@ -204,9 +202,26 @@ class Planner:
             _, rejected, alive, feasible_names = table.filtered
         else:
             rejections: list[tuple[str, str] | None] | None = None  # None: nothing rejected
-            for plugin, signature in zip(self.filters, signatures[1:]):
+            first = 0
+            # What the Filters before a narrowing column decided is kept apart: a narrowing
+            # column's own signature never repeats (DeviceAllocation's, for a claim).
+            prefix = table.prefiltered
+            kept = prefix is not None and signatures[:len(prefix[0])] == prefix[0]
+            if kept:
+                rejections, first = prefix[1], len(prefix[0]) - 1
+            for k in range(first, len(self.filters)):
+                plugin, signature, column = self.filters[k], signatures[k + 1], columns[self.filters[k].name]
                 try:
-                    verdicts = columns[plugin.name].verdicts(state, table, signature)  # type: ignore[attr-defined]
+                    if getattr(column, "narrows", False):
+                        if signature is None:
+                            continue  # passes every pod this cycle
+                        if not kept:
+                            table.prefiltered = (signatures[:k + 1], rejections)
+                            kept = True
+                        accepted = None if rejections is None else list(compress(range(n), map(operator.not_, rejections)))
+                        verdicts = column.verdicts(state, table, signature, accepted)  # type: ignore[attr-defined]
+                    else:
+                        verdicts = column.verdicts(state, table, signature)  # type: ignore[attr-defined]
                     if verdicts is None or verdicts.count(None) == n:
                         continue
                     _check_verdicts(plugin, verdicts, n)
@@ -215,7 +230,7 @@ class Planner:
                 these = map(self._rejection[plugin.name].get, verdicts)  # None stays None
                 rejections = list(these) if rejections is None else list(map(self._keep.get, rejections, these))
             if rejections is None:
-                alive, rejected, feasible_names = None, (None,) * n, names
+                alive, rejected, feasible_names = None, table.passed(), names
             else:
                 alive = list(compress(range(n), map(operator.not_, rejections)))
                 rejected, feasible_names = tuple(rejections), tuple(map(names.__getitem__, alive))

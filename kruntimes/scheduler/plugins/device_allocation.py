@@ -12,15 +12,22 @@ search per cycle, so after the first the Filter is a dictionary look-up per pod.
 allocation found on each feasible pod is kept for DevicePreference and for Reserve
 and Bind (`Planner.device_results`).
 
-Through a column a Run without a claim costs nothing; a Run with one is planned pod
-by pod (`Planner.plan`), so that the budget is charged only for the pods earlier
-Filters accepted, in name order, as the SPEC counts it.
+Through a column (`_Column`) a Run without a claim costs nothing, and a Run with one
+is judged on the pod table as a narrowing column: it is handed the positions every
+earlier Filter accepted, so the budget is charged only for those pods, in name order,
+as the SPEC counts it and as the pod-by-pod path does. The column keeps each pod's
+usage id across cycles, recomputed only for the pods whose view was replaced or whose
+index keys the targets' device log names; a cycle searches once per distinct usage
+among the accepted pods, in order of first appearance (the order the pod-by-pod
+path reaches them in), and an outcome found with the full search limit is kept per
+usage id while the prepared claim, the engine and the search memo stay the same: it
+is what the memo would answer, charged and counted as the memo's hit would be.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 from kruntimes.devices import allocation, cel_engine, claims
 from kruntimes.scheduler import device_state
@@ -51,6 +58,18 @@ class DeviceCycle:
     prefers: bool = True  # whether a request has firstAvailable: else every DevicePreference raw is 0
     # This cycle's answer per usage id: the pod's verdict and, when allocated, its `found` entry.
     by_usage: dict[int, tuple[str | None, tuple[str, allocation.Allocation] | None]] = field(default_factory=dict)
+    # Set when the column judged the pods: pod name → position, and each position's usage id (the
+    # column's own lists, read right after planning like `last`); `found` then holds nothing.
+    positions: dict[str, int] | None = None
+    usage_ids: list[int] | None = None
+
+    def found_on(self, pod_name: str) -> tuple[str, allocation.Allocation] | None:
+        """(inventory digest, allocation) this cycle found on a pod the Filter judged feasible."""
+        entry = self.found.get(pod_name)
+        if entry is None and self.positions is not None and (at := self.positions.get(pod_name)) is not None:
+            known = self.by_usage.get(self.usage_ids[at])  # type: ignore[index]
+            return None if known is None else known[1]
+        return entry
 
 
 class DeviceAllocation:
@@ -63,6 +82,9 @@ class DeviceAllocation:
         self.memo = allocation.SearchMemo()
         self.last: DeviceCycle | None = None  # the latest cycle's, read by the loop right after planning
         self._prepared: tuple[object, object, object, allocation.Prepared | allocation.Rejection] | None = None
+        # Full-limit outcomes per usage id, for one (prepared claim, engine, memo, memo generation).
+        self.answers: dict[int, tuple[tuple, allocation.Allocation | allocation.Rejection]] = {}  # type: ignore[type-arg]
+        self.answers_for: tuple[object, ...] = ()
 
     def pre_filter(self, snapshot: Snapshot, run: RunInfo) -> DeviceCycle | None:
         self.last = None
@@ -132,20 +154,203 @@ class DeviceAllocation:
 
 
 class _Column:
-    """Runs without a claim pass on every pod; the planner plans Runs with one pod by pod."""
+    """The Filter on a pod table: each position's usage id kept, one search per distinct usage."""
+
+    narrows = True  # judges only the positions every earlier Filter accepted (`Planner._plan_columns`)
 
     def __init__(self, plugin: DeviceAllocation) -> None:
         self.plugin = plugin
+        self.ids: list[int] = []  # per position: its `PodDevices.usage_id`, NONE or INVALID
+        self.dirty: set[int] | None = None  # positions to recompute before the next claim (None: all)
+        self.volatile: set[int] = set()  # pods that are not current: never kept, so recomputed every cycle
+        self.devices: dict[int, device_state.PodDevices] = {}  # usage id → what its search needs
+        self.targets: NamespaceTargets | None = None  # whose device log was read, and how far
+        self.seen = 0
+        self.layout = -1  # the table's layout `positions` was built for
+        self.positions: dict[str, int] = {}  # pod name → position
+        self.version = 0  # moves whenever an id changes
+        self.first: dict[int, int] = {}  # usage id → its first position, and how many positions have it
+        self.count: dict[int, int] = {}
+        self.order: tuple[int, list[int] | None, list[int]] = (-1, None, [])  # (version, alive, distinct ids)
+        # The latest cycle answered from kept outcomes alone:
+        # (order, owner, budget at start, by_usage, seen, remaining, memo hits, rejects).
+        self.answered: tuple[Any, ...] | None = None
 
     def update(self, table: PodTable, changed: Sequence[int] | None) -> None:
-        pass
+        if changed is None or self.dirty is None:
+            self.dirty = None
+        else:
+            self.dirty.update(changed)
 
     def signature(self, state: CycleState, table: PodTable) -> object:
         cycle = state.of(NAME)
         return None if cycle is None else object()  # a claim: never reuse a stored Filter result
 
-    def verdicts(self, state: CycleState, table: PodTable, signature: object) -> list[str | None] | None:
-        if state.of(NAME) is None:
+    def verdicts(self, state: CycleState, table: PodTable, signature: object,
+                 alive: list[int] | None = None) -> list[str | None] | None:
+        """Verdicts for the positions `alive` (None: all); other positions' verdicts mean nothing."""
+        cycle: DeviceCycle | None = state.of(NAME)
+        if cycle is None:
             return None
-        assert table.views is not None
-        return self.plugin.filter(state, table.views)
+        views = table.views
+        assert views is not None
+        self._index(table)
+        if not cycle.use_kept or isinstance(cycle.prepared, allocation.Rejection) or \
+                len(self.positions) != len(views):  # rare: judged pod by pod, exactly as the Filter
+            at = range(len(views)) if alive is None else alive
+            judged = self.plugin.filter(state, [views[i] for i in at])
+            if alive is None:
+                return judged
+            verdicts: list[str | None] = [None] * len(views)
+            for i, verdict in zip(alive, judged):
+                verdicts[i] = verdict
+            return verdicts
+        self._catch_up(cycle, table)
+        ids = self.ids
+        version, kept_alive, order = self.order
+        if version != self.version or kept_alive != alive:
+            # The distinct ids in order of first appearance among the accepted positions.
+            first = self.first
+            order = sorted(first, key=first.__getitem__) if alive is None else \
+                list(dict.fromkeys(map(ids.__getitem__, alive)))
+            self.order = (self.version, alive, order)
+        cycle.positions, cycle.usage_ids = self.positions, ids
+        if not self._answer(cycle, order):
+            return None
+        said = {u: known[0] for u, known in cycle.by_usage.items()}
+        said[NONE], said[INVALID] = allocation.NO_INVENTORY, allocation.INVALID_INVENTORY
+        return list(map(said.get, ids))
+
+    def _answer(self, cycle: DeviceCycle, order: list[int]) -> bool:
+        """Fill `cycle.by_usage` for the usage ids in `order`, charging as `DeviceAllocation.filter`
+        would; True when some pod is rejected."""
+        plugin, prepared, budget = self.plugin, cycle.prepared, cycle.budget
+        assert isinstance(prepared, allocation.Prepared)
+        memo, full = plugin.memo, budget.search_steps
+        generation = memo.generation
+        owner = (prepared, cycle.engine, memo, generation, full)
+        if plugin.answers_for != owner or len(plugin.answers) > allocation.SearchMemo.LIMIT:
+            plugin.answers.clear()
+            plugin.answers_for = owner
+        answers, seen, by_usage = plugin.answers, budget.seen, cycle.by_usage
+        last = self.answered
+        start = budget.remaining
+        if last is not None and last[0] == order and last[1] == owner and last[2] == start and not seen \
+                and not by_usage:
+            # The same usages in the same order, answered from kept outcomes last time: the same again.
+            _, _, _, known, charged, remaining, hits, rejects = last
+            by_usage.update(known)
+            seen.update(charged)
+            budget.remaining = remaining
+            memo.hits += hits
+            return rejects  # type: ignore[no-any-return]
+        fresh = not seen and not by_usage
+        hits = memo.hits
+        searched = False
+        rejects = False
+        for u in order:
+            if u < 0:
+                rejects = True
+                continue
+            pod = self.devices[u]
+            entry = answers.get(u)
+            if entry is not None and budget.remaining >= full and memo.generation == generation:
+                # Kept from a full-limit search of this very key: what the memo would recall now.
+                key, outcome = entry
+                if key in seen:
+                    outcome = seen[key]
+                else:
+                    seen[key] = outcome
+                    budget.remaining -= outcome.steps
+                    memo.hits += 1
+            else:
+                searched = True
+                key = allocation.search_key(prepared, pod.inventory, pod.fingerprint)
+                whole = budget.remaining >= full and key not in seen
+                outcome = allocation.on_pod(prepared, pod.inventory, pod.holders, cycle.engine,  # type: ignore[arg-type]
+                                            budget, memo, pod.fingerprint)
+                if whole and memo.generation == generation:  # else the memo forgot: keep nothing
+                    answers[u] = (key, outcome)
+            if isinstance(outcome, allocation.Rejection):
+                by_usage[u] = (outcome.reason, None)
+                rejects = True
+            else:
+                by_usage[u] = (None, (pod.inventory.digest, outcome))
+        self.answered = None if searched or not fresh or memo.generation != generation else \
+            (order, owner, start, dict(by_usage), dict(seen), budget.remaining, memo.hits - hits, rejects)
+        return rejects
+
+    def _index(self, table: PodTable) -> None:
+        """Pod name → position, rebuilt when the table's positions moved."""
+        if self.layout != table.layout:
+            assert table.views is not None
+            self.positions = {view.info.name: i for i, view in enumerate(table.views)}
+            self.layout = table.layout
+
+    def _catch_up(self, cycle: DeviceCycle, table: PodTable) -> None:
+        """Recompute the usage ids of the pods whose view was replaced or whose holders or currency changed."""
+        views, targets = table.views, cycle.targets
+        assert views is not None
+        n = len(views)
+        start, log = targets.device_log_start, targets.device_log
+        if len(self.ids) != n or targets is not self.targets or self.seen < start:
+            self.dirty = None
+        if self.dirty is not None:
+            by_uid, by_name, dirty = table.position.get, self.positions.get, self.dirty
+            for uid_key, key in log[self.seen - start:]:
+                at = by_uid(key) if uid_key else by_name(key)
+                if at is not None:
+                    dirty.add(at)
+            dirty |= self.volatile
+        self.targets, self.seen = targets, start + len(log)
+        rebuild = self.dirty is None
+        if rebuild:
+            self.ids = [NONE] * n
+            self.volatile = set()
+            self.devices = {}
+            self.version += 1
+        at_all = range(n) if rebuild else self.dirty
+        ids, devices, volatile, kept, current = self.ids, self.devices, self.volatile, cycle.kept, targets.current
+        first, count = self.first, self.count
+        for i in at_all:
+            info = views[i].info
+            new = NONE
+            if info.devices is not None:
+                pod = device_state.pod_devices(targets, kept, info, cycle.run_uid, True)
+                if pod is None:
+                    new = INVALID
+                else:
+                    new = pod.usage_id
+                    devices[new] = pod
+            if current(info.name, None) == info.uid:
+                volatile.discard(i)
+            else:
+                volatile.add(i)
+            old = ids[i]
+            if old != new:
+                ids[i] = new
+                self.version += 1
+                if rebuild:
+                    continue
+                if count[old] == 1:
+                    del count[old], first[old]
+                else:
+                    count[old] -= 1
+                    if first[old] == i:
+                        first[old] = ids.index(old, i + 1)
+                count[new] = count.get(new, 0) + 1
+                if first.get(new, n) > i:
+                    first[new] = i
+        if rebuild:
+            self.count = count = {}
+            self.first = first = {}
+            for i, u in enumerate(ids):
+                count[u] = count.get(u, 0) + 1
+                first.setdefault(u, i)
+        self.dirty = set()
+        if len(devices) > 2 * n + 64:  # usages no pod has any more
+            present = set(ids)
+            self.devices = {u: pod for u, pod in devices.items() if u in present}
+
+
+NONE, INVALID = -1, -2  # a position's usage id when its pod has no inventory, or a malformed one
