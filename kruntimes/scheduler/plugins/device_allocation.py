@@ -81,7 +81,7 @@ class DeviceAllocation:
     def __init__(self) -> None:
         self.memo = allocation.SearchMemo()
         self.last: DeviceCycle | None = None  # the latest cycle's, read by the loop right after planning
-        self._prepared: tuple[object, object, object, allocation.Prepared | allocation.Rejection] | None = None
+        self._prepared: tuple[object, object, object, allocation.Prepared | allocation.Rejection, bool] | None = None
         # Full-limit outcomes per usage id, for one (prepared claim, engine, memo, memo generation).
         self.answers: dict[int, tuple[tuple, allocation.Allocation | allocation.Rejection]] = {}  # type: ignore[type-arg]
         self.answers_for: tuple[object, ...] = ()
@@ -97,15 +97,16 @@ class DeviceAllocation:
         # engine is prepared the same: keep the latest, as a Run retried or its twins come again.
         last = self._prepared
         if last is not None and last[0] is claim and last[1] is classes and last[2] is engine:
-            prepared = last[3]
+            prepared, prefers = last[3], last[4]
         else:
             prepared = allocation.prepare(claim, classes, engine)
-            self._prepared = (claim, classes, engine, prepared)
+            prefers = any(r.first_available for r in claim.requests)
+            self._prepared = (claim, classes, engine, prepared, prefers)
         self.last = DeviceCycle(run.uid, prepared, snapshot.targets, memo_hits=self.memo.hits,
                                 evaluations=dict(engine.evaluations_by_result), engine=engine,
                                 kept=device_state.kept_for(snapshot.targets),
                                 use_kept=not device_state.careful(snapshot.targets, run.uid),
-                                prefers=any(r.first_available for r in claim.requests))
+                                prefers=prefers)
         return self.last
 
     def filter(self, state: CycleState, pods: Sequence[PodView]) -> list[str | None]:
