@@ -90,7 +90,7 @@ class PodTable:
     """The views of one (namespace, Runtime, request shape) and every plugin's column."""
 
     __slots__ = ("views", "uids", "position", "unique", "layout", "columns", "era", "mark", "filtered",
-                 "prefiltered", "_passed")
+                 "prefiltered", "narrowed", "rejections", "_passed")
 
     def __init__(self, columns: dict[str, Column]) -> None:
         self.views: tuple[PodView, ...] | None = None
@@ -103,6 +103,8 @@ class PodTable:
         self.mark = 0
         self.filtered: Any = None  # the planner's Filter result, and what it was computed from
         self.prefiltered: Any = None  # (signatures, rejections) of the Filters before a narrowing column
+        self.narrowed: Any = None  # (rejections before, verdicts, filter index, rejections after) of a narrowing column
+        self.rejections: Any = None  # the list the kept Filter result was made from
         self._passed: tuple[None, ...] = ()
 
     def update(self, pods: tuple[PodView, ...], changes: ViewChanges | None = None) -> None:

@@ -84,6 +84,7 @@ class Planner:
         # (plugin, reason) -> itself: `keep.get(earlier, later)` is the first rejection, in C.
         self._keep = {r: r for by_reason in self._rejection.values() for r in by_reason.values()}
         self._wakes = _wake_events(self.filters)
+        self.device_filter: Any = next((f for f in self.filters if f.name == "DeviceAllocation"), None)
 
     def wake_events(self, rejections: Iterable[tuple[str, str] | None]) -> frozenset[str]:
         """The events beyond its Runtime's pods and released capacity that can make a Run with these
@@ -164,8 +165,7 @@ class Planner:
     def device_results(self, run: RunInfo, pod_name: str) -> tuple[str, Any] | None:
         """(inventory digest, allocation) the latest cycle of `run` found on `pod_name`, for Reserve and
         Bind (SPEC §7.6); None for a Run without a claim. Read under the lock the cycle planned in."""
-        plugin = next((f for f in self.filters if f.name == "DeviceAllocation"), None)
-        last = getattr(plugin, "last", None)
+        last = getattr(self.device_filter, "last", None)
         if last is None or last.run_uid != run.uid:
             return None
         return last.found_on(pod_name)  # type: ignore[no-any-return]
@@ -211,8 +211,9 @@ class Planner:
                 rejections, first = prefix[1], len(prefix[0]) - 1
             for k in range(first, len(self.filters)):
                 plugin, signature, column = self.filters[k], signatures[k + 1], columns[self.filters[k].name]
+                narrowing = getattr(column, "narrows", False)
                 try:
-                    if getattr(column, "narrows", False):
+                    if narrowing:
                         if signature is None:
                             continue  # passes every pod this cycle
                         if not kept:
@@ -220,6 +221,12 @@ class Planner:
                             kept = True
                         accepted = None if rejections is None else list(compress(range(n), map(operator.not_, rejections)))
                         verdicts = column.verdicts(state, table, signature, accepted)  # type: ignore[attr-defined]
+                        narrowed = table.narrowed
+                        if narrowed is not None and narrowed[0] is rejections and narrowed[1] is verdicts \
+                                and narrowed[2] == k:
+                            rejections = narrowed[3]  # the very verdicts on the very same rejections
+                            continue
+                        before = rejections
                     else:
                         verdicts = column.verdicts(state, table, signature)  # type: ignore[attr-defined]
                     if verdicts is None or verdicts.count(None) == n:
@@ -229,12 +236,25 @@ class Planner:
                     return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
                 these = map(self._rejection[plugin.name].get, verdicts)  # None stays None
                 rejections = list(these) if rejections is None else list(map(self._keep.get, rejections, these))
+                if narrowing:
+                    table.narrowed = (before, verdicts, k, rejections)
             if rejections is None:
                 alive, rejected, feasible_names = None, table.passed(), names
             else:
-                alive = list(compress(range(n), map(operator.not_, rejections)))
-                rejected, feasible_names = tuple(rejections), tuple(map(names.__getitem__, alive))
+                # The same pods rejected for the same reasons as the kept result (the very list, or an
+                # equal one): its very lists, so that score columns keep what they derived from the
+                # feasible positions (`alive is` them).
+                last = table.filtered
+                same = last is not None and last[0][0] == table.layout and (
+                    table.rejections is rejections or last[1] == tuple(rejections))
+                if same:
+                    _, rejected, alive, feasible_names = last
+                else:
+                    rejected = tuple(rejections)
+                    alive = list(compress(range(n), map(operator.not_, rejections)))
+                    feasible_names = tuple(map(names.__getitem__, alive))
             table.filtered = (signatures, rejected, alive, feasible_names)
+            table.rejections = rejections
         common = dict(pods=names, rejections=rejected, feasible=feasible_names)
         if not feasible_names:
             return self._unschedulable(state, rejected, common, base)

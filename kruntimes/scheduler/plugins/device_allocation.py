@@ -83,7 +83,7 @@ class DeviceAllocation:
         self.last: DeviceCycle | None = None  # the latest cycle's, read by the loop right after planning
         self._prepared: tuple[object, object, object, allocation.Prepared | allocation.Rejection, bool] | None = None
         # Full-limit outcomes per usage id, for one (prepared claim, engine, memo, memo generation).
-        self.answers: dict[int, tuple[tuple, allocation.Allocation | allocation.Rejection]] = {}  # type: ignore[type-arg]
+        self.answers: dict[int, tuple[tuple, Any, Any]] = {}  # type: ignore[type-arg]  # id → (key, outcome, said)
         self.answers_for: tuple[object, ...] = ()
 
     def pre_filter(self, snapshot: Snapshot, run: RunInfo) -> DeviceCycle | None:
@@ -173,6 +173,8 @@ class _Column:
         self.first: dict[int, int] = {}  # usage id → its first position, and how many positions have it
         self.count: dict[int, int] = {}
         self.order: tuple[int, list[int] | None, list[int]] = (-1, None, [])  # (version, alive, distinct ids)
+        self.moved: list[int] = []  # positions whose id changed since the latest verdicts
+        self.said: tuple[Any, ...] | None = None  # (what decided them, accepted positions, verdicts)
         # The latest cycle answered from kept outcomes alone:
         # (order, owner, budget at start, by_usage, seen, remaining, memo hits, rejects).
         self.answered: tuple[Any, ...] | None = None
@@ -216,15 +218,35 @@ class _Column:
                 list(dict.fromkeys(map(ids.__getitem__, alive)))
             self.order = (self.version, alive, order)
         cycle.positions, cycle.usage_ids = self.positions, ids
-        if not self._answer(cycle, order):
+        rejects, whole = self._answer(cycle, order)
+        moved, self.moved = self.moved, []
+        if not rejects:
+            self.said = None
             return None
         said = {u: known[0] for u, known in cycle.by_usage.items()}
         said[NONE], said[INVALID] = allocation.NO_INVENTORY, allocation.INVALID_INVENTORY
-        return list(map(said.get, ids))
+        # With every search at the full limit a usage id's verdict is a pure function of the prepared
+        # claim and engine: from one such cycle to the next over the same accepted positions, a
+        # position's verdict can change only where its id did. Unchanged, the list is the same
+        # object, which the planner then need not read again.
+        decides = (cycle.prepared, cycle.engine, cycle.budget.search_steps)
+        kept = self.said
+        if whole and kept is not None and kept[0] == decides and kept[1] is alive:
+            verdicts = kept[2]
+            get = said.get
+            changed = [i for i in moved if verdicts[i] != get(ids[i])]
+            if changed:
+                verdicts = verdicts.copy()
+                for i in changed:
+                    verdicts[i] = get(ids[i])
+        else:
+            verdicts = list(map(said.get, ids))
+        self.said = (decides, alive, verdicts) if whole else None
+        return verdicts
 
-    def _answer(self, cycle: DeviceCycle, order: list[int]) -> bool:
+    def _answer(self, cycle: DeviceCycle, order: list[int]) -> tuple[bool, bool]:
         """Fill `cycle.by_usage` for the usage ids in `order`, charging as `DeviceAllocation.filter`
-        would; True when some pod is rejected."""
+        would; whether some pod is rejected, and whether every search had the full step limit."""
         plugin, prepared, budget = self.plugin, cycle.prepared, cycle.budget
         assert isinstance(prepared, allocation.Prepared)
         memo, full = plugin.memo, budget.search_steps
@@ -244,42 +266,46 @@ class _Column:
             seen.update(charged)
             budget.remaining = remaining
             memo.hits += hits
-            return rejects  # type: ignore[no-any-return]
+            return rejects, True
         fresh = not seen and not by_usage
         hits = memo.hits
+        recalled = 0  # memo hits the kept outcomes stand for
         searched = False
         rejects = False
+        whole_limit = True
         for u in order:
             if u < 0:
                 rejects = True
                 continue
-            pod = self.devices[u]
             entry = answers.get(u)
-            if entry is not None and budget.remaining >= full and memo.generation == generation:
+            if budget.remaining < full:
+                whole_limit = False
+            elif entry is not None and not searched:  # (a search may have made the memo forget)
                 # Kept from a full-limit search of this very key: what the memo would recall now.
-                key, outcome = entry
-                if key in seen:
-                    outcome = seen[key]
+                key, outcome, said = entry
+                if key in seen:  # another id of the same usage, searched this cycle: not charged again
+                    said = _said(self.devices[u], seen[key])
                 else:
                     seen[key] = outcome
                     budget.remaining -= outcome.steps
-                    memo.hits += 1
-            else:
-                searched = True
-                key = allocation.search_key(prepared, pod.inventory, pod.fingerprint)
-                whole = budget.remaining >= full and key not in seen
-                outcome = allocation.on_pod(prepared, pod.inventory, pod.holders, cycle.engine,  # type: ignore[arg-type]
-                                            budget, memo, pod.fingerprint)
-                if whole and memo.generation == generation:  # else the memo forgot: keep nothing
-                    answers[u] = (key, outcome)
-            if isinstance(outcome, allocation.Rejection):
-                by_usage[u] = (outcome.reason, None)
-                rejects = True
-            else:
-                by_usage[u] = (None, (pod.inventory.digest, outcome))
-        self.answered = None if searched or not fresh or memo.generation != generation else \
+                    recalled += 1
+                by_usage[u] = said
+                rejects = rejects or said[0] is not None
+                continue
+            pod = self.devices[u]
+            key = allocation.search_key(prepared, pod.inventory, pod.fingerprint)
+            whole = budget.remaining >= full and key not in seen
+            outcome = allocation.on_pod(prepared, pod.inventory, pod.holders, cycle.engine,  # type: ignore[arg-type]
+                                        budget, memo, pod.fingerprint)
+            searched = searched or memo.generation != generation
+            said = by_usage[u] = _said(pod, outcome)
+            rejects = rejects or said[0] is not None
+            if whole and not searched:  # else the memo forgot: keep nothing
+                answers[u] = (key, outcome, said)
+        memo.hits += recalled
+        self.answered = None if not fresh or memo.generation != generation or memo.hits - hits != len(seen) else \
             (order, owner, start, dict(by_usage), dict(seen), budget.remaining, memo.hits - hits, rejects)
-        return rejects
+        return rejects, whole_limit
 
     def _index(self, table: PodTable) -> None:
         """Pod name → position, rebuilt when the table's positions moved."""
@@ -306,6 +332,7 @@ class _Column:
         self.targets, self.seen = targets, start + len(log)
         rebuild = self.dirty is None
         if rebuild:
+            self.said = None
             self.ids = [NONE] * n
             self.volatile = set()
             self.devices = {}
@@ -333,6 +360,7 @@ class _Column:
                 self.version += 1
                 if rebuild:
                     continue
+                self.moved.append(i)
                 if count[old] == 1:
                     del count[old], first[old]
                 else:
@@ -355,3 +383,11 @@ class _Column:
 
 
 NONE, INVALID = -1, -2  # a position's usage id when its pod has no inventory, or a malformed one
+
+
+def _said(pod: device_state.PodDevices, outcome: allocation.Allocation | allocation.Rejection
+          ) -> tuple[str | None, tuple[str, allocation.Allocation] | None]:
+    """A usage's `DeviceCycle.by_usage` entry: its verdict and, when allocated, its `found` entry."""
+    if isinstance(outcome, allocation.Rejection):
+        return (outcome.reason, None)
+    return (None, (pod.inventory.digest, outcome))
