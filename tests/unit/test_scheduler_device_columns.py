@@ -39,7 +39,7 @@ def decide(planner: Planner, metrics: SchedulerMetrics, cache: ClusterCache, run
         outcome = device_outcome.attach(planner, run, planner.plan(cache.snapshot(run, NOW)))
         devices = device_cycle.allocated(planner, metrics, run, outcome)
     cycle = plugin.last  # type: ignore[attr-defined]
-    charged = None if cycle is None else (list(cycle.budget.seen.items()), cycle.budget.remaining,
+    charged = None if cycle is None else (cycle.budget.seen, cycle.budget.remaining,
                                           plugin.memo.hits - cycle.memo_hits)  # type: ignore[attr-defined]
     return outcome, devices, charged
 

@@ -210,15 +210,8 @@ class _Column:
             return verdicts
         self._catch_up(cycle, table)
         ids = self.ids
-        version, kept_alive, order = self.order
-        if version != self.version or kept_alive != alive:
-            # The distinct ids in order of first appearance among the accepted positions.
-            first = self.first
-            order = sorted(first, key=first.__getitem__) if alive is None else \
-                list(dict.fromkeys(map(ids.__getitem__, alive)))
-            self.order = (self.version, alive, order)
         cycle.positions, cycle.usage_ids = self.positions, ids
-        rejects, whole = self._answer(cycle, order)
+        rejects, whole = self._answer(cycle, alive)
         moved, self.moved = self.moved, []
         if not rejects:
             self.said = None
@@ -244,9 +237,20 @@ class _Column:
         self.said = (decides, alive, verdicts) if whole else None
         return verdicts
 
-    def _answer(self, cycle: DeviceCycle, order: list[int]) -> tuple[bool, bool]:
-        """Fill `cycle.by_usage` for the usage ids in `order`, charging as `DeviceAllocation.filter`
-        would; whether some pod is rejected, and whether every search had the full step limit."""
+    def _order(self, alive: list[int] | None) -> list[int]:
+        """The distinct usage ids in order of first appearance among the accepted positions."""
+        version, kept_alive, order = self.order
+        if version != self.version or kept_alive != alive:
+            first, ids = self.first, self.ids
+            order = sorted(first, key=first.__getitem__) if alive is None else \
+                list(dict.fromkeys(map(ids.__getitem__, alive)))
+            self.order = (self.version, alive, order)
+        return order
+
+    def _answer(self, cycle: DeviceCycle, alive: list[int] | None) -> tuple[bool, bool]:
+        """Fill `cycle.by_usage` for the usage ids at the accepted positions, in order of first appearance,
+        charging as `DeviceAllocation.filter` would; whether some pod is rejected, and whether every
+        search had the full step limit."""
         plugin, prepared, budget = self.plugin, cycle.prepared, cycle.budget
         assert isinstance(prepared, allocation.Prepared)
         memo, full = plugin.memo, budget.search_steps
@@ -258,9 +262,13 @@ class _Column:
         answers, seen, by_usage = plugin.answers, budget.seen, cycle.by_usage
         last = self.answered
         start = budget.remaining
-        if last is not None and last[0] == order and last[1] == owner and last[2] == start and not seen \
-                and not by_usage:
-            # The same usages in the same order, answered from kept outcomes last time: the same again.
+        # Answered from kept outcomes alone last time, the same again: for the same usages in the same
+        # order; or, when every pod was accepted and the budget never fell below one search's limit
+        # (so no search had a smaller limit, whatever the order), for the same set of usages. Then
+        # only the insertion order of `by_usage` and `budget.seen` may differ, which nothing reads.
+        if last is not None and last[1] == owner and last[2] == start and not seen and not by_usage and (
+                last[0] == self.count.keys() if isinstance(last[0], frozenset) and alive is None
+                else last[0] == self._order(alive)):
             _, _, _, known, charged, remaining, hits, rejects = last
             by_usage.update(known)
             seen.update(charged)
@@ -268,6 +276,7 @@ class _Column:
             memo.hits += hits
             return rejects, True
         fresh = not seen and not by_usage
+        order = self._order(alive)
         hits = memo.hits
         recalled = 0  # memo hits the kept outcomes stand for
         searched = False
@@ -303,8 +312,12 @@ class _Column:
             if whole and not searched:  # else the memo forgot: keep nothing
                 answers[u] = (key, outcome, said)
         memo.hits += recalled
-        self.answered = None if not fresh or memo.generation != generation or memo.hits - hits != len(seen) else \
-            (order, owner, start, dict(by_usage), dict(seen), budget.remaining, memo.hits - hits, rejects)
+        if not fresh or memo.generation != generation or memo.hits - hits != len(seen):
+            self.answered = None
+        else:
+            any_order = alive is None and budget.remaining >= full
+            self.answered = (frozenset(order) if any_order else order, owner, start, dict(by_usage), dict(seen),
+                             budget.remaining, memo.hits - hits, rejects)
         return rejects, whole_limit
 
     def _index(self, table: PodTable) -> None:
