@@ -174,6 +174,7 @@ class _Column:
         self.count: dict[int, int] = {}
         self.order: tuple[int, list[int] | None, list[int]] = (-1, None, [])  # (version, alive, distinct ids)
         self.moved: list[int] = []  # positions whose id changed since the latest verdicts
+        self.infos: list[Any] = []  # per position: the pod (`PodInfo`) its id was computed from
         self.said: tuple[Any, ...] | None = None  # (what decided them, accepted positions, verdicts)
         # The latest cycle answered from kept outcomes alone:
         # (order, owner, budget at start, by_usage, seen, remaining, memo hits, rejects).
@@ -335,17 +336,22 @@ class _Column:
         start, log = targets.device_log_start, targets.device_log
         if len(self.ids) != n or targets is not self.targets or self.seen < start:
             self.dirty = None
+        infos = self.infos
         if self.dirty is not None:
-            by_uid, by_name, dirty = table.position.get, self.positions.get, self.dirty
+            # A replaced view whose pod is the very same object (a Run came or went) keeps its id
+            # unless the log names the pod: its inventory text, UID and name are the pod's.
+            dirty = {i for i in self.dirty if views[i].info is not infos[i]}
+            by_uid, by_name = table.position.get, self.positions.get
             for uid_key, key in log[self.seen - start:]:
                 at = by_uid(key) if uid_key else by_name(key)
                 if at is not None:
                     dirty.add(at)
-            dirty |= self.volatile
+            self.dirty = dirty | self.volatile
         self.targets, self.seen = targets, start + len(log)
         rebuild = self.dirty is None
         if rebuild:
             self.said = None
+            self.infos = infos = [None] * n
             self.ids = [NONE] * n
             self.volatile = set()
             self.devices = {}
@@ -354,7 +360,7 @@ class _Column:
         ids, devices, volatile, kept, current = self.ids, self.devices, self.volatile, cycle.kept, targets.current
         first, count = self.first, self.count
         for i in at_all:
-            info = views[i].info
+            info = infos[i] = views[i].info
             new = NONE
             if info.devices is not None:
                 pod = device_state.pod_devices(targets, kept, info, cycle.run_uid, True)
