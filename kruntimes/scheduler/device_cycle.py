@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kruntimes.devices import allocation, cel_engine
+from kruntimes.devices import cel_engine
 from kruntimes.scheduler import device_state, outcome as out
 from kruntimes.scheduler.cache import ClusterCache, Wakeup
 from kruntimes.scheduler.planner import Planner
@@ -29,15 +29,9 @@ def allocated(planner: Planner, metrics: SchedulerMetrics, run: RunInfo, outcome
     plugin = planner.device_filter
     cycle: DeviceCycle | None = getattr(plugin, "last", None)
     if plugin is not None and cycle is not None and cycle.run_uid == run.uid:
-        searches = {"allocated": 0, "exhausted": 0, "limit": 0,
+        steps, allocated_n, exhausted, limit = cycle.searches()
+        searches = {"allocated": allocated_n, "exhausted": exhausted, "limit": limit,
                     "memoised": plugin.memo.hits - cycle.memo_hits}  # type: ignore[attr-defined]
-        steps = 0
-        for result in cycle.budget.seen.values():
-            steps += result.steps
-            if isinstance(result, allocation.Allocation):
-                searches["allocated"] += 1
-            else:
-                searches["limit" if result.reason == allocation.SEARCH_LIMIT else "exhausted"] += 1
         engine = cycle.engine if cycle.engine is not None else cel_engine.shared()  # the one the cycle evaluated with
         now, then = engine.evaluations_by_result, cycle.evaluations
         metrics.device_cycle(steps, searches, {k: n - then.get(k, 0) for k, n in now.items()})

@@ -62,6 +62,11 @@ class DeviceCycle:
     # column's own lists, read right after planning like `last`); `found` then holds nothing.
     positions: dict[str, int] | None = None
     usage_ids: list[int] | None = None
+    summary: tuple[int, int, int, int] | None = None  # `summarise(budget.seen)`, when the column kept it
+
+    def searches(self) -> tuple[int, int, int, int]:
+        """(steps charged, searches that allocated, that were exhausted, that hit the limit)."""
+        return self.summary if self.summary is not None else summarise(self.budget.seen)
 
     def found_on(self, pod_name: str) -> tuple[str, allocation.Allocation] | None:
         """(inventory digest, allocation) this cycle found on a pod the Filter judged feasible."""
@@ -176,8 +181,8 @@ class _Column:
         self.moved: list[int] = []  # positions whose id changed since the latest verdicts
         self.infos: list[Any] = []  # per position: the pod (`PodInfo`) its id was computed from
         self.said: tuple[Any, ...] | None = None  # (what decided them, accepted positions, verdicts)
-        # The latest cycle answered from kept outcomes alone:
-        # (order, owner, budget at start, by_usage, seen, remaining, memo hits, rejects).
+        # The latest cycle answered from kept outcomes alone: (order, owner, budget at start, by_usage,
+        # seen, remaining, memo hits, rejects, whether every search had the full limit, `summarise(seen)`).
         self.answered: tuple[Any, ...] | None = None
 
     def update(self, table: PodTable, changed: Sequence[int] | None) -> None:
@@ -270,12 +275,13 @@ class _Column:
         if last is not None and last[1] == owner and last[2] == start and not seen and not by_usage and (
                 last[0] == self.count.keys() if isinstance(last[0], frozenset) and alive is None
                 else last[0] == self._order(alive)):
-            _, _, _, known, charged, remaining, hits, rejects = last
+            _, _, _, known, charged, remaining, hits, rejects, whole_limit, summary = last
             by_usage.update(known)
             seen.update(charged)
             budget.remaining = remaining
             memo.hits += hits
-            return rejects, True
+            cycle.summary = summary
+            return rejects, whole_limit
         fresh = not seen and not by_usage
         order = self._order(alive)
         hits = memo.hits
@@ -318,7 +324,7 @@ class _Column:
         else:
             any_order = alive is None and budget.remaining >= full
             self.answered = (frozenset(order) if any_order else order, owner, start, dict(by_usage), dict(seen),
-                             budget.remaining, memo.hits - hits, rejects)
+                             budget.remaining, memo.hits - hits, rejects, whole_limit, summarise(seen))
         return rejects, whole_limit
 
     def _index(self, table: PodTable) -> None:
@@ -402,6 +408,20 @@ class _Column:
 
 
 NONE, INVALID = -1, -2  # a position's usage id when its pod has no inventory, or a malformed one
+
+
+def summarise(seen: dict[Any, allocation.Allocation | allocation.Rejection]) -> tuple[int, int, int, int]:
+    """A cycle's searches as the metrics count them (SPEC §7.8): steps, allocated, exhausted, limit."""
+    steps = allocated = exhausted = limit = 0
+    for result in seen.values():
+        steps += result.steps
+        if isinstance(result, allocation.Allocation):
+            allocated += 1
+        elif result.reason == allocation.SEARCH_LIMIT:
+            limit += 1
+        else:
+            exhausted += 1
+    return steps, allocated, exhausted, limit
 
 
 def _said(pod: device_state.PodDevices, outcome: allocation.Allocation | allocation.Rejection
