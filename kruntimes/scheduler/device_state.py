@@ -154,6 +154,7 @@ def reset_caches() -> None:
     _KEPT.clear()
     _USAGE_IDS.clear()
     _shared_pod_devices.cache_clear()
+    _by_results.cache_clear()
     _ENCODED.clear()
     _RECHECKED.clear()
 
@@ -185,11 +186,20 @@ def pod_devices(targets: NamespaceTargets, kept: KeptPods, pod: PodInfo, exclude
         entry = kept.by_uid.get(uid)
         if entry is not None and entry[0] == pod.name and entry[1] == text:
             return entry[2]
-    holders = tuple(holders_on(targets, pod.name, uid, exclude_uid))
-    result = _shared_pod_devices(text, holders)
-    if use_kept and targets.current(pod.name, None) == uid:
+    found = _targets_on(targets, pod.name, uid)
+    if found is None:  # not the current pod: only the walk answers
+        result = _shared_pod_devices(text, tuple(holders_by_pod(targets, exclude_uid).get(uid, [])))
+    else:  # keyed by the holders' results texts, whose hashes Python keeps: no holder is hashed
+        result = _by_results(text, tuple([found[u].device_results for u in sorted(found) if u != exclude_uid]))  # type: ignore[misc]
+    if use_kept and found is not None:
         kept.keep(uid, pod.name, text, result)
     return result
+
+
+@functools.lru_cache(maxsize=KEPT_LIMIT)
+def _by_results(text: str, results_texts: tuple[str, ...]) -> PodDevices | None:
+    """`_shared_pod_devices` of the holders these `status.devices` texts give, in this order (`holders_on`'s)."""
+    return _shared_pod_devices(text, tuple([h for r in results_texts for h in _holders(r)]))
 
 
 @functools.lru_cache(maxsize=KEPT_LIMIT)  # pods of one inventory and the same holders (most hold none) share one

@@ -126,14 +126,14 @@ class SchedulerMetrics:
         """One cycle's device work (SPEC §7.8): steps charged, searches by result, new engine evaluations."""
         self.device_search_steps.observe(steps)
         children = self._device_children  # a labelled child looked up once: every cycle of a claim counts here
-        for result, n in sorted(searches.items()):
+        for result, n in sorted([item for item in searches.items() if item[1]]):
             if n:
                 child = children.get(("search", result))
                 if child is None:
                     child = children[("search", result)] = self.device_searches.labels(
                         result=_declared("result", result, SEARCH_RESULTS))
                 child.inc(n)
-        for verdict, n in sorted(evaluations.items()):
+        for verdict, n in sorted([item for item in evaluations.items() if item[1]]):
             if n:
                 child = children.get(("evaluation", verdict))
                 if child is None:
