@@ -76,8 +76,11 @@ class ColumnPlugin(Protocol):
     """Optional for Filter and Score plugins: evaluate through columns.
 
     A Filter column also has `verdicts(state, table)`: one verdict per pod of the
-    table, or None when every pod passes. A Score column has
-    `scores(state, table, alive)`: the raw and normalised scores of the pods at
+    table, or None when every pod passes. A narrowing one (`narrows = True`) has
+    `verdicts(state, table, signature, alive)`, judging only the positions `alive` every
+    earlier Filter accepted (None: all); its signature None means it passes every pod,
+    and it hands back the very same list only when its verdicts did not change.
+    A Score column has `scores(state, table, alive)`: the raw and normalised scores of the pods at
     positions `alive` (None: every pod), exactly what `score` then `normalize`
     return for those pods."""
 

@@ -16,7 +16,10 @@ and the outcome is the same value, bit for bit, as the pod-by-pod path, which pl
 without columns (and `Planner(columns=False)`) take. In the column path each Filter
 column judges every pod and a pod's rejection is the first plugin's, in order:
 the same as handing each plugin only the pods earlier plugins accepted, because a
-verdict depends only on its pod and the cycle.
+verdict depends only on its pod and the cycle. A *narrowing* column (`narrows`, as
+DeviceAllocation's) is the exception: its verdicts also depend on which pods it
+judges (a claim's step budget is charged for those pods only, in name order), so it
+is handed the positions every earlier Filter accepted and judges only those.
 """
 
 from __future__ import annotations
