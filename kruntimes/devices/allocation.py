@@ -32,13 +32,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from kruntimes.devices import cel_engine, claims, inventory, usage
+from kruntimes.devices import cel_engine, claims, inventory, search as search_mod, usage
 
 Holders = tuple[usage.Holder, ...] | list[usage.Holder]
 
 SEARCH_STEPS = 10_000
 CYCLE_STEPS = 50_000
-MAX_ALL = 32
+
+Result = search_mod.Result  # one device given to one request (or alternative); defined with the search
+MAX_ALL = search_mod.MAX_ALL
 
 # The Filter's reasons (§7.6); the first two are decided before allocation, from the pod's annotation.
 NO_INVENTORY = "no device inventory"
@@ -50,13 +52,6 @@ SELECTOR_ERROR = "device selector error"
 INSUFFICIENT = "insufficient devices"
 UNSATISFIABLE = "device constraints unsatisfiable"
 SEARCH_LIMIT = "device search limit"
-
-
-@dataclass(frozen=True)
-class Result:
-    request: str  # "gpu", or "nic/fast" for a firstAvailable alternative
-    device: str
-    consumed: tuple[tuple[str, int], ...] | None  # multi-allocatable devices only
 
 
 @dataclass(frozen=True)
@@ -109,6 +104,7 @@ class SearchMemo:
     def __init__(self) -> None:
         self._entries: dict[tuple, tuple[Allocation | Rejection, bool, bool]] = {}
         self.hits = 0  # device_searches_total{result="memoised"} (§7.8)
+        self.generation = 0  # moves when entries are forgotten: what a caller kept from a recall may not hold
 
     def recall(self, key: tuple, limit: int) -> Allocation | Rejection | None:
         entry = self._entries.get(key)
@@ -126,156 +122,8 @@ class SearchMemo:
     def remember(self, key: tuple, outcome: Allocation | Rejection, exhausted: bool, errors: bool) -> None:
         if len(self._entries) >= self.LIMIT:
             self._entries.clear()  # changes no outcome: each is recomputed alike
+            self.generation += 1
         self._entries[key] = (outcome, exhausted, errors)
-
-
-def _has_capacity(device: inventory.Device, alt: claims.Alternative) -> bool:
-    for key, request in alt.capacity:
-        cap = device.capacity_of(inventory.qualify(key, device.driver))
-        if cap is None or (not device.allow_multiple_allocations and cap.value < request):
-            return False
-    return not device.allow_multiple_allocations or usage.consumption(device, alt) is not None
-
-
-class _Search:
-    """One pod's search state: usage plus what this search has taken so far."""
-
-    def __init__(self, inv: inventory.Inventory, before: usage.Usage, claim: claims.DeviceClaim, limit: int) -> None:
-        self.inv, self.usage, self.claim, self.limit = inv, before, claim, limit
-        self.sets = inv.counters()
-        self.taken: dict[str, int] = {}  # device → times taken in this search
-        self.consumed: dict[str, dict[str, int]] = {}
-        self.counters: dict[tuple[str, str], int] = {}
-        self.chosen: dict[int, list[inventory.AttributeValue]] = {}  # constraint index → values
-        self.results: list[Result] = []
-        self.preference = 0
-        self.steps = 0
-        self.exhausted = False
-
-    def free(self, device: inventory.Device, alt: claims.Alternative, alone: bool = False) -> bool:
-        name = device.name
-        in_search = 0 if alone else self.taken.get(name, 0)
-        if not device.allow_multiple_allocations:
-            if name in self.usage.held or in_search:
-                return False
-        else:
-            amounts = usage.consumption(device, alt)
-            if amounts is None:
-                return False
-            used = self.usage.consumed.get(name, {})
-            mine = {} if alone else self.consumed.get(name, {})
-            if "\0whole" in used:
-                return False
-            for key, amount in amounts:
-                if used.get(key, 0) + mine.get(key, 0) + amount > device.capacity_of(key).value:  # type: ignore[union-attr]
-                    return False
-        if name not in self.usage.held and not in_search:  # first use: its counters must fit
-            for use in device.consumes_counters:
-                for counter, amount in use.counters:
-                    key = (use.counter_set, counter)
-                    used = self.usage.counters.get(key, 0) + (0 if alone else self.counters.get(key, 0))
-                    if used + amount > self.sets[use.counter_set][counter]:
-                        return False
-        return True
-
-    def accepts(self, device: inventory.Device, request: str, alt: str | None) -> bool:
-        for i, constraint in enumerate(self.claim.constraints):
-            if not constraint.covers(request, alt):
-                continue
-            value = device.attribute(constraint.attribute)
-            if value is None:
-                return False
-            typed = (type(value), value)
-            earlier = [(type(v), v) for v in self.chosen.get(i, [])]
-            if constraint.kind == "match" and earlier and earlier[0] != typed:
-                return False
-            if constraint.kind == "distinct" and typed in earlier:
-                return False
-        return True
-
-    def take(self, device: inventory.Device, request: claims.Request, alt: claims.Alternative) -> None:
-        name = device.name
-        first = name not in self.usage.held and not self.taken.get(name)
-        self.taken[name] = self.taken.get(name, 0) + 1
-        amounts = usage.consumption(device, alt) if device.allow_multiple_allocations else None
-        mine = self.consumed.setdefault(name, {})
-        for key, amount in amounts or ():
-            mine[key] = mine.get(key, 0) + amount
-        if first:
-            usage.charge(self.counters, device)
-        for i, constraint in enumerate(self.claim.constraints):
-            if constraint.covers(request.name, alt.name):
-                self.chosen.setdefault(i, []).append(device.attribute(constraint.attribute))  # type: ignore[arg-type]
-        label = f"{request.name}/{alt.name}" if request.first_available else request.name
-        self.results.append(Result(label, name, amounts))
-
-    def undo(self, device: inventory.Device, request: claims.Request, alt: claims.Alternative) -> None:
-        name = device.name
-        self.results.pop()
-        for i, constraint in enumerate(self.claim.constraints):
-            if constraint.covers(request.name, alt.name):
-                self.chosen[i].pop()
-        mine = self.consumed[name]
-        for key, amount in (usage.consumption(device, alt) if device.allow_multiple_allocations else None) or ():
-            mine[key] -= amount
-        self.taken[name] -= 1
-        if not self.taken[name] and name not in self.usage.held:
-            usage.charge(self.counters, device, -1)
-
-    def tries(self, device: inventory.Device, request: claims.Request, alt: claims.Alternative) -> bool:
-        """One step: the device is taken if free and accepted (the caller undoes it)."""
-        if self.steps >= self.limit:
-            self.exhausted = True
-            return False
-        self.steps += 1
-        if self.free(device, alt) and self.accepts(device, request.name, alt.name):
-            self.take(device, request, alt)
-            return True
-        return False
-
-    def requests_from(self, r: int, candidates: list[list[list[inventory.Device]]]) -> bool:
-        if r == len(self.claim.requests):
-            return True
-        request = self.claim.requests[r]
-        for a, alt in enumerate(request.alternatives):
-            self.preference -= a if request.first_available else 0
-            if self.slots(r, a, 0, 0, candidates):
-                return True
-            self.preference += a if request.first_available else 0
-            if self.exhausted:
-                return False
-        return False
-
-    def slots(self, r: int, a: int, j: int, start: int, candidates: list[list[list[inventory.Device]]]) -> bool:
-        request, alt = self.claim.requests[r], self.claim.requests[r].alternatives[a]
-        cands = candidates[r][a]
-        if alt.mode == "All":
-            if not 1 <= len(cands) <= MAX_ALL:
-                return False
-            done = 0
-            for device in cands:
-                if not self.tries(device, request, alt):
-                    break
-                done += 1
-            ok = done == len(cands) and self.requests_from(r + 1, candidates)
-            if not ok:
-                for device in reversed(cands[:done]):
-                    self.undo(device, request, alt)
-            return ok
-        k = alt.count
-        if j == k:
-            return self.requests_from(r + 1, candidates)
-        for p in range(start, len(cands)):
-            if len(cands) - p < k - j:  # the one prune: too few positions left
-                return False
-            device = cands[p]
-            if self.tries(device, request, alt):
-                if self.slots(r, a, j + 1, p + 1, candidates):
-                    return True
-                self.undo(device, request, alt)
-            if self.exhausted:
-                return False
-        return False
 
 
 @dataclass(frozen=True)
@@ -331,7 +179,7 @@ def on_pod(prepared: Prepared, inv: inventory.Inventory, holders: Holders, engin
     """
     if fingerprint is None:
         fingerprint = usage.fingerprint(inv, holders)
-    key = (inv.digest, fingerprint, prepared.claim.digest, prepared.class_digests)
+    key = search_key(prepared, inv, fingerprint)
     known = budget.seen.get(key)
     if known is not None:
         return known
@@ -344,6 +192,11 @@ def on_pod(prepared: Prepared, inv: inventory.Inventory, holders: Holders, engin
     budget.remaining -= outcome.steps
     budget.seen[key] = outcome
     return outcome
+
+
+def search_key(prepared: Prepared, inv: inventory.Inventory, fingerprint: tuple) -> tuple:  # type: ignore[type-arg]
+    """What a search is a pure function of (besides its step limit): the key of `CycleBudget.seen` and the memo."""
+    return (inv.digest, fingerprint, prepared.claim.digest, prepared.class_digests)
 
 
 def _allocate(inv: inventory.Inventory, before: usage.Usage, prepared: Prepared, engine: cel_engine.Engine,
@@ -364,15 +217,15 @@ def _allocate(inv: inventory.Inventory, before: usage.Usage, prepared: Prepared,
                     if verdict != "match":
                         break
                 errors = errors or verdict == "error"
-                if verdict == "match" and _has_capacity(device, alt):
+                if verdict == "match" and search_mod.has_capacity(device, alt):
                     cands.append(device)
             per_alt.append(cands)
         candidates.append(per_alt)
-    search = _Search(inv, before, claim, limit)
+    search = search_mod.Search(inv, before, claim, limit)
     for request, per_alt in zip(claim.requests, candidates):
         if not any(per_alt):
             return Rejection(SELECTOR_ERROR if errors else NO_MATCHING_DEVICE, 0), False, errors
-        if not any(_enough_alone(search, alt, cands) for alt, cands in zip(request.alternatives, per_alt)):
+        if not any(search_mod.enough_alone(search, alt, cands) for alt, cands in zip(request.alternatives, per_alt)):
             return Rejection(SELECTOR_ERROR if errors else INSUFFICIENT, 0), False, errors
     if search.requests_from(0, candidates):
         return Allocation(tuple(search.results), search.steps, search.preference), False, errors
@@ -385,13 +238,6 @@ def _allocate(inv: inventory.Inventory, before: usage.Usage, prepared: Prepared,
     return Rejection(reason, search.steps), search.exhausted, errors
 
 
-def _enough_alone(search: _Search, alt: claims.Alternative, cands: list[inventory.Device]) -> bool:
-    free = sum(1 for d in cands if search.free(d, alt, alone=True))
-    if alt.mode == "All":
-        return 1 <= len(cands) <= MAX_ALL and free == len(cands)
-    return free >= alt.count
-
-
 def recheck(inv: inventory.Inventory, holders: Holders, claim: claims.DeviceClaim,
             results: tuple[Result, ...]) -> bool:
     """Whether ``results`` still pass step 3's try rule, in order, given ``holders`` (Reserve, §7.6).
@@ -400,7 +246,7 @@ def recheck(inv: inventory.Inventory, holders: Holders, claim: claims.DeviceClai
     device must still be in the inventory, free and accepted by the constraints, as
     the search that found it tried it. No selector is evaluated and no step counted.
     """
-    search = _Search(inv, usage.Usage(inv, holders), claim, limit=len(results))
+    search = search_mod.Search(inv, usage.Usage(inv, holders), claim, limit=len(results))
     alternatives = {(f"{r.name}/{a.name}" if r.first_available else r.name): (r, a)
                     for r in claim.requests for a in r.alternatives}
     for result in results:

@@ -76,8 +76,11 @@ class ColumnPlugin(Protocol):
     """Optional for Filter and Score plugins: evaluate through columns.
 
     A Filter column also has `verdicts(state, table)`: one verdict per pod of the
-    table, or None when every pod passes. A Score column has
-    `scores(state, table, alive)`: the raw and normalised scores of the pods at
+    table, or None when every pod passes. A narrowing one (`narrows = True`) has
+    `verdicts(state, table, signature, alive)`, judging only the positions `alive` every
+    earlier Filter accepted (None: all); its signature None means it passes every pod,
+    and it hands back the very same list only when its verdicts did not change.
+    A Score column has `scores(state, table, alive)`: the raw and normalised scores of the pods at
     positions `alive` (None: every pod), exactly what `score` then `normalize`
     return for those pods."""
 
@@ -89,7 +92,8 @@ class ColumnPlugin(Protocol):
 class PodTable:
     """The views of one (namespace, Runtime, request shape) and every plugin's column."""
 
-    __slots__ = ("views", "uids", "position", "unique", "layout", "columns", "era", "mark", "filtered")
+    __slots__ = ("views", "uids", "position", "unique", "layout", "columns", "era", "mark", "filtered",
+                 "prefiltered", "narrowed", "rejections", "_passed")
 
     def __init__(self, columns: dict[str, Column]) -> None:
         self.views: tuple[PodView, ...] | None = None
@@ -101,6 +105,10 @@ class PodTable:
         self.era: object = None  # of the group's change log last read, and how far
         self.mark = 0
         self.filtered: Any = None  # the planner's Filter result, and what it was computed from
+        self.prefiltered: Any = None  # (signatures, rejections) of the Filters before a narrowing column
+        self.narrowed: Any = None  # (rejections before, verdicts, filter index, rejections after) of a narrowing column
+        self.rejections: Any = None  # the list the kept Filter result was made from
+        self._passed: tuple[None, ...] = ()
 
     def update(self, pods: tuple[PodView, ...], changes: ViewChanges | None = None) -> None:
         """Bring every column up to date with `pods`; raises what a column raised."""
@@ -141,6 +149,12 @@ class PodTable:
             if uid in position:
                 self.unique = False  # stays so until a rebuild re-counts
             position[uid] = i
+
+    def passed(self) -> tuple[None, ...]:
+        """Every pod's rejection when no Filter rejected any: one tuple, kept while the length holds."""
+        if self.views is None or len(self._passed) != len(self.views):
+            self._passed = (None,) * (0 if self.views is None else len(self.views))
+        return self._passed
 
     def positions(self, uids: Any) -> list[int]:
         """Positions of those of `uids` that are pods of this table (others are ignored)."""

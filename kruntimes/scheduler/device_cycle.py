@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kruntimes.devices import allocation, cel_engine
+from kruntimes.devices import cel_engine
 from kruntimes.scheduler import device_state, outcome as out
 from kruntimes.scheduler.cache import ClusterCache, Wakeup
 from kruntimes.scheduler.planner import Planner
 from kruntimes.scheduler.metrics import SchedulerMetrics
-from kruntimes.scheduler.plugins.device_allocation import NAME as ALLOCATION
 from kruntimes.scheduler.plugins.device_allocation import DeviceCycle
 from kruntimes.scheduler.projection import RunInfo
 
@@ -27,19 +26,15 @@ def allocated(planner: Planner, metrics: SchedulerMetrics, run: RunInfo, outcome
     """The chosen pod's `status.devices` (canonical JSON), None for a Run without a claim; counts the work (§7.8)."""
     if run.devices is None:
         return None
-    plugin = next((f for f in planner.filters if f.name == ALLOCATION), None)
+    plugin = planner.device_filter
     cycle: DeviceCycle | None = getattr(plugin, "last", None)
     if plugin is not None and cycle is not None and cycle.run_uid == run.uid:
-        searches = {"allocated": 0, "exhausted": 0, "limit": 0,
+        steps, allocated_n, exhausted, limit = cycle.searches()
+        searches = {"allocated": allocated_n, "exhausted": exhausted, "limit": limit,
                     "memoised": plugin.memo.hits - cycle.memo_hits}  # type: ignore[attr-defined]
-        for result in cycle.budget.seen.values():
-            if isinstance(result, allocation.Allocation):
-                searches["allocated"] += 1
-            else:
-                searches["limit" if result.reason == allocation.SEARCH_LIMIT else "exhausted"] += 1
-        now = cel_engine.shared().evaluations_by_result
-        metrics.device_cycle(sum(r.steps for r in cycle.budget.seen.values()), searches,
-                             {k: n - cycle.evaluations.get(k, 0) for k, n in now.items()})
+        engine = cycle.engine if cycle.engine is not None else cel_engine.shared()  # the one the cycle evaluated with
+        now, then = engine.evaluations_by_result, cycle.evaluations
+        metrics.device_cycle(steps, searches, {k: n - then.get(k, 0) for k, n in now.items()})
     found = planner.device_results(run, outcome.chosen) if outcome.chosen is not None else None
     return device_state.encode(*found) if found is not None else None
 

@@ -30,10 +30,10 @@ def attach(planner: Any, run: RunInfo, outcome: out.CycleOutcome) -> out.CycleOu
     cycle = getattr(plugin, "last", None)
     if cycle is None or cycle.run_uid != run.uid:  # no DeviceAllocation in this configuration (a what-if)
         return dataclasses.replace(outcome, devices=out.DeviceWork(steps=0, allocations=()))
-    steps = sum(r.steps for r in cycle.budget.seen.values())
+    steps = cycle.searches()[0]
     allocations = []
     for pod in outcome.feasible:
-        found = cycle.found.get(pod)
+        found = cycle.found_on(pod)
         allocations.append((pod, None if found is None else results.encode(*found)))
     chosen = dict(allocations).get(outcome.chosen) if outcome.chosen is not None else None
     return dataclasses.replace(outcome, devices=out.DeviceWork(steps=steps, allocations=tuple(allocations),

@@ -154,6 +154,9 @@ def reset_caches() -> None:
     _KEPT.clear()
     _USAGE_IDS.clear()
     _shared_pod_devices.cache_clear()
+    _by_results.cache_clear()
+    _ENCODED.clear()
+    _RECHECKED.clear()
 
 
 def kept_for(targets: NamespaceTargets) -> KeptPods:
@@ -183,11 +186,20 @@ def pod_devices(targets: NamespaceTargets, kept: KeptPods, pod: PodInfo, exclude
         entry = kept.by_uid.get(uid)
         if entry is not None and entry[0] == pod.name and entry[1] == text:
             return entry[2]
-    holders = tuple(holders_on(targets, pod.name, uid, exclude_uid))
-    result = _shared_pod_devices(text, holders)
-    if use_kept and targets.current(pod.name, None) == uid:
+    found = _targets_on(targets, pod.name, uid)
+    if found is None:  # not the current pod: only the walk answers
+        result = _shared_pod_devices(text, tuple(holders_by_pod(targets, exclude_uid).get(uid, [])))
+    else:  # keyed by the holders' results texts, whose hashes Python keeps: no holder is hashed
+        result = _by_results(text, tuple([found[u].device_results for u in sorted(found) if u != exclude_uid]))  # type: ignore[misc]
+    if use_kept and found is not None:
         kept.keep(uid, pod.name, text, result)
     return result
+
+
+@functools.lru_cache(maxsize=KEPT_LIMIT)
+def _by_results(text: str, results_texts: tuple[str, ...]) -> PodDevices | None:
+    """`_shared_pod_devices` of the holders these `status.devices` texts give, in this order (`holders_on`'s)."""
+    return _shared_pod_devices(text, tuple([h for r in results_texts for h in _holders(r)]))
 
 
 @functools.lru_cache(maxsize=KEPT_LIMIT)  # pods of one inventory and the same holders (most hold none) share one
@@ -207,7 +219,19 @@ def _shared_pod_devices(text: str, holders: tuple[usage.Holder, ...]) -> PodDevi
 
 def encode(inventory_digest: str, outcome: allocation.Allocation) -> str:
     """`status.devices` as canonical JSON: what the assumption holds and Bind writes."""
-    return inventory_codec.canonical_text(results.encode(inventory_digest, outcome))
+    # The Filter hands the same allocation object to every cycle that finds the same search answer
+    # (pods of one usage, kept outcomes): encoded once per object, which the entry holds alive.
+    known = _ENCODED.get(id(outcome))
+    if known is not None and known[0] is outcome and known[1] == inventory_digest:
+        return known[2]
+    text = inventory_codec.canonical_text(results.encode(inventory_digest, outcome))
+    if len(_ENCODED) >= 4096:
+        _ENCODED.clear()
+    _ENCODED[id(outcome)] = (outcome, inventory_digest, text)
+    return text
+
+
+_ENCODED: dict[int, tuple[allocation.Allocation, str, str]] = {}
 
 
 def reserve_fits(pod: PodInfo, targets: NamespaceTargets, run: RunInfo, device_results: str | None) -> bool:
@@ -219,7 +243,28 @@ def reserve_fits(pod: PodInfo, targets: NamespaceTargets, run: RunInfo, device_r
         return True
     if device_results is None or pod.devices is None:
         return False
-    inv = inventory_of(pod.devices)
+    if not careful(targets, run.uid):
+        # The pod's kept devices: its usage id stands for (inventory, the usage its holders make),
+        # which with the claim and the results decides the re-check. Ids are never reused.
+        devices = pod_devices(targets, kept_for(targets), pod, run.uid)
+        if devices is None:
+            return False
+        key = (devices.usage_id, run.devices, device_results)
+        fits = _RECHECKED.get(key)
+        if fits is None:
+            fits = _recheck(pod, targets, run, device_results)
+            if len(_RECHECKED) >= 4096:
+                _RECHECKED.clear()
+            _RECHECKED[key] = fits
+        return fits
+    return _recheck(pod, targets, run, device_results)
+
+
+_RECHECKED: dict[tuple[int, str, str], bool] = {}
+
+
+def _recheck(pod: PodInfo, targets: NamespaceTargets, run: RunInfo, device_results: str) -> bool:
+    inv = inventory_of(pod.devices)  # type: ignore[arg-type]
     digest, chosen = _results_of(device_results)
     if inv is None or digest != inv.digest:
         return False

@@ -9,7 +9,7 @@ the bound holds under `python -O` too.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -114,6 +114,7 @@ class SchedulerMetrics:
         self.device_searches = Counter(
             "kruntimes_scheduler_device_searches", "Device searches of Runs with devices, by how they ended.",
             ["result"], registry=self.registry)
+        self._device_children: dict[tuple[str, str], Any] = {}
         self._pending = _PendingRuns()
         self.registry.register(self._pending)
 
@@ -124,12 +125,21 @@ class SchedulerMetrics:
     def device_cycle(self, steps: int, searches: dict[str, int], evaluations: dict[str, int]) -> None:
         """One cycle's device work (SPEC §7.8): steps charged, searches by result, new engine evaluations."""
         self.device_search_steps.observe(steps)
-        for result, n in sorted(searches.items()):
+        children = self._device_children  # a labelled child looked up once: every cycle of a claim counts here
+        for result, n in sorted([item for item in searches.items() if item[1]]):
             if n:
-                self.device_searches.labels(result=_declared("result", result, SEARCH_RESULTS)).inc(n)
-        for verdict, n in sorted(evaluations.items()):
+                child = children.get(("search", result))
+                if child is None:
+                    child = children[("search", result)] = self.device_searches.labels(
+                        result=_declared("result", result, SEARCH_RESULTS))
+                child.inc(n)
+        for verdict, n in sorted([item for item in evaluations.items() if item[1]]):
             if n:
-                self.device_selector_evaluations.labels(result=_declared("result", verdict, SELECTOR_RESULTS)).inc(n)
+                child = children.get(("evaluation", verdict))
+                if child is None:
+                    child = children[("evaluation", verdict)] = self.device_selector_evaluations.labels(
+                        result=_declared("result", verdict, SELECTOR_RESULTS))
+                child.inc(n)
 
     def result(self, result: str) -> None:
         self.results.labels(result=_declared("result", result, RESULTS)).inc()

@@ -16,7 +16,10 @@ and the outcome is the same value, bit for bit, as the pod-by-pod path, which pl
 without columns (and `Planner(columns=False)`) take. In the column path each Filter
 column judges every pod and a pod's rejection is the first plugin's, in order:
 the same as handing each plugin only the pods earlier plugins accepted, because a
-verdict depends only on its pod and the cycle.
+verdict depends only on its pod and the cycle. A *narrowing* column (`narrows`, as
+DeviceAllocation's) is the exception: its verdicts also depend on which pods it
+judges (a claim's step budget is charged for those pods only, in name order), so it
+is handed the positions every earlier Filter accepted and judges only those.
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ class Planner:
         # (plugin, reason) -> itself: `keep.get(earlier, later)` is the first rejection, in C.
         self._keep = {r: r for by_reason in self._rejection.values() for r in by_reason.values()}
         self._wakes = _wake_events(self.filters)
+        self.device_filter: Any = next((f for f in self.filters if f.name == "DeviceAllocation"), None)
 
     def wake_events(self, rejections: Iterable[tuple[str, str] | None]) -> frozenset[str]:
         """The events beyond its Runtime's pods and released capacity that can make a Run with these
@@ -107,9 +111,7 @@ class Planner:
         state = CycleState(snapshot=snapshot, run=run, requests=run.requests, data=MappingProxyType(data))
         pods = snapshot.pods
         names = snapshot.names if snapshot.names is not None else tuple([p.info.name for p in pods])
-        # A Run with a device claim is planned pod by pod: its step budget is charged only for the
-        # pods earlier Filters accepted, in name order (SPEC §7.5); columns would judge every pod.
-        if self.columnar and run.devices is None and (table := self._table(snapshot)) is not None:
+        if self.columnar and (table := self._table(snapshot)) is not None:
             return self._plan_columns(state, table, names, base)
 
         # 2. Filter: each plugin sees only the pods every earlier plugin accepted.
@@ -166,11 +168,10 @@ class Planner:
     def device_results(self, run: RunInfo, pod_name: str) -> tuple[str, Any] | None:
         """(inventory digest, allocation) the latest cycle of `run` found on `pod_name`, for Reserve and
         Bind (SPEC §7.6); None for a Run without a claim. Read under the lock the cycle planned in."""
-        plugin = next((f for f in self.filters if f.name == "DeviceAllocation"), None)
-        last = getattr(plugin, "last", None)
+        last = getattr(self.device_filter, "last", None)
         if last is None or last.run_uid != run.uid:
             return None
-        return last.found.get(pod_name)  # type: ignore[no-any-return]
+        return last.found_on(pod_name)  # type: ignore[no-any-return]
 
     def _table(self, snapshot: Snapshot) -> cols.PodTable | None:
         """The pod table of the Run's Runtime and request shape, up to date; None: plan pod by pod."""
@@ -204,9 +205,33 @@ class Planner:
             _, rejected, alive, feasible_names = table.filtered
         else:
             rejections: list[tuple[str, str] | None] | None = None  # None: nothing rejected
-            for plugin, signature in zip(self.filters, signatures[1:]):
+            first = 0
+            # What the Filters before a narrowing column decided is kept apart: a narrowing
+            # column's own signature never repeats (DeviceAllocation's, for a claim).
+            prefix = table.prefiltered
+            kept = prefix is not None and signatures[:len(prefix[0])] == prefix[0]
+            if kept:
+                rejections, first = prefix[1], len(prefix[0]) - 1
+            for k in range(first, len(self.filters)):
+                plugin, signature, column = self.filters[k], signatures[k + 1], columns[self.filters[k].name]
+                narrowing = getattr(column, "narrows", False)
                 try:
-                    verdicts = columns[plugin.name].verdicts(state, table, signature)  # type: ignore[attr-defined]
+                    if narrowing:
+                        if signature is None:
+                            continue  # passes every pod this cycle
+                        if not kept:
+                            table.prefiltered = (signatures[:k + 1], rejections)
+                            kept = True
+                        accepted = None if rejections is None else list(compress(range(n), map(operator.not_, rejections)))
+                        verdicts = column.verdicts(state, table, signature, accepted)  # type: ignore[attr-defined]
+                        narrowed = table.narrowed
+                        if narrowed is not None and narrowed[0] is rejections and narrowed[1] is verdicts \
+                                and narrowed[2] == k:
+                            rejections = narrowed[3]  # the very verdicts on the very same rejections
+                            continue
+                        before = rejections
+                    else:
+                        verdicts = column.verdicts(state, table, signature)  # type: ignore[attr-defined]
                     if verdicts is None or verdicts.count(None) == n:
                         continue
                     _check_verdicts(plugin, verdicts, n)
@@ -214,12 +239,25 @@ class Planner:
                     return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
                 these = map(self._rejection[plugin.name].get, verdicts)  # None stays None
                 rejections = list(these) if rejections is None else list(map(self._keep.get, rejections, these))
+                if narrowing:
+                    table.narrowed = (before, verdicts, k, rejections)
             if rejections is None:
-                alive, rejected, feasible_names = None, (None,) * n, names
+                alive, rejected, feasible_names = None, table.passed(), names
             else:
-                alive = list(compress(range(n), map(operator.not_, rejections)))
-                rejected, feasible_names = tuple(rejections), tuple(map(names.__getitem__, alive))
+                # The same pods rejected for the same reasons as the kept result (the very list, or an
+                # equal one): its very lists, so that score columns keep what they derived from the
+                # feasible positions (`alive is` them).
+                last = table.filtered
+                same = last is not None and last[0][0] == table.layout and (
+                    table.rejections is rejections or last[1] == tuple(rejections))
+                if same:
+                    _, rejected, alive, feasible_names = last
+                else:
+                    rejected = tuple(rejections)
+                    alive = list(compress(range(n), map(operator.not_, rejections)))
+                    feasible_names = tuple(map(names.__getitem__, alive))
             table.filtered = (signatures, rejected, alive, feasible_names)
+            table.rejections = rejections
         common = dict(pods=names, rejections=rejected, feasible=feasible_names)
         if not feasible_names:
             return self._unschedulable(state, rejected, common, base)

@@ -18,6 +18,8 @@ kruntimes' choice, generous for real use, and they cap a Run's projection near 1
 
 from __future__ import annotations
 
+from typing import Any
+
 from kruntimes.scheduler.projection import OPERATORS, RunInfo, Selector, Term
 
 MAX_MESSAGE = 1000
@@ -138,9 +140,24 @@ def _shown(value: object, limit: int = 40) -> str:
 def _device_problems(text: str) -> list[str]:
     """The Run's own selectors must compile (SPEC §7.4): a Run that breaks that fails, it never waits."""
     # Deferred: the API models import this module for its bounds, and must not load the CEL engine.
+    from kruntimes.devices import cel_engine
+    engine = cel_engine.shared()
+    known = _CHECKED.get(text)  # a claim is judged once per engine: a Run retried, or its twins
+    if known is not None and known[0] is engine:
+        return list(known[1])
+    problems = _judge_claim(text, engine)
+    if len(_CHECKED) >= 4096:
+        _CHECKED.clear()
+    _CHECKED[text] = (engine, problems)
+    return list(problems)
+
+
+_CHECKED: dict[str, tuple[object, list[str]]] = {}
+
+
+def _judge_claim(text: str, engine: Any) -> list[str]:
     from kruntimes.devices import cel_engine, claims
     from kruntimes.scheduler import device_state
-    engine = cel_engine.shared()
     try:
         claim = device_state.claim_of(text)
     except (claims.InvalidClaim, ValueError) as exc:  # the API model normally refuses it first

@@ -23,17 +23,17 @@ from collections import Counter
 from typing import Callable, Iterator
 from unittest import mock
 
-from kruntimes.devices import allocation, inventory, usage
+from kruntimes.devices import allocation, inventory, search, usage
 from tests.model import devices_compare, devices_workloads
 
 # One rule of §7.5 knocked out each: what the campaign must notice.
 MUTANTS: dict[str, Callable[[], contextlib.AbstractContextManager[object]]] = {
-    "no-pre-check": lambda: mock.patch.object(allocation, "_enough_alone", lambda search, alt, cands: True),
-    "no-constraints": lambda: mock.patch.object(allocation._Search, "accepts", lambda self, device, r, a: True),
+    "no-pre-check": lambda: mock.patch.object(search, "enough_alone", lambda state, alt, cands: True),
+    "no-constraints": lambda: mock.patch.object(search.Search, "accepts", lambda self, device, r, a: True),
     "no-policy-rounding": lambda: mock.patch.object(
         inventory.Capacity, "consumed", lambda self, request: self.value if request is None else request),
     "no-counters": lambda: mock.patch.object(usage, "charge", lambda counters, device, sign=1: None),
-    "no-prune": lambda: mock.patch.object(allocation._Search, "slots", _slots_without_prune),
+    "no-prune": lambda: mock.patch.object(search.Search, "slots", _slots_without_prune),
 }
 
 
@@ -52,7 +52,7 @@ def _slots_without_prune(self, r, a, j, start, candidates):  # type: ignore[no-u
     return False
 
 
-_ORIGINAL_SLOTS = allocation._Search.slots
+_ORIGINAL_SLOTS = search.Search.slots
 
 
 @contextlib.contextmanager

@@ -12,20 +12,21 @@ search per cycle, so after the first the Filter is a dictionary look-up per pod.
 allocation found on each feasible pod is kept for DevicePreference and for Reserve
 and Bind (`Planner.device_results`).
 
-Through a column a Run without a claim costs nothing; a Run with one is planned pod
-by pod (`Planner.plan`), so that the budget is charged only for the pods earlier
-Filters accepted, in name order, as the SPEC counts it.
+Through a column (`device_column.DeviceColumn`) a Run without a claim costs nothing,
+and a Run with one is judged on the pod table as a narrowing column: it is handed the
+positions every earlier Filter accepted, so the budget is charged only for those pods,
+in name order, as the SPEC counts it and as the pod-by-pod path does.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 from kruntimes.devices import allocation, cel_engine, claims
 from kruntimes.scheduler import device_state
-from kruntimes.scheduler.columns import PodTable
 from kruntimes.scheduler.interface import CycleState
+from kruntimes.scheduler.plugins import device_column
 from kruntimes.scheduler.projection import Amounts, RunInfo
 from kruntimes.scheduler.snapshot import Snapshot
 from kruntimes.scheduler.targets import NamespaceTargets
@@ -51,6 +52,23 @@ class DeviceCycle:
     prefers: bool = True  # whether a request has firstAvailable: else every DevicePreference raw is 0
     # This cycle's answer per usage id: the pod's verdict and, when allocated, its `found` entry.
     by_usage: dict[int, tuple[str | None, tuple[str, allocation.Allocation] | None]] = field(default_factory=dict)
+    # Set when the column judged the pods: pod name → position, and each position's usage id (the
+    # column's own lists, read right after planning like `last`); `found` then holds nothing.
+    positions: dict[str, int] | None = None
+    usage_ids: list[int] | None = None
+    summary: tuple[int, int, int, int] | None = None  # `device_column.summarise(budget.seen)`, when the column kept it
+
+    def searches(self) -> tuple[int, int, int, int]:
+        """(steps charged, searches that allocated, that were exhausted, that hit the limit)."""
+        return self.summary if self.summary is not None else device_column.summarise(self.budget.seen)
+
+    def found_on(self, pod_name: str) -> tuple[str, allocation.Allocation] | None:
+        """(inventory digest, allocation) this cycle found on a pod the Filter judged feasible."""
+        entry = self.found.get(pod_name)
+        if entry is None and self.positions is not None and (at := self.positions.get(pod_name)) is not None:
+            known = self.by_usage.get(self.usage_ids[at])  # type: ignore[index]
+            return None if known is None else known[1]
+        return entry
 
 
 class DeviceAllocation:
@@ -62,7 +80,10 @@ class DeviceAllocation:
     def __init__(self) -> None:
         self.memo = allocation.SearchMemo()
         self.last: DeviceCycle | None = None  # the latest cycle's, read by the loop right after planning
-        self._prepared: tuple[object, object, object, allocation.Prepared | allocation.Rejection] | None = None
+        self._prepared: tuple[object, object, object, allocation.Prepared | allocation.Rejection, bool] | None = None
+        # Full-limit outcomes per usage id, for one (prepared claim, engine, memo, memo generation).
+        self.answers: dict[int, tuple[tuple, Any, Any]] = {}  # type: ignore[type-arg]  # id → (key, outcome, said)
+        self.answers_for: tuple[object, ...] = ()
 
     def pre_filter(self, snapshot: Snapshot, run: RunInfo) -> DeviceCycle | None:
         self.last = None
@@ -75,15 +96,16 @@ class DeviceAllocation:
         # engine is prepared the same: keep the latest, as a Run retried or its twins come again.
         last = self._prepared
         if last is not None and last[0] is claim and last[1] is classes and last[2] is engine:
-            prepared = last[3]
+            prepared, prefers = last[3], last[4]
         else:
             prepared = allocation.prepare(claim, classes, engine)
-            self._prepared = (claim, classes, engine, prepared)
+            prefers = any(r.first_available for r in claim.requests)
+            self._prepared = (claim, classes, engine, prepared, prefers)
         self.last = DeviceCycle(run.uid, prepared, snapshot.targets, memo_hits=self.memo.hits,
                                 evaluations=dict(engine.evaluations_by_result), engine=engine,
                                 kept=device_state.kept_for(snapshot.targets),
                                 use_kept=not device_state.careful(snapshot.targets, run.uid),
-                                prefers=any(r.first_available for r in claim.requests))
+                                prefers=prefers)
         return self.last
 
     def filter(self, state: CycleState, pods: Sequence[PodView]) -> list[str | None]:
@@ -127,25 +149,5 @@ class DeviceAllocation:
             cycle.found[info.name] = known[1]
         return known[0]
 
-    def column(self, requests: Amounts) -> _Column:
-        return _Column(self)
-
-
-class _Column:
-    """Runs without a claim pass on every pod; the planner plans Runs with one pod by pod."""
-
-    def __init__(self, plugin: DeviceAllocation) -> None:
-        self.plugin = plugin
-
-    def update(self, table: PodTable, changed: Sequence[int] | None) -> None:
-        pass
-
-    def signature(self, state: CycleState, table: PodTable) -> object:
-        cycle = state.of(NAME)
-        return None if cycle is None else object()  # a claim: never reuse a stored Filter result
-
-    def verdicts(self, state: CycleState, table: PodTable, signature: object) -> list[str | None] | None:
-        if state.of(NAME) is None:
-            return None
-        assert table.views is not None
-        return self.plugin.filter(state, table.views)
+    def column(self, requests: Amounts) -> device_column.DeviceColumn:
+        return device_column.DeviceColumn(self)

@@ -27,7 +27,8 @@ class DevicePreference:
         cycle: DeviceCycle | None = state.of(ALLOCATION)
         if cycle is None or not cycle.prefers:  # without firstAvailable every raw is −0
             return [0] * len(pods)
-        return [cycle.found[view.info.name][1].preference if view.info.name in cycle.found else 0 for view in pods]
+        found = cycle.found_on
+        return [0 if (entry := found(view.info.name)) is None else entry[1].preference for view in pods]
 
     def normalize(self, state: CycleState, raws: Sequence[int]) -> list[int]:
         return allocation.preference_scores(list(raws))
@@ -49,11 +50,13 @@ class _Column:
     def scores(self, state: CycleState, table: PodTable,
                alive: Sequence[int] | None) -> tuple[Sequence[int], Sequence[int], set[int]]:
         assert table.views is not None
-        views = table.views if alive is None else [table.views[i] for i in alive]
-        if state.of(ALLOCATION) is None:
-            if len(self.zeros) != len(views):
-                self.zeros = (0,) * len(views)
+        cycle: DeviceCycle | None = state.of(ALLOCATION)
+        if cycle is None or not cycle.prefers:  # every raw 0, as `score` gives
+            m = len(table.views) if alive is None else len(alive)
+            if len(self.zeros) != m:
+                self.zeros = (0,) * m
             return self.zeros, self.zeros, {0}
+        views = table.views if alive is None else [table.views[i] for i in alive]
         raw = self.plugin.score(state, views)
         norm = self.plugin.normalize(state, raw)
         return raw, norm, set(norm)
