@@ -37,6 +37,12 @@ CAPACITY_ANNOTATION = "kruntimes.io/capacity"
 CAPACITY_ANNOTATION_PREFIX = "kruntimes.io/capacity."
 #: runtimed's heartbeat, an RFC 3339 time (SPEC §3.3: unparsable counts as stale).
 HEARTBEAT_ANNOTATION = "kruntimes.io/runtimed-heartbeat"
+#: The one pod annotation devices have (SPEC §7.1): the inventory alone, as canonical JSON.
+DEVICES_ANNOTATION = "kruntimes.io/devices"
+#: Written by earlier controllers (the device env mapping); removed from the pods they made, never written again.
+LEGACY_DEVICE_ENV_ANNOTATION = "kruntimes.io/device-env"
+#: A function Run is released by this annotation set to "true" on the Run (runtimed then ends it).
+RELEASE_ANNOTATION = "kruntimes.io/release"
 #: The one topology key of Run affinity: the Runtime Pod (SPEC §3.3).
 RUNTIME_POD_TOPOLOGY = "kruntimes.io/runtime-pod"
 #: The built-in resource every Run requests (SPEC §2.2) and every pod declares (§2.3).

@@ -25,8 +25,7 @@ from kruntimes.api.fields import PRESERVE_UNKNOWN, invalid
 from kruntimes.api.fields import Object as _Object
 from kruntimes.api.fields import Spec as _Spec
 from kruntimes.devices import cel_rules, claims, runtime_spec
-
-DEVICES_ANNOTATION = runtime_spec.DEVICES_ANNOTATION
+from kruntimes.wire import DEVICES_ANNOTATION
 
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"

@@ -55,13 +55,11 @@ from kruntimes.controller import template as templates
 from kruntimes.controller import tenancy
 from kruntimes.devices import runtime_spec
 from kruntimes.scheduler.status import set_condition
-from kruntimes.wire import (API_VERSION, CAPACITY_ANNOTATION, CAPACITY_ANNOTATION_PREFIX, HEARTBEAT_ANNOTATION,
-                           RUNTIME_LABEL)
+from kruntimes.wire import (API_VERSION, CAPACITY_ANNOTATION, CAPACITY_ANNOTATION_PREFIX, DEVICES_ANNOTATION,
+                            HEARTBEAT_ANNOTATION, LEGACY_DEVICE_ENV_ANNOTATION, RUNTIME_LABEL)
 
-DEVICES_ANNOTATION = runtime_spec.DEVICES_ANNOTATION
 DEVICE_ENV_VARIABLE = runtime_spec.DEVICE_ENV_VARIABLE
 DEVICE_DISCOVER_VARIABLE = runtime_spec.DEVICE_DISCOVER_VARIABLE
-LEGACY_DEVICE_ENV_ANNOTATION = runtime_spec.LEGACY_DEVICE_ENV_ANNOTATION
 RUNTIMED_CONTAINER = "runtimed"
 WORK_VOLUME = "kruntimes-work"
 WORK_DIR = "/var/lib/kruntimes/runs"

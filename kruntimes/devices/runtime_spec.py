@@ -17,8 +17,6 @@ from typing import Literal
 
 from kruntimes.devices import inventory, inventory_codec
 
-# The one pod annotation devices have (SPEC §7.1: `kruntimes.io/devices`, the inventory alone).
-DEVICES_ANNOTATION = "kruntimes.io/devices"
 # The env mapping (§7.1 `env`, canonical JSON: variable → qualified attribute) reaches runtimed,
 # which reads no Runtime (§7.7), as an environment variable of its container in the pod the
 # controller creates: SPEC §2.1 and §7.1 name every annotation kruntimes owns on a Runtime Pod,
@@ -29,8 +27,6 @@ DEVICE_ENV_VARIABLE = "KRUNTIMES_DEVICE_ENV"
 # presence is also what lets runtimed write its own pod's inventory (deploy/base/runtimed-policy.yaml):
 # a pod's env is fixed at creation, and only the controller creates Runtime Pods.
 DEVICE_DISCOVER_VARIABLE = "KRUNTIMES_DEVICE_DISCOVER"
-# Written by earlier controllers; removed from the pods they made, never written again.
-LEGACY_DEVICE_ENV_ANNOTATION = "kruntimes.io/device-env"
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 _KEYS = {"driver", "devices", "sharedCounters", "env", "publisher", "discover"}

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from kruntimes.devices import admission, claims, inventory, inventory_codec, results, runtime_spec, usage
+from kruntimes.wire import DEVICES_ANNOTATION
 
-DEVICES_ANNOTATION = runtime_spec.DEVICES_ANNOTATION
 # The Runtime's `spec.devices.env`, in runtimed's container env of the pod the controller made:
 # runtimed reads no Runtime (SPEC §7.7), and reads it from the pod object it watches anyway.
 DEVICE_ENV_VARIABLE = runtime_spec.DEVICE_ENV_VARIABLE

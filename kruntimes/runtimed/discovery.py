@@ -30,9 +30,9 @@ from typing import IO, Any, Mapping
 
 from kruntimes.devices import inventory_codec, runtime_spec
 from kruntimes.runtimed import devices
+from kruntimes.wire import DEVICES_ANNOTATION
 
 DISCOVER_VARIABLE = runtime_spec.DEVICE_DISCOVER_VARIABLE
-DEVICES_ANNOTATION = runtime_spec.DEVICES_ANNOTATION
 DEFAULT_TIMEOUT = 20.0  # seconds: inside the scheduler's 30 s heartbeat window, runtimed's first heartbeat waits on it
 MAX_OUTPUT = inventory_codec.MAX_TEXT_BYTES  # stdout beyond the annotation's bound can never be a valid inventory
 MAX_STDERR = 512  # what of stderr the log line and the published reason quote

@@ -56,10 +56,10 @@ from kruntimes.runtimed.outcomes import Ended, RunRef
 from kruntimes.runtimed.reading import assigned_run, execution_mode
 from kruntimes.scheduler import status as st
 from kruntimes.scheduler.projection import RunInfo
+from kruntimes.wire import RELEASE_ANNOTATION
 
 log = logging.getLogger(__name__)
 
-RELEASE_ANNOTATION = "kruntimes.io/release"
 REASON_NO_MODE = "NothingToExecute"
 NO_MODE = "spec.mode sets neither task nor function, so there is nothing to execute; set spec.mode.task.args"
 INLINE_CONFLICT_RETRIES = 2  # a claim refused with 409 is re-read and re-sent at once this often, then backs off

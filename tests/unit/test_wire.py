@@ -15,12 +15,6 @@ from pathlib import Path
 from kruntimes import wire
 
 ROOT = Path(__file__).resolve().parents[2]
-# Still defined in their own rooms, each once, while parallel work reshapes those rooms:
-# they move here with that work (issue 25's follow-up for devices/ and runtimed/).
-NOT_YET_HERE = {
-    "kruntimes/devices/runtime_spec.py": {"kruntimes.io/devices", "kruntimes.io/device-env"},
-    "kruntimes/runtimed/lifecycle.py": {"kruntimes.io/release"},
-}
 
 
 def test_the_ground_floor_loads_no_part_of_kruntimes_and_no_library() -> None:
@@ -43,7 +37,7 @@ def test_every_kruntimes_io_name_is_defined_on_the_ground_floor_only() -> None:
     elsewhere = {}
     for path in sorted([*ROOT.glob("kruntimes/**/*.py"), *ROOT.glob("replay/**/*.py")]):
         rel = path.relative_to(ROOT).as_posix()
-        names = _names_defined(path) - NOT_YET_HERE.get(rel, set())
+        names = _names_defined(path)
         if names and rel != "kruntimes/wire.py":
             elsewhere[rel] = sorted(names)
     assert elsewhere == {}
