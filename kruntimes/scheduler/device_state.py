@@ -152,6 +152,7 @@ _KEPT: weakref.WeakKeyDictionary[NamespaceTargets, KeptPods] = weakref.WeakKeyDi
 def reset_caches() -> None:
     """Forget every kept `PodDevices` and usage id (a cold start, for benchmarks and tests)."""
     _KEPT.clear()
+    _LATEST[:] = [None, None]
     _USAGE_IDS.clear()
     _shared_pod_devices.cache_clear()
     _by_results.cache_clear()
@@ -161,11 +162,18 @@ def reset_caches() -> None:
 
 def kept_for(targets: NamespaceTargets) -> KeptPods:
     """The kept `PodDevices` of one namespace's targets, caught up with its log (once per cycle)."""
-    kept = _KEPT.get(targets)
-    if kept is None:
-        kept = _KEPT[targets] = KeptPods()
-    kept.catch_up(targets)
+    ref, kept = _LATEST
+    if ref is None or ref() is not targets:  # (a weak key is looked up by making a weak reference)
+        kept = _KEPT.get(targets)
+        if kept is None:
+            kept = _KEPT[targets] = KeptPods()
+        _LATEST[:] = [weakref.ref(targets), kept]
+    if kept.seen != targets.device_log_start + len(targets.device_log):  # else nothing to read
+        kept.catch_up(targets)
     return kept
+
+
+_LATEST: list[Any] = [None, None]  # (a weak reference to the latest targets, their KeptPods): cycles repeat it
 
 
 def careful(targets: NamespaceTargets, exclude_uid: str) -> bool:
