@@ -22,6 +22,7 @@ on every change, never edited).
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import json
@@ -117,7 +118,8 @@ class KeptPods:
 
     def __init__(self) -> None:
         self.seen = 0  # absolute position in the targets' device log read so far
-        self.by_uid: dict[str, tuple[str, str, PodDevices | None]] = {}  # pod UID -> (name, text, devices)
+        # pod UID -> (name, text, devices, its holders' Run UIDs in order, their results texts)
+        self.by_uid: dict[str, tuple[str, str, PodDevices | None, tuple[str, ...], tuple[str, ...]]] = {}
         self.uid_of: dict[str, str] = {}  # pod name -> the UID its entry is under
 
     def catch_up(self, targets: NamespaceTargets) -> None:
@@ -132,7 +134,8 @@ class KeptPods:
                     self.uid_of.pop(entry[0], None)
         self.seen = start + len(log)
 
-    def keep(self, uid: str, name: str, text: str, devices: PodDevices | None) -> None:
+    def keep(self, uid: str, name: str, text: str, devices: PodDevices | None, holders: tuple[str, ...],
+             results_texts: tuple[str, ...]) -> None:
         if len(self.by_uid) >= KEPT_LIMIT:
             self.by_uid.clear()
             self.uid_of.clear()
@@ -142,8 +145,28 @@ class KeptPods:
         stale = self.uid_of.get(name)
         if stale is not None:
             self.by_uid.pop(stale, None)
-        self.by_uid[uid] = (name, text, devices)
+        self.by_uid[uid] = (name, text, devices, holders, results_texts)
         self.uid_of[name] = uid
+
+    def reserved(self, targets: NamespaceTargets, pod: PodInfo, run_uid: str, log_end: int) -> None:
+        """Reserve just put `run_uid`'s assumption on `pod`, the targets' one device change since `log_end`:
+        the pod's entry becomes the one its holders now give, derived from the kept one and the new
+        results, and the change is read. Anything else is left for the log to drop."""
+        log = targets.device_log
+        if self.seen != log_end or targets.device_log_start + len(log) != log_end + 1 or \
+                log[-1] != (True, pod.uid):
+            return
+        entry = self.by_uid.get(pod.uid)
+        target = targets.targets.get(run_uid)
+        if entry is None or entry[0] != pod.name or entry[1] != pod.devices or target is None or \
+                target.device_results is None or target.pod_uid != pod.uid:
+            return
+        holders, texts = entry[3], entry[4]
+        at = bisect.bisect_left(holders, run_uid)  # (its index is a fresh one: it held nothing here)
+        texts = (*texts[:at], target.device_results, *texts[at:])
+        self.by_uid[pod.uid] = (pod.name, entry[1], _by_results(entry[1], texts),
+                                (*holders[:at], run_uid, *holders[at:]), texts)
+        self.seen = log_end + 1
 
 
 _KEPT: weakref.WeakKeyDictionary[NamespaceTargets, KeptPods] = weakref.WeakKeyDictionary()
@@ -173,7 +196,19 @@ def kept_for(targets: NamespaceTargets) -> KeptPods:
     return kept
 
 
+def reserved(targets: NamespaceTargets, pod: PodInfo, run_uid: str, log_end: int) -> None:
+    """After Reserve assumed `run_uid` on `pod` with results: `KeptPods.reserved` (not caught up first)."""
+    ref, kept = _LATEST
+    if ref is not None and ref() is targets:
+        kept.reserved(targets, pod, run_uid, log_end)
+
+
 _LATEST: list[Any] = [None, None]  # (a weak reference to the latest targets, their KeptPods): cycles repeat it
+
+
+def log_end(targets: NamespaceTargets) -> int:
+    """The absolute position after the targets' latest device change (`KeptPods.reserved`)."""
+    return targets.device_log_start + len(targets.device_log)
 
 
 def careful(targets: NamespaceTargets, exclude_uid: str) -> bool:
@@ -198,9 +233,11 @@ def pod_devices(targets: NamespaceTargets, kept: KeptPods, pod: PodInfo, exclude
     if found is None:  # not the current pod: only the walk answers
         result = _shared_pod_devices(text, tuple(holders_by_pod(targets, exclude_uid).get(uid, [])))
     else:  # keyed by the holders' results texts, whose hashes Python keeps: no holder is hashed
-        result = _by_results(text, tuple([found[u].device_results for u in sorted(found) if u != exclude_uid]))  # type: ignore[misc]
-    if use_kept and found is not None:
-        kept.keep(uid, pod.name, text, result)
+        holders = tuple([u for u in sorted(found) if u != exclude_uid])
+        texts = tuple([found[u].device_results for u in holders])
+        result = _by_results(text, texts)  # type: ignore[arg-type]
+        if use_kept:
+            kept.keep(uid, pod.name, text, result, holders, texts)  # type: ignore[arg-type]
     return result
 
 
