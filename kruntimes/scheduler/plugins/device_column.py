@@ -73,7 +73,8 @@ class DeviceColumn:
             return None
         views = table.views
         assert views is not None
-        self._index(table)
+        if self.layout != table.layout:
+            self._index(table)
         if not cycle.use_kept or isinstance(cycle.prepared, allocation.Rejection) or \
                 len(self.positions) != len(views):  # rare: judged pod by pod, exactly as the Filter
             at = range(len(views)) if alive is None else alive
