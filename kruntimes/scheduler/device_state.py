@@ -13,7 +13,8 @@ by UID), read entry by entry by `kruntimes.devices.results`. The targets index t
 ones holding devices by the pod they name, so one pod's holders are two look-ups
 (`holders_on`), and what a search needs of a pod (`PodDevices`: its inventory, the
 holders that count, their usage key) is kept per pod until its inventory text or
-one of its two index keys changes: a cycle after a reservation recomputes one pod.
+one of its two index keys changes; a reservation derives its pod's new entry from the
+kept one and the results it assumed (`KeptPods.reserved`): the next cycle need not recompute it.
 
 Classes are cluster-wide and come from the RuntimeDeviceClass informer; a cycle
 plans with the classes of its snapshot (`DeviceClasses.view`, a value replaced
