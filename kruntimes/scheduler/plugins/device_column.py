@@ -198,8 +198,9 @@ class DeviceColumn:
                 else last[0] == self._order(alive)):
             return None
         _, _, _, known, charged, remaining, hits, rejects, whole_limit, summary = last
-        by_usage.update(known)
-        budget.seen.update(charged)
+        # The kept dictionaries themselves, not copies: nothing adds to a cycle's answers or charges
+        # after its column, and the next cycle begins with new ones (`DeviceCycle.begin`).
+        cycle.by_usage, budget.seen = known, charged
         budget.remaining = remaining
         self.plugin.memo.hits += hits
         cycle.summary = summary
