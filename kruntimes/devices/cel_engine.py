@@ -193,6 +193,9 @@ _SHARED_LOCK = threading.Lock()
 def shared() -> Engine:
     """The process's engine: every caller compiles into, and memoises in, the same one."""
     global _SHARED
+    engine = _SHARED  # made once: every cycle of a claim asks, and needs no lock to read it
+    if engine is not None:
+        return engine
     with _SHARED_LOCK:
         if _SHARED is None:
             _SHARED = Engine()

@@ -270,13 +270,17 @@ class ClusterCache:
                     or (pod_uid is not None and slot.info.uid != pod_uid)
                     or not current.eligible or (run.namespace, run.uid) in self.assumed):
                 return None
+            targets = self._ns_targets(run.namespace)
             if not self._pods.fits(slot, run.requests) or not \
-                    device_state.reserve_fits(slot.info, self._ns_targets(run.namespace), run, device_results):
+                    device_state.reserve_fits(slot.info, targets, run, device_results):
                 return None
             a = Assumption(namespace=run.namespace, run_uid=run.uid, run_name=run.name, pod_name=pod_name,
                            pod_uid=slot.info.uid, requests=run.requests, labels=run.labels, affinity=run.affinity,
                            workspace=run.workspace, device_results=device_results)
+            log_end = device_state.log_end(targets)
             wakeups = self._assume(a)
+            if device_results is not None:  # the pod's kept devices follow at once (not read back next cycle)
+                device_state.reserved(targets, slot.info, run.uid, log_end)
             self._record("reserve", {"assumption": a})
             return wakeups
 

@@ -30,11 +30,10 @@ def allocated(planner: Planner, metrics: SchedulerMetrics, run: RunInfo, outcome
     cycle: DeviceCycle | None = getattr(plugin, "last", None)
     if plugin is not None and cycle is not None and cycle.run_uid == run.uid:
         steps, allocated_n, exhausted, limit = cycle.searches()
-        searches = {"allocated": allocated_n, "exhausted": exhausted, "limit": limit,
-                    "memoised": plugin.memo.hits - cycle.memo_hits}  # type: ignore[attr-defined]
+        memoised = plugin.memo.hits - cycle.memo_hits  # type: ignore[attr-defined]
         engine = cycle.engine if cycle.engine is not None else cel_engine.shared()  # the one the cycle evaluated with
-        now, then = engine.evaluations_by_result, cycle.evaluations
-        metrics.device_cycle(steps, searches, {k: n - then.get(k, 0) for k, n in now.items()})
+        metrics.device_cycle(steps, (allocated_n, exhausted, limit, memoised), engine.evaluations_by_result,
+                             cycle.evaluations)
     found = planner.device_results(run, outcome.chosen) if outcome.chosen is not None else None
     return device_state.encode(*found) if found is not None else None
 

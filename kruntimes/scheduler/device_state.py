@@ -13,7 +13,8 @@ by UID), read entry by entry by `kruntimes.devices.results`. The targets index t
 ones holding devices by the pod they name, so one pod's holders are two look-ups
 (`holders_on`), and what a search needs of a pod (`PodDevices`: its inventory, the
 holders that count, their usage key) is kept per pod until its inventory text or
-one of its two index keys changes: a cycle after a reservation recomputes one pod.
+one of its two index keys changes; a reservation derives its pod's new entry from the
+kept one and the results it assumed (`KeptPods.reserved`): the next cycle need not recompute it.
 
 Classes are cluster-wide and come from the RuntimeDeviceClass informer; a cycle
 plans with the classes of its snapshot (`DeviceClasses.view`, a value replaced
@@ -22,6 +23,7 @@ on every change, never edited).
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import json
@@ -117,7 +119,8 @@ class KeptPods:
 
     def __init__(self) -> None:
         self.seen = 0  # absolute position in the targets' device log read so far
-        self.by_uid: dict[str, tuple[str, str, PodDevices | None]] = {}  # pod UID -> (name, text, devices)
+        # pod UID -> (name, text, devices, its holders' Run UIDs in order, their results texts)
+        self.by_uid: dict[str, tuple[str, str, PodDevices | None, tuple[str, ...], tuple[str, ...]]] = {}
         self.uid_of: dict[str, str] = {}  # pod name -> the UID its entry is under
 
     def catch_up(self, targets: NamespaceTargets) -> None:
@@ -132,7 +135,8 @@ class KeptPods:
                     self.uid_of.pop(entry[0], None)
         self.seen = start + len(log)
 
-    def keep(self, uid: str, name: str, text: str, devices: PodDevices | None) -> None:
+    def keep(self, uid: str, name: str, text: str, devices: PodDevices | None, holders: tuple[str, ...],
+             results_texts: tuple[str, ...]) -> None:
         if len(self.by_uid) >= KEPT_LIMIT:
             self.by_uid.clear()
             self.uid_of.clear()
@@ -142,8 +146,28 @@ class KeptPods:
         stale = self.uid_of.get(name)
         if stale is not None:
             self.by_uid.pop(stale, None)
-        self.by_uid[uid] = (name, text, devices)
+        self.by_uid[uid] = (name, text, devices, holders, results_texts)
         self.uid_of[name] = uid
+
+    def reserved(self, targets: NamespaceTargets, pod: PodInfo, run_uid: str, log_end: int) -> None:
+        """Reserve just put `run_uid`'s assumption on `pod`, the targets' one device change since `log_end`:
+        the pod's entry becomes the one its holders now give, derived from the kept one and the new
+        results, and the change is read. Anything else is left for the log to drop."""
+        log = targets.device_log
+        if self.seen != log_end or targets.device_log_start + len(log) != log_end + 1 or \
+                log[-1] != (True, pod.uid):
+            return
+        entry = self.by_uid.get(pod.uid)
+        target = targets.targets.get(run_uid)
+        if entry is None or entry[0] != pod.name or entry[1] != pod.devices or target is None or \
+                target.device_results is None or target.pod_uid != pod.uid:
+            return
+        holders, texts = entry[3], entry[4]
+        at = bisect.bisect_left(holders, run_uid)  # (its index is a fresh one: it held nothing here)
+        texts = (*texts[:at], target.device_results, *texts[at:])
+        self.by_uid[pod.uid] = (pod.name, entry[1], _by_results(entry[1], texts),
+                                (*holders[:at], run_uid, *holders[at:]), texts)
+        self.seen = log_end + 1
 
 
 _KEPT: weakref.WeakKeyDictionary[NamespaceTargets, KeptPods] = weakref.WeakKeyDictionary()
@@ -152,6 +176,7 @@ _KEPT: weakref.WeakKeyDictionary[NamespaceTargets, KeptPods] = weakref.WeakKeyDi
 def reset_caches() -> None:
     """Forget every kept `PodDevices` and usage id (a cold start, for benchmarks and tests)."""
     _KEPT.clear()
+    _LATEST[:] = [None, None]
     _USAGE_IDS.clear()
     _shared_pod_devices.cache_clear()
     _by_results.cache_clear()
@@ -161,11 +186,30 @@ def reset_caches() -> None:
 
 def kept_for(targets: NamespaceTargets) -> KeptPods:
     """The kept `PodDevices` of one namespace's targets, caught up with its log (once per cycle)."""
-    kept = _KEPT.get(targets)
-    if kept is None:
-        kept = _KEPT[targets] = KeptPods()
-    kept.catch_up(targets)
+    ref, kept = _LATEST
+    if ref is None or ref() is not targets:  # (a weak key is looked up by making a weak reference)
+        kept = _KEPT.get(targets)
+        if kept is None:
+            kept = _KEPT[targets] = KeptPods()
+        _LATEST[:] = [weakref.ref(targets), kept]
+    if kept.seen != targets.device_log_start + len(targets.device_log):  # else nothing to read
+        kept.catch_up(targets)
     return kept
+
+
+def reserved(targets: NamespaceTargets, pod: PodInfo, run_uid: str, log_end: int) -> None:
+    """After Reserve assumed `run_uid` on `pod` with results: `KeptPods.reserved` (not caught up first)."""
+    ref, kept = _LATEST
+    if ref is not None and ref() is targets:
+        kept.reserved(targets, pod, run_uid, log_end)
+
+
+_LATEST: list[Any] = [None, None]  # (a weak reference to the latest targets, their KeptPods): cycles repeat it
+
+
+def log_end(targets: NamespaceTargets) -> int:
+    """The absolute position after the targets' latest device change (`KeptPods.reserved`)."""
+    return targets.device_log_start + len(targets.device_log)
 
 
 def careful(targets: NamespaceTargets, exclude_uid: str) -> bool:
@@ -190,9 +234,11 @@ def pod_devices(targets: NamespaceTargets, kept: KeptPods, pod: PodInfo, exclude
     if found is None:  # not the current pod: only the walk answers
         result = _shared_pod_devices(text, tuple(holders_by_pod(targets, exclude_uid).get(uid, [])))
     else:  # keyed by the holders' results texts, whose hashes Python keeps: no holder is hashed
-        result = _by_results(text, tuple([found[u].device_results for u in sorted(found) if u != exclude_uid]))  # type: ignore[misc]
-    if use_kept and found is not None:
-        kept.keep(uid, pod.name, text, result)
+        holders = tuple([u for u in sorted(found) if u != exclude_uid])
+        texts = tuple([found[u].device_results for u in holders])
+        result = _by_results(text, texts)  # type: ignore[arg-type]
+        if use_kept:
+            kept.keep(uid, pod.name, text, result, holders, texts)  # type: ignore[arg-type]
     return result
 
 

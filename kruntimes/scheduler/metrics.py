@@ -9,6 +9,7 @@ the bound holds under `python -O` too.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -75,6 +76,78 @@ class _PendingRuns:
         yield GaugeMetricFamily(self.UNFITTABLE_NAME, self.UNFITTABLE_HELP, value=counts.get(UNFITTABLE, 0))
 
 
+class _DeviceWork:
+    """The device metrics (SPEC §7.8), counted per cycle into plain integers and handed to their
+    prometheus_client objects when scraped: a cycle of a claim takes one uncontended lock rather than
+    a histogram observation and a counter increment per result. The objects are made here, not in the
+    registry, so the exposition (names, labels, values, creation times) is theirs, as before."""
+
+    def __init__(self) -> None:
+        self.evaluations = Counter(
+            "kruntimes_scheduler_device_selector_evaluations",
+            "CEL selector evaluations by verdict (memoised verdicts are not evaluated again).",
+            ["result"], registry=None)
+        self.steps = Histogram(
+            "kruntimes_scheduler_device_search_steps", "Device search steps charged in one cycle of a Run with devices.",
+            buckets=(0, 1, 4, 16, 64, 256, 1024, 4096, 10_000, 50_000), registry=None)
+        self.searches = Counter(
+            "kruntimes_scheduler_device_searches", "Device searches of Runs with devices, by how they ended.",
+            ["result"], registry=None)
+        self._lock = threading.Lock()
+        self._steps: dict[int, int] = {}  # steps charged in a cycle → cycles since the last scrape
+        self._searches = [0, 0, 0, 0]  # since the last scrape, in SEARCH_RESULTS order
+        self._evaluations: dict[str, int] = {}  # verdict → evaluations since the last scrape
+        # The labelled children, made when a value first counts (in name order within a cycle), as
+        # before: the exposition lists them in that order.
+        self._search_children: list[Any] = [None] * len(SEARCH_RESULTS)
+        self._evaluation_children: dict[str, Any] = {}
+
+    def count(self, steps: int, searches: tuple[int, int, int, int], now: Mapping[str, int],
+              then: Mapping[str, int]) -> None:
+        with self._lock:
+            self._steps[steps] = self._steps.get(steps, 0) + 1
+            counted, children = self._searches, self._search_children
+            for i, n in enumerate(searches):
+                if n:
+                    if children[i] is None:
+                        children[i] = self.searches.labels(result=SEARCH_RESULTS[i])
+                    counted[i] += n
+            if now != then:  # the engine evaluated (most cycles recall every verdict)
+                self._count_evaluations(now, then)
+
+    def _count_evaluations(self, now: Mapping[str, int], then: Mapping[str, int]) -> None:
+        evaluations, known = self._evaluations, self._evaluation_children
+        for verdict in sorted(v for v, n in now.items() if n != then.get(v, 0) and v not in known):
+            known[verdict] = self.evaluations.labels(result=_declared("result", verdict, SELECTOR_RESULTS))
+        for verdict, n in now.items():
+            n -= then.get(verdict, 0)
+            if n:
+                evaluations[verdict] = evaluations.get(verdict, 0) + n
+
+    def _flush(self) -> None:
+        with self._lock:
+            steps, self._steps = self._steps, {}
+            searches, self._searches = self._searches, [0, 0, 0, 0]
+            evaluations, self._evaluations = self._evaluations, {}
+        for n, cycles in sorted(steps.items()):
+            for _ in range(cycles):
+                self.steps.observe(n)
+        for child, n in zip(self._search_children, searches):
+            if n:
+                child.inc(n)
+        for verdict, n in evaluations.items():
+            self._evaluation_children[verdict].inc(n)
+
+    def describe(self) -> Iterator[Any]:
+        for metric in (self.evaluations, self.steps, self.searches):
+            yield from metric.describe()
+
+    def collect(self) -> Iterator[Any]:
+        self._flush()
+        for metric in (self.evaluations, self.steps, self.searches):
+            yield from metric.collect()
+
+
 class SchedulerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
@@ -104,17 +177,11 @@ class SchedulerMetrics:
             "Pending Run keys emitted by wake-ups: runtime pod, capacity release and affinity target events.",
             ["source"], registry=self.registry)
 
-        self.device_selector_evaluations = Counter(
-            "kruntimes_scheduler_device_selector_evaluations",
-            "CEL selector evaluations by verdict (memoised verdicts are not evaluated again).",
-            ["result"], registry=self.registry)
-        self.device_search_steps = Histogram(
-            "kruntimes_scheduler_device_search_steps", "Device search steps charged in one cycle of a Run with devices.",
-            buckets=(0, 1, 4, 16, 64, 256, 1024, 4096, 10_000, 50_000), registry=self.registry)
-        self.device_searches = Counter(
-            "kruntimes_scheduler_device_searches", "Device searches of Runs with devices, by how they ended.",
-            ["result"], registry=self.registry)
-        self._device_children: dict[tuple[str, str], Any] = {}
+        self._device_work = _DeviceWork()
+        self.registry.register(self._device_work)
+        self.device_selector_evaluations = self._device_work.evaluations
+        self.device_search_steps = self._device_work.steps
+        self.device_searches = self._device_work.searches
         self._pending = _PendingRuns()
         self.registry.register(self._pending)
 
@@ -122,24 +189,11 @@ class SchedulerMetrics:
         """Read `kruntimes_scheduler_pending_runs` from `source` (the cache's `pending_counts`) at each scrape."""
         self._pending.source = source
 
-    def device_cycle(self, steps: int, searches: dict[str, int], evaluations: dict[str, int]) -> None:
-        """One cycle's device work (SPEC §7.8): steps charged, searches by result, new engine evaluations."""
-        self.device_search_steps.observe(steps)
-        children = self._device_children  # a labelled child looked up once: every cycle of a claim counts here
-        for result, n in sorted([item for item in searches.items() if item[1]]):
-            if n:
-                child = children.get(("search", result))
-                if child is None:
-                    child = children[("search", result)] = self.device_searches.labels(
-                        result=_declared("result", result, SEARCH_RESULTS))
-                child.inc(n)
-        for verdict, n in sorted([item for item in evaluations.items() if item[1]]):
-            if n:
-                child = children.get(("evaluation", verdict))
-                if child is None:
-                    child = children[("evaluation", verdict)] = self.device_selector_evaluations.labels(
-                        result=_declared("result", verdict, SELECTOR_RESULTS))
-                child.inc(n)
+    def device_cycle(self, steps: int, searches: tuple[int, int, int, int], now: Mapping[str, int],
+                     then: Mapping[str, int]) -> None:
+        """One cycle's device work (SPEC §7.8): steps charged, searches by result (allocated, exhausted,
+        limit, memoised) and the engine's evaluations by verdict, `now` against `then` (the cycle's start)."""
+        self._device_work.count(steps, searches, now, then)
 
     def result(self, result: str) -> None:
         self.results.labels(result=_declared("result", result, RESULTS)).inc()

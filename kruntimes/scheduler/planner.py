@@ -111,10 +111,28 @@ class Planner:
         state = CycleState(snapshot=snapshot, run=run, requests=run.requests, data=MappingProxyType(data))
         pods = snapshot.pods
         names = snapshot.names if snapshot.names is not None else tuple([p.info.name for p in pods])
-        if self.columnar and (table := self._table(snapshot)) is not None:
-            return self._plan_columns(state, table, names, base)
+        try:
+            if self.columnar and (table := self._table(snapshot)) is not None:
+                return self._plan_columns(state, table, names, base)
+            # 2. Filter: each plugin sees only the pods every earlier plugin accepted.
+            rejections, alive, feasible = self._filter_pods(state, pods)
+            feasible_names = names if len(alive) == len(pods) else tuple([names[i] for i in alive])
+            common = dict(pods=names, rejections=tuple(rejections), feasible=feasible_names)
+            if not feasible:
+                return self._unschedulable(state, tuple(rejections), common, base)
+            # 3. Score: raw, framework-owned normalisation to 0..100, weight, sum.
+            results, totals = self._score_pods(state, feasible)
+        except _PluginFailed as failed:
+            return out.CycleOutcome(status=out.ERROR, message=_error(*failed.args), **base)
+        # 4. Choose: highest total; `max` keeps the first of equal totals and the
+        #    feasible pods are in name order, so ties go to the smallest name.
+        best = totals.index(max(totals))
+        return out.CycleOutcome(status=out.SCHEDULED, **common, scores=tuple(results), totals=tuple(totals),
+                                chosen=feasible[best].info.name, chosen_uid=feasible[best].info.uid, **base)
 
-        # 2. Filter: each plugin sees only the pods every earlier plugin accepted.
+    def _filter_pods(self, state: CycleState, pods: Sequence[PodView]
+                     ) -> tuple[list[tuple[str, str] | None], list[int], list[PodView]]:
+        """`plan`'s step 2 pod by pod: each pod's rejection, the accepted positions and their pods."""
         rejections: list[tuple[str, str] | None] = [None] * len(pods)
         alive = list(range(len(pods)))
         candidates: Sequence[PodView] = pods
@@ -125,7 +143,7 @@ class Planner:
                 verdicts = plugin.filter(state, candidates)
                 _check_verdicts(plugin, verdicts, len(alive))
             except Exception as exc:  # noqa: BLE001
-                return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
+                raise _PluginFailed(plugin.name, exc) from exc
             if verdicts.count(None) == len(verdicts):
                 continue  # the common case: nothing rejected, nothing to narrow
             survivors = []
@@ -137,13 +155,10 @@ class Planner:
                     rejections[i] = rejection[verdict]
             alive = survivors
             candidates = [pods[i] for i in alive]
-        feasible = list(candidates)
-        feasible_names = names if len(alive) == len(pods) else tuple([names[i] for i in alive])
-        common = dict(pods=names, rejections=tuple(rejections), feasible=feasible_names)
-        if not feasible:
-            return self._unschedulable(state, tuple(rejections), common, base)
+        return rejections, alive, list(candidates)
 
-        # 3. Score: raw, framework-owned normalisation to 0..100, weight, sum.
+    def _score_pods(self, state: CycleState, feasible: list[PodView]) -> tuple[list[out.PluginScores], list[Any]]:
+        """`plan`'s step 3 pod by pod: each plugin's scores and the weighted totals."""
         results = []
         totals = [0] * len(feasible)
         for plugin, weight, normalize in self._score_steps:
@@ -152,18 +167,13 @@ class Planner:
                 norm = normalize(state, raw) if normalize is not None else raw
                 _check_scores(plugin, raw, norm, len(feasible))
             except Exception as exc:  # noqa: BLE001
-                return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
+                raise _PluginFailed(plugin.name, exc) from exc
             results.append(out.PluginScores(plugin=plugin.name, weight=weight, raw=tuple(raw),
                                             normalized=tuple(norm)))  # type: ignore[arg-type]
             if weight != 1:
                 norm = [weight * s for s in norm]  # type: ignore[operator]
             totals = list(map(operator.add, totals, norm))
-
-        # 4. Choose: highest total; `max` keeps the first of equal totals and the
-        #    feasible pods are in name order, so ties go to the smallest name.
-        best = totals.index(max(totals))
-        return out.CycleOutcome(status=out.SCHEDULED, **common, scores=tuple(results), totals=tuple(totals),
-                                chosen=feasible[best].info.name, chosen_uid=feasible[best].info.uid, **base)
+        return results, totals
 
     def device_results(self, run: RunInfo, pod_name: str) -> tuple[str, Any] | None:
         """(inventory digest, allocation) the latest cycle of `run` found on `pod_name`, for Reserve and
@@ -191,79 +201,100 @@ class Planner:
     def _plan_columns(self, state: CycleState, table: cols.PodTable, names: tuple[str, ...],
                       base: dict[str, Any]) -> out.CycleOutcome:
         """`plan`'s steps 2-4 over the pod table: the same outcome, per-pod work in C."""
-        n = len(names)
+        # 2. Filter: every column judges every pod; a pod keeps its first rejection.
+        rejected, alive, feasible_names = self._filter_columns(state, table, names)
+        common = dict(pods=names, rejections=rejected, feasible=feasible_names)
+        if not feasible_names:
+            return self._unschedulable(state, rejected, common, base)
+        # 3. Score: raw, normalised and the distinct normalised values from the columns.
+        results, totals, top = self._score_columns(state, table, alive, len(feasible_names))
+        # 4. Choose: the first highest total, as in `plan`.
+        best = totals.index(top if top >= 0 else max(totals))
+        at = best if alive is None else alive[best]
+        return out.CycleOutcome(status=out.SCHEDULED, **common, scores=tuple(results), totals=tuple(totals),
+                                chosen=names[at], chosen_uid=table.uids[at], **base)
+
+    def _filter_columns(self, state: CycleState, table: cols.PodTable, names: tuple[str, ...]
+                        ) -> tuple[tuple[tuple[str, str] | None, ...], list[int] | None, tuple[str, ...]]:
+        """Step 2 on the table: (every pod's rejection, the feasible positions (None: all), their names).
+        The result is kept on the table while what it follows from stays the same."""
         columns = table.columns
-        # 2. Filter: every column judges every pod; a pod keeps its first rejection. The
-        #    result is kept on the table while what it follows from stays the same.
         signatures: list[Any] = [table.layout]
         for plugin in self.filters:
             try:
                 signatures.append(columns[plugin.name].signature(state, table))  # type: ignore[attr-defined]
             except Exception as exc:  # noqa: BLE001
-                return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
+                raise _PluginFailed(plugin.name, exc) from exc
         if table.filtered is not None and table.filtered[0] == signatures:
             _, rejected, alive, feasible_names = table.filtered
+            return rejected, alive, feasible_names
+        rejections = self._column_rejections(state, table, signatures, len(names))
+        if rejections is None:
+            alive, rejected, feasible_names = None, table.passed(), names
         else:
-            rejections: list[tuple[str, str] | None] | None = None  # None: nothing rejected
-            first = 0
-            # What the Filters before a narrowing column decided is kept apart: a narrowing
-            # column's own signature never repeats (DeviceAllocation's, for a claim).
-            prefix = table.prefiltered
-            kept = prefix is not None and signatures[:len(prefix[0])] == prefix[0]
-            if kept:
-                rejections, first = prefix[1], len(prefix[0]) - 1
-            for k in range(first, len(self.filters)):
-                plugin, signature, column = self.filters[k], signatures[k + 1], columns[self.filters[k].name]
-                narrowing = getattr(column, "narrows", False)
-                try:
-                    if narrowing:
-                        if signature is None:
-                            continue  # passes every pod this cycle
-                        if not kept:
-                            table.prefiltered = (signatures[:k + 1], rejections)
-                            kept = True
-                        accepted = None if rejections is None else list(compress(range(n), map(operator.not_, rejections)))
-                        verdicts = column.verdicts(state, table, signature, accepted)  # type: ignore[attr-defined]
-                        narrowed = table.narrowed
-                        if narrowed is not None and narrowed[0] is rejections and narrowed[1] is verdicts \
-                                and narrowed[2] == k:
-                            rejections = narrowed[3]  # the very verdicts on the very same rejections
-                            continue
-                        before = rejections
-                    else:
-                        verdicts = column.verdicts(state, table, signature)  # type: ignore[attr-defined]
-                    if verdicts is None or verdicts.count(None) == n:
-                        continue
-                    _check_verdicts(plugin, verdicts, n)
-                except Exception as exc:  # noqa: BLE001
-                    return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
-                these = map(self._rejection[plugin.name].get, verdicts)  # None stays None
-                rejections = list(these) if rejections is None else list(map(self._keep.get, rejections, these))
-                if narrowing:
-                    table.narrowed = (before, verdicts, k, rejections)
-            if rejections is None:
-                alive, rejected, feasible_names = None, table.passed(), names
+            # The same pods rejected for the same reasons as the kept result (the very list, or an
+            # equal one): its very lists, so that score columns keep what they derived from the
+            # feasible positions (`alive is` them).
+            last = table.filtered
+            same = last is not None and last[0][0] == table.layout and (
+                table.rejections is rejections or last[1] == tuple(rejections))
+            if same:
+                _, rejected, alive, feasible_names = last
             else:
-                # The same pods rejected for the same reasons as the kept result (the very list, or an
-                # equal one): its very lists, so that score columns keep what they derived from the
-                # feasible positions (`alive is` them).
-                last = table.filtered
-                same = last is not None and last[0][0] == table.layout and (
-                    table.rejections is rejections or last[1] == tuple(rejections))
-                if same:
-                    _, rejected, alive, feasible_names = last
-                else:
-                    rejected = tuple(rejections)
-                    alive = list(compress(range(n), map(operator.not_, rejections)))
-                    feasible_names = tuple(map(names.__getitem__, alive))
-            table.filtered = (signatures, rejected, alive, feasible_names)
-            table.rejections = rejections
-        common = dict(pods=names, rejections=rejected, feasible=feasible_names)
-        if not feasible_names:
-            return self._unschedulable(state, rejected, common, base)
+                rejected = tuple(rejections)
+                alive = list(compress(range(len(names)), map(operator.not_, rejections)))
+                feasible_names = tuple(map(names.__getitem__, alive))
+        table.filtered = (signatures, rejected, alive, feasible_names)
+        table.rejections = rejections
+        return rejected, alive, feasible_names
 
-        # 3. Score: raw, normalised and the distinct normalised values from the columns.
-        m = len(feasible_names)
+    def _column_rejections(self, state: CycleState, table: cols.PodTable, signatures: list[Any],
+                           n: int) -> list[tuple[str, str] | None] | None:
+        """Each pod's first rejection from the Filter columns, in order (None: nothing rejected)."""
+        columns = table.columns
+        rejections: list[tuple[str, str] | None] | None = None
+        first = 0
+        # What the Filters before a narrowing column decided is kept apart: a narrowing
+        # column's own signature never repeats (DeviceAllocation's, for a claim).
+        prefix = table.prefiltered
+        kept = prefix is not None and signatures[:len(prefix[0])] == prefix[0]
+        if kept:
+            rejections, first = prefix[1], len(prefix[0]) - 1
+        for k in range(first, len(self.filters)):
+            plugin, signature, column = self.filters[k], signatures[k + 1], columns[self.filters[k].name]
+            narrowing = getattr(column, "narrows", False)
+            try:
+                if narrowing:
+                    if signature is None:
+                        continue  # passes every pod this cycle
+                    if not kept:
+                        table.prefiltered = (signatures[:k + 1], rejections)
+                        kept = True
+                    accepted = None if rejections is None else list(compress(range(n), map(operator.not_, rejections)))
+                    verdicts = column.verdicts(state, table, signature, accepted)  # type: ignore[attr-defined]
+                    narrowed = table.narrowed
+                    if narrowed is not None and narrowed[0] is rejections and narrowed[1] is verdicts \
+                            and narrowed[2] == k:
+                        rejections = narrowed[3]  # the very verdicts on the very same rejections
+                        continue
+                    before = rejections
+                else:
+                    verdicts = column.verdicts(state, table, signature)  # type: ignore[attr-defined]
+                if verdicts is None or verdicts.count(None) == n:
+                    continue
+                _check_verdicts(plugin, verdicts, n)
+            except Exception as exc:  # noqa: BLE001
+                raise _PluginFailed(plugin.name, exc) from exc
+            these = map(self._rejection[plugin.name].get, verdicts)  # None stays None
+            rejections = list(these) if rejections is None else list(map(self._keep.get, rejections, these))
+            if narrowing:
+                table.narrowed = (before, verdicts, k, rejections)
+        return rejections
+
+    def _score_columns(self, state: CycleState, table: cols.PodTable, alive: list[int] | None,
+                       m: int) -> tuple[list[out.PluginScores], Sequence[int], int]:
+        """Step 3 on the table: each plugin's scores, the totals and the highest total when known (else -1)."""
+        columns = table.columns
         results = []
         totals: Sequence[int] | None = None
         top = 0
@@ -272,7 +303,7 @@ class Planner:
                 raw, norm, values = columns[plugin.name].scores(state, table, alive)  # type: ignore[attr-defined]
                 _check_column_scores(plugin, raw, norm, values, m)
             except Exception as exc:  # noqa: BLE001
-                return out.CycleOutcome(status=out.ERROR, message=_error(plugin.name, exc), **base)
+                raise _PluginFailed(plugin.name, exc) from exc
             normalized = tuple(norm)  # the very tuple when the column hands one
             results.append(out.PluginScores(plugin=plugin.name, weight=weight, raw=tuple(raw), normalized=normalized))
             if values == {0}:
@@ -281,15 +312,7 @@ class Planner:
             # With one contributing plugin the totals are its weighted scores, the highest known.
             top = weight * max(values) if totals is None else -1
             totals = weighted if totals is None else tuple(map(operator.add, totals, weighted))
-        if totals is None:
-            totals = (0,) * m
-
-        # 4. Choose: the first highest total, as in `plan`.
-        best = totals.index(top if top >= 0 else max(totals))
-        at = best if alive is None else alive[best]
-        return out.CycleOutcome(status=out.SCHEDULED, **common, scores=tuple(results), totals=tuple(totals),
-                                chosen=names[at], chosen_uid=table.uids[at], **base)
-
+        return results, (0,) * m if totals is None else totals, top
 
     def _unschedulable(self, state: CycleState, rejections: tuple[tuple[str, str] | None, ...],
                        common: dict[str, Any], base: dict[str, Any]) -> out.CycleOutcome:
@@ -314,6 +337,10 @@ class Planner:
             waits_for_pods = waits_for_pods or explained.waits_for_pods
         return out.CycleOutcome(status=out.UNSCHEDULABLE, **common, waits_for_pods=waits_for_pods,
                                 message=out.pending_message(len(pods), rejections, named, notes), **base)
+
+
+class _PluginFailed(Exception):
+    """A plugin raised or broke its contract mid-cycle, as (stage, error): `plan` gives the error outcome."""
 
 
 def _wake_events(filters: Sequence[FilterPlugin]) -> dict[tuple[str, str], frozenset[str]]:

@@ -140,8 +140,12 @@ def _shown(value: object, limit: int = 40) -> str:
 def _device_problems(text: str) -> list[str]:
     """The Run's own selectors must compile (SPEC §7.4): a Run that breaks that fails, it never waits."""
     # Deferred: the API models import this module for its bounds, and must not load the CEL engine.
-    from kruntimes.devices import cel_engine
-    engine = cel_engine.shared()
+    # Kept once imported: an import statement costs a cycle of a claim more than the look-up below.
+    global _CEL
+    if _CEL is None:
+        from kruntimes.devices import cel_engine
+        _CEL = cel_engine
+    engine = _CEL.shared()
     known = _CHECKED.get(text)  # a claim is judged once per engine: a Run retried, or its twins
     if known is not None and known[0] is engine:
         return list(known[1])
@@ -153,6 +157,7 @@ def _device_problems(text: str) -> list[str]:
 
 
 _CHECKED: dict[str, tuple[object, list[str]]] = {}
+_CEL: Any = None  # kruntimes.devices.cel_engine, once a claim was validated
 
 
 def _judge_claim(text: str, engine: Any) -> list[str]:

@@ -202,3 +202,23 @@ def test_the_label_bounds_hold_under_python_dash_o() -> None:
     done = subprocess.run([sys.executable, "-O", "-c", code], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_device_work_counted_between_scrapes_is_what_the_scrape_reports() -> None:
+    m = metrics.SchedulerMetrics()
+    sample = m.registry.get_sample_value
+    m.device_cycle(10, (1, 0, 0, 2), {"match": 3, "no_match": 0, "error": 0}, {"match": 1, "no_match": 0, "error": 0})
+    m.device_cycle(70, (0, 1, 0, 0), {"match": 3, "no_match": 1, "error": 0}, {"match": 3, "no_match": 0, "error": 0})
+    assert sample("kruntimes_scheduler_device_search_steps_count") == 2
+    assert sample("kruntimes_scheduler_device_search_steps_sum") == 80
+    assert sample("kruntimes_scheduler_device_search_steps_bucket", {"le": "16.0"}) == 1
+    assert [sample("kruntimes_scheduler_device_searches_total", {"result": r}) for r in metrics.SEARCH_RESULTS] \
+        == [1, 1, None, 2]
+    assert sample("kruntimes_scheduler_device_selector_evaluations_total", {"result": "match"}) == 2
+    assert sample("kruntimes_scheduler_device_selector_evaluations_total", {"result": "error"}) is None
+    m.device_cycle(5, (1, 0, 0, 0), {"match": 3}, {"match": 3})
+    assert sample("kruntimes_scheduler_device_search_steps_count") == 3
+    assert sample("kruntimes_scheduler_device_searches_total", {"result": "allocated"}) == 2
+    assert sample("kruntimes_scheduler_device_selector_evaluations_total", {"result": "no_match"}) == 1
+    with pytest.raises(metrics.UndeclaredLabelValue):
+        m.device_cycle(0, (0, 0, 0, 0), {f"{M}-verdict": 1}, {})

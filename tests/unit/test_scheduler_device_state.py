@@ -238,3 +238,48 @@ def test_a_holder_that_changes_without_any_view_changing_is_seen_by_the_next_cyc
     got, want = new.plan(third), walking.plan(third)
     assert got.feasible == want.feasible == ("a", "b")
     assert got.rejections == want.rejections
+
+
+def test_a_reservation_gives_its_pod_the_devices_its_holders_now_give_and_only_its_own_change_is_read() -> None:
+    cache = ClusterCache(SchedulerConfig())
+    cache.device_classes.upsert("gpu", 1, {"selectors": []})
+    text = inventory(4)
+    digest = inventory_codec.parse_annotation(text).digest
+
+    def held(device: str) -> str:
+        return inventory_codec.canonical_text({"inventoryDigest": digest, "results": [{"request": "gpu", "device": device}]})
+
+    for name in ("a", "b"):
+        cache.upsert_pod(PodInfo("ns", name, f"uid-{name}", "rt", ready=True, heartbeat=NOW,
+                                 capacity=(("runs", 10),), devices=text))
+    claim = inventory_codec.canonical_text({"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]})
+    cache.upsert_run(RunInfo("ns", "held", "uid-m", "rt", phase="Running", requests=(("runs", 1),), pod_name="a",
+                             pod_uid="uid-a", devices=claim, device_results=held("gpu-2")))
+    runs = [RunInfo("ns", f"r{i}", uid, "rt", requests=(("runs", 1),), devices=claim)
+            for i, uid in enumerate(("uid-z", "uid-b"))]
+    for run in runs:
+        cache.upsert_run(run)
+    with cache.lock:
+        targets = cache.snapshot(runs[0], NOW).targets
+        pod = cache.snapshot(runs[0], NOW).pods[0].info
+    kept = device_state.kept_for(targets)
+    device_state.pod_devices(targets, kept, pod, "nobody")  # kept for pod a, as a cycle leaves it
+    assert cache.reserve_waking(runs[0], "a", None, device_results=held("gpu-0")) is not None
+    assert kept.seen == device_state.log_end(targets)  # derived: the reservation's change read
+    fresh = device_state.pod_devices(targets, device_state.KeptPods(), pod, "nobody", use_kept=False)
+    assert kept.by_uid["uid-a"][2] == fresh and kept.by_uid["uid-a"][3] == ("uid-m", "uid-z")
+    assert cache.reserve_waking(runs[1], "a", None, device_results=held("gpu-1")) is not None  # sorts first
+    assert kept.seen == device_state.log_end(targets) and kept.by_uid["uid-a"][3] == ("uid-b", "uid-m", "uid-z")
+    assert kept.by_uid["uid-a"][2] == device_state.pod_devices(targets, device_state.KeptPods(), pod, "nobody",
+                                                               use_kept=False)
+    # Another change since the reservation's mark: left to the log, which drops the pod's entry.
+    end = device_state.log_end(targets)
+    targets.put(Target(uid="other", name="other", labels={}, pod_name="a", pod_uid="uid-a", required_anti=(),
+                       workspace=None, assumed=False, device_results=held("gpu-3")))
+    targets.put(Target(uid="uid-b", name="r1", labels={}, pod_name="a", pod_uid="uid-a", required_anti=(),
+                       workspace=None, assumed=True, device_results=held("gpu-1")))
+    device_state.reserved(targets, pod, "uid-b", end)
+    assert kept.seen == end
+    assert device_state.pod_devices(targets, device_state.kept_for(targets), pod, "nobody") == \
+        device_state.pod_devices(targets, device_state.KeptPods(), pod, "nobody", use_kept=False)
+    assert kept.by_uid["uid-a"][3] == ("other", "uid-b", "uid-m", "uid-z")

@@ -58,6 +58,16 @@ class DeviceCycle:
     usage_ids: list[int] | None = None
     summary: tuple[int, int, int, int] | None = None  # `device_column.summarise(budget.seen)`, when the column kept it
 
+    def begin(self, run_uid: str, targets: NamespaceTargets, memo_hits: int, evaluations: dict[str, int],
+              kept: device_state.KeptPods, use_kept: bool) -> DeviceCycle:
+        """Made ready for another cycle of its claim: kept per prepared claim rather than built per cycle."""
+        self.run_uid, self.targets, self.memo_hits, self.evaluations = run_uid, targets, memo_hits, evaluations
+        self.kept, self.use_kept = kept, use_kept
+        self.budget = allocation.CycleBudget()
+        self.found, self.by_usage = {}, {}
+        self.positions = self.usage_ids = self.summary = None
+        return self
+
     def searches(self) -> tuple[int, int, int, int]:
         """(steps charged, searches that allocated, that were exhausted, that hit the limit)."""
         return self.summary if self.summary is not None else device_column.summarise(self.budget.seen)
@@ -80,7 +90,7 @@ class DeviceAllocation:
     def __init__(self) -> None:
         self.memo = allocation.SearchMemo()
         self.last: DeviceCycle | None = None  # the latest cycle's, read by the loop right after planning
-        self._prepared: tuple[object, object, object, allocation.Prepared | allocation.Rejection, bool] | None = None
+        self._prepared: tuple[object, object, object, DeviceCycle] | None = None
         # Full-limit outcomes per usage id, for one (prepared claim, engine, memo, memo generation).
         self.answers: dict[int, tuple[tuple, Any, Any]] = {}  # type: ignore[type-arg]  # id → (key, outcome, said)
         self.answers_for: tuple[object, ...] = ()
@@ -94,19 +104,19 @@ class DeviceAllocation:
         engine = cel_engine.shared()
         # The same claim object under the same classes view (replaced on every class change) and
         # engine is prepared the same: keep the latest, as a Run retried or its twins come again.
+        # Its `DeviceCycle` is kept with it and begun afresh each cycle.
         last = self._prepared
         if last is not None and last[0] is claim and last[1] is classes and last[2] is engine:
-            prepared, prefers = last[3], last[4]
+            cycle = last[3]
         else:
             prepared = allocation.prepare(claim, classes, engine)
-            prefers = any(r.first_available for r in claim.requests)
-            self._prepared = (claim, classes, engine, prepared, prefers)
-        self.last = DeviceCycle(run.uid, prepared, snapshot.targets, memo_hits=self.memo.hits,
-                                evaluations=dict(engine.evaluations_by_result), engine=engine,
-                                kept=device_state.kept_for(snapshot.targets),
-                                use_kept=not device_state.careful(snapshot.targets, run.uid),
-                                prefers=prefers)
-        return self.last
+            cycle = DeviceCycle(run.uid, prepared, snapshot.targets, engine=engine,
+                                prefers=any(r.first_available for r in claim.requests))
+            self._prepared = (claim, classes, engine, cycle)
+        targets = snapshot.targets
+        self.last = cycle.begin(run.uid, targets, self.memo.hits, dict(engine.evaluations_by_result),
+                                device_state.kept_for(targets), not device_state.careful(targets, run.uid))
+        return cycle
 
     def filter(self, state: CycleState, pods: Sequence[PodView]) -> list[str | None]:
         cycle: DeviceCycle | None = state.of(self.name)

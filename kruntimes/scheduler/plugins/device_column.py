@@ -73,7 +73,8 @@ class DeviceColumn:
             return None
         views = table.views
         assert views is not None
-        self._index(table)
+        if self.layout != table.layout:
+            self._index(table)
         if not cycle.use_kept or isinstance(cycle.prepared, allocation.Rejection) or \
                 len(self.positions) != len(views):  # rare: judged pod by pod, exactly as the Filter
             at = range(len(views)) if alive is None else alive
@@ -136,28 +137,15 @@ class DeviceColumn:
             plugin.answers.clear()
             plugin.answers_for = owner
         answers, seen, by_usage = plugin.answers, budget.seen, cycle.by_usage
-        last = self.answered
         start = budget.remaining
-        # Answered from kept outcomes alone last time, the same again: for the same usages in the same
-        # order; or, when every pod was accepted and the budget never fell below one search's limit
-        # (so no search had a smaller limit, whatever the order), for the same set of usages. Then
-        # only the insertion order of `by_usage` and `budget.seen` may differ, which nothing reads.
-        if last is not None and last[1] == owner and last[2] == start and not seen and not by_usage and (
-                last[0] == self.count.keys() if isinstance(last[0], frozenset) and alive is None
-                else last[0] == self._order(alive)):
-            _, _, _, known, charged, remaining, hits, rejects, whole_limit, summary = last
-            by_usage.update(known)
-            seen.update(charged)
-            budget.remaining = remaining
-            memo.hits += hits
-            cycle.summary = summary
-            return rejects, whole_limit
+        again = self._again(cycle, alive, owner)
+        if again is not None:
+            return again
         fresh = not seen and not by_usage
         order = self._order(alive)
         hits = memo.hits
         recalled = 0  # memo hits the kept outcomes stand for
-        searched = False
-        rejects = False
+        searched = rejects = False
         whole_limit = True
         for u in order:
             if u < 0:
@@ -197,6 +185,27 @@ class DeviceColumn:
                              budget.remaining, memo.hits - hits, rejects, whole_limit, summarise(seen))
         return rejects, whole_limit
 
+    def _again(self, cycle: Any, alive: list[int] | None, owner: tuple[Any, ...]) -> tuple[bool, bool] | None:
+        """`_answer`'s result when the latest cycle was answered from kept outcomes alone and this one
+        would be answered the same, its charges made; None: answer afresh."""
+        last, budget, by_usage = self.answered, cycle.budget, cycle.by_usage
+        # The same again: for the same usages in the same order; or, when every pod was accepted and
+        # the budget never fell below one search's limit (so no search had a smaller limit, whatever
+        # the order), for the same set of usages. Then only the insertion order of `by_usage` and
+        # `budget.seen` may differ, which nothing reads.
+        if last is None or last[1] != owner or last[2] != budget.remaining or budget.seen or by_usage or not (
+                last[0] == self.count.keys() if isinstance(last[0], frozenset) and alive is None
+                else last[0] == self._order(alive)):
+            return None
+        _, _, _, known, charged, remaining, hits, rejects, whole_limit, summary = last
+        # The kept dictionaries themselves, not copies: nothing adds to a cycle's answers or charges
+        # after its column, and the next cycle begins with new ones (`DeviceCycle.begin`).
+        cycle.by_usage, budget.seen = known, charged
+        budget.remaining = remaining
+        self.plugin.memo.hits += hits
+        cycle.summary = summary
+        return rejects, whole_limit
+
     def _index(self, table: PodTable) -> None:
         """Pod name → position, rebuilt when the table's positions moved."""
         if self.layout != table.layout:
@@ -209,21 +218,8 @@ class DeviceColumn:
         views, targets = table.views, cycle.targets
         assert views is not None
         n = len(views)
-        start, log = targets.device_log_start, targets.device_log
-        if len(self.ids) != n or targets is not self.targets or self.seen < start:
-            self.dirty = None
+        self._mark_dirty(targets, table)
         infos = self.infos
-        if self.dirty is not None:
-            # A replaced view whose pod is the very same object (a Run came or went) keeps its id
-            # unless the log names the pod: its inventory text, UID and name are the pod's.
-            dirty = {i for i in self.dirty if views[i].info is not infos[i]}
-            by_uid, by_name = table.position.get, self.positions.get
-            for uid_key, key in log[self.seen - start:]:
-                at = by_uid(key) if uid_key else by_name(key)
-                if at is not None:
-                    dirty.add(at)
-            self.dirty = dirty | self.volatile
-        self.targets, self.seen = targets, start + len(log)
         rebuild = self.dirty is None
         if rebuild:
             self.said = None
@@ -275,6 +271,26 @@ class DeviceColumn:
         if len(devices) > 2 * n + 64:  # usages no pod has any more
             present = set(ids)
             self.devices = {u: pod for u, pod in devices.items() if u in present}
+
+    def _mark_dirty(self, targets: NamespaceTargets, table: PodTable) -> None:
+        """Add to `dirty` the positions whose pod changed and those the device log names since the last
+        cycle (None: all, when the table or the targets are not the ones the ids follow)."""
+        views, infos = table.views, self.infos
+        assert views is not None
+        start, log = targets.device_log_start, targets.device_log
+        if len(self.ids) != len(views) or targets is not self.targets or self.seen < start:
+            self.dirty = None
+        if self.dirty is not None:
+            # A replaced view whose pod is the very same object (a Run came or went) keeps its id
+            # unless the log names the pod: its inventory text, UID and name are the pod's.
+            dirty = {i for i in self.dirty if views[i].info is not infos[i]}
+            by_uid, by_name = table.position.get, self.positions.get
+            for uid_key, key in log[self.seen - start:]:
+                at = by_uid(key) if uid_key else by_name(key)
+                if at is not None:
+                    dirty.add(at)
+            self.dirty = dirty | self.volatile
+        self.targets, self.seen = targets, start + len(log)
 
 
 def summarise(seen: dict[Any, allocation.Allocation | allocation.Rejection]) -> tuple[int, int, int, int]:
