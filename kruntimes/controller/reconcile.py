@@ -260,7 +260,7 @@ def runtime_status(runtime: RuntimeSpecView, live: list[RuntimePod], now: dateti
     else:
         conditions = set_condition(conditions, CONDITION_CAPACITY, "True", "Valid",
                                    "capacity is projected onto every Runtime Pod", now)
-    conditions = _template_condition(runtime, conditions, now)
+    conditions = _template_condition(runtime, conditions, len(live), now)
     conditions = _devices_condition(runtime, conditions, now)
     if ready >= runtime.replicas:
         conditions = set_condition(conditions, CONDITION_AVAILABLE, "True", "ReplicasReady",
@@ -274,10 +274,15 @@ def runtime_status(runtime: RuntimeSpecView, live: list[RuntimePod], now: dateti
             "conditions": conditions}
 
 
-def _template_condition(runtime: RuntimeSpecView, conditions: list[dict[str, Any]],
+def _template_condition(runtime: RuntimeSpecView, conditions: list[dict[str, Any]], live: int,
                         now: datetime) -> list[dict[str, Any]]:
     """`TemplateValid`: False while the template cannot be built, or while the server refuses this
-    generation's pods (set by `apply`, kept until a pod is created or the spec changes); else True."""
+    generation's pods (set by `apply`); else True.
+
+    A refusal stands while pods are missing: until a create is taken (`apply` says so in the
+    same status write), the spec changes, or every wanted pod is live. The last is what clears
+    it when the status write after the create that was taken is lost: no later pass creates
+    anything, and the condition would otherwise stay False for good."""
     if runtime.template_problem is not None:
         return set_condition(conditions, templates.CONDITION_TEMPLATE, "False", templates.REASON_INVALID,
                              templates.bounded(f"{runtime.template_problem}; no Runtime Pod is created until "
@@ -285,7 +290,7 @@ def _template_condition(runtime: RuntimeSpecView, conditions: list[dict[str, Any
     refused = next((c for c in conditions if c.get("type") == templates.CONDITION_TEMPLATE
                     and c.get("reason") == templates.REASON_REFUSED
                     and c.get("observedGeneration") == runtime.generation), None)
-    if refused is not None:
+    if refused is not None and live < runtime.replicas:
         return conditions
     return set_condition(conditions, templates.CONDITION_TEMPLATE, "True", templates.REASON_VALID,
                          "Runtime Pods are created from spec.template", now)

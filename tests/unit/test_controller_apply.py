@@ -23,6 +23,7 @@ class FakeApi:
         self.runtime_statuses: list[dict[str, Any]] = []
         self.calls: list[str] = []
         self.failing: set[str] = set()
+        self.refusing: str | None = None  # the message a create is refused with (422), or None
         self.serial = 0
 
     def _call(self, what: str) -> None:
@@ -32,6 +33,8 @@ class FakeApi:
 
     def create_pod(self, namespace: str, body: dict[str, Any]) -> str:
         self._call("create")
+        if self.refusing is not None:
+            raise st.Refused(self.refusing)
         self.serial += 1
         name = body["metadata"]["generateName"] + f"{self.serial:05d}"
         self.pods[name] = f"uid-{name}"
@@ -129,3 +132,28 @@ def test_one_failed_write_does_not_stop_the_others_and_is_reported() -> None:
     done = apply(reconcile(two, pods, [], NOW), two, None, api, NOW)
     assert done.deleted == ["python-b"] and done.patched == ["python-a"] and done.status_written
     assert [e.split(":")[0] for e in done.errors] == ["creating a pod"]
+
+
+def test_a_refused_template_clears_once_the_wanted_pods_exist_even_if_the_status_write_after_the_create_was_lost(
+) -> None:
+    api = FakeApi()
+    api.refusing = "admission webhook said no"
+    done = apply(reconcile(RUNTIME, [], [], NOW), RUNTIME, None, api, NOW)
+    refused_status = done.status
+    assert _template(refused_status)["status"] == "False"
+    api.refusing, api.failing = None, {"status"}  # the server takes the pod; the status write after it is lost
+    created = apply(reconcile(dataclasses.replace(RUNTIME, conditions=refused_status["conditions"]), [], [], NOW),
+                    RUNTIME, refused_status, api, NOW)
+    assert created.created and not created.status_written
+    api.failing = set()
+    pod = RuntimePod(created.created[0], api.pods[created.created[0]])
+    later = apply(reconcile(dataclasses.replace(RUNTIME, conditions=refused_status["conditions"]), [pod], [], NOW),
+                  RUNTIME, refused_status, api, NOW)
+    assert later.status_written and _template(api.runtime_statuses[-1])["status"] == "True"
+    # while pods are still missing, the refusal stands until a create is taken
+    two = dataclasses.replace(RUNTIME, replicas=2, conditions=refused_status["conditions"])
+    assert _template(reconcile(two, [pod], [], NOW).status)["status"] == "False"
+
+
+def _template(status: Mapping[str, Any]) -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == "TemplateValid")
