@@ -112,6 +112,10 @@ def _derives(conn: sa.Connection, e: Lag) -> bool:
         r.c.incarnation == e.epoch, r.c.lsn > after, r.c.kind.in_(sorted(derived.KINDS))).limit(1)).first() is not None
 
 
+#: The epochs that lag or are not the batch's (built once: the writer asks with every batch).
+_STANDING = sa.select(_e.c.epoch, _LAGS).where(sa.or_(_LAGS, _e.c.epoch.not_in(sa.bindparam("batch", expanding=True))))
+
+
 def standing(conn: sa.Connection, batch: Collection[str], known: dict[str, epoch_order.EpochStart]) -> str:
     """How a writer stores a batch of ``batch``'s epochs, its records already inserted in ``conn``'s transaction.
 
@@ -124,7 +128,7 @@ def standing(conn: sa.Connection, batch: Collection[str], known: dict[str, epoch
     """
     if not batch:
         return TRAILING if lagging(conn) else INLINE
-    others = conn.execute(sa.select(_e.c.epoch, _LAGS).where(sa.or_(_LAGS, _e.c.epoch.not_in(sorted(batch))))).all()
+    others = conn.execute(_STANDING, {"batch": sorted(batch)}).all()
     if any(lags for _epoch, lags in others):
         return TRAILING
     if not others:
