@@ -14,10 +14,18 @@ derives a batch only while no epoch lags (every stored record is in the tables),
 still go in LSN order after a stretch the indexer owns, and it takes the work back on
 its own once the indexer has caught up. The indexer reads only the epochs that lag and
 moves their ``history_lsn`` in the same transaction as the rows it writes.
+
+Rows carry a Run's state from record to record (its open wait episode, its placement),
+so records must be applied epoch by epoch in epoch order. An older epoch's records that
+arrive after a newer epoch's rows are written (a replica draining a dead epoch's spool,
+or a demoted leader's tail) cannot be applied after them: the writer stores them only
+(``standing``), the epoch lags as ``late``, and the indexer rebuilds the tables whole
+(``rebuild_to_heads``) instead of appending out of order.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import NamedTuple
 
 import sqlalchemy as sa
@@ -55,6 +63,19 @@ class Lag(NamedTuple):
     history_lsn: int | None  # the last record whose rows are written (None: none of the epoch's)
     head_lsn: int
     first_lsn: int
+    late: bool = False  # older than an epoch whose rows are written: only a rebuild puts it in order
+
+
+#: How a writer stores a batch (``standing``): rows inline; records only while the tables
+#: trail; records only because an older epoch's records arrived after a newer one's rows.
+INLINE, TRAILING, LATE = "inline", "trailing", "late"
+#: What an inline writer that leaves its rows to the indexer logs, once.
+WRITER_NOTES = {
+    TRAILING: "the history tables trail the journal (records stored with --journal-history follow): this writer "
+              "leaves its records' rows to `kruntimes journal index` until it catches up",
+    LATE: "records of an older epoch arrived after a newer epoch's history rows: this writer leaves its records' "
+          "rows to `kruntimes journal index`, which rebuilds the tables in epoch order",
+}
 
 
 def lagging(conn: sa.Connection) -> bool:
@@ -63,17 +84,60 @@ def lagging(conn: sa.Connection) -> bool:
 
 
 def lag(conn: sa.Connection) -> list[Lag]:
-    """The epochs the history tables trail, oldest first (``epoch_order``: LSNs overlap between epochs)."""
+    """The epochs the history tables trail, oldest first (``epoch_order``: LSNs overlap between epochs).
+
+    A lagging epoch older than one with rows written is ``late``.
+    """
+    rows = conn.execute(sa.select(_e.c.epoch, _e.c.history_lsn, _e.c.head_lsn, _e.c.first_lsn, _LAGS)).all()
     behind = [Lag(epoch, None if done is None else int(done), int(head), int(first))
-              for epoch, done, head, first in conn.execute(
-                  sa.select(_e.c.epoch, _e.c.history_lsn, _e.c.head_lsn, _e.c.first_lsn).where(_LAGS))]
+              for epoch, done, head, first, lags in rows if lags]
     if not behind:
         return behind
+    written = [epoch for epoch, done, _head, _first, _lags in rows if done is not None]
     spans = epoch_order.spans_query()  # probes of the key, not a pass over the records: readers ask this often
-    rows = conn.execute(spans.where(spans.selected_columns.epoch.in_(sorted(e.epoch for e in behind))))
-    starts = epoch_order.ordered((row.epoch, row.first_lsn, row.first_at) for row in rows)
+    found = conn.execute(spans.where(spans.selected_columns.epoch.in_(sorted({e.epoch for e in behind}
+                                                                             | set(written)))))
+    starts = epoch_order.ordered((row.epoch, row.first_lsn, row.first_at) for row in found)
     order = {s.epoch: at for at, s in enumerate(starts)}
+    behind = [e._replace(late=any(order.get(w, -1) > order.get(e.epoch, -1) for w in written) and _derives(conn, e))
+              for e in behind]
     return sorted(behind, key=lambda e: (order.get(e.epoch, -1), e.first_lsn, e.epoch))  # none left: first
+
+
+def _derives(conn: sa.Connection, e: Lag) -> bool:
+    """Whether a record of ``e`` not in the tables yet has rows (an ``end`` alone is in order anywhere)."""
+    r = schema.journal_records
+    after = e.history_lsn if e.history_lsn is not None else epoch_order.FIRST_SCHEDULER_LSN - 1
+    return conn.execute(sa.select(sa.literal(1)).where(
+        r.c.incarnation == e.epoch, r.c.lsn > after, r.c.kind.in_(sorted(derived.KINDS))).limit(1)).first() is not None
+
+
+#: The epochs that lag or are not the batch's (built once: the writer asks with every batch).
+_STANDING = sa.select(_e.c.epoch, _LAGS).where(sa.or_(_LAGS, _e.c.epoch.not_in(sa.bindparam("batch", expanding=True))))
+
+
+def standing(conn: sa.Connection, batch: Collection[str], known: dict[str, epoch_order.EpochStart]) -> str:
+    """How a writer stores a batch of ``batch``'s epochs, its records already inserted in ``conn``'s transaction.
+
+    ``INLINE`` while every stored record is in the tables and no other epoch is newer
+    than the batch's oldest; ``TRAILING`` while an epoch lags; ``LATE`` when an epoch
+    whose rows are written is newer. One query on ``journal_epochs`` (in a journal of
+    one epoch it returns nothing); the epochs' starts (their first records, which never
+    change) are looked up once each and kept in ``known``. ``batch`` empty (nothing in it
+    derives a row): only whether an epoch lags.
+    """
+    if not batch:
+        return TRAILING if lagging(conn) else INLINE
+    others = conn.execute(_STANDING, {"batch": sorted(batch)}).all()
+    if any(lags for _epoch, lags in others):
+        return TRAILING
+    if not others:
+        return INLINE
+    for epoch in [*batch, *(epoch for epoch, _lags in others)]:
+        if epoch not in known and (start := epoch_order.first_record(conn, epoch)) is not None:
+            known[epoch] = start
+    mine = min((known[e] for e in batch if e in known), default=None)
+    return LATE if mine is not None and any(known.get(e, mine) > mine for e, _lags in others) else INLINE
 
 
 #: The command that brings the tables up to date, as the notes to readers name it.
@@ -93,8 +157,8 @@ def trail(lag: list[Lag]) -> Trail | None:
     """``lag`` (oldest epoch first, as ``lag`` gives it) summed up (None: caught up)."""
     if not lag:
         return None
-    start = [(done if done is not None else first - 1) for _epoch, done, _head, first in lag]
-    return Trail(sum(head - s for (_e, _d, head, _f), s in zip(lag, start)), len(lag), lag[0].epoch, start[0] + 1)
+    start = [(e.history_lsn if e.history_lsn is not None else e.first_lsn - 1) for e in lag]
+    return Trail(sum(e.head_lsn - s for e, s in zip(lag, start)), len(lag), lag[0].epoch, start[0] + 1)
 
 
 def describe(lag: list[Lag]) -> str:
@@ -113,6 +177,9 @@ def advice(lag: list[Lag]) -> str | None:
     """
     if not lag:
         return None
+    if any(e.late for e in lag):
+        return (f"{describe(lag)}, so answers leave out those records (an older epoch's records were stored after "
+                f'a newer epoch\'s rows); run "{CATCH_UP}", which rebuilds the tables in epoch order')
     return (f"{describe(lag)}, so answers leave out those records (stored with --journal-history follow); "
             f'run "{CATCH_UP}" to bring the tables up to date')
 
@@ -120,6 +187,20 @@ def advice(lag: list[Lag]) -> str | None:
 def mark_all(conn: sa.Connection) -> None:
     """Every epoch's records are in the tables (after a rebuild, in its transaction)."""
     conn.execute(sa.update(_e).values(history_lsn=_e.c.head_lsn))
+
+
+def rebuild_to_heads(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK) -> int:
+    """Rebuild the tables from every epoch's records up to its head as read first; mark those heads.
+
+    What the indexer does when an epoch is ``late``. A writer may store records meanwhile
+    (PostgreSQL): those past the heads read stay lagging for the next chunk rather than
+    being marked as indexed without having been read.
+    """
+    take_turn(conn)
+    heads = {epoch: int(head) for epoch, head in conn.execute(sa.select(_e.c.epoch, _e.c.head_lsn))}
+    read = rebuild_history(conn, chunk_size=chunk_size, upto=heads)
+    _mark(conn, heads)
+    return read
 
 
 def take_turn(conn: sa.Connection) -> None:
@@ -135,18 +216,22 @@ def take_turn(conn: sa.Connection) -> None:
         conn.execute(sa.update(_e).where(sa.false()).values(history_lsn=_e.c.history_lsn))
 
 
-def index_chunk(conn: sa.Connection, chunk_size: int) -> int:
+def index_chunk(conn: sa.Connection, chunk_size: int) -> int | None:
     """Derive the rows of the next ``chunk_size`` records the tables lack, in ``conn``'s transaction.
 
     Records are taken past each lagging epoch's ``history_lsn`` epoch by epoch, oldest
     first, each in LSN order - the order ``rebuild_history`` applies them in - and each
     epoch's ``history_lsn`` moves to the last of its records taken. Returns how many
-    records were read (0: caught up).
+    records were read (0: caught up), or None, having written nothing, when an epoch is
+    ``late``: its records would go after a newer epoch's, and only ``rebuild_to_heads``
+    puts them in order.
     """
     take_turn(conn)
     behind = lag(conn)  # oldest first
     if not behind:
         return 0
+    if any(e.late for e in behind):
+        return None
     r = schema.journal_records
     # Payloads only of the kinds that have rows: a checkpoint's is large and derives nothing.
     payload = sa.case((r.c.kind.in_(sorted(derived.KINDS)), r.c.payload), else_=sa.literal(""))
@@ -154,7 +239,7 @@ def index_chunk(conn: sa.Connection, chunk_size: int) -> int:
                r.c.payload_sha256)
     page: list[records.EncodedRecord] = []
     last: dict[str, int] = {}
-    for epoch, done, head, _first in behind:
+    for epoch, done, head, _first, _late in behind:
         room = chunk_size - len(page)
         if room <= 0:
             break
@@ -173,12 +258,20 @@ def index_chunk(conn: sa.Connection, chunk_size: int) -> int:
     _apply(conn, page, link=True)
     if not last:
         return 0
-    conn.execute(sa.update(_e).where(_e.c.epoch == sa.bindparam("b_epoch")).values(history_lsn=sa.bindparam("b_lsn")),
-                 [{"b_epoch": epoch, "b_lsn": lsn} for epoch, lsn in last.items()])
+    _mark(conn, last)
     return len(page)
 
 
-def rebuild_history(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK) -> int:
+def _mark(conn: sa.Connection, done: Mapping[str, int]) -> None:
+    """Each epoch's records up to ``done[epoch]`` are in the tables."""
+    if done:
+        conn.execute(sa.update(_e).where(_e.c.epoch == sa.bindparam("b_epoch"))
+                     .values(history_lsn=sa.bindparam("b_lsn")),
+                     [{"b_epoch": epoch, "b_lsn": lsn} for epoch, lsn in done.items()])
+
+
+def rebuild_history(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK,
+                    upto: Mapping[str, int] | None = None) -> int:
     """Empty the history tables and derive them again from every stored record, epoch by epoch.
 
     Runs in the caller's transaction (a migration that fills the tables, or
@@ -189,7 +282,8 @@ def rebuild_history(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK) -> 
     the identity: LSNs of epochs begun while the database was away overlap, so an order
     on the bare LSN would interleave them. The records are read in pages of
     ``chunk_size`` and each page is applied as the writer applies a batch, which gives
-    the same tables as the writer's own batches did.
+    the same tables as the writer's own batches did. With ``upto``, only the epochs it
+    names, each up to its LSN there.
     """
     for table in reversed(derived.TABLES):
         conn.execute(sa.delete(table))
@@ -198,12 +292,15 @@ def rebuild_history(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK) -> 
                r.c.payload_sha256)
     read = 0
     for start in epoch_order.starts(conn):
+        if upto is not None and start.epoch not in upto:
+            continue
         after = epoch_order.FIRST_SCHEDULER_LSN - 1
         while True:
-            page = [records.EncodedRecord(*row) for row in conn.execute(
-                sa.select(*columns).where(r.c.incarnation == start.epoch, r.c.lsn > after,
-                                          r.c.kind.in_(sorted(derived.KINDS)))
-                .order_by(r.c.lsn).limit(chunk_size))]
+            query = sa.select(*columns).where(r.c.incarnation == start.epoch, r.c.lsn > after,
+                                              r.c.kind.in_(sorted(derived.KINDS)))
+            if upto is not None:
+                query = query.where(r.c.lsn <= upto[start.epoch])
+            page = [records.EncodedRecord(*row) for row in conn.execute(query.order_by(r.c.lsn).limit(chunk_size))]
             if not page:
                 break
             read += len(page)

@@ -81,6 +81,14 @@ def starts(conn: sa.Connection, epochs: Collection[str] | None = None) -> list[E
     return ordered(conn.execute(starts_query(epochs)))
 
 
+def first_record(conn: sa.Connection, epoch: str) -> EpochStart | None:
+    """When ``epoch`` began, by one probe of the key (None: it has no records)."""
+    r = schema.journal_records
+    found = conn.execute(sa.select(r.c.lsn, r.c.recorded_at).where(
+        r.c.incarnation == epoch, r.c.lsn >= FIRST_SCHEDULER_LSN).order_by(r.c.lsn).limit(1)).first()
+    return None if found is None else EpochStart(found.recorded_at, int(found.lsn), epoch)
+
+
 def newest(conn: sa.Connection) -> str | None:
     """The newest epoch (the one whose writer may still be running), or None in an empty journal."""
     found = starts(conn)

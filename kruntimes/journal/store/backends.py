@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -40,6 +40,7 @@ class Journal:
         # only, the rows left to ``index`` (``kruntimes journal index``).
         self._history = follow.check_mode(history)
         self._trailing = False  # an inline writer found the tables behind: said once
+        self._starts: dict[str, Any] = {}  # epoch -> its first record's start (``follow.standing``): never changes
         self._schema = schema  # checked before the first write (``deferred``); None: checked by ``open``
         self._backend: backend.Backend = engines.backend_for(engine.url)  # type: ignore[assignment]
         self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
@@ -197,12 +198,14 @@ class Journal:
                     break
             dbapi_connection = conn.connection.driver_connection
             self._backend.insert_records(dbapi_connection, rows, stamped)
-            # Rows go in LSN order: while the tables trail the journal (records stored by a
-            # ``follow`` writer), this batch's are the indexer's too.
-            indexed = inline and not follow.lagging(conn)
-            if inline and not indexed and not self._trailing:
-                log.warning("the history tables trail the journal (records stored with --journal-history follow): "
-                            "this writer leaves its records' rows to `kruntimes journal index` until it catches up")
+            # Rows go in epoch order, each epoch's in LSN order: while the tables trail the journal,
+            # or when a newer epoch's rows are written, this batch's are the indexer's. (Records that
+            # derive no row, as the `end` a restart writes for its old epoch, are never out of order.)
+            standing = follow.standing(conn, {r.incarnation for r in rows if r.kind in derived.KINDS},
+                                       self._starts) if inline else None
+            indexed = standing == follow.INLINE
+            if standing is not None and not indexed and not self._trailing:
+                log.warning(follow.WRITER_NOTES[standing])
             self._trailing = inline and not indexed
             epochs.project_incarnations(conn, rows)
             epochs.advance(conn, rows, key, indexed, self._upsert_epochs)
@@ -261,23 +264,31 @@ class Journal:
 
         Takes the append lock: the writer's batches wait (a busy scheduler spools meanwhile).
         """
+        def rebuild(conn: sa.Connection) -> int:
+            follow.take_turn(conn)  # an indexer's chunk in flight ends first
+            read = follow.rebuild_history(conn, chunk_size=chunk_size)
+            follow.mark_all(conn)
+            return read
+
+        return self._rebuild(rebuild, "cannot reindex the journal")
+
+    def _rebuild(self, work: Callable[[sa.Connection], int], failure: str) -> int:
         with self._append_lock:
             self._drop_append_connection()
             try:
                 with self._engine.begin() as conn:
-                    follow.take_turn(conn)  # an indexer's chunk in flight ends first
-                    read = follow.rebuild_history(conn, chunk_size=chunk_size)
-                    follow.mark_all(conn)
-                    return read
+                    return work(conn)
             except sa_exc.DBAPIError as exc:
-                raise errors.JournalUnavailable(f"cannot reindex the journal ({self.backend}): {exc.orig}") from exc
+                raise errors.JournalUnavailable(f"{failure} ({self.backend}): {exc.orig}") from exc
 
     def index(self, *, chunk_size: int = REINDEX_CHUNK, limit: int | None = None) -> int:
         """Derive the history rows the tables lack (records a ``follow`` writer stored); the records read.
 
         One transaction per chunk of ``chunk_size`` records, so a writer waits at most one
         chunk (SQLite) and an interrupted run keeps what it did. Stops when the tables
-        have caught up with what is stored, or after about ``limit`` records.
+        have caught up with what is stored, or after about ``limit`` records. An older
+        epoch's records stored after a newer epoch's rows (``Lag.late``) are put in order
+        by rebuilding the tables whole, as ``reindex`` does (logged as a warning).
         """
         read = 0
         while limit is None or read < limit:
@@ -287,6 +298,11 @@ class Journal:
             except sa_exc.DBAPIError as exc:
                 raise errors.JournalUnavailable(
                     f"cannot index the journal's history ({self.backend}): {exc.orig}") from exc
+            if n is None:
+                n = self._rebuild(lambda conn: follow.rebuild_to_heads(conn, chunk_size=chunk_size),
+                                  "cannot rebuild the journal's history")
+                log.warning("rebuilt the history tables from %d records: an older epoch's records had arrived "
+                            "after a newer epoch's rows", n)
             if n == 0:
                 break
             read += n
