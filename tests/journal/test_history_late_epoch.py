@@ -14,7 +14,10 @@ older epoch, which began minutes earlier, had ``r`` pending and then placed it.
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
+
+import sqlalchemy as sa
 
 from kruntimes.journal import records
 from kruntimes.journal.history import check as history_check
@@ -88,3 +91,24 @@ def test_the_indexer_rebuilds_when_a_follow_writer_stored_an_older_epochs_record
         assert history_check.check(journal).ok
     finally:
         journal.close()
+
+
+def test_on_postgresql_an_inline_writer_checks_only_after_another_writers_transaction_ends(
+        postgres_url: str) -> None:
+    """Two replicas committing at once must not both miss each other's rows: the second waits."""
+    journal = backends.Journal.open(postgres_url)
+    holder = sa.create_engine(postgres_url)
+    try:
+        journal.append_batch(_newer())
+        done = threading.Event()
+        with holder.connect() as conn, conn.begin():
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": follow._WRITERS_LOCK})
+            appending = threading.Thread(target=lambda: (journal.append_batch(_newer(2, 6)), done.set()))
+            appending.start()
+            assert not done.wait(0.5)  # the other writer's transaction is still open
+        assert done.wait(10)  # its end lets the check run
+        appending.join()
+        assert journal.history_lag() == []
+    finally:
+        journal.close()
+        holder.dispose()

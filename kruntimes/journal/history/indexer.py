@@ -53,6 +53,8 @@ def check_mode(mode: str) -> str:
 _e = schema.journal_epochs
 #: The PostgreSQL advisory lock an indexer's transaction holds ("kruntime" in ASCII).
 _INDEXER_LOCK = 0x6B72756E74696D65
+#: The PostgreSQL advisory lock an inline writer holds from its check to its commit ("kruntimw").
+_WRITERS_LOCK = 0x6B72756E74696D77
 _LAGS = sa.or_(_e.c.history_lsn.is_(None), _e.c.history_lsn < _e.c.head_lsn)
 
 
@@ -125,7 +127,15 @@ def standing(conn: sa.Connection, batch: Collection[str], known: dict[str, epoch
     one epoch it returns nothing); the epochs' starts (their first records, which never
     change) are looked up once each and kept in ``known``. ``batch`` empty (nothing in it
     derives a row): only whether an epoch lags.
+
+    On PostgreSQL the check waits for any other inline writer's transaction to end (an
+    advisory lock held to commit): under READ COMMITTED it then sees what that writer
+    committed. Without it, two replicas committing at once (a newer term's first batch, an
+    older term's late tail) could each miss the other's rows and both derive inline. On
+    SQLite the records' insert already holds the database's one write lock.
     """
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _WRITERS_LOCK})
     if not batch:
         return TRAILING if lagging(conn) else INLINE
     others = conn.execute(_STANDING, {"batch": sorted(batch)}).all()
