@@ -23,7 +23,7 @@ class FakeApi:
         self.runtime_statuses: list[dict[str, Any]] = []
         self.calls: list[str] = []
         self.failing: set[str] = set()
-        self.refusing: str | None = None  # the message a create is refused with (422), or None
+        self.refuse_with: str | None = None  # the message a create is refused with (422), or None
         self.serial = 0
 
     def _call(self, what: str) -> None:
@@ -33,8 +33,8 @@ class FakeApi:
 
     def create_pod(self, namespace: str, body: dict[str, Any]) -> str:
         self._call("create")
-        if self.refusing is not None:
-            raise st.Refused(self.refusing)
+        if self.refuse_with is not None:
+            raise st.Refused(self.refuse_with)
         self.serial += 1
         name = body["metadata"]["generateName"] + f"{self.serial:05d}"
         self.pods[name] = f"uid-{name}"
@@ -137,11 +137,11 @@ def test_one_failed_write_does_not_stop_the_others_and_is_reported() -> None:
 def test_a_refused_template_clears_once_the_wanted_pods_exist_even_if_the_status_write_after_the_create_was_lost(
 ) -> None:
     api = FakeApi()
-    api.refusing = "admission webhook said no"
+    api.refuse_with = "admission webhook said no"
     done = apply(reconcile(RUNTIME, [], [], NOW), RUNTIME, None, api, NOW)
     refused_status = done.status
     assert _template(refused_status)["status"] == "False"
-    api.refusing, api.failing = None, {"status"}  # the server takes the pod; the status write after it is lost
+    api.refuse_with, api.failing = None, {"status"}  # the server takes the pod; the status write after it is lost
     created = apply(reconcile(dataclasses.replace(RUNTIME, conditions=refused_status["conditions"]), [], [], NOW),
                     RUNTIME, refused_status, api, NOW)
     assert created.created and not created.status_written
