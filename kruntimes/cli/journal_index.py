@@ -46,13 +46,26 @@ def run_index(args: argparse.Namespace) -> int:
     try:
         if not args.follow:
             started = time.monotonic()
+            rebuilding = _rebuilding(journal)
             total = journal.index(chunk_size=args.chunk)
             seconds = time.monotonic() - started
-            print(f"indexed {total} records in {seconds:.1f} s; {indexer.describe(journal.history_lag())}")
+            print(f"{rebuilding}indexed {total} records in {seconds:.1f} s; {indexer.describe(journal.history_lag())}")
             return 0
         return _follow(journal, args)
     finally:
         journal.close()
+
+
+def _rebuilding(journal: backends.Journal) -> str:
+    """What this run does besides indexing, said first in the line it prints: what it prints is what it does.
+
+    An older epoch's records stored after a newer epoch's rows cannot be applied after
+    them, so ``Journal.index`` rebuilds the tables whole, in epoch order (``Lag.late``).
+    """
+    if any(lag.late for lag in journal.history_lag()):
+        return ("rebuilt the history tables in epoch order (an older epoch's records had arrived after a newer "
+                "epoch's rows); ")
+    return ""
 
 
 def _follow(journal: backends.Journal, args: argparse.Namespace) -> int:
@@ -73,6 +86,7 @@ def _follow(journal: backends.Journal, args: argparse.Namespace) -> int:
     try:
         while not stop.is_set():
             try:
+                rebuilding = _rebuilding(journal)
                 read = journal.index(chunk_size=args.chunk, limit=args.chunk * 50)
                 lag = journal.history_lag()
             except errors.JournalUnavailable as exc:
@@ -87,7 +101,7 @@ def _follow(journal: backends.Journal, args: argparse.Namespace) -> int:
             metrics.indexed.inc(read)
             metrics.lag.set(t.lsns if (t := indexer.trail(lag)) is not None else 0)
             if read:
-                print(f"indexed {read} records; {indexer.describe(lag)}", flush=True)
+                print(f"{rebuilding}indexed {read} records; {indexer.describe(lag)}", flush=True)
             if not lag:
                 stop.wait(args.interval)
     except KeyboardInterrupt:

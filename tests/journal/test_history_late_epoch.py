@@ -17,8 +17,10 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
+import pytest
 import sqlalchemy as sa
 
+from kruntimes.cli import main as cli
 from kruntimes.journal import records
 from kruntimes.journal.history import check as history_check
 from kruntimes.journal.history import indexer as follow
@@ -112,3 +114,17 @@ def test_on_postgresql_an_inline_writer_checks_only_after_another_writers_transa
     finally:
         journal.close()
         holder.dispose()
+
+
+def test_journal_index_says_it_rebuilt_the_tables(journal_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    journal = backends.Journal.open(journal_url)
+    try:
+        journal.append_batch(_newer())
+        journal.append_batch(_older())
+    finally:
+        journal.close()
+    assert cli.main(["journal", "index", "--journal", journal_url]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith("rebuilt the history tables in epoch order") and "indexed 3 records" in said
+    assert cli.main(["journal", "index", "--journal", journal_url]) == 0
+    assert capsys.readouterr().out.startswith("indexed 0 records")  # nothing late any more: nothing rebuilt
