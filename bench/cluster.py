@@ -56,6 +56,7 @@ import kubernetes.client  # noqa: E402
 import kubernetes.config  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
+from bench import proc_cpu  # noqa: E402
 from bench.journal_append import fresh_postgres  # noqa: E402
 from kruntimes.api import models  # noqa: E402
 from kruntimes.cli import kube_args  # noqa: E402
@@ -335,6 +336,7 @@ def measure(host: str, args: argparse.Namespace, namespace: str, runs: int, jour
     started = time.perf_counter()
     scheduler.start()
     synced = leading = bound = None
+    machine: Any = {}
     try:
         while True:
             now = time.perf_counter()
@@ -343,10 +345,12 @@ def measure(host: str, args: argparse.Namespace, namespace: str, runs: int, jour
             if leading is None and scheduler.leading:
                 leading = now
                 cpu = os.times()
+                machine = proc_cpu.snapshot()
             if bound is None and scheduler.binder.writes >= runs:
                 bound = now
             if bound is not None and scheduled(scheduler) >= runs:
                 observed = time.perf_counter()
+                machine = proc_cpu.spent(machine, proc_cpu.snapshot())
                 break
             if now - started > args.timeout:
                 raise SystemExit(f"timed out after {args.timeout}s: {scheduler.binder.writes} binds")
@@ -363,7 +367,7 @@ def measure(host: str, args: argparse.Namespace, namespace: str, runs: int, jour
             "plan": plan.seconds, "process": process.seconds, "cycles": process.calls, "client": binder.seconds,
             "returned": dict(process.returned),
             "informers": informers.seconds, "events": informers.calls, "profiles": profiles,
-            "cpu": (used.user + used.system) - (cpu.user + cpu.system)}
+            "cpu": (used.user + used.system) - (cpu.user + cpu.system), "machine": machine}
 
 
 def report(args: argparse.Namespace, label: str, pods: int, r: dict[str, Any]) -> None:
@@ -391,6 +395,7 @@ def report(args: argparse.Namespace, label: str, pods: int, r: dict[str, Any]) -
                                                      " summed over requests in flight)"),
         ("informer threads applying events", f"{r['informers']:.2f} s for {r['events']:,} events"
                                              f" ({1e3 * r['informers'] / max(r['events'], 1):.3f} ms/event)"),
+        ("the machine's CPU while leading, by process", proc_cpu.line(r["machine"], wall)),
     ]
     width = max(len(k) for k, _ in rows)
     print()

@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.realkube, 
 
 import kubernetes.client  # noqa: E402
 
-from bench import cluster  # noqa: E402
+from bench import cluster, proc_cpu  # noqa: E402
 from kruntimes.cluster.settings import ClusterSettings, LeaseSettings  # noqa: E402
 from tests.realkube import controlplane  # noqa: E402
 
@@ -154,6 +154,7 @@ def measure_kube_scheduler(plane: controlplane.ControlPlane, args: argparse.Name
         progress = BindProgress(api)
         log = open(directory / "kube-scheduler.log", "ab")
         cpu_before = _children_cpu()
+        machine = proc_cpu.snapshot()
         launched = time.perf_counter()
         process = subprocess.Popen(kube_scheduler(plane, directory, args.kube_qps), stdout=log,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -161,6 +162,7 @@ def measure_kube_scheduler(plane: controlplane.ControlPlane, args: argparse.Name
             if not progress.wait(args.timeout):
                 raise SystemExit(f"kube-scheduler bound {progress.bound():,} of {args.runs:,} pods in "
                                  f"{args.timeout:.0f} s; see {directory / 'kube-scheduler.log'}")
+            machine = proc_cpu.spent(machine, proc_cpu.snapshot())
         finally:
             process.terminate()
             process.wait(15)
@@ -171,7 +173,7 @@ def measure_kube_scheduler(plane: controlplane.ControlPlane, args: argparse.Name
     assert progress.first is not None and progress.last is not None
     return {"pods": args.runs, "nodes": args.nodes, "from_start": progress.last - launched,
             "first_to_last": max(progress.last - progress.first, BindProgress.PERIOD),
-            "first": progress.first - launched, "cpu": cpu}
+            "first": progress.first - launched, "cpu": cpu, "machine": machine}
 
 
 def _children_cpu() -> float:
@@ -252,6 +254,8 @@ def summary(args: argparse.Namespace, rates: dict[str, float], results: list[tup
     print(f"      kube-scheduler: first bind {kube['first']:.1f} s after start, all bound "
           f"{kube['from_start']:.1f} s after start ({kube['pods'] / kube['from_start']:,.0f}/s from start); "
           f"{kube['cpu']:.1f} s CPU")
+    print(f"      the machine's CPU from its start to the last bind, by process: "
+          f"{proc_cpu.line(kube['machine'], kube['from_start'])}")
 
 
 if __name__ == "__main__":
