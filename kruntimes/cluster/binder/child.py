@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import kubernetes.client
 
-from kruntimes.cluster import client
+from kruntimes.cluster import client, direct
 from kruntimes.cluster.binder.kube import KubernetesBinder
 from kruntimes.cluster.throttling import Throttling
 from kruntimes.scheduler import status as st
@@ -68,7 +68,9 @@ def serve(conn: Connection, configuration_source: ConfigurationSource, concurren
     configuration = configuration_source()  # loaded here: credentials (and their refresh) are this process's
     configuration.connection_pool_maxsize = concurrency
     api = kubernetes.client.ApiClient(client.configure(configuration))
-    binder = KubernetesBinder(api, timeout=timeout, read_timeout=read_timeout, throttling=Throttling())
+    lean = direct.Direct(configuration, api.default_headers, concurrency) if direct.supports(configuration) else None
+    binder = KubernetesBinder(api, timeout=timeout, read_timeout=read_timeout, throttling=Throttling(),
+                              sender=lean)
     outbox = Outbox(conn)
     sender = threading.Thread(target=outbox.run, name="binder-answers", daemon=True)
     sender.start()
@@ -93,6 +95,8 @@ def serve(conn: Connection, configuration_source: ConfigurationSource, concurren
         outbox.close()
         sender.join(10)
         api.close()
+        if lean is not None:
+            lean.close()
 
 
 def answer(binder: KubernetesBinder, request: Request) -> Answer:

@@ -53,7 +53,7 @@ import urllib3
 from kubernetes.client import ApiException
 
 from kruntimes.api import models
-from kruntimes.cluster import decode, errors
+from kruntimes.cluster import decode, direct, errors
 from kruntimes.cluster.sources import RUNS
 from kruntimes.cluster.throttling import Throttling
 from kruntimes.scheduler import status as st
@@ -75,8 +75,9 @@ class KubernetesBinder:
 
     def __init__(self, api: kubernetes.client.ApiClient, *, fence: Callable[[], bool] = lambda: True,
                  timeout: float = 30.0, read_timeout: float | None = None,
-                 throttling: Throttling | None = None) -> None:
+                 throttling: Throttling | None = None, sender: direct.Direct | None = None) -> None:
         self._custom = kubernetes.client.CustomObjectsApi(api)
+        self._direct = sender  # the writes' lean path (`direct`), when the configuration allows it
         self._fence = fence
         self.timeout = timeout
         self.read_timeout = read_timeout if read_timeout is not None else timeout
@@ -104,9 +105,12 @@ class KubernetesBinder:
         try:
             # The answer is the whole Run, never decoded: a spec made deeply nested since it
             # was observed must not turn a landed write into an error (`decode`).
-            decode.drain(self._custom.replace_namespaced_custom_object_status(
-                models.GROUP, models.VERSION, run.namespace, RUNS, run.name, body, _request_timeout=self.timeout,
-                _preload_content=False))
+            if self._direct is not None:
+                self._replace_directly(run, body)
+            else:
+                decode.drain(self._custom.replace_namespaced_custom_object_status(
+                    models.GROUP, models.VERSION, run.namespace, RUNS, run.name, body,
+                    _request_timeout=self.timeout, _preload_content=False))
         except ApiException as exc:
             code = errors.status_code(exc)
             if code in (404, 409):
@@ -130,6 +134,14 @@ class KubernetesBinder:
             self._count("failures", started)
             raise errors.ApiError(f"{what} failed before it was sent: {errors.describe(exc)}") from exc
         self._count("writes", started)
+
+    def _replace_directly(self, run: RunInfo, body: dict[str, Any]) -> None:
+        assert self._direct is not None
+        target = direct.path("apis", models.GROUP, models.VERSION, "namespaces", run.namespace, RUNS, run.name,
+                             "status")
+        answer = self._direct.request("PUT", target, body, self.timeout)
+        if not 200 <= answer.status < 300:
+            raise direct.api_exception(answer)
 
     def observe(self, run: RunInfo) -> st.Observed | None:
         """Read the Run (a GET, never a write): None when it is gone. Raises `ApiError`."""
@@ -168,4 +180,4 @@ def sent(exc: BaseException) -> bool:
     # No connection was made: a refused connection or one that timed out connecting.
     # (NewConnectionError is a ConnectTimeoutError in urllib3 2.)
     return not isinstance(exc, (urllib3.exceptions.ConnectTimeoutError, urllib3.exceptions.NewConnectionError,
-                                ConnectionRefusedError))
+                                ConnectionRefusedError, direct.NotSent))
