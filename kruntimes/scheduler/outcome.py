@@ -9,6 +9,7 @@ both, so "identical" means every pod's verdict and every score, not just the pod
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
@@ -107,10 +108,15 @@ class CycleOutcome:
         totals = self.totals
         if k <= 0 or not totals:
             return ()
-        # Two sorts of indices with C-level keys: by name (linear when the pods come in
-        # name order, as a snapshot's do), then stably by total, highest first.
+        # Only a pod whose total reaches the k-th highest total (the floor) can be among
+        # the k, so only those are ordered: at 1,000 pods, ~a tenth of them in a busy
+        # cluster, a third of the time of ordering all (the journal writer does this every
+        # cycle). Two sorts of their indices, kept in pod order, with C-level keys: by name,
+        # then stably by total, highest first - the same order, ties included, as sorting all.
         names = self.feasible
-        order = sorted(range(len(totals)), key=names.__getitem__)
+        floor = heapq.nlargest(k, totals)[-1]
+        order = [i for i, total in enumerate(totals) if total >= floor]
+        order.sort(key=names.__getitem__)
         order.sort(key=totals.__getitem__, reverse=True)
         scores = self.scores
         return tuple([Candidate(names[i], totals[i], tuple([(s.plugin, s.raw[i], s.normalized[i]) for s in scores]))
