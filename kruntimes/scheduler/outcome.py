@@ -13,7 +13,7 @@ import heapq
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from kruntimes import canonical
 from kruntimes.scheduler.config import PLANNER_VERSION
@@ -128,29 +128,30 @@ class CycleOutcome:
             return None
         return self.totals[self.feasible.index(self.chosen)]
 
-    def encode(self) -> dict[str, Any]:
+    def encode(self, vector: Callable[[Any], Any] = lambda v: v) -> dict[str, Any]:
         """The FULL outcome for canonical encoding (O(pods) when encoded).
 
         Sequences stay tuples: the canonical encoder writes them as JSON arrays, so
         the digest needs no per-pod conversion on the hot path; `canonical.plain`
-        turns this into lists where a JSON-exact value is needed."""
+        turns this into lists where a JSON-exact value is needed. Each per-pod vector
+        goes through ``vector`` (`canonical.digest_of`'s kept encodings)."""
         return {
             "namespace": self.namespace, "run_name": self.run_name, "run_uid": self.run_uid,
             "snapshot_lsn": self.snapshot_lsn, "now": self.now.isoformat(),
             "config_digest": self.config_digest, "status": self.status,
-            "pods": self.pods,
-            "rejections": self.rejections,
-            "feasible": self.feasible,
-            "scores": [{"plugin": s.plugin, "weight": s.weight, "raw": s.raw, "normalized": s.normalized}
+            "pods": vector(self.pods),
+            "rejections": vector(self.rejections),
+            "feasible": vector(self.feasible),
+            "scores": [{"plugin": s.plugin, "weight": s.weight, "raw": vector(s.raw), "normalized": vector(s.normalized)}
                        for s in self.scores],
-            "totals": self.totals, "chosen": self.chosen, "chosen_uid": self.chosen_uid,
+            "totals": vector(self.totals), "chosen": self.chosen, "chosen_uid": self.chosen_uid,
             "message": self.message,
             **({"devices": self.devices.encode()} if self.devices is not None else {}),
         }
 
     def digest(self) -> str:
-        """SHA-256 of the canonical encoding of the full outcome."""
-        return canonical.digest(self.encode())
+        """SHA-256 of the canonical encoding of the full outcome (of ``encode()``)."""
+        return canonical.digest_of(self.encode)
 
 
 def pending_message(evaluated: int, rejections: tuple[tuple[str, str] | None, ...],
