@@ -11,7 +11,7 @@ writer once waited on such a connection for minutes while records piled up in me
 
 So the writer makes each call to the database through ``Deadline.call``: on a thread
 of its own (``_Caller``, one long-lived thread: starting a thread per call cost the
-writer process ~8% of its CPU at a few hundred batches a second), waited for at most
+writer process 6-8% of its CPU at a few hundred batches a second), waited for at most
 ``seconds``. A late call counts as failed
 (``JournalTimeout``: the writer spools its batch like a refused one) and every
 connection of the journal's engine is cut - the socket under psycopg shut down, an
@@ -153,14 +153,15 @@ class _Job:
     __slots__ = ("call", "outcome", "_done")
 
     def __init__(self, call: Callable[[], Any]) -> None:
-        self.call = call
+        self.call: Callable[[], Any] | None = call
         self.outcome: tuple[bool, Any] | None = None
         self._done = threading.Lock()
         self._done.acquire()
 
     def run(self) -> None:
+        call, self.call = self.call, None  # its arguments (a batch's rows) are not kept while the thread waits
         try:
-            self.outcome = (True, self.call())
+            self.outcome = (True, call())  # type: ignore[misc]
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             self.outcome = (False, exc)
         finally:
