@@ -10,9 +10,11 @@ both, so "identical" means every pod's verdict and every score, not just the pod
 from __future__ import annotations
 
 import heapq
+import operator
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import islice
 from typing import Any, Callable, NamedTuple, Sequence
 
 from kruntimes import canonical
@@ -109,13 +111,21 @@ class CycleOutcome:
         if k <= 0 or not totals:
             return ()
         # Only a pod whose total reaches the k-th highest total (the floor) can be among
-        # the k, so only those are ordered: at 1,000 pods, ~a tenth of them in a busy
-        # cluster, a third of the time of ordering all (the journal writer does this every
-        # cycle). Two sorts of their indices, kept in pod order, with C-level keys: by name,
-        # then stably by total, highest first - the same order, ties included, as sorting all.
+        # the k, so only those are ordered: two sorts with C-level keys, by name and stably
+        # by total, highest first - the same order, ties included, as sorting all. Those
+        # above the floor are fewer than k, and their totals are among the k highest; of
+        # those at it - in a cluster of alike pods, nearly all - only the first few by name
+        # are needed, which, when the pods come in name order (a snapshot's do), are the
+        # first few in pod order. Both are found by `tuple.index` scans in C that stop there.
         names = self.feasible
-        floor = heapq.nlargest(k, totals)[-1]
-        order = [i for i, total in enumerate(totals) if total >= floor]
+        highest = heapq.nlargest(k, totals)
+        floor = highest[-1]
+        if _in_name_order(names):
+            order = [i for total in sorted(set(highest), reverse=True) if total != floor
+                     for i in _first(totals, total, highest.count(total))]
+            order += _first(totals, floor, k - len(order))
+        else:
+            order = [i for i, total in enumerate(totals) if total >= floor]
         order.sort(key=names.__getitem__)
         order.sort(key=totals.__getitem__, reverse=True)
         scores = self.scores
@@ -152,6 +162,30 @@ class CycleOutcome:
     def digest(self) -> str:
         """SHA-256 of the canonical encoding of the full outcome (of ``encode()``)."""
         return canonical.digest_of(self.encode)
+
+
+_ORDERED: list[Any] = [None, False]  # the last names tuple asked about (kept alive: its id stays its own), and the answer
+
+
+def _in_name_order(names: tuple[str, ...]) -> bool:
+    """Whether `names` never decreases; remembered for the last tuple (the same one, cycle after cycle)."""
+    if _ORDERED[0] is not names:
+        _ORDERED[:] = [names, all(map(operator.le, names, islice(names, 1, None)))]
+    return bool(_ORDERED[1])
+
+
+def _first(values: tuple[Any, ...], value: Any, n: int) -> list[int]:
+    """The positions of the first `n` elements of `values` equal to `value` (fewer if there are not n)."""
+    found: list[int] = []
+    at = 0
+    while len(found) < n:
+        try:
+            at = values.index(value, at)
+        except ValueError:
+            break
+        found.append(at)
+        at += 1
+    return found
 
 
 def pending_message(evaluated: int, rejections: tuple[tuple[str, str] | None, ...],

@@ -62,3 +62,16 @@ def test_top_of_a_thousand_pods_in_three_buckets_is_the_two_sort_order() -> None
     for k in (1, 5, 124, 125, 126, 1000, 1001):
         totals = [rng.choice((0, 50, 50, 50, 50, 50, 100)) for _ in names]
         assert [c.pod for c in outcome(totals, names).top(k)] == [names[i] for i in two_sorts(totals, names, k)]
+
+
+@given(totals=hs.lists(hs.integers(0, 3), max_size=60), k=hs.integers(0, 8), data=hs.data())
+def test_top_of_pods_in_name_order_takes_the_first_tied_ones_in_pod_order(
+        totals: list[int], k: int, data: hs.DataObject) -> None:
+    # Pods in name order, as a snapshot gives them (repeats allowed): the scan that stops after
+    # the first tied pods must pick what ordering all of them picks.
+    names = sorted(data.draw(hs.lists(hs.text("ab", min_size=1, max_size=2), min_size=len(totals),
+                                      max_size=len(totals))))
+    o = outcome(totals, names)
+    expected = [i for _, _, i in heapq.nsmallest(k, zip([-t for t in totals], names, range(len(totals))))]
+    assert [c.pod for c in o.top(k)] == [names[i] for i in expected]
+    assert [c.total for c in o.top(k)] == [totals[i] for i in expected]
