@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -68,15 +69,17 @@ def deploy(plane: controlplane.ControlPlane) -> None:
 
 
 # -- (c) kube-scheduler ---------------------------------------------------------------------------
-NAMESPACE = "kube-bench"
 
 
-def populate_nodes_and_pods(api: kubernetes.client.ApiClient, nodes: int, pods: int) -> None:
-    """Ready nodes with room for every pod, and Pending pods for the default scheduler."""
+def populate_nodes_and_pods(api: kubernetes.client.ApiClient, nodes: int, pods: int, namespace: str,
+                            rounds: int) -> None:
+    """Ready nodes with room for every round's pods (made once), and Pending pods for the default scheduler."""
     core = kubernetes.client.CoreV1Api(api)
-    core.create_namespace({"metadata": {"name": NAMESPACE}})
+    core.create_namespace({"metadata": {"name": namespace}})
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    room = {"cpu": "64", "memory": "256Gi", "pods": str(max(110, 2 * -(-pods // nodes)))}
+    room = {"cpu": str(64 * rounds), "memory": f"{256 * rounds}Gi",
+            "pods": str(max(110, 2 * rounds * -(-pods // nodes)))}
+    made = bool(core.list_node(limit=1).items)
 
     def node(i: int) -> None:
         name = f"node-{i:04d}"
@@ -89,12 +92,13 @@ def populate_nodes_and_pods(api: kubernetes.client.ApiClient, nodes: int, pods: 
         core.patch_node(name, {"spec": {"taints": None}})
 
     def pod(i: int) -> None:
-        core.create_namespaced_pod(NAMESPACE, {"metadata": {"name": f"pod-{i:05d}"}, "spec": {"containers": [{
+        core.create_namespaced_pod(namespace, {"metadata": {"name": f"pod-{i:05d}"}, "spec": {"containers": [{
             "name": "c", "image": "registry.k8s.io/pause:3.10",
             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}})
 
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(node, range(nodes)))
+        if not made:
+            list(pool.map(node, range(nodes)))
         list(pool.map(pod, range(pods)))
 
 
@@ -108,13 +112,14 @@ class BindProgress:
 
     PERIOD = 0.1
 
-    def __init__(self, api: kubernetes.client.ApiClient) -> None:
+    def __init__(self, api: kubernetes.client.ApiClient, namespace: str) -> None:
         self._core = kubernetes.client.CoreV1Api(api)
+        self._namespace = namespace
         self.first: float | None = None
         self.last: float | None = None
 
     def _any(self, selector: str) -> bool:
-        return bool(self._core.list_namespaced_pod(NAMESPACE, field_selector=selector, limit=1).items)
+        return bool(self._core.list_namespaced_pod(self._namespace, field_selector=selector, limit=1).items)
 
     def wait(self, timeout: float) -> bool:
         deadline = time.perf_counter() + timeout
@@ -129,7 +134,7 @@ class BindProgress:
         return False
 
     def bound(self) -> int:
-        return len(self._core.list_namespaced_pod(NAMESPACE, field_selector="spec.nodeName!=").items)
+        return len(self._core.list_namespaced_pod(self._namespace, field_selector="spec.nodeName!=").items)
 
 
 def kube_scheduler(plane: controlplane.ControlPlane, directory: Path, qps: int) -> list[str]:
@@ -144,14 +149,14 @@ def kube_scheduler(plane: controlplane.ControlPlane, directory: Path, qps: int) 
 
 
 def measure_kube_scheduler(plane: controlplane.ControlPlane, args: argparse.Namespace,
-                           directory: Path) -> dict[str, Any]:
+                           directory: Path, namespace: str) -> dict[str, Any]:
     api = cluster.api_client(str(plane.kubeconfig), pool=16)
     try:
         started = time.perf_counter()
-        populate_nodes_and_pods(api, args.nodes, args.runs)
+        populate_nodes_and_pods(api, args.nodes, args.runs, namespace, args.rounds)
         print(f"setup (c): {args.nodes:,} nodes and {args.runs:,} pods in {time.perf_counter() - started:.1f} s",
               flush=True)
-        progress = BindProgress(api)
+        progress = BindProgress(api, namespace)
         log = open(directory / "kube-scheduler.log", "ab")
         cpu_before = _children_cpu()
         machine = proc_cpu.snapshot()
@@ -197,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kube-qps", type=int, default=5000, help="kube-scheduler's client QPS and burst")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--parts", default="a,b,c", help="which measurements, of a, b, c")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure (b) and (c) this many times, in turn, the order reversed every other round "
+                             "(a shared machine moves between measurements; medians are printed)")
     parser.add_argument("--dir", type=Path, help="the control plane's directory (default: a temporary one)")
     args = parser.parse_args(argv)
     args.profile = False
@@ -206,57 +214,74 @@ def main(argv: list[str] | None = None) -> int:
         directory = args.dir or Path(scratch)
         plane = controlplane.ControlPlane(directory / "plane")
         with plane:
-            started = time.perf_counter()
             deploy(plane)
-            host = str(plane.kubeconfig)
             parts = set(args.parts.split(","))
-            modes = ("sqlite", "off") if "b" in parts else ()
-            api = cluster.api_client(host, pool=16)
-            capacity = cluster.capacity_for(args.pods, args.runs, None)
-            for mode in modes:
-                cluster.populate(api, f"bench-{mode}", args.pods, args.runs, capacity)
-            api.close()
-            print(f"setup (b): {len(modes) * args.pods:,} Runtime Pods and {len(modes) * args.runs:,} Runs in "
-                  f"{time.perf_counter() - started:.1f} s", flush=True)
             rates = {}
             if "a" in parts:
-                rates = cluster.ceiling(host, args.ceiling_threads.split(","), args.ceiling_writes)
+                rates = cluster.ceiling(str(plane.kubeconfig), args.ceiling_threads.split(","), args.ceiling_writes)
                 print("(a) ceiling: " + ", ".join(f"{n} {r:,.0f}/s" for n, r in rates.items()), flush=True)
-            results = []
-            for mode in modes:
-                url = f"sqlite:///{directory}/journal-{mode}.db" if mode == "sqlite" else None
-                label = "off" if mode == "off" else f"SQLite (WAL), summary, {args.journal_writer} writer"
-                result = cluster.measure(host, args, f"bench-{mode}", args.runs, str(directory), url, FENCE_LEASE)
-                cluster.report(args, label, args.pods, result)
-                results.append((label, result))
-            kube = measure_kube_scheduler(plane, args, directory) if "c" in parts else None
-    summary(args, rates, results, kube)
+            rounds = [measure_round(plane, args, directory, parts, n) for n in range(1, args.rounds + 1)]
+    summary(args, rates, rounds)
     return 0
 
 
-def summary(args: argparse.Namespace, rates: dict[str, float], results: list[tuple[str, dict[str, Any]]],
-            kube: dict[str, Any] | None) -> None:
+def measure_round(plane: controlplane.ControlPlane, args: argparse.Namespace, directory: Path, parts: set[str],
+                  number: int) -> dict[str, dict[str, Any]]:
+    """One round of (b) with the journal on and off and (c), each in namespaces of its own."""
+    host = str(plane.kubeconfig)
+    started = time.perf_counter()
+    modes = ("sqlite", "off") if "b" in parts else ()
+    api = cluster.api_client(host, pool=16)
+    capacity = cluster.capacity_for(args.pods, args.runs, None)
+    for mode in modes:
+        cluster.populate(api, f"bench-{mode}-{number}", args.pods, args.runs, capacity)
+    api.close()
+    print(f"round {number}, setup (b): {len(modes) * args.pods:,} Runtime Pods and {len(modes) * args.runs:,} "
+          f"Runs in {time.perf_counter() - started:.1f} s", flush=True)
+    order = [*modes, *(["kube"] if "c" in parts else [])]
+    results: dict[str, dict[str, Any]] = {}
+    for what in order if number % 2 else reversed(order):
+        if what == "kube":
+            results[what] = measure_kube_scheduler(plane, args, directory, f"kube-bench-{number}")
+            continue
+        url = f"sqlite:///{directory}/journal-{what}-{number}.db" if what == "sqlite" else None
+        label = "off" if what == "off" else f"SQLite (WAL), summary, {args.journal_writer} writer"
+        results[what] = cluster.measure(host, args, f"bench-{what}-{number}", args.runs, str(directory), url,
+                                        FENCE_LEASE)
+        results[what]["label"] = label
+        cluster.report(args, f"{label} (round {number})", args.pods, results[what])
+    return results
+
+
+def rate(what: str, r: dict[str, Any]) -> float:
+    return float(r["pods"] / r["first_to_last"]) if what == "kube" else float(r["binds"] / r["observed"])
+
+
+def summary(args: argparse.Namespace, rates: dict[str, float], rounds: list[dict[str, dict[str, Any]]]) -> None:
     best = max(rates.values()) if rates else float("nan")
-    kube_rate = kube["pods"] / kube["first_to_last"] if kube else float("nan")
     print(f"\nbench/realkube.py - kube-apiserver v1.37.2 + etcd on loopback, {os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.2f} (1 min average, at the end)")
     if rates:
-        print(f"  (a) the server's ceiling, Run status replaces/s (real client, watches running): "
-              + " / ".join(f"{rates[n]:,.0f}" for n in rates) + f" at {' / '.join(rates)} (threads, or processes x threads)")
-    print(f"  {'':3} {'what':<58} {'per s':>8} {'x ceiling':>9} {'x kube-scheduler':>16}")
-    for label, r in results:
-        rate = r["binds"] / r["observed"]
-        print(f"  (b) kruntimes, {args.pods:,} pods / {r['runs']:,} Runs, journal {label:<28}"
-              f" {rate:>8,.0f} {rate / best:>9.2f} {rate / kube_rate:>16.2f}")
-    if kube is None:
-        return
-    print(f"  (c) kube-scheduler, {kube['nodes']:,} nodes / {kube['pods']:,} pods, default profile"
-          f"{'':<11} {kube_rate:>8,.0f} {kube_rate / best:>9.2f} {1:>16.2f}")
-    print(f"      kube-scheduler: first bind {kube['first']:.1f} s after start, all bound "
-          f"{kube['from_start']:.1f} s after start ({kube['pods'] / kube['from_start']:,.0f}/s from start); "
-          f"{kube['cpu']:.1f} s CPU")
-    print(f"      the machine's CPU from its start to the last bind, by process: "
-          f"{proc_cpu.line(kube['machine'], kube['from_start'])}")
+        print(f"  (a) the server's ceiling, Run status replaces/s (watches running): "
+              + " / ".join(f"{rates[n]:,.0f}" for n in rates) + f" at {' / '.join(rates)} "
+              "(threads, or processes x threads; d: the lean client)")
+    labels = {"sqlite": f"(b) kruntimes, {args.pods:,} pods / {args.runs:,} Runs, journal SQLite (WAL)",
+              "off": f"(b) kruntimes, {args.pods:,} pods / {args.runs:,} Runs, journal off",
+              "kube": f"(c) kube-scheduler, {args.nodes:,} nodes / {args.runs:,} pods, default profile"}
+    print(f"  {'what':<62} {'per s, each round':>22} {'median':>7} {'x ceiling':>9} {'x kube-scheduler':>16}")
+    medians = {what: statistics.median(rate(what, r[what]) for r in rounds) for what in labels if what in rounds[0]}
+    for what, median in medians.items():
+        each = " / ".join(f"{rate(what, r[what]):,.0f}" for r in rounds)
+        versus = median / medians["kube"] if "kube" in medians else float("nan")
+        print(f"  {labels[what]:<62} {each:>22} {median:>7,.0f} {median / best:>9.2f} {versus:>16.2f}")
+    for number, r in enumerate(rounds, 1):
+        for what in r:
+            wall = r[what]["from_start"] if what == "kube" else r[what]["observed"]
+            print(f"      round {number} {what:<6} CPU by process: {proc_cpu.line(r[what]['machine'], wall)}")
+        if "kube" in r:
+            kube = r["kube"]
+            print(f"      round {number} kube-scheduler: first bind {kube['first']:.1f} s after start, all bound "
+                  f"{kube['from_start']:.1f} s after start ({kube['pods'] / kube['from_start']:,.0f}/s from start)")
 
 
 if __name__ == "__main__":
