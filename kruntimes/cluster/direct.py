@@ -9,10 +9,11 @@ the request is written out in one piece and the answer parsed by httptools (llht
 Node's C parser): ~75 µs, measured against the release's kube-apiserver (bench/README.md).
 
 What is kept from the client: the same `Configuration` (host and base path, TLS
-trust, client certificate, verification and server name, the bearer token with its
-refresh hook) and the same default headers (its User-Agent names the field manager
-the server records). A configuration with a proxy is not handled (`supports`): the
-caller keeps the client there.
+trust as a file or data, client certificate, verification and server name, socket
+options, the bearer token with its refresh hook) and the same default headers (its
+User-Agent names the field manager the server records). A configuration with a proxy,
+or one checking the certificate against another name, is not handled (`supports`):
+the caller keeps the client there.
 
 The rule of `client` holds: a request is never re-sent. `NotSent` is raised only
 when no byte of it left this process (the connection could not be made); once any
@@ -55,8 +56,10 @@ class Answer(NamedTuple):
 
 
 def supports(configuration: kubernetes.client.Configuration) -> bool:
-    """Whether `Direct` can send for this configuration (an http or https host, no proxy)."""
-    return not configuration.proxy and urlsplit(configuration.host).scheme in ("http", "https")
+    """Whether `Direct` can send for this configuration: an http or https host, no proxy, and no
+    certificate check against a name other than the server's (`assert_hostname` as a string)."""
+    return (not configuration.proxy and urlsplit(configuration.host).scheme in ("http", "https")
+            and not isinstance(configuration.assert_hostname, str))
 
 
 def path(*segments: str) -> str:
@@ -161,6 +164,8 @@ class Direct:
         try:
             conn = socket.create_connection(self._address, timeout=_left(deadline))
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for option in self._configuration.socket_options or ():  # e.g. TCP keep-alive, as the client sets them
+                conn.setsockopt(*option)
             if self._context is not None:
                 conn = self._context.wrap_socket(conn, server_hostname=self._server_name)
         except (OSError, ValueError) as exc:
@@ -218,7 +223,7 @@ def _left(deadline: float) -> float:
 
 def _tls_context(configuration: kubernetes.client.Configuration) -> ssl.SSLContext:
     """TLS as the client sets up urllib3: the CA file, the client certificate, verification on unless turned off."""
-    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert, cadata=configuration.ca_cert_data)
     if configuration.cert_file:
         context.load_cert_chain(configuration.cert_file, configuration.key_file)
     if not configuration.verify_ssl:

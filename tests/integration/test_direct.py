@@ -199,10 +199,13 @@ def test_the_bearer_token_is_read_at_most_once_a_second_and_again_after_a_401(em
     assert len(refreshed) == 2  # the 401 made the next request read the token again
 
 
-def test_a_configuration_with_a_proxy_keeps_the_client() -> None:
+def test_a_configuration_with_a_proxy_or_another_certificate_name_keeps_the_client() -> None:
     configuration = kubernetes.client.Configuration()
     configuration.host = "https://api.example:6443"
     assert direct.supports(configuration)
+    configuration.assert_hostname = "other.example"
+    assert not direct.supports(configuration)
+    configuration.assert_hostname = None
     configuration.proxy = "http://proxy.example:3128"
     assert not direct.supports(configuration)
     with pytest.raises(ValueError, match="use the client"):
