@@ -262,7 +262,7 @@ def summary(args: argparse.Namespace, rates: dict[str, float], rounds: list[dict
     print(f"\nbench/realkube.py - kube-apiserver v1.37.2 + etcd on loopback, {os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.2f} (1 min average, at the end)")
     if rates:
-        print(f"  (a) the server's ceiling, Run status replaces/s (watches running): "
+        print("  (a) the server's ceiling, Run status replaces/s (watches running): "
               + " / ".join(f"{rates[n]:,.0f}" for n in rates) + f" at {' / '.join(rates)} "
               "(threads, or processes x threads; d: the lean client)")
     labels = {"sqlite": f"(b) kruntimes, {args.pods:,} pods / {args.runs:,} Runs, journal SQLite (WAL)",

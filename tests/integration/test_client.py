@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,7 +23,6 @@ from kruntimes.cluster import client as cluster_client
 from kruntimes.cluster import errors
 from kruntimes.cluster.binder.kube import KubernetesBinder
 from kruntimes.cluster.runner import ClusterScheduler
-from kruntimes.scheduler import status as st
 from kruntimes.scheduler.projection import RunInfo
 from tests.emulator.faults import Match
 from tests.emulator.manifests import GROUP, VERSION, lease, namespace, run
@@ -125,31 +123,6 @@ def test_the_scheduler_command_builds_its_client_with_the_policy(emulator: Emula
 def run_info(obj: dict[str, Any]) -> RunInfo:
     return RunInfo(namespace=NS, name=obj["metadata"]["name"], uid=obj["metadata"]["uid"],
                    resource_version=obj["metadata"]["resourceVersion"])
-
-
-def test_a_status_write_answered_504_is_ambiguous_and_a_500_is_an_error(emulator: Emulator) -> None:
-    binder = KubernetesBinder(policy_client(emulator))
-    info = run_info(create_run(emulator))
-    emulator.answer(504, runs_path("PUT"))
-    with pytest.raises(st.Ambiguous):
-        binder.update_status(info, {"phase": "Scheduled"})
-    emulator.answer(500, runs_path("PUT"))
-    with pytest.raises(st.ApiError) as caught:
-        binder.update_status(info, {"phase": "Scheduled"})
-    assert not isinstance(caught.value, st.Ambiguous)
-    assert (binder.ambiguous, binder.failures) == (1, 1)
-
-
-def test_a_status_write_that_never_connected_is_an_error_not_an_ambiguous_outcome(emulator: Emulator) -> None:
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    configuration = kubernetes.client.Configuration()
-    configuration.host = f"http://127.0.0.1:{port}"
-    binder = KubernetesBinder(ApiClient(cluster_client.configure(configuration)))
-    with pytest.raises(st.ApiError) as caught:
-        binder.update_status(RunInfo(namespace=NS, name="r", uid="u", resource_version="1"), {"phase": "Scheduled"})
-    assert not isinstance(caught.value, st.Ambiguous) and binder.failures == 1
 
 
 def test_observe_reads_the_runs_version_and_assignment_and_none_once_it_is_gone(emulator: Emulator) -> None:
