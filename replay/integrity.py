@@ -41,7 +41,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from kruntimes.journal import chain, prune
-from kruntimes.journal.history import order as epoch_order
+from kruntimes.journal.history import order
 from kruntimes.journal.store import backends, schema
 from kruntimes.journal import errors as journal_errors
 from replay import ends, errors, published_heads
@@ -146,7 +146,7 @@ def _epoch_rows(journal: backends.Journal, removed: Iterable[str] = ()) -> tuple
     try:
         with journal.engine.connect() as conn:
             rows = {row.epoch: _Row(**row._asdict()) for row in conn.execute(sa.select(e))}
-            chained = epoch_order.starts(conn)
+            chained = order.starts(conn)
             remembered = conn.execute(sa.select(i.c.incarnation, i.c.first_lsn, i.c.started_at)).all()
     except sa_exc.DBAPIError as exc:
         raise _unavailable(journal, exc) from exc
@@ -157,9 +157,9 @@ def _epoch_rows(journal: backends.Journal, removed: Iterable[str] = ()) -> tuple
     for start in chained:
         if start.epoch in rows:
             rows[start.epoch].started_at = start.started_at
-    order = sorted(rows.values(), key=lambda row: (row.started_at is None, row.started_at, row.first_lsn or 0,
-                                                   row.epoch))
-    return order, (chained[-1].epoch if chained else None)
+    oldest_first = sorted(rows.values(), key=lambda row: (row.started_at is None, row.started_at,
+                                                          row.first_lsn or 0, row.epoch))
+    return oldest_first, (chained[-1].epoch if chained else None)
 
 
 def epochs(journal: backends.Journal) -> list[str]:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kruntimes.journal import chain, records
-from kruntimes.journal.history import order as epoch_order
+from kruntimes.journal.history import order
 from kruntimes.journal.store import backends
 
 T0 = datetime(2026, 5, 9, 7, 35, 25, 123456, tzinfo=timezone.utc)
@@ -50,6 +50,6 @@ def in_epoch_order(journal: backends.Journal, kinds: Iterable[str] | None = None
     epochs by their ID, and an order by the bare LSN would interleave overlapping epochs.
     """
     with journal.engine.connect() as conn:
-        oldest_first = [s.epoch for s in epoch_order.starts(conn)]
+        oldest_first = [s.epoch for s in order.starts(conn)]
     wanted = None if kinds is None else set(kinds)
     return [r for epoch in oldest_first for r in journal.read(epoch, kinds=wanted)]
