@@ -12,7 +12,7 @@ order, and names, with the epoch and the LSN:
 - a payload that does not match its SHA-256, a broken link;
 - records after the end record, a missing end (except on the open epoch: the newest
   one, whose writer may still be running - newest by its first record's time, which is
-  chained (`epoch_order`), never by a column anyone could change - and epochs written
+  chained (`history.order`), never by a column anyone could change - and epochs written
   before epochs existed);
 - a stored head that is not the last stored record: the tail was deleted, or the
   records (or the heads) were restored from an older copy;
@@ -138,7 +138,7 @@ def _epoch_rows(journal: backends.Journal, removed: Iterable[str] = ()) -> tuple
     journal_incarnations projection remembers that is neither (unless a prune removed it), oldest first; and
     the newest epoch.
 
-    Order and "newest" come from each epoch's first record (`epoch_order`: its time is
+    Order and "newest" come from each epoch's first record (`history.order`: its time is
     chained), never from the `started_at` columns, which anyone with write access can
     change; an epoch with no record left sorts by its row's time and is never the newest.
     """

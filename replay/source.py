@@ -211,7 +211,7 @@ def last_cycle(journal: backends.Journal) -> tuple[str, int] | None:
 
 
 def _oldest_first(journal: backends.Journal) -> list[str]:
-    """The epochs that have records, oldest first (``epoch_order``: by their first records' time)."""
+    """The epochs that have records, oldest first (``history.order``: by their first records' time)."""
     try:
         with journal.engine.connect() as conn:
             return [s.epoch for s in order.starts(conn)]

@@ -44,7 +44,7 @@ def unchained(rows: Iterable[records.EncodedRecord], key: chain.ChainKey | None 
 
 
 def in_epoch_order(journal: backends.Journal, kinds: Iterable[str] | None = None) -> list[records.JournalRecord]:
-    """Every stored record (of ``kinds``), the oldest epoch's first (``epoch_order``), each epoch's in LSN order.
+    """Every stored record (of ``kinds``), the oldest epoch's first (``history.order``), each epoch's in LSN order.
 
     What a reader of several epochs compares: ``Journal.read`` without an epoch gives the
     epochs by their ID, and an order by the bare LSN would interleave overlapping epochs.

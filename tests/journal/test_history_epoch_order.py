@@ -7,7 +7,7 @@ in decides them. The writer applies each epoch's records as it stores them: an e
 in LSN order, an earlier epoch's before a later one's (a term's writer drains the
 spool of the epochs before it first). A rebuild (``journal reindex``, the check
 ``verify`` names) and the ``follow`` indexer must build the same tables, so they go
-epoch by epoch, oldest first (``epoch_order``), each epoch in LSN order.
+epoch by epoch, oldest first (``history.order``), each epoch in LSN order.
 
 The journal here: a Run waits in the older epoch (LSNs 501-502) and is placed in the
 newer one, which began while the database was away and numbered from 1. In (LSN,

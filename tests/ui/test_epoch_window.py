@@ -6,7 +6,7 @@ record - and the newer one (an hour later), numbered from 898 again, recorded it
 a checkpoint that no longer lists pod-gone, pod-late and pod-new's deletion at LSNs
 898-902. The journal's bounds, its checkpoints, a window's starting state and the pods
 added after it, and the configuration a pod at T is judged by each name a record by
-(epoch, LSN) and go by time, then epoch order (``epoch_order``), then LSN. Both backends.
+(epoch, LSN) and go by time, then epoch order (``history.order``), then LSN. Both backends.
 """
 
 from __future__ import annotations

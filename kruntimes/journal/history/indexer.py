@@ -84,7 +84,7 @@ def lagging(conn: sa.Connection) -> bool:
 
 
 def lag(conn: sa.Connection) -> list[Lag]:
-    """The epochs the history tables trail, oldest first (``epoch_order``: LSNs overlap between epochs).
+    """The epochs the history tables trail, oldest first (``history.order``: LSNs overlap between epochs).
 
     A lagging epoch older than one with rows written is ``late``.
     """
@@ -285,7 +285,7 @@ def rebuild_history(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK,
 
     Runs in the caller's transaction (a migration that fills the tables, or
     ``Journal.reindex``); returns how many records were read. The epochs go oldest first
-    (``epoch_order``: by their first record's time, which is chained), each in LSN order:
+    (``history.order``: by their first record's time, which is chained), each in LSN order:
     the order the writer stored them in - an epoch's records in LSN order, and a term's
     writer drains the epochs before it from its spool before its own. (epoch, LSN) is
     the identity: LSNs of epochs begun while the database was away overlap, so an order

@@ -387,7 +387,7 @@ class Journal:
 
     def incarnations(self) -> list[epochs.Incarnation]:
         """Every incarnation that wrote to this journal, by first LSN (not by age, where epochs' LSNs
-        overlap: ``epoch_order`` says which is older)."""
+        overlap: ``history.order`` says which is older)."""
         stmt = selects.incarnations()
         try:
             with self._engine.connect() as conn:
