@@ -61,7 +61,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.history_workload import EPOCH, NS, workload  # noqa: E402
 from kruntimes.journal import records  # noqa: E402
-from kruntimes.journal.history import derive as derived  # noqa: E402
+from kruntimes.journal.history import derive  # noqa: E402
 from kruntimes.journal.history import cycles as history_cycles  # noqa: E402
 from kruntimes.journal.history import pods as history_pods  # noqa: E402
 from kruntimes.journal.history import runs as history_runs  # noqa: E402
@@ -140,10 +140,10 @@ POINT = {"placement-of-run", "why-placed", "pod-at-time", "pod-held-at-time", "h
 def parameters(journal: backends.Journal) -> dict[str, Any]:
     """A Run that waited and was placed, one of its pods, the journal's midpoint and windows around it."""
     with journal.engine.connect() as conn:
-        low, high = conn.execute(sa.select(sa.func.min(derived.cycles.c.decided_at),
-                                           sa.func.max(derived.cycles.c.decided_at))).one()
+        low, high = conn.execute(sa.select(sa.func.min(derive.cycles.c.decided_at),
+                                           sa.func.max(derive.cycles.c.decided_at))).one()
         middle = low + (high - low) / 2
-        w = derived.waits
+        w = derive.waits
         run, pod = conn.execute(sa.select(w.c.run, w.c.pod).where(w.c.outcome == "scheduled",
                                                                    w.c.ended_at >= middle)
                                 .order_by(w.c.ended_at).limit(1)).one()
@@ -165,8 +165,8 @@ def questions(journal: backends.Journal, p: dict[str, Any]) -> list[tuple[str, C
         if query_id == "decisions-in-window":
             values["since"] = p["until"] - timedelta(minutes=5)
         if query_id == "placements-per-pod-hour":  # six hours of pod-hours up to the middle
-            values = {"since_hour": derived.hour_of(p["until"] - timedelta(hours=6)),
-                      "until_hour": derived.hour_of(p["until"])}
+            values = {"since_hour": derive.hour_of(p["until"] - timedelta(hours=6)),
+                      "until_hour": derive.hour_of(p["until"])}
         stmt = stmt.bindparams(*[sa.bindparam(k, type_=schema.UtcDateTime())
                                  for k, v in values.items() if isinstance(v, datetime)])
 

@@ -47,7 +47,7 @@ import sqlalchemy as sa
 
 from kruntimes import demo_workload, gctuning
 from kruntimes.api import ingest
-from kruntimes.journal.history import derive as derived
+from kruntimes.journal.history import derive
 from kruntimes.journal.write import intake, wire
 from kruntimes.journal.store.backends import Journal
 from kruntimes.journal.write.process import SEAL_AT
@@ -118,7 +118,7 @@ def _empty(url: str) -> None:
     """Every record, epoch and history row gone: each run starts from an empty journal."""
     journal = Journal.open(url)
     with journal.engine.begin() as conn:
-        for table in (*derived.TABLE_NAMES, "journal_records", "journal_incarnations", "journal_epochs"):
+        for table in (*derive.TABLE_NAMES, "journal_records", "journal_incarnations", "journal_epochs"):
             conn.execute(sa.text(f"DELETE FROM {table}"))
     journal.close()
 

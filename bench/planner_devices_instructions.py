@@ -18,20 +18,17 @@ pod tables that most of a device-free cycle is.
 from __future__ import annotations
 
 import argparse
-import os
-import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # this checkout's bench/, whatever --root names
+import cycle_instructions  # noqa: E402
+
 KINDS = ("free", "one", "match")
 
 
 def child(kind: str, active: int, cycles: int) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     import planner_devices as pd
     from kruntimes import gctuning
 
@@ -44,25 +41,9 @@ def child(kind: str, active: int, cycles: int) -> None:
         bench.cycle(run)
 
 
-def instructions(root: Path, kind: str, active: int, cycles: int) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "callgrind.out"
-        env = dict(os.environ, PYTHONPATH=str(root), PYTHONHASHSEED="0")
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
-                        str(Path(__file__).resolve()), "--child", f"{kind},{active},{cycles}"],
-                       check=True, env=env, cwd=root, capture_output=True)
-        text = out.read_text()
-    found = re.search(r"^(?:summary|totals):\s+(\d+)", text, re.MULTILINE)
-    assert found is not None, "no totals in callgrind's output"
-    return int(found.group(1))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--active", type=int, default=10_000)
-    parser.add_argument("--cycles", type=int, default=200)
-    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose kruntimes runs")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
+    cycle_instructions.add_options(parser, root_help="the checkout whose kruntimes runs")
     args = parser.parse_args(argv)
     if args.child:
         kind, active, cycles = args.child.split(",")
@@ -71,8 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"instructions per cycle, 1,000 pods x 8 devices, {args.active:,} active Runs, {args.root}")
     per = {}
     for kind in KINDS:
-        per[kind] = (instructions(args.root, kind, args.active, args.cycles)
-                     - instructions(args.root, kind, args.active, 0)) / args.cycles
+        per[kind] = cycle_instructions.per_cycle(__file__, args.root, lambda n: f"{kind},{args.active},{n}",
+                                                 args.cycles)
         ratio = "" if kind == "free" else f"  {per[kind] / per['free']:.2f}x device-free"
         print(f"{kind:6} {per[kind]:12,.0f}{ratio}", flush=True)
     return 0

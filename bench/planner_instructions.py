@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # this checkout's bench/, whatever --root names
+import cycle_instructions  # noqa: E402
+
+ROOT = cycle_instructions.ROOT
 
 
 def child(pods: int, active: int, cycles: int) -> None:
@@ -43,26 +43,10 @@ def child(pods: int, active: int, cycles: int) -> None:
         real(run)
 
 
-def instructions(root: Path, pods: int, active: int, cycles: int) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "callgrind.out"
-        env = dict(os.environ, PYTHONPATH=str(root), PYTHONHASHSEED="0")
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                        sys.executable, str(Path(__file__).resolve()), "--child", f"{pods},{active},{cycles}"],
-                       check=True, env=env, cwd=root, capture_output=True)
-        text = out.read_text()
-    found = re.search(r"^(?:summary|totals):\s+(\d+)", text, re.MULTILINE)
-    assert found is not None, "no totals in callgrind's output"
-    return int(found.group(1))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pods", default="100,1000,5000")
-    parser.add_argument("--active", type=int, default=10_000)
-    parser.add_argument("--cycles", type=int, default=200)
-    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose code runs")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
+    cycle_instructions.add_options(parser, root_help="the checkout whose code runs")
     args = parser.parse_args(argv)
     if args.child:
         sys.path.insert(0, os.environ.get("PYTHONPATH", str(ROOT)))
@@ -70,9 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     print(f"instructions per cycle (snapshot + plan + reserve), {args.active:,} active Runs, {args.root}")
     for pods in map(int, args.pods.split(",")):
-        total = instructions(args.root, pods, args.active, args.cycles)
-        idle = instructions(args.root, pods, args.active, 0)
-        per = (total - idle) / args.cycles
+        per = cycle_instructions.per_cycle(__file__, args.root, lambda n: f"{pods},{args.active},{n}", args.cycles)
         print(f"{pods:>6,} pods  {per:>12,.0f} instructions/cycle  {per / pods:>8,.1f} per pod", flush=True)
     return 0
 

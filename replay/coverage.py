@@ -37,7 +37,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from kruntimes.journal import chain, prune_record
-from kruntimes.journal.history import order as epoch_order
+from kruntimes.journal.history import order
 from kruntimes.journal.store import backends, schema
 from kruntimes.journal import errors as journal_errors
 from replay import errors, integrity, source
@@ -297,7 +297,7 @@ def _check_shape(journal: backends.Journal, found: list[_Prune], cuts: dict[str,
     r = schema.journal_records
     try:
         with journal.engine.connect() as conn:
-            order = epoch_order.starts(conn)
+            epoch_starts = order.starts(conn)
             last = dict(conn.execute(sa.select(r.c.incarnation, sa.func.max(r.c.recorded_at))
                                      .where(r.c.lsn != prune_record.PRUNE_LSN).group_by(r.c.incarnation)).all())
             decided = {cut.epoch: conn.execute(
@@ -305,11 +305,11 @@ def _check_shape(journal: backends.Journal, found: list[_Prune], cuts: dict[str,
                                                  r.c.recorded_at >= cut.before)).scalar() for cut in cuts.values()}
     except sa_exc.DBAPIError as exc:
         raise journal_errors.JournalUnavailable(f"cannot read the journal ({journal.backend}): {exc.orig}") from exc
-    epochs = [s.epoch for s in order]
+    epochs = [s.epoch for s in epoch_starts]
     for p in found:
         before, newest = datetime.fromisoformat(p.payload["before"]), p.payload.get("newest")
         cut = p.payload.get("epoch") if p.payload.get("checkpoint_lsn") is not None else None
-        began = [s.epoch for s in order if s.started_at <= datetime.fromisoformat(p.payload["pruned_at"])]
+        began = [s.epoch for s in epoch_starts if s.started_at <= datetime.fromisoformat(p.payload["pruned_at"])]
         if newest in epochs and began and began[-1] != newest:
             notes.append(p.damage(errors.InconsistentHistory, (
                 f"it took epoch {newest} as the newest, but epoch {began[-1]} began after it and before the prune: "

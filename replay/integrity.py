@@ -12,7 +12,7 @@ order, and names, with the epoch and the LSN:
 - a payload that does not match its SHA-256, a broken link;
 - records after the end record, a missing end (except on the open epoch: the newest
   one, whose writer may still be running - newest by its first record's time, which is
-  chained (`epoch_order`), never by a column anyone could change - and epochs written
+  chained (`history.order`), never by a column anyone could change - and epochs written
   before epochs existed);
 - a stored head that is not the last stored record: the tail was deleted, or the
   records (or the heads) were restored from an older copy;
@@ -41,7 +41,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from kruntimes.journal import chain, prune
-from kruntimes.journal.history import order as epoch_order
+from kruntimes.journal.history import order
 from kruntimes.journal.store import backends, schema
 from kruntimes.journal import errors as journal_errors
 from replay import ends, errors, published_heads
@@ -138,7 +138,7 @@ def _epoch_rows(journal: backends.Journal, removed: Iterable[str] = ()) -> tuple
     journal_incarnations projection remembers that is neither (unless a prune removed it), oldest first; and
     the newest epoch.
 
-    Order and "newest" come from each epoch's first record (`epoch_order`: its time is
+    Order and "newest" come from each epoch's first record (`history.order`: its time is
     chained), never from the `started_at` columns, which anyone with write access can
     change; an epoch with no record left sorts by its row's time and is never the newest.
     """
@@ -146,7 +146,7 @@ def _epoch_rows(journal: backends.Journal, removed: Iterable[str] = ()) -> tuple
     try:
         with journal.engine.connect() as conn:
             rows = {row.epoch: _Row(**row._asdict()) for row in conn.execute(sa.select(e))}
-            chained = epoch_order.starts(conn)
+            chained = order.starts(conn)
             remembered = conn.execute(sa.select(i.c.incarnation, i.c.first_lsn, i.c.started_at)).all()
     except sa_exc.DBAPIError as exc:
         raise _unavailable(journal, exc) from exc
@@ -157,9 +157,9 @@ def _epoch_rows(journal: backends.Journal, removed: Iterable[str] = ()) -> tuple
     for start in chained:
         if start.epoch in rows:
             rows[start.epoch].started_at = start.started_at
-    order = sorted(rows.values(), key=lambda row: (row.started_at is None, row.started_at, row.first_lsn or 0,
-                                                   row.epoch))
-    return order, (chained[-1].epoch if chained else None)
+    oldest_first = sorted(rows.values(), key=lambda row: (row.started_at is None, row.started_at,
+                                                          row.first_lsn or 0, row.epoch))
+    return oldest_first, (chained[-1].epoch if chained else None)
 
 
 def epochs(journal: backends.Journal) -> list[str]:

@@ -21,7 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from kruntimes.journal.history import order as epoch_order
+from kruntimes.journal.history import order
 from kruntimes.journal.store import backends, schema
 from kruntimes.journal import errors as journal_errors
 from replay import errors, integrity
@@ -201,8 +201,8 @@ def last_cycle(journal: backends.Journal) -> tuple[str, int] | None:
     r = schema.journal_records
     try:
         with journal.engine.connect() as conn:
-            newest = epoch_order.order(r.c.recorded_at, r.c.incarnation, r.c.lsn,
-                                       [s.epoch for s in epoch_order.starts(conn)], newest_first=True)
+            newest = order.order(r.c.recorded_at, r.c.incarnation, r.c.lsn,
+                                 [s.epoch for s in order.starts(conn)], newest_first=True)
             found = conn.execute(sa.select(r.c.incarnation, r.c.lsn).where(r.c.kind == "cycle")
                                  .order_by(*newest).limit(1)).first()
     except sa_exc.DBAPIError as exc:
@@ -211,10 +211,10 @@ def last_cycle(journal: backends.Journal) -> tuple[str, int] | None:
 
 
 def _oldest_first(journal: backends.Journal) -> list[str]:
-    """The epochs that have records, oldest first (``epoch_order``: by their first records' time)."""
+    """The epochs that have records, oldest first (``history.order``: by their first records' time)."""
     try:
         with journal.engine.connect() as conn:
-            return [s.epoch for s in epoch_order.starts(conn)]
+            return [s.epoch for s in order.starts(conn)]
     except sa_exc.DBAPIError as exc:
         raise _unavailable(journal, exc) from exc
 
@@ -229,7 +229,7 @@ def cycles(journal: backends.Journal, selection: Selection) -> Iterator[Record]:
     """The cycle records `selection` names, oldest epoch first, each epoch's in LSN order (checked, not yet
     compared)."""
     stmt = sa.select(*_COLUMNS).where(_T.c.kind == "cycle").order_by(
-        epoch_order.rank(_T.c.incarnation, _oldest_first(journal)), _T.c.lsn)
+        order.rank(_T.c.incarnation, _oldest_first(journal)), _T.c.lsn)
     if selection.lsns is not None:
         stmt = stmt.where(_T.c.lsn.in_(sorted(set(selection.lsns))))
     if selection.keys is not None:

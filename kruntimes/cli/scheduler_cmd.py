@@ -35,7 +35,7 @@ from kruntimes.cluster.probes import ProbeServer
 from kruntimes.cluster.runner import ClusterScheduler
 from kruntimes.cluster.settings import DETAILS, MIGRATE_MODES, ClusterSettings, LeaseSettings, default_identity
 from kruntimes.journal import chain, redact
-from kruntimes.journal.history import indexer as follow
+from kruntimes.journal.history import indexer
 from kruntimes.journal.store import schema_wait
 from kruntimes.scheduler.config import ConfigError
 
@@ -100,10 +100,10 @@ def _add_journal_options(p: argparse.ArgumentParser) -> None:
     _option(journal, "--journal-writer", "KRUNTIMES_JOURNAL_WRITER", "process",
             "where records are built and stored: process (its own process, off the scheduler's core) or thread",
             choices=("process", "thread"))
-    _option(journal, "--journal-history", "KRUNTIMES_JOURNAL_HISTORY", follow.DEFAULT_HISTORY,
+    _option(journal, "--journal-history", "KRUNTIMES_JOURNAL_HISTORY", indexer.DEFAULT_HISTORY,
             "inline: the history tables are written with each batch of records, in its transaction; follow: "
             "records only (the writer keeps its full rate) and `kruntimes journal index --follow` writes them after",
-            choices=follow.HISTORY_MODES)
+            choices=indexer.HISTORY_MODES)
     _option(journal, "--journal-key-file", chain.KEY_FILE_ENV, None,
             "file holding the HMAC key of the journal's hash chain (at least 32 bytes; e.g. the mounted "
             "kruntimes-journal-key Secret); without it the chain is plain SHA-256", metavar="PATH")

@@ -44,10 +44,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from kruntimes.journal import chain, errors, prune_record
-from kruntimes.journal.history import derive as derived
-from kruntimes.journal.history import indexer as follow
-from kruntimes.journal.history import order as epoch_order
-from kruntimes.journal.history import views
+from kruntimes.journal.history import derive, indexer, order, views
 from kruntimes.journal.store import backends, schema
 
 #: The LSN of the prune records: outside the sequence a scheduler numbers from 1.
@@ -84,14 +81,14 @@ def prune(journal: backends.Journal, before: datetime, *, dry_run: bool = False,
         with journal.engine.begin() as conn:
             prune_record.check_key(conn, key)  # a dry run too: it shows what a prune with this key would do
             if not dry_run:  # an indexer's chunk in flight ends first: no row of a pruned record after
-                follow.take_turn(conn)
+                indexer.take_turn(conn)
             c = views.cycles
             # The oldest snapshot is the oldest epoch's, then the lowest of its LSNs: (epoch, LSN) is a
             # record's identity, and LSNs overlap between epochs begun while the database was away.
-            oldest_first = [s.epoch for s in epoch_order.starts(conn)]
+            oldest_first = [s.epoch for s in order.starts(conn)]
             first = conn.execute(
                 sa.select(c.c.lsn, c.c.snapshot_lsn, c.c.incarnation).where(c.c.decided_at >= before)
-                .order_by(epoch_order.rank(c.c.incarnation, oldest_first), c.c.snapshot_lsn, c.c.lsn).limit(1)
+                .order_by(order.rank(c.c.incarnation, oldest_first), c.c.snapshot_lsn, c.c.lsn).limit(1)
             ).first()
             epoch = first.incarnation if first is not None else _newest_epoch(conn)
             needed: int | None = None
@@ -128,7 +125,7 @@ def prune_to(journal: backends.Journal, checkpoint_lsn: int, *, epoch: str | Non
     r = schema.journal_records
     try:
         with journal.engine.begin() as conn:
-            follow.take_turn(conn)  # an indexer's chunk in flight ends first: no row of a pruned record after
+            indexer.take_turn(conn)  # an indexer's chunk in flight ends first: no row of a pruned record after
             stmt = sa.select(r.c.kind, r.c.recorded_at, r.c.incarnation).where(r.c.lsn == checkpoint_lsn)
             if epoch is not None:
                 stmt = stmt.where(r.c.incarnation == epoch)
@@ -147,7 +144,7 @@ def prune_to(journal: backends.Journal, checkpoint_lsn: int, *, epoch: str | Non
 
 
 def _newest_epoch(conn: sa.Connection) -> str | None:
-    return epoch_order.newest(conn)  # by chained data, as verify decides it
+    return order.newest(conn)  # by chained data, as verify decides it
 
 
 def _old_epochs(conn: sa.Connection, before: datetime, *, keep: str) -> tuple[str, ...]:
@@ -213,7 +210,7 @@ def _removed_heads(conn: sa.Connection, epochs: tuple[str, ...]) -> list[dict[st
     last = dict(conn.execute(sa.select(r.c.incarnation, sa.func.max(r.c.recorded_at))
                              .where(r.c.incarnation.in_(epochs), r.c.lsn != PRUNE_LSN)
                              .group_by(r.c.incarnation)).all())
-    started = {s.epoch: s.started_at for s in epoch_order.starts(conn) if s.epoch in epochs}
+    started = {s.epoch: s.started_at for s in order.starts(conn) if s.epoch in epochs}
     return [{"epoch": row.epoch, "first_lsn": int(row.first_lsn), "head_lsn": int(row.head_lsn),
              "head_hash": row.head_hash, "end_reason": row.end_reason,
              "started_at": _iso(started.get(row.epoch)), "last_at": _iso(last.get(row.epoch))} for row in rows]
@@ -238,11 +235,11 @@ def _forget_history(conn: sa.Connection, report: PruneReport) -> None:
             cond = sa.or_(cond, epoch.in_(report.removed_epochs))
         return cond
 
-    for table in derived.ROW_TABLES:
+    for table in derive.ROW_TABLES:
         conn.execute(sa.delete(table).where(gone(table.c.epoch, table.c.lsn)))
-    conn.execute(sa.delete(derived.waits).where(gone(derived.waits.c.epoch, derived.waits.c.first_lsn)))
+    conn.execute(sa.delete(derive.waits).where(gone(derive.waits.c.epoch, derive.waits.c.first_lsn)))
     # A kept placement whose previous cycle went keeps no link to it, as a reindex of what is left gives.
-    p = derived.placements
+    p = derive.placements
     conn.execute(sa.update(p).where(p.c.previous_lsn.is_not(None), gone(p.c.epoch, p.c.previous_lsn))
                  .values(previous_lsn=None, previous_result=None, previous_top=None))
 

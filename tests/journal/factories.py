@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kruntimes.journal import chain, records
-from kruntimes.journal.history import order as epoch_order
+from kruntimes.journal.history import order
 from kruntimes.journal.store import backends
 
 T0 = datetime(2026, 5, 9, 7, 35, 25, 123456, tzinfo=timezone.utc)
@@ -44,12 +44,12 @@ def unchained(rows: Iterable[records.EncodedRecord], key: chain.ChainKey | None 
 
 
 def in_epoch_order(journal: backends.Journal, kinds: Iterable[str] | None = None) -> list[records.JournalRecord]:
-    """Every stored record (of ``kinds``), the oldest epoch's first (``epoch_order``), each epoch's in LSN order.
+    """Every stored record (of ``kinds``), the oldest epoch's first (``history.order``), each epoch's in LSN order.
 
     What a reader of several epochs compares: ``Journal.read`` without an epoch gives the
     epochs by their ID, and an order by the bare LSN would interleave overlapping epochs.
     """
     with journal.engine.connect() as conn:
-        oldest_first = [s.epoch for s in epoch_order.starts(conn)]
+        oldest_first = [s.epoch for s in order.starts(conn)]
     wanted = None if kinds is None else set(kinds)
     return [r for epoch in oldest_first for r in journal.read(epoch, kinds=wanted)]

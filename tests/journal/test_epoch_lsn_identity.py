@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 
-from kruntimes.journal.history import derive as derived
+from kruntimes.journal.history import derive
 from kruntimes.journal.history import runs as history_runs
 from kruntimes.journal.store import backends
 from tests.journal.test_history_queries import QUERIES
@@ -32,13 +32,13 @@ def placed(journal: backends.Journal) -> backends.Journal:
     with journal.engine.begin() as conn:
         for epoch, (lsn, at, pod) in PLACED.items():
             common = {"epoch": epoch, "lsn": lsn, "decided_at": at, "namespace": NS, "run": RUN, "run_uid": "uid-1"}
-            conn.execute(sa.insert(derived.cycles).values(**common, snapshot_lsn=lsn - 1, status="scheduled",
-                                                          result="scheduled", chosen=pod, total=7,
-                                                          pods_evaluated=2, pods_feasible=2, duration_us=10))
-            conn.execute(sa.insert(derived.placements).values(**common, pod=pod, total=7, outcome="scheduled",
-                                                              snapshot_lsn=lsn - 1))
-            conn.execute(sa.insert(derived.candidates).values(epoch=epoch, lsn=lsn, rank=1, pod=pod, total=7,
-                                                              plugin_scores='[["LeastLoaded",1,7]]'))
+            conn.execute(sa.insert(derive.cycles).values(**common, snapshot_lsn=lsn - 1, status="scheduled",
+                                                         result="scheduled", chosen=pod, total=7,
+                                                         pods_evaluated=2, pods_feasible=2, duration_us=10))
+            conn.execute(sa.insert(derive.placements).values(**common, pod=pod, total=7, outcome="scheduled",
+                                                             snapshot_lsn=lsn - 1))
+            conn.execute(sa.insert(derive.candidates).values(epoch=epoch, lsn=lsn, rank=1, pod=pod, total=7,
+                                                             plugin_scores='[["LeastLoaded",1,7]]'))
     return journal
 
 

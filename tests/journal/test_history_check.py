@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from kruntimes.cli import main as cli
 from kruntimes.journal import prune
-from kruntimes.journal.history import derive as derived
+from kruntimes.journal.history import derive
 from kruntimes.journal.store import backends, engines
 from tests.journal.history_journal import PHASE2, Generated, load
 
@@ -33,26 +33,26 @@ def _first(conn: sa.Connection, table: sa.Table) -> Any:
 
 
 def _moved_placement(conn: sa.Connection) -> None:
-    p = derived.placements
+    p = derive.placements
     epoch, lsn = _first(conn, p)
     conn.execute(sa.update(p).where(p.c.epoch == epoch, p.c.lsn == lsn).values(pod="elsewhere"))
 
 
 def _deleted_cycle(conn: sa.Connection) -> None:
-    c = derived.cycles
+    c = derive.cycles
     epoch, lsn = _first(conn, c)
     conn.execute(sa.delete(c).where(c.c.epoch == epoch, c.c.lsn == lsn))
 
 
 def _forged_bind(conn: sa.Connection) -> None:
-    b = derived.binds
+    b = derive.binds
     epoch, lsn = _first(conn, b)
     row = dict(conn.execute(sa.select(b).where(b.c.epoch == epoch, b.c.lsn == lsn)).mappings().one())
     conn.execute(sa.insert(b).values({**row, "lsn": 10**9, "result": "conflict"}))
 
 
 def _bumped_count(conn: sa.Connection) -> None:
-    conn.execute(sa.update(derived.pod_hours).values(placements=derived.pod_hours.c.placements + 1))
+    conn.execute(sa.update(derive.pod_hours).values(placements=derive.pod_hours.c.placements + 1))
 
 
 CASES: dict[str, tuple[Tamper, str]] = {
@@ -82,7 +82,7 @@ def test_an_untouched_journal_passes_and_verify_names_the_check(journal_url: str
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     load(journal_url, generated)
     code, out = _check(journal_url, capsys)
-    assert code == 0 and out.startswith(f"OK: {len(derived.TABLES)} history tables compared"), out
+    assert code == 0 and out.startswith(f"OK: {len(derive.TABLES)} history tables compared"), out
     assert cli.main(["replay", "verify", "--journal", journal_url, "--workers", "1"]) == 0
     assert "`kruntimes journal reindex --check` compares them" in capsys.readouterr().out
 
@@ -98,11 +98,11 @@ def test_a_history_row_changed_outside_the_writer_is_named_and_nothing_is_change
             tamper(conn)
     finally:
         engine.dispose()
-    stored = _snapshot(journal_url, derived.TABLES[derived.TABLE_NAMES.index(table)])
+    stored = _snapshot(journal_url, derive.TABLES[derive.TABLE_NAMES.index(table)])
     code, out = _check(journal_url, capsys)
     assert code == 3 and out.splitlines()[-1].startswith("DIFFERS in 1 table"), out
     assert [line.split()[1].rstrip(":") for line in out.splitlines() if line.startswith("differs")] == [table]
-    assert _snapshot(journal_url, derived.TABLES[derived.TABLE_NAMES.index(table)]) == stored  # rolled back
+    assert _snapshot(journal_url, derive.TABLES[derive.TABLE_NAMES.index(table)]) == stored  # rolled back
 
 
 def test_a_pruned_journal_passes_with_a_note_on_the_counts_it_left(journal_url: str, generated: Generated,

@@ -7,7 +7,7 @@ in decides them. The writer applies each epoch's records as it stores them: an e
 in LSN order, an earlier epoch's before a later one's (a term's writer drains the
 spool of the epochs before it first). A rebuild (``journal reindex``, the check
 ``verify`` names) and the ``follow`` indexer must build the same tables, so they go
-epoch by epoch, oldest first (``epoch_order``), each epoch in LSN order.
+epoch by epoch, oldest first (``history.order``), each epoch in LSN order.
 
 The journal here: a Run waits in the older epoch (LSNs 501-502) and is placed in the
 newer one, which began while the database was away and numbered from 1. In (LSN,
@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 from kruntimes.journal import records
 from kruntimes.journal.history import check as history_check
-from kruntimes.journal.history import derive as derived
+from kruntimes.journal.history import derive
 from kruntimes.journal.store import backends
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
@@ -50,7 +50,7 @@ def _newer() -> list[records.JournalRecord]:
 
 def _wait(journal: backends.Journal) -> Any:
     with journal.engine.connect() as conn:
-        return conn.execute(sa.select(derived.waits)).one()
+        return conn.execute(sa.select(derive.waits)).one()
 
 
 def test_a_rebuild_gives_what_the_writer_built_from_epochs_whose_lsns_overlap(journal: backends.Journal) -> None:

@@ -4,7 +4,7 @@
 database was away. Here the older epoch numbered from 900 and the newer one, begun an
 hour later, from 100; both recorded a cycle of the same Run, and an observation of the
 same pod, at one instant (the older leader had not yet stopped). Newest is the newer
-epoch's, which ``epoch_order`` decides by each epoch's first record: not its lower
+epoch's, which ``history.order`` decides by each epoch's first record: not its lower
 LSN, not its ID (which sorts first here, so neither order comes by accident). The
 Run's end is the newest by time, though the older epoch's LSN is higher. Both backends.
 """

@@ -22,8 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from kruntimes.cli import main as cli
 from kruntimes.journal import records
-from kruntimes.journal.history import derive as derived
-from kruntimes.journal.history import indexer as follow
+from kruntimes.journal.history import derive, indexer
 from kruntimes.journal.write import settings, writer
 from kruntimes.journal.store import backends, engines, migrate, schema
 from tests.journal.history_journal import Generated
@@ -60,7 +59,7 @@ def inline_tables(request: pytest.FixtureRequest, backend: str, generated: Gener
         return snapshot(url)
 
 
-def lag(url: str) -> list[follow.Lag]:
+def lag(url: str) -> list[indexer.Lag]:
     journal = backends.Journal.open(url, create=False)
     try:
         return journal.history_lag()
@@ -109,7 +108,7 @@ def test_a_follow_writer_stores_records_only_and_the_indexer_builds_what_an_inli
         store(url, generated.records, history="follow")
         assert not any(snapshot(url).values()), "a follow writer writes no history row"
         epoch, head = generated.records[0].incarnation, generated.records[-1].lsn
-        assert lag(url) == [follow.Lag(epoch, None, head, generated.records[0].lsn)]
+        assert lag(url) == [indexer.Lag(epoch, None, head, generated.records[0].lsn)]
         assert documented_lag(url) == [{"epoch": epoch, "history_lsn": None, "head_lsn": head,
                                         "lsns_behind": head - generated.records[0].lsn + 1}]
         assert index(url, chunk_size) == len(generated.records)
@@ -146,11 +145,11 @@ def test_the_indexer_and_a_follow_writer_run_at_once_and_nothing_is_lost_or_reor
         done, rounds = threading.Event(), [0]
         failures: list[BaseException] = []
 
-        def indexer(journal: backends.Journal) -> None:
+        def index_a_chunk_a_call(journal: backends.Journal) -> None:
             while not done.is_set():
                 rounds[0] += bool(journal.index(chunk_size=3, limit=3))  # one chunk a call
 
-        thread = in_thread(url, indexer, failures)
+        thread = in_thread(url, index_a_chunk_a_call, failures)
         thread.start()
         journal = backends.Journal.open(url, create=False, history="follow")
         try:
@@ -178,11 +177,11 @@ def test_two_indexers_at_once_take_turns_and_build_the_tables_once(
         failures: list[BaseException] = []
         start = threading.Barrier(2)
 
-        def indexer(journal: backends.Journal) -> None:
+        def index_all(journal: backends.Journal) -> None:
             start.wait(10)
             read.append(journal.index(chunk_size=3))
 
-        threads = [in_thread(url, indexer, failures) for _ in range(2)]
+        threads = [in_thread(url, index_all, failures) for _ in range(2)]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -222,7 +221,7 @@ def test_the_revision_starts_every_epoch_caught_up_and_its_downgrade_drops_the_c
                      if backend == "sqlite" else generated.records[0].recorded_at})
             migrate.upgrade(url)
             with engine.connect() as conn:
-                assert follow.lag(conn) == []
+                assert indexer.lag(conn) == []
                 assert conn.execute(sa.text("SELECT history_lsn FROM journal_epochs")).scalar() == 42
             migrate.downgrade(url, "0006_churn")
             with engine.connect() as conn:
@@ -276,7 +275,7 @@ def test_an_unknown_history_mode_is_refused() -> None:
 
 def test_derived_kinds_are_the_only_payloads_the_indexer_reads() -> None:
     # A checkpoint's payload is large and derives nothing: the indexer leaves it in the database.
-    assert "checkpoint" not in derived.KINDS and {"cycle", "mutation", "bind", "reserve"} <= derived.KINDS
+    assert "checkpoint" not in derive.KINDS and {"cycle", "mutation", "bind", "reserve"} <= derive.KINDS
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -290,7 +289,7 @@ def test_a_reindex_waits_for_an_indexers_chunk_in_flight(backend: str, generated
         failures: list[BaseException] = []
         try:
             with engine.begin() as held:
-                follow.take_turn(held)  # an indexer's transaction, mid-chunk
+                indexer.take_turn(held)  # an indexer's transaction, mid-chunk
                 thread = in_thread(url, lambda journal: (journal.reindex(), done.set()), failures)
                 thread.start()
                 assert not done.wait(0.5), "the reindex went ahead of the chunk in flight"
@@ -315,7 +314,7 @@ def test_a_prune_waits_for_an_indexers_chunk_in_flight(backend: str, generated: 
         failures: list[BaseException] = []
         try:
             with engine.begin() as held:
-                follow.take_turn(held)  # an indexer's transaction, mid-chunk
+                indexer.take_turn(held)  # an indexer's transaction, mid-chunk
                 thread = in_thread(url, lambda journal: (prune.prune_to(journal, cut), done.set()), failures)
                 thread.start()
                 assert not done.wait(0.5), "the prune went ahead of the chunk in flight"
@@ -324,5 +323,5 @@ def test_a_prune_waits_for_an_indexers_chunk_in_flight(backend: str, generated: 
             engine.dispose()
         assert failures == [] and done.is_set()
         index(url, 1000)
-        lsn = [c.name for c in derived.cycles.columns].index("lsn")
+        lsn = [c.name for c in derive.cycles.columns].index("lsn")
         assert all(row[lsn] >= cut for row in snapshot(url)["history_cycles"]), "no row of a pruned record"

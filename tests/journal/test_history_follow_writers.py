@@ -19,7 +19,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import records
-from kruntimes.journal.history import indexer as follow
+from kruntimes.journal.history import indexer
 from kruntimes.journal.history import tables as history_tables
 from kruntimes.journal.write import settings, spool
 from kruntimes.journal.store import backends, schema
@@ -73,7 +73,7 @@ def test_a_follow_session_stores_records_only_and_the_indexer_builds_what_an_inl
     with empty_journal_url(request, backend) as url:
         written = _script(url, tmp_path / "follow", writer=writer, history="follow")
         assert not any(snapshot(url).values()), f"a follow session's {writer} writer writes no history row"
-        assert lag(url) == [follow.Lag(written.incarnation, None, written.records, 1)]
+        assert lag(url) == [indexer.Lag(written.incarnation, None, written.records, 1)]
         journal = backends.Journal.open(url, create=False)
         try:
             stored = list(journal.read())
@@ -112,7 +112,7 @@ def test_a_writer_process_started_again_after_a_kill_still_stores_records_only(
         finally:
             w.close(30.0)
         start, mid, end = generated.records[0], generated.records[half - 1], generated.records[-1]
-        assert lag(url) == [follow.Lag(start.incarnation, mid.lsn, end.lsn, start.lsn)], \
+        assert lag(url) == [indexer.Lag(start.incarnation, mid.lsn, end.lsn, start.lsn)], \
             "the new writer process was told to follow too"
         assert index(url, 50) == len(generated.records) - half
         assert snapshot(url) == expected
@@ -142,7 +142,7 @@ def test_a_follow_recovery_drains_a_spool_without_history_rows_and_the_indexer_b
         assert not any(snapshot(url).values()), "a follow recovery writes no history row"
         first, last = generated.records[0], generated.records[-1]
         # The drained epoch is closed by the recovery's own `end` record, one past the spool's last.
-        assert lag(url) == [follow.Lag(first.incarnation, None, last.lsn + 1, first.lsn)]
+        assert lag(url) == [indexer.Lag(first.incarnation, None, last.lsn + 1, first.lsn)]
         journal = backends.Journal.open(url, create=False)
         try:
             assert journal.index(chunk_size=50) == len(generated.records) + 1

@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from kruntimes.cli import main as cli
-from kruntimes.journal.history import indexer as follow
+from kruntimes.journal.history import indexer
 from kruntimes.journal.store import backends
 from tests.journal.factories import T0, record
 from tests.journal.history_journal import END, NS, PHASE1, Generated
@@ -56,8 +56,8 @@ def test_every_history_command_notes_how_far_the_tables_trail_and_prints_the_sam
                 f"(from LSN {pending[0].lsn} of epoch {pending[0].incarnation[:12]}), so answers leave out those "
                 'records (stored with --journal-history follow); run "kruntimes journal index" to bring the tables '
                 "up to date\n")
-        assert lag(trailing) == [follow.Lag(indexed[0].incarnation, indexed[-1].lsn, pending[-1].lsn,
-                                            indexed[0].lsn)]
+        assert lag(trailing) == [indexer.Lag(indexed[0].incarnation, indexed[-1].lsn, pending[-1].lsn,
+                                             indexed[0].lsn)]
         for argv in [*COMMANDS, ("run", f"{NS}/{some_run}", "--json")]:
             code, out, err = run(capsys, trailing, *argv)
             assert (code, out) == run(capsys, caught_up, *argv)[:2], argv
@@ -80,12 +80,12 @@ def test_the_note_goes_once_the_indexer_has_caught_up_and_an_inline_journal_neve
 
 
 def test_the_gap_is_summed_over_every_lagging_epoch() -> None:
-    lagging = [follow.Lag("a", 10, 25, 1), follow.Lag("b", None, 60, 41)]  # 15 + 20 LSNs, oldest from LSN 11
-    assert follow.trail(lagging) == follow.Trail(lsns=35, epochs=2, from_epoch="a", from_lsn=11)
-    assert follow.describe(lagging) == ("the history tables trail the journal in 2 epoch(s) by 35 LSNs "
-                                        "(from LSN 11 of epoch a)")
-    assert follow.trail([]) is None and follow.advice([]) is None
-    assert follow.describe([]) == "the history tables hold every stored record"
+    lagging = [indexer.Lag("a", 10, 25, 1), indexer.Lag("b", None, 60, 41)]  # 15 + 20 LSNs, oldest from LSN 11
+    assert indexer.trail(lagging) == indexer.Trail(lsns=35, epochs=2, from_epoch="a", from_lsn=11)
+    assert indexer.describe(lagging) == ("the history tables trail the journal in 2 epoch(s) by 35 LSNs "
+                                         "(from LSN 11 of epoch a)")
+    assert indexer.trail([]) is None and indexer.advice([]) is None
+    assert indexer.describe([]) == "the history tables hold every stored record"
 
 
 def test_the_gap_starts_in_the_oldest_lagging_epoch_not_at_the_lowest_bare_lsn(journal_url: str) -> None:
@@ -100,4 +100,4 @@ def test_the_gap_starts_in_the_oldest_lagging_epoch_not_at_the_lowest_bare_lsn(j
     finally:
         journal.close()
     assert [e.epoch for e in lagging] == [older, newer]
-    assert follow.describe(lagging).endswith(f"by 8 LSNs (from LSN 10 of epoch {older[:12]})")
+    assert indexer.describe(lagging).endswith(f"by 8 LSNs (from LSN 10 of epoch {older[:12]})")

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from kruntimes.cli import main as cli
 from kruntimes.journal import records
 from kruntimes.journal.history import check as history_check
-from kruntimes.journal.history import indexer as follow
+from kruntimes.journal.history import indexer
 from kruntimes.journal.store import backends
 from tests.journal.factories import in_epoch_order
 from tests.journal.test_history_epoch_order import NEWER, OLDER, T0, _cycle
@@ -48,8 +48,8 @@ def test_an_older_epochs_late_records_are_left_to_the_indexer_which_rebuilds_in_
     lag = journal.history_lag()
     assert [(e.epoch, e.late) for e in lag] == [(OLDER, True), (NEWER, False)]
     assert journal.history_deferred
-    advice = follow.advice(lag)
-    assert advice is not None and f'run "{follow.CATCH_UP}"' in advice and "rebuild" in advice
+    advice = indexer.advice(lag)
+    assert advice is not None and f'run "{indexer.CATCH_UP}"' in advice and "rebuild" in advice
     assert not history_check.check(journal).ok  # trailing: nothing compared yet
 
     assert journal.index(chunk_size=1) == 4  # one rebuild reads every record
@@ -104,7 +104,7 @@ def test_on_postgresql_an_inline_writer_checks_only_after_another_writers_transa
         journal.append_batch(_newer())
         done = threading.Event()
         with holder.connect() as conn, conn.begin():
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": follow._WRITERS_LOCK})
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": indexer._WRITERS_LOCK})
             appending = threading.Thread(target=lambda: (journal.append_batch(_newer(2, 6)), done.set()))
             appending.start()
             assert not done.wait(0.5)  # the other writer's transaction is still open

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import records
-from kruntimes.journal.history import derive as derived
+from kruntimes.journal.history import derive
 from kruntimes.journal.history import cycles as history_cycles
 from kruntimes.journal.write import settings, writer
 from kruntimes.journal.store import backends, engines, migrate, schema
@@ -47,7 +47,7 @@ def snapshot(url: str) -> Snapshot:
     try:
         with engine.connect() as conn:
             return {table.name: sorted((tuple(row) for row in conn.execute(sa.select(table))), key=repr)
-                    for table in derived.TABLES}
+                    for table in derive.TABLES}
     finally:
         engine.dispose()
 
@@ -78,7 +78,7 @@ def test_reindex_rebuilds_exactly_what_the_writer_built_batch_by_batch(
         incremental = snapshot(url)
         journal = backends.Journal.open(url)
         try:
-            assert journal.reindex(chunk_size=50) == sum(r.kind in derived.KINDS for r in generated.records)
+            assert journal.reindex(chunk_size=50) == sum(r.kind in derive.KINDS for r in generated.records)
         finally:
             journal.close()
         assert snapshot(url) == incremental
@@ -87,15 +87,15 @@ def test_reindex_rebuilds_exactly_what_the_writer_built_batch_by_batch(
     assert len(incremental["history_candidates"]) == sum(len(r.payload["candidates"]) for r in cycles)
     assert len(incremental["history_placements"]) == sum(r.payload["chosen"] is not None for r in cycles)
     # Each scheduled placement carries its reservation's requests, whichever batch the reservation was in.
-    requests = {r.payload["assumption"]["run_uid"]: derived.compact_json(r.payload["assumption"]["requests"])
+    requests = {r.payload["assumption"]["run_uid"]: derive.compact_json(r.payload["assumption"]["requests"])
                 for r in generated.records if r.kind == "reserve"}
-    columns = [c.name for c in derived.placements.columns]
+    columns = [c.name for c in derive.placements.columns]
     scheduled = [dict(zip(columns, row)) for row in incremental["history_placements"]]
     scheduled = [p for p in scheduled if p["outcome"] == "scheduled"]
     assert scheduled and all(p["requests"] == requests[p["run_uid"]] is not None for p in scheduled)
     assert incremental["history_waits"] and incremental["history_pod_hours"]
     # Placements whose previous cycle was in an earlier batch of 7 are linked alike.
-    previous = [c.name for c in derived.placements.columns].index("previous_lsn")
+    previous = [c.name for c in derive.placements.columns].index("previous_lsn")
     assert any(row[previous] is not None for row in incremental["history_placements"])
 
 
@@ -130,7 +130,7 @@ def test_waits_follow_a_run_from_its_first_pending_cycle_to_its_placement(histor
     rows = {row[3]: row for row in snapshot(history_url)["history_waits"]}  # by run name
     late = generated.truth.pending_after_phase1 & set(generated.truth.placed)
     assert late
-    columns = [c.name for c in derived.waits.columns]
+    columns = [c.name for c in derive.waits.columns]
     for run in late:
         wait = dict(zip(columns, rows[run]))
         assert wait["outcome"] == "scheduled" and wait["pod"] == generated.truth.placed[run]
@@ -159,14 +159,14 @@ def test_a_payload_of_the_wrong_shape_gives_nulls_and_its_batch_lands(journal: b
                                  {"pod": "pod-a", "total": 3, "scores": [["Odd plugin", {"a": 1}, "x"]]}]}),
     ])
     with journal.engine.connect() as conn:
-        cycle = conn.execute(sa.select(derived.cycles).where(derived.cycles.c.lsn == 1)).one()
+        cycle = conn.execute(sa.select(derive.cycles).where(derive.cycles.c.lsn == 1)).one()
         assert (cycle.run, cycle.namespace, cycle.total, cycle.chosen) == (None, None, None, None)
-        assert conn.execute(sa.select(sa.func.count()).select_from(derived.rejections)).scalar() == 2
-        assert conn.execute(sa.select(derived.pods.c.name, derived.pods.c.capacity)).all() == [("p", None)]
-        assert conn.execute(sa.select(derived.binds.c.namespace)).scalar() is None
-        scores = conn.execute(sa.select(derived.candidates.c.plugin_scores)).scalar()
+        assert conn.execute(sa.select(sa.func.count()).select_from(derive.rejections)).scalar() == 2
+        assert conn.execute(sa.select(derive.pods.c.name, derive.pods.c.capacity)).all() == [("p", None)]
+        assert conn.execute(sa.select(derive.binds.c.namespace)).scalar() is None
+        scores = conn.execute(sa.select(derive.candidates.c.plugin_scores)).scalar()
         assert scores == '[["Odd plugin",{"a":1},"x"]]'  # an unusual shape is kept as compact JSON
-        assert conn.execute(sa.select(derived.placements.c.pod)).scalar() == "pod-a"
+        assert conn.execute(sa.select(derive.placements.c.pod)).scalar() == "pod-a"
 
 
 def test_a_placement_ends_when_its_run_succeeds_and_a_new_placement_ends_the_old(journal: backends.Journal) -> None:
@@ -183,10 +183,10 @@ def test_a_placement_ends_when_its_run_succeeds_and_a_new_placement_ends_the_old
     journal.append_batch([cycle(1, "unschedulable"), cycle(2, "unschedulable"), cycle(3, "scheduled", "a")])
     journal.append_batch([cycle(4, "scheduled", "b"), run(5, "Running")])
     journal.append_batch([run(6, "Succeeded"), run(7, "Succeeded")])
-    p = derived.placements
+    p = derive.placements
     with journal.engine.connect() as conn:
         ends = conn.execute(sa.select(p.c.pod, p.c.end_lsn, p.c.end_reason).order_by(p.c.lsn)).all()
-        wait = conn.execute(sa.select(derived.waits)).one()
+        wait = conn.execute(sa.select(derive.waits)).one()
     assert ends == [("a", 4, "replaced"), ("b", 6, "succeeded")]
     assert (wait.first_lsn, wait.pending_cycles, wait.end_lsn, wait.pod) == (1, 2, 3, "a")
     assert wait.waited_us == 2_000_000
@@ -203,7 +203,7 @@ def test_a_placement_keeps_its_previous_cycle_and_top_candidate_from_this_batch_
     journal.append_batch([cycle(1, "u", "conflict", "a", "a"), cycle(2, "v", "scheduled", "c", "c")])
     journal.append_batch([cycle(3, "u", "scheduled", "b", "b"),  # its previous cycle is in the batch before
                           cycle(4, "w", "scheduled", "a", "a"), cycle(5, "w", "scheduled", "c", "c")])
-    p = derived.placements
+    p = derive.placements
 
     def linked() -> list[tuple[Any, ...]]:
         with journal.engine.connect() as conn:
@@ -245,7 +245,7 @@ def test_a_prune_deletes_the_history_rows_of_the_records_it_deletes(
         finally:
             journal.close()
         kept = snapshot(url)
-    for table in derived.ROW_TABLES:
+    for table in derive.ROW_TABLES:
         lsn = [c.name for c in table.columns].index("lsn")
         assert all(row[lsn] >= cut for row in kept[table.name]), table.name
     assert all(row[1] >= cut for row in kept["history_waits"])

@@ -6,7 +6,7 @@ record - and the newer one (an hour later), numbered from 898 again, recorded it
 a checkpoint that no longer lists pod-gone, pod-late and pod-new's deletion at LSNs
 898-902. The journal's bounds, its checkpoints, a window's starting state and the pods
 added after it, and the configuration a pod at T is judged by each name a record by
-(epoch, LSN) and go by time, then epoch order (``epoch_order``), then LSN. Both backends.
+(epoch, LSN) and go by time, then epoch order (``history.order``), then LSN. Both backends.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import pytest
 import sqlalchemy as sa
 
 from kruntimes.journal import records
-from kruntimes.journal.history import buckets, windows
-from kruntimes.journal.history import derive as derived
+from kruntimes.journal.history import buckets, derive, windows
 from kruntimes.journal.store import backends
 from kruntimes.ui import params, pod_page, queries, timeline
 from tests.ui.test_epoch_order import journal_url  # noqa: F401  (the fixture: both backends)
@@ -130,7 +129,7 @@ def test_what_a_window_s_pods_held_is_read_per_epoch(journal_url: str) -> None: 
     journal.append_batch([_incarnation(NEWER, 5, T1, 60),
                           records.JournalRecord(NEWER, 6, _s(T1, 1), "leader", {"event": "acquired"})])
     with journal.engine.begin() as conn:
-        conn.execute(sa.insert(derived.placements).values(
+        conn.execute(sa.insert(derive.placements).values(
             epoch=NEWER, lsn=6, decided_at=_s(T1, 1), namespace=NS, run="r", run_uid="u", pod="p",
             outcome="scheduled", requests='[["slots",2]]'))
     reader = queries.Reader(journal)
@@ -148,7 +147,7 @@ def test_what_a_window_s_pods_held_is_read_per_epoch(journal_url: str) -> None: 
 def test_runs_placed_on_a_pod_at_one_instant_by_two_epochs_go_by_epoch_order(reader: queries.Reader) -> None:
     with reader.journal.engine.begin() as conn:
         for epoch, lsn, run in ((OLDER, 950, "r-old"), (NEWER, 950 - 100, "r-new")):
-            conn.execute(sa.insert(derived.placements).values(
+            conn.execute(sa.insert(derive.placements).values(
                 epoch=epoch, lsn=lsn, decided_at=_s(T1, 5), namespace=NS, run=run, run_uid=run, pod="pod-old",
                 outcome="scheduled", requests='[["slots",1]]'))
     assert [bar.run for bar in reader.pod_runs(NS, "pod-old", _s(T1, 6))] == ["r-old", "r-new"]

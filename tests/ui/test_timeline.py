@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from kruntimes.journal.history import buckets
-from kruntimes.journal.history import derive as derived
+from kruntimes.journal.history import buckets, derive
 from kruntimes.journal.store import backends
 from kruntimes.ui import timeline
 from tests.ui.test_epoch_order import journal_url  # noqa: F401  (the fixture: both backends)
@@ -40,7 +39,7 @@ def _placements(journal: backends.Journal, *bars: tuple[str, float, float | None
                      "ended_at": None if end is None else T0 + timedelta(seconds=end),
                      "requests": f'[["runs",{runs}]]'})
     with journal.engine.begin() as conn:
-        conn.execute(sa.insert(derived.placements), rows)
+        conn.execute(sa.insert(derive.placements), rows)
 
 
 def _runs(journal: backends.Journal, pods: tuple[str, ...] = ("p", "q"), after: int = 0,

@@ -31,9 +31,7 @@ from typing import NamedTuple
 import sqlalchemy as sa
 
 from kruntimes.journal import records
-from kruntimes.journal.history import derive as derived
-from kruntimes.journal.history import order as epoch_order
-from kruntimes.journal.history import previous
+from kruntimes.journal.history import derive, order, previous
 from kruntimes.journal.store import backend_postgres, backend_sqlite, schema
 
 #: ``inline``: the writer derives each batch's history rows in its transaction; ``follow``:
@@ -86,7 +84,7 @@ def lagging(conn: sa.Connection) -> bool:
 
 
 def lag(conn: sa.Connection) -> list[Lag]:
-    """The epochs the history tables trail, oldest first (``epoch_order``: LSNs overlap between epochs).
+    """The epochs the history tables trail, oldest first (``history.order``: LSNs overlap between epochs).
 
     A lagging epoch older than one with rows written is ``late``.
     """
@@ -96,29 +94,30 @@ def lag(conn: sa.Connection) -> list[Lag]:
     if not behind:
         return behind
     written = [epoch for epoch, done, _head, _first, _lags in rows if done is not None]
-    spans = epoch_order.spans_query()  # probes of the key, not a pass over the records: readers ask this often
+    spans = order.spans_query()  # probes of the key, not a pass over the records: readers ask this often
     found = conn.execute(spans.where(spans.selected_columns.epoch.in_(sorted({e.epoch for e in behind}
                                                                              | set(written)))))
-    starts = epoch_order.ordered((row.epoch, row.first_lsn, row.first_at) for row in found)
-    order = {s.epoch: at for at, s in enumerate(starts)}
-    behind = [e._replace(late=any(order.get(w, -1) > order.get(e.epoch, -1) for w in written) and _derives(conn, e))
+    starts = order.ordered((row.epoch, row.first_lsn, row.first_at) for row in found)
+    position = {s.epoch: at for at, s in enumerate(starts)}
+    behind = [e._replace(late=any(position.get(w, -1) > position.get(e.epoch, -1) for w in written)
+                         and _derives(conn, e))
               for e in behind]
-    return sorted(behind, key=lambda e: (order.get(e.epoch, -1), e.first_lsn, e.epoch))  # none left: first
+    return sorted(behind, key=lambda e: (position.get(e.epoch, -1), e.first_lsn, e.epoch))  # none left: first
 
 
 def _derives(conn: sa.Connection, e: Lag) -> bool:
     """Whether a record of ``e`` not in the tables yet has rows (an ``end`` alone is in order anywhere)."""
     r = schema.journal_records
-    after = e.history_lsn if e.history_lsn is not None else epoch_order.FIRST_SCHEDULER_LSN - 1
+    after = e.history_lsn if e.history_lsn is not None else order.FIRST_SCHEDULER_LSN - 1
     return conn.execute(sa.select(sa.literal(1)).where(
-        r.c.incarnation == e.epoch, r.c.lsn > after, r.c.kind.in_(sorted(derived.KINDS))).limit(1)).first() is not None
+        r.c.incarnation == e.epoch, r.c.lsn > after, r.c.kind.in_(sorted(derive.KINDS))).limit(1)).first() is not None
 
 
 #: The epochs that lag or are not the batch's (built once: the writer asks with every batch).
 _STANDING = sa.select(_e.c.epoch, _LAGS).where(sa.or_(_LAGS, _e.c.epoch.not_in(sa.bindparam("batch", expanding=True))))
 
 
-def standing(conn: sa.Connection, batch: Collection[str], known: dict[str, epoch_order.EpochStart]) -> str:
+def standing(conn: sa.Connection, batch: Collection[str], known: dict[str, order.EpochStart]) -> str:
     """How a writer stores a batch of ``batch``'s epochs, its records already inserted in ``conn``'s transaction.
 
     ``INLINE`` while every stored record is in the tables and no other epoch is newer
@@ -144,7 +143,7 @@ def standing(conn: sa.Connection, batch: Collection[str], known: dict[str, epoch
     if not others:
         return INLINE
     for epoch in [*batch, *(epoch for epoch, _lags in others)]:
-        if epoch not in known and (start := epoch_order.first_record(conn, epoch)) is not None:
+        if epoch not in known and (start := order.first_record(conn, epoch)) is not None:
             known[epoch] = start
     mine = min((known[e] for e in batch if e in known), default=None)
     return LATE if mine is not None and any(known.get(e, mine) > mine for e, _lags in others) else INLINE
@@ -244,7 +243,7 @@ def index_chunk(conn: sa.Connection, chunk_size: int) -> int | None:
         return None
     r = schema.journal_records
     # Payloads only of the kinds that have rows: a checkpoint's is large and derives nothing.
-    payload = sa.case((r.c.kind.in_(sorted(derived.KINDS)), r.c.payload), else_=sa.literal(""))
+    payload = sa.case((r.c.kind.in_(sorted(derive.KINDS)), r.c.payload), else_=sa.literal(""))
     columns = (r.c.lsn, r.c.incarnation, r.c.recorded_at, r.c.kind, r.c.schema_version, payload,
                r.c.payload_sha256)
     page: list[records.EncodedRecord] = []
@@ -286,7 +285,7 @@ def rebuild_history(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK,
 
     Runs in the caller's transaction (a migration that fills the tables, or
     ``Journal.reindex``); returns how many records were read. The epochs go oldest first
-    (``epoch_order``: by their first record's time, which is chained), each in LSN order:
+    (``history.order``: by their first record's time, which is chained), each in LSN order:
     the order the writer stored them in - an epoch's records in LSN order, and a term's
     writer drains the epochs before it from its spool before its own. (epoch, LSN) is
     the identity: LSNs of epochs begun while the database was away overlap, so an order
@@ -295,19 +294,19 @@ def rebuild_history(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK,
     the same tables as the writer's own batches did. With ``upto``, only the epochs it
     names, each up to its LSN there.
     """
-    for table in reversed(derived.TABLES):
+    for table in reversed(derive.TABLES):
         conn.execute(sa.delete(table))
     r = schema.journal_records
     columns = (r.c.lsn, r.c.incarnation, r.c.recorded_at, r.c.kind, r.c.schema_version, r.c.payload,
                r.c.payload_sha256)
     read = 0
-    for start in epoch_order.starts(conn):
+    for start in order.starts(conn):
         if upto is not None and start.epoch not in upto:
             continue
-        after = epoch_order.FIRST_SCHEDULER_LSN - 1
+        after = order.FIRST_SCHEDULER_LSN - 1
         while True:
             query = sa.select(*columns).where(r.c.incarnation == start.epoch, r.c.lsn > after,
-                                              r.c.kind.in_(sorted(derived.KINDS)))
+                                              r.c.kind.in_(sorted(derive.KINDS)))
             if upto is not None:
                 query = query.where(r.c.lsn <= upto[start.epoch])
             page = [records.EncodedRecord(*row) for row in conn.execute(query.order_by(r.c.lsn).limit(chunk_size))]
@@ -327,7 +326,7 @@ def _apply(conn: sa.Connection, page: list[records.EncodedRecord], *, link: bool
     all at its end instead (``previous.link_stored``).
     """
     backend = backend_sqlite if conn.dialect.name == "sqlite" else backend_postgres
-    history = derived.derive(page, stamp=backend.STAMP)
+    history = derive.derive(page, stamp=backend.STAMP)
     if history:
         if link:
             previous.link(conn, history)

@@ -14,14 +14,14 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 
 from kruntimes.journal import records
-from kruntimes.journal.history import derive as derived
+from kruntimes.journal.history import derive
 
 
 class Backend(Protocol):
     """The module-level functions ``backend_sqlite`` and ``backend_postgres`` each define."""
 
     NAME: str
-    #: How history rows hold their times (``derived.derive(..., stamp=STAMP)``); None: as datetimes.
+    #: How history rows hold their times (``derive.derive(..., stamp=STAMP)``); None: as datetimes.
     STAMP: Any
 
     def create_engine(self, url: sa.URL) -> sa.Engine: ...
@@ -33,6 +33,6 @@ class Backend(Protocol):
     def insert_records(self, dbapi_connection: Any, rows: Sequence[records.EncodedRecord],
                        stamped: Any = None) -> None: ...
 
-    def insert_derived(self, dbapi_connection: Any, derived: derived.Derived) -> None: ...
+    def insert_derived(self, dbapi_connection: Any, derived: derive.Derived) -> None: ...
 
     def is_duplicate(self, exc: BaseException) -> bool: ...

@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kruntimes.journal.history import derive as derived_rows
+from kruntimes.journal.history import derive
 from kruntimes.journal import records
 
 NAME = "postgresql"
@@ -99,7 +99,7 @@ def insert_records(dbapi_connection: Any, rows: Sequence[records.EncodedRecord],
 STAMP = None
 
 
-def insert_derived(dbapi_connection: Any, derived: derived_rows.Derived) -> None:
+def insert_derived(dbapi_connection: Any, derived: derive.Derived) -> None:
     """COPY the history rows of a batch, then run its statements, inside the caller's transaction."""
     with dbapi_connection.cursor() as cursor:
         for table, rows in derived.rows.items():
@@ -107,13 +107,13 @@ def insert_derived(dbapi_connection: Any, derived: derived_rows.Derived) -> None
                 continue
             width = len(rows[0])  # rows may leave the table's last columns out
             with cursor.copy(_derived_copy(table, width)) as copy:
-                copy.set_types(derived_rows.COPY_TYPES[table][:width])
+                copy.set_types(derive.COPY_TYPES[table][:width])
                 write_row = copy.write_row
                 for row in rows:
                     write_row(row)
         # One pipeline for every statement of the batch: a single round trip, not one per kind.
         with dbapi_connection.pipeline():
-            for sql, params in derived_rows.statements(derived, "postgresql"):
+            for sql, params in derive.statements(derived, "postgresql"):
                 cursor.executemany(sql.replace("?", "%s"), params)
 
 
@@ -123,7 +123,7 @@ _copies: dict[tuple[str, int], str] = {}
 def _derived_copy(table: str, width: int) -> str:
     statement = _copies.get((table, width))
     if statement is None:
-        columns = ", ".join(derived_rows.COLUMNS[table][:width])
+        columns = ", ".join(derive.COLUMNS[table][:width])
         statement = _copies[(table, width)] = f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)"
     return statement
 

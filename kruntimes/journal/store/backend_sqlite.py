@@ -22,7 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import event, pool
 
-from kruntimes.journal.history import derive as derived_rows
+from kruntimes.journal.history import derive
 from kruntimes.journal import records
 from kruntimes.journal.store import schema
 
@@ -104,11 +104,11 @@ def insert_records(dbapi_connection: sqlite3.Connection, rows: Sequence[records.
         cursor.close()
 
 
-#: History rows hold their times as the text SQLite stores (``derived.derive(..., stamp=STAMP)``).
+#: History rows hold their times as the text SQLite stores (``derive.derive(..., stamp=STAMP)``).
 STAMP = schema.sqlite_timestamp
 
 
-def insert_derived(dbapi_connection: sqlite3.Connection, derived: derived_rows.Derived) -> None:
+def insert_derived(dbapi_connection: sqlite3.Connection, derived: derive.Derived) -> None:
     """Write the history rows and statements of a batch inside the caller's transaction."""
     cursor = dbapi_connection.cursor()
     try:
@@ -125,7 +125,7 @@ def insert_derived(dbapi_connection: sqlite3.Connection, derived: derived_rows.D
                 for row in part:
                     extend(row)
                 cursor.execute(_derived_statement(table, width, len(part)), params)
-        for sql, params_rows in derived_rows.statements(derived):
+        for sql, params_rows in derive.statements(derived):
             if len(params_rows) > 1 and sql.startswith("INSERT"):
                 # An upsert's rows of one round never meet the same key twice (one per Run,
                 # pod hour, epoch), so one multi-row statement does what executemany did.
@@ -163,7 +163,7 @@ def _derived_statement(table: str, width: int, n: int) -> str:
     statement = _derived_statements.get((table, width, n))
     if statement is None:
         row = "(" + ",".join("?" * width) + ")"
-        columns = ", ".join(derived_rows.COLUMNS[table][:width])  # rows may leave the last columns out
+        columns = ", ".join(derive.COLUMNS[table][:width])  # rows may leave the last columns out
         statement = _derived_statements[(table, width, n)] = (
             f"INSERT INTO {table} ({columns}) VALUES {','.join([row] * n)}")
     return statement

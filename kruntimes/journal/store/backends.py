@@ -20,27 +20,25 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from kruntimes.journal import chain, errors, linker, records
-from kruntimes.journal.history import derive as derived
-from kruntimes.journal.history import indexer as follow
-from kruntimes.journal.history import previous
+from kruntimes.journal.history import derive, indexer, previous
 from kruntimes.journal.store import backend, deadline, engines, epochs, schema, schema_wait, selects
 
 log = logging.getLogger("kruntimes.journal.backends")  # the name operators' log configuration knows
 
-REINDEX_CHUNK = follow.REINDEX_CHUNK
+REINDEX_CHUNK = indexer.REINDEX_CHUNK
 
 
 class Journal:
     """Append-only store of journal records, keyed by (epoch, LSN), read epoch by epoch in LSN order."""
 
     def __init__(self, engine: sa.Engine, *, schema: schema_wait.SchemaGate | None = None,
-                 history: str = follow.DEFAULT_HISTORY) -> None:
+                 history: str = indexer.DEFAULT_HISTORY) -> None:
         self._engine = engine
         # "inline": each batch's history rows in its own transaction; "follow": records
         # only, the rows left to ``index`` (``kruntimes journal index``).
-        self._history = follow.check_mode(history)
+        self._history = indexer.check_mode(history)
         self._trailing = False  # an inline writer found the tables behind: said once
-        self._starts: dict[str, Any] = {}  # epoch -> its first record's start (``follow.standing``): never changes
+        self._starts: dict[str, Any] = {}  # epoch -> its first record's start (``indexer.standing``): never changes
         self._schema = schema  # checked before the first write (``deferred``); None: checked by ``open``
         self._backend: backend.Backend = engines.backend_for(engine.url)  # type: ignore[assignment]
         self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
@@ -54,7 +52,7 @@ class Journal:
 
     @classmethod
     def open(cls, url: str | sa.URL = engines.DEFAULT_URL, *, create: bool = True,
-             history: str = follow.DEFAULT_HISTORY) -> Journal:
+             history: str = indexer.DEFAULT_HISTORY) -> Journal:
         """Open the journal at ``url``; with ``create`` migrate it to the newest schema first.
 
         Without ``create`` an out-of-date schema is an error naming the command that fixes it.
@@ -73,7 +71,7 @@ class Journal:
         return cls(engine, history=history)
 
     @classmethod
-    def deferred(cls, url: str | sa.URL, *, migrate: bool, history: str = follow.DEFAULT_HISTORY) -> Journal:
+    def deferred(cls, url: str | sa.URL, *, migrate: bool, history: str = indexer.DEFAULT_HISTORY) -> Journal:
         """The journal at ``url`` without a connection yet: the schema is checked (or, with
         ``migrate``, migrated) before the first write, so a database that is away delays
         only the writes, which the writer spools meanwhile (SPEC §5 "Availability")."""
@@ -175,7 +173,7 @@ class Journal:
                 key: chain.ChainKey | None) -> list[records.EncodedRecord]:
         inline = self._history == "inline"
         stamped = None if skip_existing else self._backend.stamps(rows)
-        history = derived.derive(rows, sources, stamps=stamped) if inline and not skip_existing else None
+        history = derive.derive(rows, sources, stamps=stamped) if inline and not skip_existing else None
         conn, new = self._append_conn, self._append_conn is None
         if conn is None:
             conn = self._append_conn = self._engine.connect()
@@ -191,7 +189,7 @@ class Journal:
                     sources = [p for r, p in zip(rows, sources) if (r.incarnation, r.lsn) not in stored]
                 rows = kept
                 stamped = self._backend.stamps(rows)
-                history = derived.derive(rows, sources, stamps=stamped) if inline else None
+                history = derive.derive(rows, sources, stamps=stamped) if inline else None
             for r in rows:
                 if not r.chain_hash:
                     rows = self._linked(conn, rows, key)
@@ -201,11 +199,11 @@ class Journal:
             # Rows go in epoch order, each epoch's in LSN order: while the tables trail the journal,
             # or when a newer epoch's rows are written, this batch's are the indexer's. (Records that
             # derive no row, as the `end` a restart writes for its old epoch, are never out of order.)
-            standing = follow.standing(conn, {r.incarnation for r in rows if r.kind in derived.KINDS},
-                                       self._starts) if inline else None
-            indexed = standing == follow.INLINE
+            standing = indexer.standing(conn, {r.incarnation for r in rows if r.kind in derive.KINDS},
+                                        self._starts) if inline else None
+            indexed = standing == indexer.INLINE
             if standing is not None and not indexed and not self._trailing:
-                log.warning(follow.WRITER_NOTES[standing])
+                log.warning(indexer.WRITER_NOTES[standing])
             self._trailing = inline and not indexed
             epochs.project_incarnations(conn, rows)
             epochs.advance(conn, rows, key, indexed, self._upsert_epochs)
@@ -265,9 +263,9 @@ class Journal:
         Takes the append lock: the writer's batches wait (a busy scheduler spools meanwhile).
         """
         def rebuild(conn: sa.Connection) -> int:
-            follow.take_turn(conn)  # an indexer's chunk in flight ends first
-            read = follow.rebuild_history(conn, chunk_size=chunk_size)
-            follow.mark_all(conn)
+            indexer.take_turn(conn)  # an indexer's chunk in flight ends first
+            read = indexer.rebuild_history(conn, chunk_size=chunk_size)
+            indexer.mark_all(conn)
             return read
 
         return self._rebuild(rebuild, "cannot reindex the journal")
@@ -294,12 +292,12 @@ class Journal:
         while limit is None or read < limit:
             try:
                 with self._engine.begin() as conn:
-                    n = follow.index_chunk(conn, chunk_size)
+                    n = indexer.index_chunk(conn, chunk_size)
             except sa_exc.DBAPIError as exc:
                 raise errors.JournalUnavailable(
                     f"cannot index the journal's history ({self.backend}): {exc.orig}") from exc
             if n is None:
-                n = self._rebuild(lambda conn: follow.rebuild_to_heads(conn, chunk_size=chunk_size),
+                n = self._rebuild(lambda conn: indexer.rebuild_to_heads(conn, chunk_size=chunk_size),
                                   "cannot rebuild the journal's history")
                 log.warning("rebuilt the history tables from %d records: an older epoch's records had arrived "
                             "after a newer epoch's rows", n)
@@ -308,11 +306,11 @@ class Journal:
             read += n
         return read
 
-    def history_lag(self) -> list[follow.Lag]:
+    def history_lag(self) -> list[indexer.Lag]:
         """The epochs whose records the history tables do not all hold yet (empty: caught up)."""
         try:
             with self._engine.connect() as conn:
-                return follow.lag(conn)
+                return indexer.lag(conn)
         except sa_exc.DBAPIError as exc:
             raise errors.JournalUnavailable(f"cannot read the history's progress ({self.backend}): {exc.orig}") from exc
 
@@ -389,7 +387,7 @@ class Journal:
 
     def incarnations(self) -> list[epochs.Incarnation]:
         """Every incarnation that wrote to this journal, by first LSN (not by age, where epochs' LSNs
-        overlap: ``epoch_order`` says which is older)."""
+        overlap: ``history.order`` says which is older)."""
         stmt = selects.incarnations()
         try:
             with self._engine.connect() as conn:

@@ -26,7 +26,6 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import errors, payloads
-from kruntimes.journal.history import indexer as follow
 from kruntimes.journal.store import backends
 from kruntimes.journal.write import handover, metrics, settings, wire
 from kruntimes.journal.write.writer import JournalWriter, Record

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from kruntimes.journal.history import indexer as follow
+from kruntimes.journal.history import indexer
 from kruntimes.journal.write import child, settings, spool, spool_drain
 from kruntimes.journal.store.backends import Journal
 from kruntimes.journal.write.writer import JournalWriter
@@ -49,7 +49,7 @@ class SpoolRecovery:
     """Drains one spool on a thread of its own; ``stop`` before a term opens the spool itself."""
 
     def __init__(self, url: str, spool_path: str, *, migrate: bool, registry: CollectorRegistry | None = None,
-                 poll: float = 0.5, history: str = follow.DEFAULT_HISTORY,
+                 poll: float = 0.5, history: str = indexer.DEFAULT_HISTORY,
                  patience: settings.Patience = settings.Patience()) -> None:
         self.url, self.spool_path, self.migrate, self.history = url, spool_path, migrate, history
         self.drained = threading.Event()

@@ -28,7 +28,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import errors
-from kruntimes.journal.history import indexer as follow
+from kruntimes.journal.history import indexer
 from kruntimes.journal.write import handover, settings
 from kruntimes.journal.store.backends import Journal
 from kruntimes.journal.write.child import START_PROBE_SECONDS
@@ -67,7 +67,7 @@ class JournalSession:
                  checkpoint_size_ratio: int = DEFAULT_CHECKPOINT_SIZE_RATIO,
                  registry: CollectorRegistry | None = None, writer: str = DEFAULT_WRITER,
                  migrate: bool = True, key_file: str | None = None, after_lsn: int = 0,
-                 history: str = follow.DEFAULT_HISTORY, batching: settings.Batching = settings.Batching(),
+                 history: str = indexer.DEFAULT_HISTORY, batching: settings.Batching = settings.Batching(),
                  patience: settings.Patience = settings.Patience()) -> None:
         if writer not in WRITERS:
             raise ValueError(f"journal writer must be one of {', '.join(WRITERS)}, not {writer!r}")

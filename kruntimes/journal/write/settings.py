@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from prometheus_client import CollectorRegistry
 
 from kruntimes.journal import records
-from kruntimes.journal.history import indexer as follow
+from kruntimes.journal.history import indexer
 from kruntimes.journal.store import deadline
 from kruntimes.journal.write import intake
 
@@ -41,7 +41,7 @@ class Store:
     #: Check and migrate the schema before the first write; without it, wait for `kruntimes db upgrade`.
     migrate: bool = False
     #: The history tables: derived in each batch ("inline") or left to the indexer ("follow").
-    history: str = follow.DEFAULT_HISTORY
+    history: str = indexer.DEFAULT_HISTORY
 
 
 @dataclass(frozen=True)

@@ -234,7 +234,7 @@ class SpoolDrain:
         """Close an epoch none of whose records was stored: its ``end`` names the LSNs lost (``first_lsn``
         to ``handed_lsn``), chained from the epoch's start, so that verify names them (SPEC §5 "Crash vs
         loss"). Recorded when the epoch's marks last changed, about when it died: its one record is also
-        its first, which places the epoch among the others (``epoch_order``), before any begun after the
+        its first, which places the epoch among the others (``history.order``), before any begun after the
         crash. False if it went to the spool."""
         at = handover.marked_at(self._spool.path, epoch) or self._wall_clock()
         payload = {"reason": "recovered", "handed_lsn": handed, "first_lsn": first}
