@@ -138,28 +138,36 @@ class OneAnswerServer:
 
     def __init__(self, linger: float) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.05)  # accept() looks at `stopping` this often: closing a socket wakes no accept
+        self.stopping = threading.Event()
         self.requests = 0
         self.linger = linger
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
     def close(self) -> None:
-        self.listener.close()  # accept() fails: the thread ends
+        self.stopping.set()
         self.thread.join(5)
+        self.listener.close()
 
     @property
     def host(self) -> str:
         return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
 
     def _serve(self) -> None:
-        while True:
+        while not self.stopping.is_set():
             try:
                 conn, _ = self.listener.accept()
-            except OSError:
-                return
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += conn.recv(65536)
+            except TimeoutError:
+                continue
+            conn.settimeout(5.0)
+            data = chunk = b"-"
+            while chunk and b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                data += chunk
+            if not chunk:  # the client left without a whole request
+                conn.close()
+                continue
             self.requests += 1
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
             time.sleep(self.linger)
