@@ -164,14 +164,17 @@ class CycleOutcome:
         return canonical.digest_of(self.encode)
 
 
-_ORDERED: list[Any] = [None, False]  # the last names tuple asked about (kept alive: its id stays its own), and the answer
+_ordered: tuple[Any, bool] = (None, False)  # the last names tuple asked about (kept alive: its id stays its own)
 
 
 def _in_name_order(names: tuple[str, ...]) -> bool:
-    """Whether `names` never decreases; remembered for the last tuple (the same one, cycle after cycle)."""
-    if _ORDERED[0] is not names:
-        _ORDERED[:] = [names, all(map(operator.le, names, islice(names, 1, None)))]
-    return bool(_ORDERED[1])
+    """Whether `names` never decreases; remembered for the last tuple (the same one, cycle after cycle).
+    The tuple and its answer are read and replaced as one object, so two threads never mix them up."""
+    global _ordered
+    kept = _ordered
+    if kept[0] is not names:
+        kept = _ordered = (names, all(map(operator.le, names, islice(names, 1, None))))
+    return kept[1]
 
 
 def _first(values: tuple[Any, ...], value: Any, n: int) -> list[int]:
