@@ -238,10 +238,8 @@ def _replace_all(api: kubernetes.client.ApiClient, objects: list[dict[str, Any]]
             objects[i] = custom.replace_namespaced_custom_object_status(
                 models.GROUP, models.VERSION, "ceiling", "runs", obj["metadata"]["name"], body)
             return
-        answer = lean.request("PUT", direct.path("apis", models.GROUP, models.VERSION, "namespaces", "ceiling",
-                                                 "runs", obj["metadata"]["name"], "status"), body, 60.0)
-        if answer.status != 200:
-            raise direct.api_exception(answer)
+        answer = lean.call("PUT", direct.path("apis", models.GROUP, models.VERSION, "namespaces", "ceiling",
+                                              "runs", obj["metadata"]["name"], "status"), body, 60.0)
         objects[i] = json.loads(answer.body)
 
     try:

@@ -127,6 +127,14 @@ class Direct:
             conn.close()
         return answer
 
+    def call(self, method: str, target: str, body: Any, timeout: float,
+             content_type: str = "application/json") -> Answer:
+        """`request`, with an answer that is not a success raised as the client raises it (`api_exception`)."""
+        answer = self.request(method, target, body, timeout, content_type)
+        if not 200 <= answer.status < 300:
+            raise api_exception(answer)
+        return answer
+
     def close(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []

@@ -294,18 +294,13 @@ class DirectEvents:
         self._sender.close()
 
     def create_namespaced_event(self, namespace: str, body: dict[str, Any], *, _request_timeout: float) -> None:
-        self._send("POST", direct.path("apis", "events.k8s.io", "v1", "namespaces", namespace, "events"), body,
-                   _request_timeout, "application/json")
+        self._sender.call("POST", direct.path("apis", "events.k8s.io", "v1", "namespaces", namespace, "events"),
+                          body, _request_timeout)
 
     def patch_namespaced_event(self, name: str, namespace: str, body: dict[str, Any], *, _request_timeout: float,
                                _content_type: str) -> None:
-        self._send("PATCH", direct.path("apis", "events.k8s.io", "v1", "namespaces", namespace, "events", name),
-                   body, _request_timeout, _content_type)
-
-    def _send(self, method: str, target: str, body: dict[str, Any], timeout: float, content_type: str) -> None:
-        answer = self._sender.request(method, target, body, timeout, content_type)
-        if not 200 <= answer.status < 300:
-            raise direct.api_exception(answer)
+        self._sender.call("PATCH", direct.path("apis", "events.k8s.io", "v1", "namespaces", namespace, "events",
+                                               name), body, _request_timeout, _content_type)
 
 
 def _micro_time(t: datetime) -> str:

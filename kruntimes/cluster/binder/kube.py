@@ -139,9 +139,7 @@ class KubernetesBinder:
         assert self._direct is not None
         target = direct.path("apis", models.GROUP, models.VERSION, "namespaces", run.namespace, RUNS, run.name,
                              "status")
-        answer = self._direct.request("PUT", target, body, self.timeout)
-        if not 200 <= answer.status < 300:
-            raise direct.api_exception(answer)
+        self._direct.call("PUT", target, body, self.timeout)
 
     def observe(self, run: RunInfo) -> st.Observed | None:
         """Read the Run (a GET, never a write): None when it is gone. Raises `ApiError`."""
