@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import proc_cpu  # noqa: E402
 from bench.history_workload import journal_records  # noqa: E402
 from bench.journal_append import DEFAULT_POSTGRES, fresh_postgres  # noqa: E402
 from kruntimes.journal import records
@@ -70,10 +71,9 @@ def _pid_cpu(pid: int | None) -> float:
     if pid is None:
         return 0.0
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return proc_cpu.cpu_of(pid)
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def store(url: str, rows: list[records.EncodedRecord], payloads: list[Any], batch: int,

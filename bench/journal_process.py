@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from prometheus_client import CollectorRegistry  # noqa: E402
 
+from bench import proc_cpu  # noqa: E402
 from bench.history_workload import journal_records  # noqa: E402
 from bench.journal_append import fresh_postgres  # noqa: E402
 from kruntimes.journal.write import process, settings
@@ -52,17 +53,6 @@ def fresh(backend: str, postgres: str) -> Iterator[str]:
             yield url
 
 
-def cpu_of(pid: int) -> float:
-    """CPU seconds a process of this machine has used: its threads' scheduler run times, in
-    nanoseconds (/proc/PID/task/*/schedstat), where the kernel keeps them; else its clock ticks
-    (/proc/PID/stat), which at 10 ms a tick read a short run's few ms as 0."""
-    try:
-        return sum(int((task / "schedstat").read_text().split()[0]) for task in Path(f"/proc/{pid}/task").iterdir()) / 1e9
-    except (OSError, ValueError, IndexError):
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def run(url: str, recs: list[Any], history: str, batch: int) -> tuple[float, float, float]:
     """(records a second, child CPU µs a record, this process's CPU µs a record)."""
     options: dict[str, Any] = {} if history == "before" else {"history": history}
@@ -76,12 +66,12 @@ def run(url: str, recs: list[Any], history: str, batch: int) -> tuple[float, flo
         for record in recs[:batch]:  # the writer's start-up: its schema check, its first connection
             writer.append(record)
         assert writer.flush(60), "the writer did not store its first batch"
-        started, child0, self0 = time.perf_counter(), cpu_of(child), time.process_time()
+        started, child0, self0 = time.perf_counter(), proc_cpu.cpu_of(child), time.process_time()
         for record in recs[batch:]:
             writer.append(record)
         assert writer.flush(600), "the writer did not flush"
         seconds = time.perf_counter() - started
-        child_cpu, self_cpu = cpu_of(child) - child0, time.process_time() - self0
+        child_cpu, self_cpu = proc_cpu.cpu_of(child) - child0, time.process_time() - self0
         stats = writer.stats()
         writer.close()
         assert stats.written == n and stats.spilled == 0, stats
