@@ -69,10 +69,10 @@ def _add_api_options(p: argparse.ArgumentParser) -> None:
     api.add_argument("--namespace", default=kube_args.env("KRUNTIMES_NAMESPACE"),
                      help="watch and schedule in this namespace only (env KRUNTIMES_NAMESPACE; default: all)")
 
-    _option(api, "--binders", "KRUNTIMES_BINDERS", 1,
+    _option(api, "--binders", "KRUNTIMES_BINDERS", ClusterSettings.binders,
             "binder processes sending the status writes (one scheduling loop plans; writes leave it)",
             type=kube_args.positive(int), metavar="N")
-    _option(api, "--bind-concurrency", "KRUNTIMES_BIND_CONCURRENCY", 8,
+    _option(api, "--bind-concurrency", "KRUNTIMES_BIND_CONCURRENCY", ClusterSettings.bind_concurrency,
             "status writes in flight per binder process", type=kube_args.positive(int), metavar="N")
     _option(api, "--heartbeat-staleness", "KRUNTIMES_HEARTBEAT_STALENESS", 30,
             "seconds after which a runtimed heartbeat is stale", type=kube_args.seconds(int), metavar="SECONDS")
