@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--binders", type=int, default=ClusterSettings.binders)
     parser.add_argument("--bind-concurrency", type=int, default=ClusterSettings.bind_concurrency)
     parser.add_argument("--journal-writer", choices=("process", "thread"), default="process")
-    parser.add_argument("--ceiling-threads", default="1,4,8,2x8,8d,16d,2x8d",
+    parser.add_argument("--ceiling-threads", default="1,4,8,2x8,8d,16d,32d,64d,2x8d",
                         help="shapes: T threads of one process, or PxT processes x threads; a d after T: "
                              "through the binders' lean client (kruntimes.cluster.direct)")
     parser.add_argument("--ceiling-writes", type=int, default=3000)
