@@ -37,6 +37,7 @@ from urllib.parse import quote, urlsplit
 import httptools
 import kubernetes.client
 from kubernetes.client import ApiException
+from kubernetes.utils.keepalive import tcp_keepalive_socket_options
 from urllib3 import HTTPHeaderDict
 
 #: How long a bearer token read from the configuration is used before its refresh hook runs again.
@@ -87,6 +88,14 @@ class Direct:
         self._address = (url.hostname or "localhost", url.port or (443 if self._tls else 80))
         self._prefix = url.path.rstrip("/")
         self._configuration = configuration
+        # As the client's pool sets them: the configuration's socket options, else TCP
+        # keep-alive probes when it asks for them (`keep_alive`), else none.
+        if configuration.socket_options is not None:
+            self._socket_options = list(configuration.socket_options)
+        elif getattr(configuration, "keep_alive", False):
+            self._socket_options = tcp_keepalive_socket_options()
+        else:
+            self._socket_options = []
         self._server_name = configuration.tls_server_name or self._address[0]
         self._context = _tls_context(configuration) if self._tls else None
         host = f"[{self._address[0]}]" if ":" in self._address[0] else self._address[0]
@@ -172,7 +181,7 @@ class Direct:
         try:
             conn = socket.create_connection(self._address, timeout=_left(deadline))
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            for option in self._configuration.socket_options or ():  # e.g. TCP keep-alive, as the client sets them
+            for option in self._socket_options:
                 conn.setsockopt(*option)
             if self._context is not None:
                 conn = self._context.wrap_socket(conn, server_hostname=self._server_name)

@@ -133,6 +133,31 @@ def test_writes_reuse_one_kept_alive_connection(emulator: Emulator) -> None:
     sender.close()
 
 
+@pytest.mark.parametrize("setting", ["keep_alive", "socket_options", "neither"])
+def test_the_connection_gets_the_configuration_s_socket_options_as_the_client_s_pool_does(
+        emulator: Emulator, setting: str) -> None:
+    info = created(emulator)
+    configuration = emulator.api_client().configuration
+    if setting == "keep_alive":
+        configuration.keep_alive = True  # the client's TCP keep-alive probes
+    elif setting == "socket_options":
+        configuration.keep_alive = True  # options given win over keep_alive, as in the client
+        configuration.socket_options = [(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 7)]
+    sender = direct.Direct(configuration, {"User-Agent": "test"})
+    body = {"metadata": {"name": "r", "namespace": NS, "resourceVersion": info.resource_version},
+            "status": {"phase": "Pending"}}
+    answer = sender.request("PUT", direct.path("apis", GROUP, VERSION, "namespaces", NS, "runs", "r", "status"),
+                            body, 5.0)
+    assert answer.status == 200
+    (conn,) = sender._idle
+    seen = (conn.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+            conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL))
+    sender.close()
+    with socket.socket() as plain:
+        system = plain.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL)
+    assert seen == {"keep_alive": (1, 15), "socket_options": (0, 7), "neither": (0, system)}[setting]
+
+
 class OneAnswerServer:
     """Answers one request per connection with a keep-alive 200, then closes the connection after `linger` s."""
 
