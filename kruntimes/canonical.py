@@ -91,7 +91,8 @@ def _fragment(value: Any) -> Any:
     return fragment
 
 
-def _itself(value: Any) -> Any:
+def unchanged(value: Any) -> Any:
+    """What it is given: the ``vector`` of a payload built from the values themselves."""
     return value
 
 
@@ -103,7 +104,7 @@ def digest_of(build: Callable[[Callable[[Any], Any]], Any]) -> str:
             return hashlib.sha256(_orjson.dumps(build(_fragment), option=_orjson.OPT_SORT_KEYS)).hexdigest()
         except _orjson.JSONEncodeError:
             pass  # what orjson refuses, the stdlib encodes (encode_bytes), from the values themselves
-    return digest(build(_itself))
+    return digest(build(unchanged))
 
 
 def text(payload: Any) -> str:

@@ -138,7 +138,7 @@ class CycleOutcome:
             return None
         return self.totals[self.feasible.index(self.chosen)]
 
-    def encode(self, vector: Callable[[Any], Any] = lambda v: v) -> dict[str, Any]:
+    def encode(self, vector: Callable[[Any], Any] = canonical.unchanged) -> dict[str, Any]:
         """The FULL outcome for canonical encoding (O(pods) when encoded).
 
         Sequences stay tuples: the canonical encoder writes them as JSON arrays, so
