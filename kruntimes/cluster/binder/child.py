@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import pickle
 import signal
 import threading
 import time
@@ -149,7 +150,9 @@ class Outbox:
                 closed = self._closed
             if batch:
                 try:
-                    self._conn.send(batch)
+                    # Plain pickle, read by the other end's `recv` as any message: `send` would
+                    # build a ForkingPickler (a copy of copyreg's table) for every message.
+                    self._conn.send_bytes(pickle.dumps(batch, pickle.HIGHEST_PROTOCOL))
                 except (OSError, ValueError):
                     return  # the other end is gone: it will see EOF
             if closed:
