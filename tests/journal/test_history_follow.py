@@ -325,3 +325,50 @@ def test_a_prune_waits_for_an_indexers_chunk_in_flight(backend: str, generated: 
         index(url, 1000)
         lsn = [c.name for c in derive.cycles.columns].index("lsn")
         assert all(row[lsn] >= cut for row in snapshot(url)["history_cycles"]), "no row of a pruned record"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", ["inline", "follow"])
+def test_records_stored_while_a_reindex_runs_end_in_the_tables_once(
+        backend: str, mode: str, generated: Generated, request: pytest.FixtureRequest,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A live scheduler's writer stores the journal's second half while `journal reindex`
+    # has rebuilt the first and not yet committed. On PostgreSQL, before the reindex held
+    # inline writers off and marked only the heads it had read, those records were marked
+    # as in the tables without their rows (an inline writer trailed, a follow writer was
+    # counted as indexed), and the indexer never came back for them.
+    expected = inline_tables(request, backend, generated)
+    half = len(generated.records) // 2
+    with empty_journal_url(request, backend) as url:
+        store(url, generated.records[:half], history="follow")
+        rebuilt, go = threading.Event(), threading.Event()
+        rebuild = indexer.rebuild_history
+
+        def rebuild_then_wait(conn: sa.Connection, **kwargs: Any) -> int:
+            read = rebuild(conn, **kwargs)
+            rebuilt.set()
+            go.wait(60)  # the reindex's transaction stays open while the writer stores
+            return read
+
+        monkeypatch.setattr(indexer, "rebuild_history", rebuild_then_wait)
+        failures: list[BaseException] = []
+        reindex = in_thread(url, lambda journal: journal.reindex(chunk_size=50), failures)
+        reindex.start()
+        assert rebuilt.wait(60)
+
+        def second_half() -> None:
+            try:
+                store(url, generated.records[half:], history=mode)
+            except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+                failures.append(exc)
+
+        writer_thread = threading.Thread(target=second_half)
+        writer_thread.start()
+        writer_thread.join(2.0)  # a follow writer on PostgreSQL stores now; the others wait for the reindex
+        go.set()
+        reindex.join(60)
+        writer_thread.join(120)
+        assert failures == [] and not reindex.is_alive() and not writer_thread.is_alive()
+        index(url, 1000)  # what a follow writer stored after the heads were read
+        assert lag(url) == []
+        assert snapshot(url) == expected

@@ -193,11 +193,6 @@ def advice(lag: list[Lag]) -> str | None:
             f'run "{CATCH_UP}" to bring the tables up to date')
 
 
-def mark_all(conn: sa.Connection) -> None:
-    """Every epoch's records are in the tables (after a rebuild, in its transaction)."""
-    conn.execute(sa.update(_e).values(history_lsn=_e.c.head_lsn))
-
-
 def rebuild_to_heads(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK) -> int:
     """Rebuild the tables from every epoch's records up to its head as read first; mark those heads.
 
@@ -210,6 +205,25 @@ def rebuild_to_heads(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK) ->
     read = rebuild_history(conn, chunk_size=chunk_size, upto=heads)
     _mark(conn, heads)
     return read
+
+
+def rebuild_all(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK) -> int:
+    """``journal reindex``: ``rebuild_to_heads`` with inline writers held off until ``conn`` commits.
+
+    Unlike the indexer's rebuild (which runs only while an epoch is late, when no writer
+    derives inline), a reindex can meet a writer deriving its batch's rows inline. On
+    PostgreSQL that writer's rows, committed after the tables were emptied, would stay
+    beside the rebuilt ones, and a head marked as read at the end could cover records
+    the rebuild never read. So the rebuild takes the writers' lock (``standing``'s) for
+    its transaction: an inline writer waits at its check, then finds its epoch caught up
+    to the head it has not yet moved, and derives its batch itself. A ``follow`` writer
+    never waits: what it stores after the heads were read stays lagging for the indexer.
+    SQLite: ``take_turn``'s write lock already holds every writer off.
+    """
+    take_turn(conn)
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _WRITERS_LOCK})
+    return rebuild_to_heads(conn, chunk_size=chunk_size)
 
 
 def take_turn(conn: sa.Connection) -> None:

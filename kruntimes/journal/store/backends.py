@@ -260,15 +260,11 @@ class Journal:
     def reindex(self, *, chunk_size: int = REINDEX_CHUNK) -> int:
         """Rebuild the history tables from the stored records in one transaction; the records read.
 
-        Takes the append lock: the writer's batches wait (a busy scheduler spools meanwhile).
+        Takes the append lock and the writers' (`indexer.rebuild_all`): inline writers' batches
+        wait (a busy scheduler spools meanwhile); a follow writer's stay lagging for the indexer.
         """
-        def rebuild(conn: sa.Connection) -> int:
-            indexer.take_turn(conn)  # an indexer's chunk in flight ends first
-            read = indexer.rebuild_history(conn, chunk_size=chunk_size)
-            indexer.mark_all(conn)
-            return read
-
-        return self._rebuild(rebuild, "cannot reindex the journal")
+        return self._rebuild(lambda conn: indexer.rebuild_all(conn, chunk_size=chunk_size),
+                             "cannot reindex the journal")
 
     def _rebuild(self, work: Callable[[sa.Connection], int], failure: str) -> int:
         with self._append_lock:
