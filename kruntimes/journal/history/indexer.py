@@ -133,8 +133,7 @@ def standing(conn: sa.Connection, batch: Collection[str], known: dict[str, order
     older term's late tail) could each miss the other's rows and both derive inline. On
     SQLite the records' insert already holds the database's one write lock.
     """
-    if conn.dialect.name == "postgresql":
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _WRITERS_LOCK})
+    _hold(conn, _WRITERS_LOCK)
     if not batch:
         return TRAILING if lagging(conn) else INLINE
     others = conn.execute(_STANDING, {"batch": sorted(batch)}).all()
@@ -221,8 +220,7 @@ def rebuild_all(conn: sa.Connection, *, chunk_size: int = REINDEX_CHUNK) -> int:
     SQLite: ``take_turn``'s write lock already holds every writer off.
     """
     take_turn(conn)
-    if conn.dialect.name == "postgresql":
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _WRITERS_LOCK})
+    _hold(conn, _WRITERS_LOCK)
     return rebuild_to_heads(conn, chunk_size=chunk_size)
 
 
@@ -234,9 +232,16 @@ def take_turn(conn: sa.Connection) -> None:
     transaction-scoped advisory lock, which the writers never take.
     """
     if conn.dialect.name == "postgresql":
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _INDEXER_LOCK})
+        _hold(conn, _INDEXER_LOCK)
     else:
         conn.execute(sa.update(_e).where(sa.false()).values(history_lsn=_e.c.history_lsn))
+
+
+def _hold(conn: sa.Connection, key: int) -> None:
+    """PostgreSQL: take the transaction-scoped advisory lock ``key`` (waiting for it) until ``conn``'s
+    transaction ends. SQLite: nothing (a writing transaction already holds the one write lock)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
 
 
 def index_chunk(conn: sa.Connection, chunk_size: int) -> int | None:
