@@ -163,8 +163,10 @@ class Executor(RunExecutor[_Execution]):
             self._users.give_back(execution.run.uid)  # after its files went: the next holder starts clean
         self._on_end(ended)
 
-    def adopt(self, running: set[str]) -> None:
-        """Restart recovery: these Runs are Running here. Nothing to adopt: a new executor has no processes."""
+    def adopt(self, running: set[str]) -> set[str]:
+        """Restart recovery: these Runs are Running here; the UIDs of those whose executions it found
+        (none: a new executor has no processes)."""
+        return set()
 
     def release(self, uid: str) -> bool:
         """Release a function Run: stop its process (if any) and report it released. False if unknown."""

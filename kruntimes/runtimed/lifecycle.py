@@ -139,11 +139,13 @@ class Lifecycle:
         for uid in sorted(set(kept) - {r.uid for r in running}):
             self.outbox.remove(uid)  # its end was written, or the Run is gone
         # A Runtime Server outlives runtimed: what it still executes for these Runs is adopted, the rest stopped.
-        self.executor.adopt({r.uid for r in running if r.uid not in kept})
+        # Lost is what adoption did not find, not what the executor holds afterwards: the server may hand
+        # an adopted Run's end over (settling it) before this goes on.
+        adopted = self.executor.adopt({r.uid for r in running if r.uid not in kept})
         for run in sorted(running, key=lambda r: (r.namespace, r.name, r.uid)):
             if run.uid in kept:
                 self._ends.write(kept[run.uid])
-        for ended in outcomes.lost_executions([r for r in running if r.uid not in kept], self.executor.has,
+        for ended in outcomes.lost_executions([r for r in running if r.uid not in kept], adopted.__contains__,
                                               left_behind=left_behind):
             self._finish(ended)
         for obj in objs:

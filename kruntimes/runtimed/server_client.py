@@ -140,8 +140,9 @@ class RemoteExecutor(RunExecutor[RunRef]):
         except ServerUnreachable as exc:
             log.warning("%s", exc)
 
-    def adopt(self, running: set[str], *, wait_seconds: float = SERVER_WAIT_SECONDS) -> None:
-        """Start-up: wait for the server; keep what it executes for `running`; stop and drop everything else."""
+    def adopt(self, running: set[str], *, wait_seconds: float = SERVER_WAIT_SECONDS) -> set[str]:
+        """Start-up: wait for the server; keep what it executes (or has the end of) for `running`, and
+        return those Runs' UIDs; stop and drop everything else."""
         deadline = time.monotonic() + wait_seconds
         while True:
             try:
@@ -170,6 +171,7 @@ class RemoteExecutor(RunExecutor[RunRef]):
                 except ServerUnreachable as exc:
                     log.warning("%s", exc)
         self._follow()
+        return {run.uid for run in there if run.uid in running}
 
     def reap_orphans(self) -> int:
         return 0  # the Runs' processes are the server's children, and it reaps them

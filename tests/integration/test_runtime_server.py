@@ -257,6 +257,22 @@ def test_a_restarted_runtimed_writes_the_end_of_a_run_that_finished_while_it_was
     go.touch()
     wait_for(lambda: pod.server.unacknowledged() == 1)  # ended while no runtimed listened
     second = runtimed()
+    # The follower that adoption starts may take the end from the server before recovery
+    # goes on (a race CI lost once): here it always does, and hands the end on late, so a
+    # recovery that counted the Run's process as lost would write ExecutionLost first.
+    adopt, on_end = second.executor.adopt, second.executor._on_end
+
+    def adopt_and_let_the_follower_take_the_end(running: set[str], **kwargs: Any) -> set[str]:
+        adopted = adopt(running, **kwargs)
+        wait_for(lambda: not second.executor.has("uid-a"))
+        return adopted
+
+    def hand_on_late(ended: Ended) -> None:
+        time.sleep(0.5)
+        on_end(ended)
+
+    second.executor.adopt = adopt_and_let_the_follower_take_the_end  # type: ignore[method-assign]
+    second.executor._on_end = hand_on_late
     try:
         second.recover([api.read_run("ns", "a")])
         wait_for(lambda: api.phase("a") == "Succeeded")
