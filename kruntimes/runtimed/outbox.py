@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import os
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -29,6 +30,7 @@ from kruntimes.scheduler.status import rfc3339
 log = logging.getLogger(__name__)
 
 SUFFIX = ".end.json"
+TEMPORARY = ".tmp"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,29 +42,38 @@ class PendingEnd:
 
 
 class Outbox:
-    """The pending ends of one runtimed, one file per Run UID. Thread-safe (one file per Run, atomic renames)."""
+    """The pending ends of one runtimed, one file per Run UID. Thread-safe: each put writes a temporary
+    file of its own and renames it into place, so two threads keeping an end of the same Run at once
+    (recovery and the Runtime Server's hand-over) leave one whole file, the later one's."""
 
     def __init__(self, directory: Path | None) -> None:
         self.directory = Path(directory) if directory is not None else None
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            for left in self.directory.glob(f"*{TEMPORARY}"):  # a predecessor killed mid-put: never renamed
+                left.unlink(missing_ok=True)
 
     def put(self, pending: PendingEnd) -> None:
         """Keep an end until `remove`; a disk that refuses is logged, the end is still written from memory."""
         if self.directory is None:
             return
         path = self._path(pending.ended.run.uid)
-        temporary = path.with_suffix(".tmp")
+        temporary = None
         try:
-            with open(temporary, "w", encoding="utf-8") as f:
+            fd, temporary = tempfile.mkstemp(dir=self.directory, prefix=path.name + ".", suffix=TEMPORARY)
+            with open(fd, "w", encoding="utf-8") as f:
                 json.dump(_encode(pending), f, sort_keys=True)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(temporary, path)
+            temporary = None
             _sync_directory(self.directory)
         except OSError as exc:
             log.warning("keeping the end of Run %s on disk failed: %s; it is written from memory only",
                         pending.ended.run.label, exc)
+        finally:
+            if temporary is not None:
+                Path(temporary).unlink(missing_ok=True)
 
     def remove(self, uid: str) -> None:
         """The API has the end (or the Run is gone): forget it. Idempotent."""

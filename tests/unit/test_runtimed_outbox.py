@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
+
+import pytest
 
 from kruntimes.runtimed import outcomes
 from kruntimes.runtimed.outbox import Outbox, PendingEnd
@@ -38,3 +42,34 @@ def test_without_a_directory_nothing_is_kept(tmp_path: Path) -> None:
     box = Outbox(None)
     box.put(EXITED)
     assert box.pending() == {}
+
+
+def test_two_threads_keeping_an_end_of_the_same_run_at_once_leave_one_whole_file(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Restart recovery and the Runtime Server's hand-over can both keep an end of one Run: with one
+    # temporary name for both, one thread's rename found the file gone and its end was not kept.
+    box = Outbox(tmp_path)
+    lost = PendingEnd(Ended(RunRef("ns", "a", "uid-a"), "Failed", outcomes.REASON_EXECUTION_LOST, "lost"), AT)
+    start = threading.Barrier(8)
+
+    def keep(pending: PendingEnd) -> None:
+        start.wait()
+        for _ in range(50):
+            box.put(pending)
+
+    threads = [threading.Thread(target=keep, args=(EXITED if i % 2 else lost,)) for i in range(8)]
+    with caplog.at_level(logging.WARNING, logger="kruntimes.runtimed.outbox"):
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not caplog.records
+    assert Outbox(tmp_path).pending()["uid-a"] in (EXITED, lost)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [next(tmp_path.glob("*.end.json")).name]
+
+
+def test_a_temporary_file_a_killed_runtimed_left_is_cleared_by_the_next(tmp_path: Path) -> None:
+    Outbox(tmp_path).put(EXITED)
+    (tmp_path / "0123.end.json.x1y2.tmp").write_text('{"namespace": "ns", "na')
+    assert Outbox(tmp_path).pending() == {"uid-a": EXITED}
+    assert not list(tmp_path.glob("*.tmp"))
