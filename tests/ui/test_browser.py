@@ -132,14 +132,18 @@ def _cards(cycles: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 def test_a_pending_runs_page_shows_its_identical_cycles_as_one_card(
         driver: Any, served: Served, journal: backends.Journal) -> None:
+    # The Pending Run whose same decision repeats longest. How often the demo retries a Run that
+    # fits nowhere follows its pods' events, so timing: a loaded machine gave 2 in a row where
+    # this once asked for more than 2; eight demos sampled gave 2 or 3 (one 32, under contention).
     with journal.engine.connect() as conn:
-        name = conn.execute(sa.text(
-            "SELECT run FROM history_cycles WHERE status = 'unschedulable' GROUP BY run ORDER BY COUNT(*) DESC, run "
-            "LIMIT 1")).scalar_one()
-    cycles = history_runs.run_cycles(journal, "demo", name)
+        pending = conn.execute(sa.text(
+            "SELECT DISTINCT run FROM history_cycles WHERE status = 'unschedulable' ORDER BY run")).scalars().all()
+    stories = {name: history_runs.run_cycles(journal, "demo", name) for name in pending}
+    name = max(pending, key=lambda n: (max(map(len, _cards(stories[n]))), len(stories[n])))
+    cycles = stories[name]
     cards = _cards(cycles)
     longest = max(cards, key=len)
-    assert len(longest) > 2, "the demo retries some Pending Run for the same reason"
+    assert len(longest) > 1, "the demo retries some Pending Run for the same reason"
     _open(driver, served, f"/run/demo/{name}")
     assert browser.console_errors(driver) == []
     assert _text(driver, "h2:nth-of-type(2)") == f"Cycles ({len(cycles)})"
