@@ -340,7 +340,7 @@ def measure(host: str, args: argparse.Namespace, namespace: str, runs: int, jour
     settings = ClusterSettings(namespace=namespace, binders=args.binders, bind_concurrency=args.bind_concurrency,
                                lease=lease, journal_url=journal_url,
                                journal_spool=f"{journal_dir}/{namespace}.spool", journal_writer=args.journal_writer,
-                               request_timeout=60.0)
+                               request_timeout=60.0, event_interval=args.event_interval)
     # A kubeconfig's credentials are loaded again in each binder process, as `kruntimes scheduler` does.
     source = None if host.startswith("http") else functools.partial(kube_args.load_configuration, host, None)
     scheduler = ClusterScheduler(api, settings, registry=CollectorRegistry(), configuration_source=source)
@@ -439,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--journal-modes", default="sqlite,off",
                         help="comma-separated, measured in this order: sqlite, postgres (needs --journal), off")
     parser.add_argument("--journal-writer", choices=("process", "thread"), default="process")
+    parser.add_argument("--event-interval", type=float, default=ClusterSettings.event_interval,
+                        help="the scheduler's --event-interval; 0: no Events")
     parser.add_argument("--journal", metavar="URL", help="the PostgreSQL server of the postgres mode (each "
                                                          "measurement uses a fresh schema)")
     parser.add_argument("--sweep", metavar="PODS,...", help="instead: one SQLite measurement per pod count")

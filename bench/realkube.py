@@ -23,7 +23,12 @@ schedulers and the benchmark authenticate as the admin (APF's exempt level): the
 comparison is of the schedulers, not of priority levels. kube-scheduler's client
 rate limit (50 QPS by default) is raised to `--kube-qps`, since kruntimes has none.
 
+`--server-cpus` gives etcd and kube-apiserver CPUs of their own and everything else the
+rest, as a cluster's control plane has nodes of its own: the ceiling is then the server's
+alone, and each scheduler is measured against what the server can take.
+
     python bench/realkube.py                         # 1,000 pods/nodes, 10,000 Runs/pods
+    python bench/realkube.py --server-cpus 0         # the server on CPU 0, the rest elsewhere
     python bench/realkube.py --pods 200 --nodes 200 --runs 2000 --ceiling-writes 1000
 """
 
@@ -181,6 +186,15 @@ def measure_kube_scheduler(plane: controlplane.ControlPlane, args: argparse.Name
             "first": progress.first - launched, "cpu": cpu, "machine": machine}
 
 
+def cpu_list(text: str) -> set[int]:
+    """CPUs as taskset writes them: `0`, `0,2`, `0-3`."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
 def _children_cpu() -> float:
     times = os.times()
     return times.children_user + times.children_system
@@ -195,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--binders", type=int, default=ClusterSettings.binders)
     parser.add_argument("--bind-concurrency", type=int, default=ClusterSettings.bind_concurrency)
     parser.add_argument("--journal-writer", choices=("process", "thread"), default="process")
+    parser.add_argument("--event-interval", type=float, default=ClusterSettings.event_interval,
+                        help="the scheduler's --event-interval; 0: no Events (kube-scheduler still writes its own)")
     parser.add_argument("--ceiling-threads", default="1,4,8,2x8,8d,16d,32d,64d,2x8d",
                         help="shapes: T threads of one process, or PxT processes x threads; a d after T: "
                              "through the binders' lean client (kruntimes.cluster.direct)")
@@ -206,13 +222,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure (b) and (c) this many times, in turn, the order reversed every other round "
                              "(a shared machine moves between measurements; medians are printed)")
     parser.add_argument("--dir", type=Path, help="the control plane's directory (default: a temporary one)")
+    parser.add_argument("--server-cpus", help="CPUs (e.g. 0 or 0-1) for etcd and kube-apiserver alone; this "
+                                              "benchmark, the schedulers and the ceiling's clients get the others")
     args = parser.parse_args(argv)
+    server_cpus = cpu_list(args.server_cpus) if args.server_cpus else None
+    if server_cpus is not None:
+        rest = os.sched_getaffinity(0) - server_cpus
+        if not rest or not server_cpus <= os.sched_getaffinity(0):
+            parser.error(f"--server-cpus {args.server_cpus} must leave some of CPUs "
+                         f"{sorted(os.sched_getaffinity(0))} to the schedulers")
+        os.sched_setaffinity(0, rest)  # inherited by every process this one starts
     args.profile = False
     # SIGTERM stops the control plane as Ctrl-C does (its processes run in sessions of their own).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="kr-bench-") as scratch:
         directory = args.dir or Path(scratch)
-        plane = controlplane.ControlPlane(directory / "plane")
+        plane = controlplane.ControlPlane(directory / "plane", cpus=server_cpus)
         with plane:
             deploy(plane)
             parts = set(args.parts.split(","))
@@ -246,6 +271,7 @@ def measure_round(plane: controlplane.ControlPlane, args: argparse.Namespace, di
             continue
         url = f"sqlite:///{directory}/journal-{what}-{number}.db" if what == "sqlite" else None
         label = "off" if what == "off" else f"SQLite (WAL), summary, {args.journal_writer} writer"
+        label += "" if args.event_interval else ", no Events"
         results[what] = cluster.measure(host, args, f"bench-{what}-{number}", args.runs, str(directory), url,
                                         FENCE_LEASE)
         results[what]["label"] = label
@@ -259,14 +285,16 @@ def rate(what: str, r: dict[str, Any]) -> float:
 
 def summary(args: argparse.Namespace, rates: dict[str, float], rounds: list[dict[str, dict[str, Any]]]) -> None:
     best = max(rates.values()) if rates else float("nan")
-    print(f"\nbench/realkube.py - kube-apiserver v1.37.2 + etcd on loopback, {os.cpu_count()} CPUs, "
+    pinned = f" (the server on CPUs {args.server_cpus}, the rest elsewhere)" if args.server_cpus else ""
+    print(f"\nbench/realkube.py - kube-apiserver v1.37.2 + etcd on loopback, {os.cpu_count()} CPUs{pinned}, "
           f"load {os.getloadavg()[0]:.2f} (1 min average, at the end)")
     if rates:
         print("  (a) the server's ceiling, Run status replaces/s (watches running): "
               + " / ".join(f"{rates[n]:,.0f}" for n in rates) + f" at {' / '.join(rates)} "
               "(threads, or processes x threads; d: the lean client)")
-    labels = {"sqlite": f"(b) kruntimes, {args.pods:,} pods / {args.runs:,} Runs, journal SQLite (WAL)",
-              "off": f"(b) kruntimes, {args.pods:,} pods / {args.runs:,} Runs, journal off",
+    events = "" if args.event_interval else ", no Events"
+    labels = {"sqlite": f"(b) kruntimes, {args.pods:,} pods / {args.runs:,} Runs, journal SQLite (WAL){events}",
+              "off": f"(b) kruntimes, {args.pods:,} pods / {args.runs:,} Runs, journal off{events}",
               "kube": f"(c) kube-scheduler, {args.nodes:,} nodes / {args.runs:,} pods, default profile"}
     print(f"  {'what':<62} {'per s, each round':>22} {'median':>7} {'x ceiling':>9} {'x kube-scheduler':>16}")
     medians = {what: statistics.median(rate(what, r[what]) for r in rounds) for what in labels if what in rounds[0]}

@@ -55,8 +55,10 @@ class ControlPlane:
     """One etcd and one kube-apiserver (plus, if asked, a kube-controller-manager) in ``directory``."""
 
     def __init__(self, directory: Path, *, with_controller_manager: bool = False,
-                 bin_dir: Path | None = None) -> None:
+                 bin_dir: Path | None = None, cpus: set[int] | None = None) -> None:
         self.directory = directory.resolve()
+        # The CPUs its processes may run on (None: any). Go sizes GOMAXPROCS from them at start.
+        self.cpus = cpus
         self.with_controller_manager = with_controller_manager
         self.bin_dir = bin_dir or binaries.bin_dir()
         self.kubeconfig = self.directory / "kubeconfig"
@@ -129,8 +131,10 @@ class ControlPlane:
 
     def _spawn(self, name: str, args: list[str]) -> None:
         log = open(self.directory / f"{name}.log", "ab")
+        cpus = self.cpus
         process = subprocess.Popen([str(self.bin_dir / name), *args], stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+                                   stdin=subprocess.DEVNULL, start_new_session=True,
+                                   preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus))
         self._processes.append((name, process, log))
 
     def _write_kubeconfig(self) -> None:

@@ -17,7 +17,7 @@ import kubernetes.client
 import pytest
 
 from tests.emulator.fixtures import api_client_from_kubeconfig
-from tests.realkube import binaries
+from tests.realkube import binaries, controlplane
 from tests.realkube.fixtures import bin_dir_or_skip
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,3 +71,23 @@ def test_up_prints_the_kubeconfig_serves_the_release_and_stops_everything_on_sig
     launched.send_signal(signal.SIGTERM)
     assert launched.wait(timeout=30) == 0
     assert [pid for pid in started if Path(f"/proc/{pid}").exists()] == []
+
+
+def test_a_control_plane_given_cpus_runs_every_thread_of_its_processes_on_them_alone(tmp_path: Path) -> None:
+    # bench/realkube.py --server-cpus: the server on CPUs of its own, as on a cluster's
+    # control-plane nodes; a thread left on another CPU would take the schedulers' time.
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: a process pinned to it looks like one that is not")
+    cpus = {min(os.sched_getaffinity(0))}
+    with controlplane.ControlPlane(tmp_path / "pinned", bin_dir=bin_dir_or_skip(), cpus=cpus) as plane:
+        api = api_client_from_kubeconfig(str(plane.kubeconfig))
+        try:
+            assert kubernetes.client.VersionApi(api).get_code().git_version == "v1.37.2"
+        finally:
+            api.close()
+        processes = [process.pid for _, process, _ in plane._processes]
+        assert len(processes) == 2  # etcd and kube-apiserver
+        for pid in processes:
+            threads = [int(task.name) for task in Path(f"/proc/{pid}/task").iterdir()]
+            assert len(threads) > 1  # Go's runtime threads, each checked
+            assert {tid: os.sched_getaffinity(tid) for tid in threads} == {tid: cpus for tid in threads}
