@@ -210,16 +210,23 @@ def _first(n: int) -> Callable[[dict[str, Any]], bool]:
 def _settle(scheduler: Scheduler, runs: MemoryApi, pods: MemoryPods, kubelet: Kubelet,
             controller: MemoryController, watch: demo_watch.Watch,
             progress: Callable[[Counter[str], int], None] | None, timeout: float) -> str | None:
-    """Wait until nothing is active and nothing moves; midway, delete one busy trainer pod."""
+    """Wait until nothing is active and nothing moves; midway, delete one busy trainer pod.
+
+    Midway is the first look after a third of the Runs ended at which a trainer Run is
+    Running: between one trainer Run ending and the next admitted none may be (a loaded
+    machine makes that gap long), and the demo promises a pod lost under a running Run.
+    """
     deadline = time.monotonic() + timeout
     total = len(runs.runs())
     lost: str | None = None
+    midway = False
     quiet = last_writes = 0
     while time.monotonic() < deadline:
         phases = Counter(r.phase for r in runs.runs())
         if progress is not None:
             progress(phases, total)
-        if lost is None and phases["Succeeded"] + phases["Failed"] >= total // 3:
+        midway = midway or phases["Succeeded"] + phases["Failed"] >= total // 3
+        if midway and lost is None:
             lost = _delete_busy_pod(runs, pods)
         # Settled: nothing active, nothing queued or being planned, nothing written for a
         # while. Keys waiting out a conflict backoff are left: their Runs have ended.
@@ -235,16 +242,21 @@ def _settle(scheduler: Scheduler, runs: MemoryApi, pods: MemoryPods, kubelet: Ku
         time.sleep(0.1)
     if progress is not None:
         progress(Counter(r.phase for r in runs.runs()), total)
+    if midway and lost is None:
+        return "none (no trainer Run was running)"
     return lost
 
 
-def _delete_busy_pod(runs: MemoryApi, pods: MemoryPods) -> str:
-    """Delete (grace period 0) the trainer pod with the most Running Runs, as a node failure would."""
+def _delete_busy_pod(runs: MemoryApi, pods: MemoryPods) -> str | None:
+    """Delete (grace period 0) the trainer pod with the most Running Runs, as a node failure would.
+
+    None, deleting nothing, while no trainer Run is Running."""
     busy = Counter(r.pod_name for r in runs.runs() if r.phase == "Running" and r.runtime == "trainer")
-    name = busy.most_common(1)[0][0] if busy else ""
-    if name:
-        pods.delete("demo", name)
-    return f"demo/{name}" if name else "none (no trainer Run was running)"
+    if not busy:
+        return None
+    name = busy.most_common(1)[0][0]
+    pods.delete("demo", name)
+    return f"demo/{name}"
 
 
 def _executed(runs: MemoryApi, run: RunInfo) -> bool:
