@@ -227,10 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     server_cpus = cpu_list(args.server_cpus) if args.server_cpus else None
     if server_cpus is not None:
-        rest = os.sched_getaffinity(0) - server_cpus
-        if not rest or not server_cpus <= os.sched_getaffinity(0):
-            parser.error(f"--server-cpus {args.server_cpus} must leave some of CPUs "
-                         f"{sorted(os.sched_getaffinity(0))} to the schedulers")
+        available = os.sched_getaffinity(0)
+        rest = available - server_cpus
+        if not rest or not server_cpus <= available:
+            parser.error(f"--server-cpus {args.server_cpus} must leave some of CPUs {sorted(available)} "
+                         "to the schedulers")
         os.sched_setaffinity(0, rest)  # inherited by every process this one starts
     args.profile = False
     # SIGTERM stops the control plane as Ctrl-C does (its processes run in sessions of their own).
@@ -271,12 +272,17 @@ def measure_round(plane: controlplane.ControlPlane, args: argparse.Namespace, di
             continue
         url = f"sqlite:///{directory}/journal-{what}-{number}.db" if what == "sqlite" else None
         label = "off" if what == "off" else f"SQLite (WAL), summary, {args.journal_writer} writer"
-        label += "" if args.event_interval else ", no Events"
+        label += no_events(args)
         results[what] = cluster.measure(host, args, f"bench-{what}-{number}", args.runs, str(directory), url,
                                         FENCE_LEASE)
         results[what]["label"] = label
         cluster.report(args, f"{label} (round {number})", args.pods, results[what])
     return results
+
+
+def no_events(args: argparse.Namespace) -> str:
+    """What a kruntimes label adds when its Events are off (`--event-interval 0`)."""
+    return "" if args.event_interval else ", no Events"
 
 
 def rate(what: str, r: dict[str, Any]) -> float:
@@ -292,9 +298,9 @@ def summary(args: argparse.Namespace, rates: dict[str, float], rounds: list[dict
         print("  (a) the server's ceiling, Run status replaces/s (watches running): "
               + " / ".join(f"{rates[n]:,.0f}" for n in rates) + f" at {' / '.join(rates)} "
               "(threads, or processes x threads; d: the lean client)")
-    events = "" if args.event_interval else ", no Events"
-    labels = {"sqlite": f"(b) kruntimes, {args.pods:,} pods / {args.runs:,} Runs, journal SQLite (WAL){events}",
-              "off": f"(b) kruntimes, {args.pods:,} pods / {args.runs:,} Runs, journal off{events}",
+    kruntimes = f"(b) kruntimes, {args.pods:,} pods / {args.runs:,} Runs"
+    labels = {"sqlite": f"{kruntimes}, journal SQLite (WAL){no_events(args)}",
+              "off": f"{kruntimes}, journal off{no_events(args)}",
               "kube": f"(c) kube-scheduler, {args.nodes:,} nodes / {args.runs:,} pods, default profile"}
     print(f"  {'what':<62} {'per s, each round':>22} {'median':>7} {'x ceiling':>9} {'x kube-scheduler':>16}")
     medians = {what: statistics.median(rate(what, r[what]) for r in rounds) for what in labels if what in rounds[0]}
