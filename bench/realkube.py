@@ -173,17 +173,33 @@ def measure_kube_scheduler(plane: controlplane.ControlPlane, args: argparse.Name
                 raise SystemExit(f"kube-scheduler bound {progress.bound():,} of {args.runs:,} pods in "
                                  f"{args.timeout:.0f} s; see {directory / 'kube-scheduler.log'}")
             machine = proc_cpu.spent(machine, proc_cpu.snapshot())
+            events_then = scheduled_events(api, namespace)
         finally:
             process.terminate()
             process.wait(15)
             log.close()
         cpu = _children_cpu() - cpu_before
+        events_all = scheduled_events(api, namespace)
     finally:
         api.close()
     assert progress.first is not None and progress.last is not None
     return {"pods": args.runs, "nodes": args.nodes, "from_start": progress.last - launched,
             "first_to_last": max(progress.last - progress.first, BindProgress.PERIOD),
-            "first": progress.first - launched, "cpu": cpu, "machine": machine}
+            "first": progress.first - launched, "cpu": cpu, "machine": machine,
+            "scheduled_events": (events_then, events_all)}
+
+
+def scheduled_events(api: kubernetes.client.ApiClient, namespace: str) -> int:
+    """`Scheduled` Events in `namespace` (kube-scheduler's, one per bind it reports)."""
+    events = kubernetes.client.EventsV1Api(api)
+    count, token = 0, None
+    while True:
+        page = events.list_namespaced_event(namespace, field_selector="reason=Scheduled", limit=5000,
+                                            _continue=token)
+        count += len(page.items)
+        token = page.metadata._continue
+        if not token:
+            return count
 
 
 def cpu_list(text: str) -> set[int]:
@@ -286,7 +302,7 @@ def no_events(args: argparse.Namespace) -> str:
 
 
 def rate(what: str, r: dict[str, Any]) -> float:
-    return float(r["pods"] / r["first_to_last"]) if what == "kube" else float(r["binds"] / r["observed"])
+    return float(r["pods"] / r["first_to_last"]) if what == "kube" else float(r["runs"] / r["observed"])
 
 
 def summary(args: argparse.Namespace, rates: dict[str, float], rounds: list[dict[str, dict[str, Any]]]) -> None:
@@ -312,6 +328,11 @@ def summary(args: argparse.Namespace, rates: dict[str, float], rounds: list[dict
         for what in r:
             wall = r[what]["from_start"] if what == "kube" else r[what]["observed"]
             print(f"      round {number} {what:<6} CPU by process: {proc_cpu.line(r[what]['machine'], wall)}")
+        for what in r:
+            events = r[what].get("scheduled_events")
+            if events is not None:  # kruntimes: (by the last bind, in all, dropped, refused); kube: (then, all)
+                print(f"      round {number} {what:<6} Scheduled Events: {events[0]:,} by the last bind, "
+                      f"{events[1]:,} in all")
         if "kube" in r:
             kube = r["kube"]
             print(f"      round {number} kube-scheduler: first bind {kube['first']:.1f} s after start, all bound "

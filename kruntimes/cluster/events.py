@@ -8,10 +8,15 @@ recorder (``emit``: one Event per occurrence, each reporter named in
 written, ``FailedScheduling`` (Warning, the Run's bounded Pending message) after a
 Pending status is written. events.k8s.io/v1, reported by ``kruntimes.io/scheduler``.
 
-Why a queue and a thread: emitting must never block or slow a scheduling cycle. The
+Why a queue and threads: emitting must never block or slow a scheduling cycle. The
 binder's caller only puts a small tuple on a bounded queue (never waiting); when the
 queue is full the occurrence is dropped and counted (``kruntimes_scheduler_events_dropped_total``).
-One background thread talks to the API.
+One background thread decides what to write (below); ``senders`` threads write it, so
+Events keep pace with binds as kube-scheduler's do (it sends each in a goroutine of its
+own): with one write at a time, a burst binding ~370 Runs a second got an Event for
+fewer than a third of them and dropped the rest. One Event has one write in flight at
+most: its series is patched only once its create is done, and a patch never overtakes
+the one before.
 
 Why aggregation: a Run stuck Pending for hours is re-planned on every wake-up and
 would otherwise write an Event each time. Occurrences with the same Run, reason and
@@ -98,6 +103,46 @@ class _Series:
     unsent: int  # occurrences since the last write
     last_seen: datetime
     last_write: float  # monotonic
+    # Set by the deciding thread when it hands a write of this Event over, cleared by
+    # the sender once it is done: one write of an Event at a time, so its patches
+    # follow its create and never overtake each other.
+    busy: bool = False
+    refused: bool = False  # its create failed: as if it had never been
+
+
+#: Writes waiting for a free sender, per sender; past that the deciding thread waits,
+#: and occurrences wait in (or are dropped from) the recorder's bounded queue.
+SENDER_BACKLOG = 64
+
+
+class _Senders:
+    """Threads that take writes from one queue, several in flight at once."""
+
+    def __init__(self, count: int, name: str) -> None:
+        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=SENDER_BACKLOG * count)
+        self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(count)]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, write: Callable[[], None]) -> None:
+        self._queue.put(write)
+
+    def stop(self, deadline: float) -> None:
+        """Send what is waiting, until ``deadline`` (monotonic) at most."""
+        for _ in self._threads:
+            try:
+                self._queue.put(None, timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Full:
+                break
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _run(self) -> None:
+        while True:
+            write = self._queue.get()
+            if write is None:
+                return
+            write()
 
 
 class EventRecorder:
@@ -109,12 +154,15 @@ class EventRecorder:
     """
 
     def __init__(self, api: kubernetes.client.ApiClient, *, instance: str, controller: str = CONTROLLER,
-                 capacity: int = 1000,
+                 capacity: int = 1000, senders: int = 1,
                  min_interval: float = 60.0, max_runs: int = 10_000, timeout: float = 10.0,
                  registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.monotonic,
                  now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
-        self._events: Any = (DirectEvents(direct.Direct(api.configuration, api.default_headers, keep=1))
+        if senders < 1:
+            raise ValueError("an event recorder needs at least one sender")
+        self._events: Any = (DirectEvents(direct.Direct(api.configuration, api.default_headers, keep=senders))
                              if direct.supports(api.configuration) else kubernetes.client.EventsV1Api(api))
+        self.senders = senders
         self.instance = instance[:128]
         self.controller = controller
         self.min_interval = min_interval
@@ -124,8 +172,11 @@ class EventRecorder:
         self._queue: queue.Queue[Occurrence | None] = queue.Queue(maxsize=capacity)
         self._series: OrderedDict[tuple[str, str, str], dict[tuple[str, str], _Series]] = OrderedDict()
         self._thread: threading.Thread | None = None
+        # Until started, writes are sent by the caller of handle/flush, one at a time.
+        self._senders: _Senders | None = None
         self._stopping = threading.Event()
         self._abandoned = threading.Event()
+        self._counting = threading.Lock()  # the counters below are raised by the senders
         self.dropped = self.created = self.patched = self.failed = 0
         self._dropped_metric = Counter(
             "kruntimes_scheduler_events_dropped", "Run Events not emitted because the event queue was full.",
@@ -157,20 +208,25 @@ class EventRecorder:
 
     def start(self) -> None:
         if self._thread is None:
+            self._senders = _Senders(self.senders, "kruntimes-events-sender")
             self._thread = threading.Thread(target=self._run, name="kruntimes-events", daemon=True)
             self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Send what is queued (within ``timeout``), then end the thread."""
+        """Send what is queued (within ``timeout``), then end the threads."""
         if self._thread is None:
             return
+        deadline = time.monotonic() + timeout
         self._stopping.set()
         try:
             self._queue.put(None, timeout=timeout)
         except queue.Full:
             pass
-        self._thread.join(timeout)
+        self._thread.join(max(0.0, deadline - time.monotonic()))
         self._thread = None
+        if self._senders is not None:
+            self._senders.stop(deadline)
+            self._senders = None
         if isinstance(self._events, DirectEvents):
             self._events.close()
 
@@ -207,6 +263,8 @@ class EventRecorder:
         self._series.move_to_end(run_key)
         while len(self._series) > self.max_runs:
             self._series.popitem(last=False)
+        for key in [k for k, s in by_note.items() if s.refused]:
+            del by_note[key]  # its create failed: the next occurrence creates it again
         note = _bounded(o.note)
         series = by_note.get((o.reason, note))
         if series is None:
@@ -216,9 +274,8 @@ class EventRecorder:
                 series.unsent += 1
                 series.last_seen = o.at
                 return
-            name = self._create(Occurrence(o.run, o.reason, note, o.at), count=1)
-            if name is not None:
-                by_note[(o.reason, note)] = _Series(name, 1, 0, o.at, self._clock())
+            series = by_note[(o.reason, note)] = _Series("", 1, 0, o.at, self._clock(), busy=True)
+            series.name = self._create(Occurrence(o.run, o.reason, note, o.at), count=1, series=series)
             return
         series.unsent += 1
         series.last_seen = o.at
@@ -228,14 +285,15 @@ class EventRecorder:
         now = self._clock()
         for run_key, by_note in list(self._series.items()):
             for series in by_note.values():
-                if series.unsent and now - series.last_write >= self.min_interval:
+                if (series.unsent and not series.busy and not series.refused
+                        and now - series.last_write >= self.min_interval):
                     self._patch(run_key[0], series)
 
     def _recent_write(self, by_note: dict[tuple[str, str], _Series]) -> bool:
         now = self._clock()
         return any(now - s.last_write < self.min_interval for s in by_note.values())
 
-    def _create(self, o: Occurrence, count: int) -> str | None:
+    def _create(self, o: Occurrence, count: int, series: _Series | None = None) -> str:
         if o.run is not None:
             run = o.run
             regarding = {"apiVersion": f"{models.GROUP}/{models.VERSION}", "kind": "Run",
@@ -255,32 +313,65 @@ class EventRecorder:
             "reportingController": self.controller, "reportingInstance": self.instance,
             "action": action, "reason": o.reason, "type": kind, "note": _bounded(o.note), "regarding": regarding,
         }
-        try:
-            self._events.create_namespaced_event(namespace, body, _request_timeout=self.timeout)
-        except Exception as exc:  # noqa: BLE001 - a courtesy: logged, never raised
-            self.failed += 1
-            log.warning("could not create the %s Event of %s: %s", o.reason, about,
-                        errors.describe(exc) if isinstance(exc, ApiException) else exc)
-            return None
-        self.created += 1
+
+        def write() -> None:
+            if self._abandoned.is_set():
+                return
+            try:
+                self._events.create_namespaced_event(namespace, body, _request_timeout=self.timeout)
+            except Exception as exc:  # noqa: BLE001 - a courtesy: logged, never raised
+                if series is not None:
+                    series.refused = True
+                self._count("failed")
+                log.warning("could not create the %s Event of %s: %s", o.reason, about,
+                            errors.describe(exc) if isinstance(exc, ApiException) else exc)
+                return
+            finally:
+                if series is not None:
+                    series.busy = False
+            self._count("created")
+
+        self._send(write)
         return name
 
     def _patch(self, namespace: str, series: _Series) -> None:
+        # Whether it lands or not, the total is what the next patch starts from: a
+        # refused patch is not retried, the next occurrence's patch carries the total.
         count = series.count + series.unsent
         body = {"series": {"count": count, "lastObservedTime": _micro_time(series.last_seen)}}
         series.last_write = self._clock()
-        try:
-            self._events.patch_namespaced_event(series.name, namespace, body, _request_timeout=self.timeout,
-                                                _content_type="application/merge-patch+json")
-        except Exception as exc:  # noqa: BLE001 - a courtesy: logged, never raised
-            self.failed += 1
-            series.unsent = 0  # not retried: the next occurrence patches the total again
-            series.count = count
-            log.warning("could not update the Event %s/%s: %s", namespace, series.name,
-                        errors.describe(exc) if isinstance(exc, ApiException) else exc)
-            return
-        self.patched += 1
         series.count, series.unsent = count, 0
+        series.busy = True
+        name = series.name
+
+        def write() -> None:
+            if self._abandoned.is_set():
+                return
+            try:
+                self._events.patch_namespaced_event(name, namespace, body, _request_timeout=self.timeout,
+                                                    _content_type="application/merge-patch+json")
+            except Exception as exc:  # noqa: BLE001 - a courtesy: logged, never raised
+                self._count("failed")
+                log.warning("could not update the Event %s/%s: %s", namespace, name,
+                            errors.describe(exc) if isinstance(exc, ApiException) else exc)
+                return
+            finally:
+                series.busy = False
+            self._count("patched")
+
+        self._send(write)
+
+    def _send(self, write: Callable[[], None]) -> None:
+        """Hand ``write`` to the senders (or make it here, when not started)."""
+        senders = self._senders
+        if senders is None:
+            write()
+        else:
+            senders.submit(write)
+
+    def _count(self, what: str) -> None:
+        with self._counting:
+            setattr(self, what, getattr(self, what) + 1)
 
 
 class DirectEvents:

@@ -74,8 +74,10 @@ class ClusterScheduler:
                                       throttling=self.throttling)
         self.scheduler = Scheduler(self.cache, self.binder, clock=clock, metrics=SchedulerMetrics(self.registry),
                                    sender=self.binder, deadline=self._write_deadline)
-        # Events on Runs, from a thread of their own: a write that landed enqueues, never waits.
+        # Events on Runs, from threads of their own: a write that landed enqueues, never waits.
+        # As many Event writes in flight as status writes, since each bind is followed by one.
         self.events = (events.EventRecorder(api, instance=self.identity, min_interval=settings.event_interval,
+                                            senders=settings.binders * settings.bind_concurrency,
                                             timeout=settings.write_timeout, registry=self.registry)
                        if settings.event_interval > 0 else None)
         if self.events is not None:
