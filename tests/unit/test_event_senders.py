@@ -99,11 +99,17 @@ def wait_until(condition: Any, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-def test_a_series_is_patched_only_once_its_create_is_done() -> None:
+def started_with_slow(slow: str) -> tuple[Api, events.EventRecorder, Clock]:
+    """A started recorder of 4 senders whose API takes half a second for each ``slow`` write."""
     clock = Clock()
-    api = Api(hold=lambda kind, name: time.sleep(0.5) if kind == "create" else None)
+    api = Api(hold=lambda kind, name: time.sleep(0.5) if kind == slow else None)
     r = recorder(api, senders=4, clock=clock)
     r.start()
+    return api, r, clock
+
+
+def test_a_series_is_patched_only_once_its_create_is_done() -> None:
+    api, r, clock = started_with_slow("create")
     try:
         stuck = run("stuck")
         r.failed_scheduling(stuck, "no room")
@@ -121,10 +127,7 @@ def test_a_series_is_patched_only_once_its_create_is_done() -> None:
 
 
 def test_a_series_has_one_patch_in_flight_at_a_time() -> None:
-    clock = Clock()
-    api = Api(hold=lambda kind, name: time.sleep(0.5) if kind == "patch" else None)
-    r = recorder(api, senders=4, clock=clock)
-    r.start()
+    api, r, clock = started_with_slow("patch")
     try:
         stuck = run("stuck")
         r.failed_scheduling(stuck, "no room")
