@@ -344,6 +344,8 @@ def measure(host: str, args: argparse.Namespace, namespace: str, runs: int, jour
     # A kubeconfig's credentials are loaded again in each binder process, as `kruntimes scheduler` does.
     source = None if host.startswith("http") else functools.partial(kube_args.load_configuration, host, None)
     scheduler = ClusterScheduler(api, settings, registry=CollectorRegistry(), configuration_source=source)
+    if scheduler.events is not None and getattr(args, "event_senders", None):
+        scheduler.events.senders = args.event_senders  # read when it starts
     plan, process, informers = Timer(), Timer(), Timer()
     profiles = ThreadProfiles() if args.profile else None
     cycle = scheduler.scheduler.process if profiles is None else profiles.wrap(scheduler.scheduler.process)
@@ -455,6 +457,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--journal-writer", choices=("process", "thread"), default="process")
     parser.add_argument("--event-interval", type=float, default=ClusterSettings.event_interval,
                         help="the scheduler's --event-interval; 0: no Events")
+    parser.add_argument("--event-senders", type=int,
+                        help="Events written at once (default: the scheduler's, as many as binds in flight); "
+                             "1 is how they were written before the senders")
     parser.add_argument("--journal", metavar="URL", help="the PostgreSQL server of the postgres mode (each "
                                                          "measurement uses a fresh schema)")
     parser.add_argument("--sweep", metavar="PODS,...", help="instead: one SQLite measurement per pod count")

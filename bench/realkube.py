@@ -227,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--journal-writer", choices=("process", "thread"), default="process")
     parser.add_argument("--event-interval", type=float, default=ClusterSettings.event_interval,
                         help="the scheduler's --event-interval; 0: no Events (kube-scheduler still writes its own)")
+    parser.add_argument("--event-senders", type=int,
+                        help="Events written at once (default: the scheduler's, as many as binds in flight); "
+                             "1 is how they were written before the senders")
     parser.add_argument("--ceiling-threads", default="1,4,8,2x8,8d,16d,32d,64d,2x8d",
                         help="shapes: T threads of one process, or PxT processes x threads; a d after T: "
                              "through the binders' lean client (kruntimes.cluster.direct)")
@@ -288,7 +291,7 @@ def measure_round(plane: controlplane.ControlPlane, args: argparse.Namespace, di
             continue
         url = f"sqlite:///{directory}/journal-{what}-{number}.db" if what == "sqlite" else None
         label = "off" if what == "off" else f"SQLite (WAL), summary, {args.journal_writer} writer"
-        label += no_events(args)
+        label += events_label(args)
         results[what] = cluster.measure(host, args, f"bench-{what}-{number}", args.runs, str(directory), url,
                                         FENCE_LEASE)
         results[what]["label"] = label
@@ -296,9 +299,11 @@ def measure_round(plane: controlplane.ControlPlane, args: argparse.Namespace, di
     return results
 
 
-def no_events(args: argparse.Namespace) -> str:
-    """What a kruntimes label adds when its Events are off (`--event-interval 0`)."""
-    return "" if args.event_interval else ", no Events"
+def events_label(args: argparse.Namespace) -> str:
+    """What a kruntimes label adds when its Events are off (`--event-interval 0`) or sent otherwise."""
+    if not args.event_interval:
+        return ", no Events"
+    return f", Events {args.event_senders} at a time" if args.event_senders else ""
 
 
 def rate(what: str, r: dict[str, Any]) -> float:
@@ -315,8 +320,8 @@ def summary(args: argparse.Namespace, rates: dict[str, float], rounds: list[dict
               + " / ".join(f"{rates[n]:,.0f}" for n in rates) + f" at {' / '.join(rates)} "
               "(threads, or processes x threads; d: the lean client)")
     kruntimes = f"(b) kruntimes, {args.pods:,} pods / {args.runs:,} Runs"
-    labels = {"sqlite": f"{kruntimes}, journal SQLite (WAL){no_events(args)}",
-              "off": f"{kruntimes}, journal off{no_events(args)}",
+    labels = {"sqlite": f"{kruntimes}, journal SQLite (WAL){events_label(args)}",
+              "off": f"{kruntimes}, journal off{events_label(args)}",
               "kube": f"(c) kube-scheduler, {args.nodes:,} nodes / {args.runs:,} pods, default profile"}
     print(f"  {'what':<62} {'per s, each round':>22} {'median':>7} {'x ceiling':>9} {'x kube-scheduler':>16}")
     medians = {what: statistics.median(rate(what, r[what]) for r in rounds) for what in labels if what in rounds[0]}
