@@ -48,7 +48,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from kruntimes import wire
 from kruntimes.api import models
-from kruntimes.cluster import direct, errors, leader
+from kruntimes.cluster import direct, errors, event_sending, leader
 from kruntimes.scheduler.projection import RunInfo
 
 log = logging.getLogger("kruntimes.cluster.events")
@@ -110,41 +110,6 @@ class _Series:
     refused: bool = False  # its create failed: as if it had never been
 
 
-#: Writes waiting for a free sender, per sender; past that the deciding thread waits,
-#: and occurrences wait in (or are dropped from) the recorder's bounded queue.
-SENDER_BACKLOG = 64
-
-
-class _Senders:
-    """Threads that take writes from one queue, several in flight at once."""
-
-    def __init__(self, count: int, name: str) -> None:
-        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=SENDER_BACKLOG * count)
-        self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(count)]
-        for thread in self._threads:
-            thread.start()
-
-    def submit(self, write: Callable[[], None]) -> None:
-        self._queue.put(write)
-
-    def stop(self, deadline: float) -> None:
-        """Send what is waiting, until ``deadline`` (monotonic) at most."""
-        for _ in self._threads:
-            try:
-                self._queue.put(None, timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Full:
-                break
-        for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-
-    def _run(self) -> None:
-        while True:
-            write = self._queue.get()
-            if write is None:
-                return
-            write()
-
-
 class EventRecorder:
     """Emits Events from a background thread; ``scheduled``/``failed_scheduling``/``emit`` never block.
 
@@ -160,8 +125,9 @@ class EventRecorder:
                  now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
         if senders < 1:
             raise ValueError("an event recorder needs at least one sender")
-        self._events: Any = (DirectEvents(direct.Direct(api.configuration, api.default_headers, keep=senders))
-                             if direct.supports(api.configuration) else kubernetes.client.EventsV1Api(api))
+        self._events: Any = (
+            event_sending.DirectEvents(direct.Direct(api.configuration, api.default_headers, keep=senders))
+            if direct.supports(api.configuration) else kubernetes.client.EventsV1Api(api))
         self.senders = senders
         self.instance = instance[:128]
         self.controller = controller
@@ -173,7 +139,7 @@ class EventRecorder:
         self._series: OrderedDict[tuple[str, str, str], dict[tuple[str, str], _Series]] = OrderedDict()
         self._thread: threading.Thread | None = None
         # Until started, writes are sent by the caller of handle/flush, one at a time.
-        self._senders: _Senders | None = None
+        self._senders: event_sending.Senders | None = None
         self._stopping = threading.Event()
         self._abandoned = threading.Event()
         self._counting = threading.Lock()  # the counters below are raised by the senders
@@ -208,7 +174,7 @@ class EventRecorder:
 
     def start(self) -> None:
         if self._thread is None:
-            self._senders = _Senders(self.senders, "kruntimes-events-sender")
+            self._senders = event_sending.Senders(self.senders, "kruntimes-events-sender")
             self._thread = threading.Thread(target=self._run, name="kruntimes-events", daemon=True)
             self._thread.start()
 
@@ -227,7 +193,7 @@ class EventRecorder:
         if self._senders is not None:
             self._senders.stop(deadline)
             self._senders = None
-        if isinstance(self._events, DirectEvents):
+        if isinstance(self._events, event_sending.DirectEvents):
             self._events.close()
 
     def abandon(self, timeout: float = 5.0) -> None:
@@ -372,26 +338,6 @@ class EventRecorder:
     def _count(self, what: str) -> None:
         with self._counting:
             setattr(self, what, getattr(self, what) + 1)
-
-
-class DirectEvents:
-    """The two calls of `EventsV1Api` the recorder makes, sent directly (`direct`: a fraction of the
-    client's CPU, and the created Event is not decoded into the client's model); same errors."""
-
-    def __init__(self, sender: direct.Direct) -> None:
-        self._sender = sender
-
-    def close(self) -> None:
-        self._sender.close()
-
-    def create_namespaced_event(self, namespace: str, body: dict[str, Any], *, _request_timeout: float) -> None:
-        self._sender.call("POST", direct.path("apis", "events.k8s.io", "v1", "namespaces", namespace, "events"),
-                          body, _request_timeout)
-
-    def patch_namespaced_event(self, name: str, namespace: str, body: dict[str, Any], *, _request_timeout: float,
-                               _content_type: str) -> None:
-        self._sender.call("PATCH", direct.path("apis", "events.k8s.io", "v1", "namespaces", namespace, "events",
-                                               name), body, _request_timeout, _content_type)
 
 
 def _micro_time(t: datetime) -> str:
