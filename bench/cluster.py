@@ -394,7 +394,7 @@ def measure(host: str, args: argparse.Namespace, namespace: str, runs: int, jour
             "informers": informers.seconds, "events": informers.calls, "profiles": profiles,
             "cpu": (used.user + used.system) - (cpu.user + cpu.system), "machine": machine,
             "scheduled_events": None if recorder is None else
-            (events_then, recorder.created + recorder.patched, recorder.dropped, recorder.failed)}
+            (events_then, _events_sent(scheduler), recorder.dropped, recorder.failed)}
 
 
 def _events_sent(scheduler: ClusterScheduler) -> int:

@@ -218,12 +218,12 @@ class EventRecorder:
     def handle(self, o: Occurrence) -> None:
         """Turn one occurrence into a create, a patch, or a count to send later."""
         if o.run is None:
-            self._create(o, count=1)
+            self._create(o)
             return
         run_key = (o.run.namespace, o.run.name, o.run.uid)
         if o.reason == SCHEDULED:
             self._series.pop(run_key, None)  # it waits no more: its FailedScheduling series ends
-            self._create(o, count=1)
+            self._create(o)
             return
         by_note = self._series.setdefault(run_key, {})
         self._series.move_to_end(run_key)
@@ -241,7 +241,7 @@ class EventRecorder:
                 series.last_seen = o.at
                 return
             series = by_note[(o.reason, note)] = _Series("", 1, 0, o.at, self._clock(), busy=True)
-            series.name = self._create(Occurrence(o.run, o.reason, note, o.at), count=1, series=series)
+            series.name = self._create(Occurrence(o.run, o.reason, note, o.at), series=series)
             return
         series.unsent += 1
         series.last_seen = o.at
@@ -259,7 +259,7 @@ class EventRecorder:
         now = self._clock()
         return any(now - s.last_write < self.min_interval for s in by_note.values())
 
-    def _create(self, o: Occurrence, count: int, series: _Series | None = None) -> str:
+    def _create(self, o: Occurrence, series: _Series | None = None) -> str:
         if o.run is not None:
             run = o.run
             regarding = {"apiVersion": f"{models.GROUP}/{models.VERSION}", "kind": "Run",
