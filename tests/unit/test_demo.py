@@ -35,8 +35,11 @@ def test_every_run_is_executed_and_ends_or_stays_pending_saying_why(journaled: t
     assert all(reason.startswith("0/") and "insufficient capacity" in reason
                for _, reason in report.pending_reasons)
     assert {runtime for runtime, _ in report.pending_reasons} == {"demo/trainer"}  # which runtime each belongs to
-    assert report.processes == report.phases["Succeeded"] + report.phases["Failed"] - 20  # all but the invalid
     reasons = Counter(reason for reason, _ in report.failed_reasons.elements())
+    # Every ended Run ran a process but the invalid ones, and perhaps some of those on the lost
+    # pod: a Run placed there but not yet admitted when it went ends RuntimePodLost unexecuted.
+    executable = report.phases["Succeeded"] + report.phases["Failed"] - 20
+    assert executable - reasons["RuntimePodLost"] <= report.processes <= executable
     assert reasons["InvalidConfiguration"] == 20
     assert reasons["ProcessFailed"] == 3  # the batch tasks that exit 3
     assert reasons["RuntimePodLost"] >= 1  # the Runs on the trainer pod deleted mid-run
