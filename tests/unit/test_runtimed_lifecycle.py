@@ -243,6 +243,7 @@ def test_a_late_event_showing_a_run_still_running_after_it_ended_here_changes_no
     life = start(api, tmp_path)
     life.observe(api.add("a"))
     wait_for(lambda: api.phase("a") == "Succeeded")
+    wait_for(lambda: life.guard.usage() == {})  # the room is given back once the end's write landed
     with api.lock:
         stale = copy.deepcopy(api.objects["a"])
     stale["status"]["phase"] = "Running"
@@ -315,7 +316,8 @@ def test_a_waiting_run_someone_else_ends_is_forgotten_and_its_slot_goes_to_the_n
     wait_for(lambda: life.guard.usage() == {})
     life.observe(api.add("next", minute=2))
     wait_for(lambda: api.phase("next") == "Succeeded")
-    assert life.guard.usage() == {} and life.guard.waiting() == []
+    wait_for(lambda: life.guard.usage() == {})  # the room is given back once the end's write landed
+    assert life.guard.waiting() == []
 
 
 def test_a_reserved_run_that_vanished_before_its_claim_gives_its_reservation_back(api: FakeApi,
