@@ -136,8 +136,10 @@ def test_a_pod_replaced_between_plan_and_bind_is_a_bind_conflict_and_the_run_goe
         if not replaced:
             cluster_api.core.delete_namespaced_pod("python-0", cluster_api.namespace)
             replaced.append(cluster_api.add_pod("python-0", runs=1)["uid"])
-            wait_for(lambda: getattr(cache.pod((cluster_api.namespace, "python-0")), "uid", None) == replaced[0],
-                     what="the new pod in the cache")
+            # Ready too: it is created, then marked Ready, and a cycle that saw it not yet
+            # Ready would write the Run Pending before binding it.
+            wait_for(lambda: (lambda pod: pod is not None and pod.uid == replaced[0] and pod.ready)(
+                cache.pod((cluster_api.namespace, "python-0"))), what="the new pod, Ready, in the cache")
         bind(cycle, run, planned)
 
     loop._bind = replace_then_bind  # type: ignore[method-assign]
