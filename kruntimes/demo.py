@@ -6,7 +6,8 @@ runtimed per pod; the scheduler places the Runs (journaled); each runtimed admit
 the Runs of its pod against the pod's capacity, claims them (`Running`), executes
 them as real processes (no shell) and writes their end (Succeeded or Failed), which
 frees the capacity that wakes the Pending Runs. Midway, one busy trainer pod is
-deleted: its runtimed ends its Runs `RuntimePodLost` and the controller replaces it.
+deleted: its runtimed ends its Runs `RuntimePodLost` and the controller replaces it
+(if its Runs all ended on their own just before, another busy trainer pod is).
 
 Runs and pods live in `MemoryApi` and `MemoryPods`, which answer like an API server
 (resourceVersion-guarded writes, injected 409 conflicts on scheduler and runtimed
@@ -215,19 +216,24 @@ def _settle(scheduler: Scheduler, runs: MemoryApi, pods: MemoryPods, kubelet: Ku
     Midway is the first look after a third of the Runs ended at which a trainer Run is
     Running: between one trainer Run ending and the next admitted none may be (a loaded
     machine makes that gap long), and the demo promises a pod lost under a running Run.
+    Its Runs may all end on their own just before the pod goes (the first end written
+    wins); then, once none of them is active, another busy trainer pod is deleted.
     """
     deadline = time.monotonic() + timeout
     total = len(runs.runs())
-    lost: str | None = None
-    midway = False
+    lost: str | None = None  # the trainer pod deleted last
+    confirmed = midway = False
     quiet = last_writes = 0
     while time.monotonic() < deadline:
         phases = Counter(r.phase for r in runs.runs())
         if progress is not None:
             progress(phases, total)
         midway = midway or phases["Succeeded"] + phases["Failed"] >= total // 3
-        if midway and lost is None:
-            lost = _delete_busy_pod(runs, pods)
+        if midway and not confirmed:
+            outcome = _lost_a_run(runs, lost) if lost is not None else None
+            confirmed = outcome is True
+            if outcome is None:  # none deleted yet, or every Run of it ended on its own before it went
+                lost = _delete_busy_pod(runs, pods) or lost
         # Settled: nothing active, nothing queued or being planned, nothing written for a
         # while. Keys waiting out a conflict backoff are left: their Runs have ended.
         active = phases["Scheduled"] + phases["Running"]
@@ -257,6 +263,16 @@ def _delete_busy_pod(runs: MemoryApi, pods: MemoryPods) -> str | None:
     name = busy.most_common(1)[0][0]
     pods.delete("demo", name)
     return f"demo/{name}"
+
+
+def _lost_a_run(runs: MemoryApi, pod: str) -> bool | None:
+    """Whether a Run of the deleted `pod` ("demo/<name>") ended RuntimePodLost: False while
+    some of its Runs are still active, None once none is and none was lost."""
+    namespace, name = pod.split("/", 1)
+    on_it = [r for r in runs.runs() if r.namespace == namespace and r.pod_name == name]
+    if any(r.active for r in on_it):
+        return False
+    return True if any(r.phase == "Failed" and _failure(runs, r)[0] == "RuntimePodLost" for r in on_it) else None
 
 
 def _executed(runs: MemoryApi, run: RunInfo) -> bool:

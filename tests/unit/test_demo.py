@@ -174,14 +174,21 @@ def test_the_demo_summary_explains_a_tie_and_prints_the_pending_table_once(
 class _Scripted:
     """Runs, pods, kubelet and queue for `demo._settle`: the Runs move one step each time it looks."""
 
-    def __init__(self, steps: list[list[tuple[str, str]]]) -> None:
+    def __init__(self, steps: list[list[tuple[str, ...]]]) -> None:
         self.steps, self.step = steps, 0
         self.writes, self.deleted = 0, []
         self.queue = self
 
     def runs(self) -> list[SimpleNamespace]:
-        return [SimpleNamespace(phase=phase, runtime="trainer" if pod else "batch", pod_name=pod)
-                for phase, pod in self.steps[min(self.step, len(self.steps) - 1)]]
+        return [SimpleNamespace(namespace="demo", name=f"r{i}", key=("demo", f"r{i}"), phase=phase,
+                                runtime="trainer" if pod else "batch", pod_name=pod or None,
+                                active=phase in ("Scheduled", "Running") and bool(pod))
+                for i, (phase, pod, *_) in enumerate(self.steps[min(self.step, len(self.steps) - 1)])]
+
+    def status(self, key: tuple[str, str]) -> dict[str, list[dict[str, str]]]:
+        """A Run's conditions: a step's entry (phase, pod, reason) ended with that reason."""
+        entry = self.steps[min(self.step, len(self.steps) - 1)][int(key[1][1:])]
+        return {"conditions": [{"type": "Completed", "reason": entry[2], "message": ""}]} if len(entry) > 2 else {}
 
     def delete(self, namespace: str, name: str) -> None:
         self.deleted.append(f"{namespace}/{name}")
@@ -223,3 +230,16 @@ def test_the_demo_says_so_when_no_trainer_run_ran_after_a_third_ended() -> None:
     ])
     assert settle(script) == "none (no trainer Run was running)"
     assert script.deleted == []
+
+
+
+def test_when_every_run_of_the_deleted_pod_ended_on_its_own_another_busy_trainer_pod_is_deleted() -> None:
+    # The demo promises a Run lost with its pod, but the first end written wins: a Run can
+    # end Succeeded just before its pod goes. Then another busy trainer pod is deleted.
+    script = _Scripted([
+        [("Succeeded", ""), ("Running", "trainer-a"), ("Running", "trainer-b")],
+        [("Succeeded", ""), ("Succeeded", "trainer-a"), ("Running", "trainer-b")],
+        [("Succeeded", ""), ("Succeeded", "trainer-a"), ("Failed", "trainer-b", "RuntimePodLost")],
+    ])
+    assert settle(script) == "demo/trainer-b"
+    assert script.deleted == ["demo/trainer-a", "demo/trainer-b"]
