@@ -51,6 +51,8 @@ from kruntimes.cluster.events import EventRecorder  # noqa: E402
 from kruntimes.scheduler.status import scheduled_status  # noqa: E402
 from tests.realkube import controlplane  # noqa: E402
 
+#: The term of the fence's Lease (its spec.leaseTransitions) and so of every bind written here.
+FENCE_TERM = 0
 KINDS = ("run bind", "run bind, no policies", "run pending", "Scheduled Event", "pod binding")
 SHOWN = ("kube-apiserver", "etcd", "this process")
 
@@ -61,7 +63,6 @@ class PodWatch:
     def __init__(self, api: kubernetes.client.ApiClient) -> None:
         self._watch = kubernetes.watch.Watch()
         core = kubernetes.client.CoreV1Api(api)
-        self.events = 0
         self._stopped = False
         self._thread = threading.Thread(target=self._run, args=(core,), daemon=True)
         self._thread.start()
@@ -69,7 +70,7 @@ class PodWatch:
     def _run(self, core: kubernetes.client.CoreV1Api) -> None:
         try:
             for _ in self._watch.stream(core.list_pod_for_all_namespaces, deserialize=False, timeout_seconds=3600):
-                self.events += 1
+                pass
         except Exception:  # noqa: BLE001 - the server stopping under it ends the watch; before that, say so
             if not self._stopped:
                 raise
@@ -94,13 +95,13 @@ def many(lean: direct.Direct, method: str, calls: list[tuple[str, dict[str, Any]
         list(pool.map(lambda call: lean.call(method, call[0], call[1], 60.0), calls))
 
 
-def run_writes(api: kubernetes.client.ApiClient, namespace: str, args: argparse.Namespace, bind: bool,
-               term: int) -> dict[str, float]:
+def run_writes(api: kubernetes.client.ApiClient, namespace: str, args: argparse.Namespace,
+               bind: bool) -> dict[str, float]:
     runs = cluster.populate(api, namespace, 1, args.writes, 1)
     now = datetime.now(timezone.utc)
     calls = []
     for obj in runs:
-        status = (scheduled_status(obj.get("status"), "python-0000", "uid-python-0000", now, term) if bind
+        status = (scheduled_status(obj.get("status"), "python-0000", "uid-python-0000", now, FENCE_TERM) if bind
                   else {"phase": "Pending", "conditions": [], "message": "ceiling"})
         metadata = {key: obj["metadata"][key] for key in ("name", "namespace", "uid", "resourceVersion")}
         calls.append((direct.path("apis", models.GROUP, models.VERSION, "namespaces", namespace, "runs",
@@ -144,7 +145,7 @@ def pod_bindings(api: kubernetes.client.ApiClient, namespace: str, args: argpars
 
 
 def measure_round(plane: controlplane.ControlPlane, api: kubernetes.client.ApiClient, args: argparse.Namespace,
-                  number: int, bindings: str, term: int) -> dict[str, dict[str, float]]:
+                  number: int, saved: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     kubectl = plane.kubectl()
     order = list(KINDS) if number % 2 else list(reversed(KINDS))
     results: dict[str, dict[str, float]] = {}
@@ -156,16 +157,16 @@ def measure_round(plane: controlplane.ControlPlane, api: kubernetes.client.ApiCl
             policy_bindings(kubectl, expected=0)
             time.sleep(args.settle)  # the server's policy informer sees them gone
             try:
-                results[kind] = run_writes(api, namespace, args, True, term)
+                results[kind] = run_writes(api, namespace, args, True)
             finally:
-                subprocess.run([*kubectl, "apply", "--server-side", "-f", "-"], input=bindings, text=True,
-                               check=True, capture_output=True)
-                policy_bindings(kubectl, expected=len(json.loads(bindings)["items"]))
+                subprocess.run([*kubectl, "apply", "--server-side", "-f", "-"], check=True, capture_output=True,
+                               text=True, input=json.dumps({"apiVersion": "v1", "kind": "List", "items": saved}))
+                policy_bindings(kubectl, expected=len(saved))
                 time.sleep(args.settle)
         elif kind == "run bind":
-            results[kind] = run_writes(api, namespace, args, True, term)
+            results[kind] = run_writes(api, namespace, args, True)
         elif kind == "run pending":
-            results[kind] = run_writes(api, namespace, args, False, term)
+            results[kind] = run_writes(api, namespace, args, False)
         elif kind == "Scheduled Event":
             results[kind] = events(api, namespace, args)
         else:
@@ -186,13 +187,12 @@ def row(r: dict[str, float]) -> str:
     return f"{r['rate']:,.0f}/s; CPU per write, µs: " + ", ".join(f"{role} {r[role]:,.0f}" for role in SHOWN)
 
 
-def fence_lease(api: kubernetes.client.ApiClient) -> int:
-    """The fence's param, made as the scheduler would hold it; returns its term."""
+def fence_lease(api: kubernetes.client.ApiClient) -> None:
+    """The fence's param, made as the scheduler would hold it, in term `FENCE_TERM`."""
     lease = realkube.FENCE_LEASE
     kubernetes.client.CoordinationV1Api(api).create_namespaced_lease(lease.namespace, {
-        "metadata": {"name": lease.name}, "spec": {"holderIdentity": lease.identity, "leaseTransitions": 0,
+        "metadata": {"name": lease.name}, "spec": {"holderIdentity": lease.identity, "leaseTransitions": FENCE_TERM,
                                                    "leaseDurationSeconds": 3600}})
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,18 +216,17 @@ def main(argv: list[str] | None = None) -> int:
         plane = controlplane.ControlPlane(Path(scratch) / "plane", cpus=server_cpus)
         with plane:
             realkube.deploy(plane)
-            bindings = subprocess.run([*plane.kubectl(), "get", "validatingadmissionpolicybindings", "-o", "json"],
-                                      check=True, capture_output=True, text=True).stdout
-            names = [b["metadata"]["name"] for b in json.loads(bindings)["items"]]
-            print(f"admission policy bindings: {', '.join(names)}", flush=True)
-            bindings = json.dumps({"apiVersion": "v1", "kind": "List", "items": [
-                {key: b[key] for key in ("apiVersion", "kind", "spec")} | {"metadata": {"name": b["metadata"]["name"]}}
-                for b in json.loads(bindings)["items"]]})
+            listed = json.loads(subprocess.run([*plane.kubectl(), "get", "validatingadmissionpolicybindings",
+                                                "-o", "json"], check=True, capture_output=True, text=True).stdout)
+            # What applies them again after the measurement without them: each as deployed.
+            saved = [{"apiVersion": b["apiVersion"], "kind": b["kind"], "metadata": {"name": b["metadata"]["name"]},
+                      "spec": b["spec"]} for b in listed["items"]]
+            print(f"admission policy bindings: {', '.join(b['metadata']['name'] for b in saved)}", flush=True)
             api = cluster.api_client(str(plane.kubeconfig), pool=args.in_flight + 8)
-            term = fence_lease(api)
+            fence_lease(api)
             watchers, pods = cluster.Watchers(str(plane.kubeconfig)), PodWatch(api)
             try:
-                rounds = [measure_round(plane, api, args, n, bindings, term) for n in range(1, args.rounds + 1)]
+                rounds = [measure_round(plane, api, args, n, saved) for n in range(1, args.rounds + 1)]
             finally:
                 watchers.stop()
                 pods.stop()

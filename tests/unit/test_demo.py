@@ -232,7 +232,6 @@ def test_the_demo_says_so_when_no_trainer_run_ran_after_a_third_ended() -> None:
     assert script.deleted == []
 
 
-
 def test_when_every_run_of_the_deleted_pod_ended_on_its_own_another_busy_trainer_pod_is_deleted() -> None:
     # The demo promises a Run lost with its pod, but the first end written wins: a Run can
     # end Succeeded just before its pod goes. Then another busy trainer pod is deleted.
